@@ -1,0 +1,149 @@
+//! The check result and its wire form: the contract's `eIDAS` object
+//! (`spec/psp-checking-service.md`, "Check result").
+
+use serde::Serialize;
+
+use crate::trust::QtspSource;
+
+/// The outcome of a check. Outcomes are data: a certificate that fails a check is a report
+/// with a false flag, not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckReport {
+    pub psp_subject_name: Option<String>,
+    /// The subject `organizationIdentifier` as written (PSD2 form or not).
+    pub auth_number: Option<String>,
+    /// The issuer CN read from the certificate, trusted or not.
+    pub qtsp_common_name: Option<String>,
+    /// `None` for an issuer not in the trust list (`Unknown` on the wire).
+    pub qtsp_source: Option<QtspSource>,
+    pub qtsp_jurisdiction: Option<String>,
+    pub validity: Validity,
+    /// Checks that could not be completed (`eIDAS.errors`).
+    pub errors: Vec<CertCheckError>,
+    /// Why each flag came out as it did, for audits and `psp-gateway check --explain`.
+    /// Never on the wire.
+    pub explanation: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Validity {
+    #[serde(rename = "validQTSP")]
+    pub valid_qtsp: bool,
+    #[serde(rename = "validSignature")]
+    pub valid_signature: bool,
+    #[serde(rename = "notRevoked")]
+    pub not_revoked: bool,
+    #[serde(rename = "notExpired")]
+    pub not_expired: bool,
+}
+
+impl Validity {
+    pub fn all(&self) -> bool {
+        self.valid_qtsp && self.valid_signature && self.not_revoked && self.not_expired
+    }
+}
+
+/// Codes of `eIDAS.errors` entries. The first two are the contract's; the others say why the
+/// signature or validity check could not be completed (`DESIGN.md` section 3) and are
+/// documented in `docs/errors.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    CrlResponseError,
+    OcspResponseError,
+    IssuerKeyNotFound,
+    SignatureAlgorithmUnsupported,
+    SignatureAlgorithmRejected,
+    CertificateNotYetValid,
+}
+
+impl ErrorCode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ErrorCode::CrlResponseError => "crl_response_error",
+            ErrorCode::OcspResponseError => "ocsp_response_error",
+            ErrorCode::IssuerKeyNotFound => "issuer_key_not_found",
+            ErrorCode::SignatureAlgorithmUnsupported => "signature_algorithm_unsupported",
+            ErrorCode::SignatureAlgorithmRejected => "signature_algorithm_rejected",
+            ErrorCode::CertificateNotYetValid => "certificate_not_yet_valid",
+        }
+    }
+}
+
+/// One `eIDAS.errors` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertCheckError {
+    pub code: ErrorCode,
+    pub title: String,
+}
+
+impl CertCheckError {
+    pub fn new(code: ErrorCode, title: String) -> Self {
+        CertCheckError { code, title }
+    }
+}
+
+/// The contract's `eIDAS` object.
+#[derive(Debug, Serialize)]
+pub struct WireEidas<'a> {
+    pub data: WireData<'a>,
+    pub validity: Validity,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<WireError<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WireData<'a> {
+    #[serde(rename = "pspSubjectName")]
+    pub psp_subject_name: Option<&'a str>,
+    #[serde(rename = "authNumber")]
+    pub auth_number: Option<&'a str>,
+    #[serde(rename = "QTSPCommonName")]
+    pub qtsp_common_name: Option<&'a str>,
+    #[serde(rename = "QTSPSource")]
+    pub qtsp_source: &'a str,
+    #[serde(rename = "QTSPJurisdiction")]
+    pub qtsp_jurisdiction: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WireError<'a> {
+    pub code: &'static str,
+    pub title: &'a str,
+    pub link: String,
+}
+
+/// The check result body (`eIDAS` now; the register blocks join it with the register issue).
+#[derive(Debug, Serialize)]
+pub struct WireCheckResult<'a> {
+    #[serde(rename = "eIDAS")]
+    pub eidas: WireEidas<'a>,
+}
+
+const UNKNOWN: &str = "Unknown";
+
+impl CheckReport {
+    /// The contract's wire form; `link_base` prefixes each error code in `link`.
+    pub fn to_wire<'a>(&'a self, link_base: &str) -> WireCheckResult<'a> {
+        WireCheckResult {
+            eidas: WireEidas {
+                data: WireData {
+                    psp_subject_name: self.psp_subject_name.as_deref(),
+                    auth_number: self.auth_number.as_deref(),
+                    qtsp_common_name: self.qtsp_common_name.as_deref(),
+                    qtsp_source: self.qtsp_source.map_or(UNKNOWN, |s| s.as_str()),
+                    qtsp_jurisdiction: self.qtsp_jurisdiction.as_deref().unwrap_or(UNKNOWN),
+                },
+                validity: self.validity,
+                errors: self
+                    .errors
+                    .iter()
+                    .map(|e| WireError {
+                        code: e.code.as_str(),
+                        title: &e.title,
+                        link: format!("{link_base}{}", e.code.as_str()),
+                    })
+                    .collect(),
+            },
+        }
+    }
+}

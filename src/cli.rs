@@ -1,0 +1,230 @@
+//! The command line: `check`, `config check`, `sandbox generate`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::cert::PspCertificate;
+use crate::cert::input::decode_certificate_chain;
+use crate::check::{self, CheckInput, RevocationEvidence};
+use crate::config::{Config, JurisdictionSet, TrustSourceConfig};
+use crate::country::CountryCode;
+use crate::trust::{QtspSource, TrustList};
+
+/// Exit status for a usage or input error (clap uses the same for bad arguments).
+const EXIT_USAGE: u8 = 2;
+/// Exit status of `config check` for a configuration that cannot be used (linkerd's choice:
+/// sysexits' EX_USAGE).
+const EXIT_BAD_CONFIG: u8 = 64;
+
+/// The configuration used when `--config` is not given, if it exists in the working directory.
+const DEFAULT_CONFIG: &str = "gateway.toml";
+
+#[derive(Debug, Parser)]
+#[command(name = "psp-gateway", version, about = "PSD2 PSP-checking gateway")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check a certificate file and print the contract's check-result JSON.
+    Check(CheckArgs),
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Sandbox commands.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// The PSP certificate: DER, PEM or Base64.
+    #[arg(long, value_name = "FILE")]
+    cert: PathBuf,
+    /// The transaction jurisdiction (two-letter country code, any case).
+    #[arg(long, value_name = "CC", value_parser = parse_country)]
+    jurisdiction: CountryCode,
+    /// Intermediate certificates presented with it (PEM bundle or DER); repeatable.
+    #[arg(long, value_name = "FILE")]
+    chain: Vec<PathBuf>,
+    /// Check at this time (RFC 3339) instead of now.
+    #[arg(long, value_name = "RFC3339", value_parser = parse_time)]
+    at: Option<OffsetDateTime>,
+    /// Configuration file [default: ./gateway.toml when present].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Add an ETSI TS 119 612 trusted list as an `EIDAS` source valid for the EEA; repeatable.
+    #[arg(long, value_name = "FILE")]
+    trust: Vec<PathBuf>,
+    /// Also explain each flag on stderr.
+    #[arg(long)]
+    explain: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Validate a configuration, including every file it names; exit 64 if it cannot be used.
+    Check {
+        #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SandboxCommand {
+    /// Generate the sandbox PKI (CAs, one PSP certificate per scenario, server certificate).
+    Generate {
+        #[arg(long, value_name = "DIR", default_value = "certs")]
+        out: PathBuf,
+    },
+}
+
+fn parse_country(s: &str) -> Result<CountryCode, String> {
+    s.parse()
+        .map_err(|e: crate::country::InvalidCountryCode| e.to_string())
+}
+
+fn parse_time(s: &str) -> Result<OffsetDateTime, String> {
+    OffsetDateTime::parse(s, &Rfc3339).map_err(|e| format!("`{s}` is not an RFC 3339 time: {e}"))
+}
+
+/// Parses the arguments and runs the command.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check(args) => match run_check(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => fail(EXIT_USAGE, &message),
+        },
+        Command::Config {
+            command: ConfigCommand::Check { config },
+        } => match run_config_check(&config) {
+            Ok(summary) => {
+                println!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => fail(EXIT_BAD_CONFIG, &message),
+        },
+        Command::Sandbox {
+            command: SandboxCommand::Generate { out },
+        } => match crate::sandbox::pki::generate(&out) {
+            Ok(manifest) => {
+                println!(
+                    "wrote {} CAs and {} PSP certificates to {}",
+                    manifest.cas.len(),
+                    manifest.psps.len(),
+                    out.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(1, &e.to_string()),
+        },
+    }
+}
+
+fn fail(code: u8, message: &str) -> ExitCode {
+    eprintln!("psp-gateway: {message}");
+    ExitCode::from(code)
+}
+
+fn run_check(args: &CheckArgs) -> Result<(), String> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
+        None if Path::new(DEFAULT_CONFIG).exists() => {
+            Config::load(Path::new(DEFAULT_CONFIG)).map_err(|e| e.to_string())?
+        }
+        None => Config::empty(),
+    };
+    for (i, tl) in args.trust.iter().enumerate() {
+        let path = std::path::absolute(tl).map_err(|e| format!("{}: {e}", tl.display()))?;
+        config.trust.sources.push(TrustSourceConfig {
+            name: format!("--trust #{}", i + 1),
+            qtsp_source: QtspSource::Eidas,
+            qtsp_jurisdiction: "EEA".to_owned(),
+            valid_for: vec![JurisdictionSet::Eea],
+            qc_compliance: None,
+            untyped: None,
+            issuers: Vec::new(),
+            trusted_lists: vec![path],
+        });
+    }
+    let trust = TrustList::load(&config).map_err(|e| e.to_string())?;
+
+    let bytes = read_input(&args.cert)?;
+    let certificate =
+        PspCertificate::parse(&bytes).map_err(|e| format!("{}: {e}", args.cert.display()))?;
+    let mut intermediates = Vec::new();
+    for path in &args.chain {
+        let bytes = read_input(path)?;
+        for der in
+            decode_certificate_chain(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+        {
+            intermediates.push(
+                PspCertificate::from_der(der).map_err(|e| format!("{}: {e}", path.display()))?,
+            );
+        }
+    }
+
+    let input = CheckInput {
+        certificate: &certificate,
+        intermediates: &intermediates,
+        jurisdiction: args.jurisdiction,
+        now: args.at.unwrap_or_else(OffsetDateTime::now_utc),
+    };
+    let revocation = RevocationEvidence::not_checked(
+        "revocation checking (CRL and OCSP) is not available in this version of psp-gateway",
+    );
+    let report = check::check(&input, &trust, &revocation);
+    let json = serde_json::to_string_pretty(&report.to_wire(&config.checks.error_link_base))
+        .map_err(|e| format!("cannot serialise the report: {e}"))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{json}").map_err(|e| format!("cannot write to stdout: {e}"))?;
+    if args.explain {
+        for line in &report.explanation {
+            eprintln!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// Certificate inputs are small; refuse to read anything large (a wrong path, a device).
+const MAX_INPUT_FILE_BYTES: u64 = 1024 * 1024;
+
+fn read_input(path: &Path) -> Result<Vec<u8>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.len() > MAX_INPUT_FILE_BYTES {
+        return Err(format!(
+            "{}: {} bytes is over the {MAX_INPUT_FILE_BYTES}-byte limit for a certificate file",
+            path.display(),
+            meta.len()
+        ));
+    }
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn run_config_check(path: &Path) -> Result<String, String> {
+    let config = Config::load(path).map_err(|e| e.to_string())?;
+    let trust = TrustList::load(&config).map_err(|e| e.to_string())?;
+    let mut summary = format!(
+        "{}: ok: {} trust sources, {} trusted issuers",
+        path.display(),
+        trust.sources().len(),
+        trust.issuers().len()
+    );
+    for note in trust.notes() {
+        summary.push_str("\nnote: ");
+        summary.push_str(note);
+    }
+    Ok(summary)
+}

@@ -1,0 +1,20 @@
+//! psp-gateway: checks a PSD2 payment service provider's eIDAS certificate and its
+//! regulatory status, as a gateway filter, as an HTTP endpoint and from the command line.
+//!
+//! The check core ([`check`]) is pure: certificate bytes, a transaction jurisdiction, a point
+//! in time and read-only snapshots in, a [`check::CheckReport`] out. I/O lives at the edges.
+#![forbid(unsafe_code)]
+
+pub mod cert;
+pub mod check;
+pub mod cli;
+pub mod config;
+pub mod country;
+pub mod sandbox;
+pub mod trust;
+
+pub use cert::PspCertificate;
+pub use check::{CheckInput, CheckReport, check};
+pub use config::Config;
+pub use country::CountryCode;
+pub use trust::{QtspSource, TrustList};

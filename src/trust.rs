@@ -1,0 +1,350 @@
+//! The trust list: which issuers are approved, by which source, for which jurisdictions and
+//! certificate kinds, and since when.
+//!
+//! Issuers come from PEM files named in configuration, or from ETSI TS 119 612 trusted lists
+//! ([`tsl`]). Every issuer is held as its parsed CA certificate, so matching a PSP
+//! certificate to an issuer is by key (the issuer's public key, key identifiers as a hint),
+//! never by name alone: see [`crate::check`].
+//!
+//! Trusted-list XML signatures are not verified yet: a trusted-list file is trusted as the
+//! operator placed it.
+
+pub mod tsl;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::cert::{PspCertificate, input::decode_certificate_chain};
+use crate::config::{self, CertKind, Config, QcCompliancePolicy, TrustSourceConfig, UntypedPolicy};
+use crate::country::CountryCode;
+
+/// The `QTSPSource` values of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum QtspSource {
+    /// A QTSP on an EU/EEA trusted list.
+    #[serde(rename = "EIDAS")]
+    Eidas,
+    /// A QTSP approved directly by configuration.
+    #[serde(rename = "QTSP")]
+    Qtsp,
+    /// The UK Open Banking directory.
+    #[serde(rename = "OBIE")]
+    Obie,
+    /// An open-banking hub directory of a country or scheme.
+    #[serde(rename = "OBHD")]
+    Obhd,
+}
+
+impl QtspSource {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            QtspSource::Eidas => "EIDAS",
+            QtspSource::Qtsp => "QTSP",
+            QtspSource::Obie => "OBIE",
+            QtspSource::Obhd => "OBHD",
+        }
+    }
+
+    /// Qualified schemes require QcCompliance and a QcType by default; directory schemes
+    /// issue certificates without them.
+    fn is_qualified_scheme(&self) -> bool {
+        matches!(self, QtspSource::Eidas | QtspSource::Qtsp)
+    }
+}
+
+impl fmt::Display for QtspSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A trust source with its rules, as loaded.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub name: String,
+    pub qtsp_source: QtspSource,
+    /// The `QTSPJurisdiction` value reported for its certificates.
+    pub reported_jurisdiction: String,
+    /// Transaction jurisdictions its issuers are approved for.
+    pub valid_for: BTreeSet<CountryCode>,
+    pub qc_compliance: QcCompliancePolicy,
+    pub untyped: UntypedPolicy,
+}
+
+/// One approval period of an issuer: from `from` (inclusive) until the next newer period.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// `None`: since always (issuers approved by configuration).
+    pub from: Option<OffsetDateTime>,
+    /// Whether the issuer was approved (TS 119 612 `granted`, or a pre-eIDAS active status).
+    pub active: bool,
+    /// Kinds approved in this period.
+    pub kinds: BTreeSet<CertKind>,
+    /// The status as the source wrote it, for explanations.
+    pub status: String,
+}
+
+/// An approved issuer: its CA certificate, its source and its approval history.
+#[derive(Debug, Clone)]
+pub struct TrustedIssuer {
+    /// Index into [`TrustList::sources`].
+    pub source: usize,
+    pub certificate: PspCertificate,
+    /// Where it came from (file, or trusted-list service name), for explanations.
+    pub origin: String,
+    /// Newest first.
+    pub history: Vec<Approval>,
+}
+
+impl TrustedIssuer {
+    /// The approval period in effect at `t`.
+    pub fn approval_at(&self, t: OffsetDateTime) -> Option<&Approval> {
+        self.history
+            .iter()
+            .find(|a| a.from.is_none_or(|from| from <= t))
+    }
+}
+
+/// The loaded trust list: an immutable snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct TrustList {
+    sources: Vec<Source>,
+    issuers: Vec<TrustedIssuer>,
+    /// What loading passed over (trusted-list services that are not CA/QC, undecodable
+    /// entries), for `config check` and logs.
+    notes: Vec<String>,
+}
+
+/// Why the trust list could not be loaded. Nothing is half-loaded: any error rejects the
+/// whole snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustLoadError {
+    #[error("trust source `{source_name}`: cannot read {path}: {error}")]
+    Read {
+        source_name: String,
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("trust source `{source_name}`: {path}: {message}")]
+    Invalid {
+        source_name: String,
+        path: PathBuf,
+        message: String,
+    },
+}
+
+/// The TS 119 612 service type of a CA issuing qualified certificates.
+const SERVICE_TYPE_CA_QC: &str = "http://uri.etsi.org/TrstSvc/Svctype/CA/QC";
+
+/// Upper bound on one trust file read into memory: the largest national trusted list is a few
+/// MiB (the 2019 CZ list is 640 KB); 32 MiB leaves room without letting a wrong path (a disk
+/// image, say) exhaust memory.
+const MAX_TRUST_FILE_BYTES: u64 = 32 * 1024 * 1024;
+
+impl TrustList {
+    /// Loads every source of the configuration.
+    pub fn load(config: &Config) -> Result<TrustList, TrustLoadError> {
+        let mut list = TrustList::default();
+        for source in &config.trust.sources {
+            list.add_source(config, source)?;
+        }
+        Ok(list)
+    }
+
+    /// A trust list from parts already built (tests, and loaders of other formats).
+    /// Each issuer's `source` must index into `sources`.
+    pub fn new(sources: Vec<Source>, issuers: Vec<TrustedIssuer>) -> TrustList {
+        assert!(
+            issuers.iter().all(|i| i.source < sources.len()),
+            "every issuer names one of the sources"
+        );
+        TrustList {
+            sources,
+            issuers,
+            notes: Vec::new(),
+        }
+    }
+
+    pub fn sources(&self) -> &[Source] {
+        &self.sources
+    }
+
+    pub fn issuers(&self) -> &[TrustedIssuer] {
+        &self.issuers
+    }
+
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.issuers.is_empty()
+    }
+
+    fn add_source(
+        &mut self,
+        config: &Config,
+        sc: &TrustSourceConfig,
+    ) -> Result<(), TrustLoadError> {
+        let qualified = sc.qtsp_source.is_qualified_scheme();
+        let index = self.sources.len();
+        self.sources.push(Source {
+            name: sc.name.clone(),
+            qtsp_source: sc.qtsp_source,
+            reported_jurisdiction: sc.qtsp_jurisdiction.clone(),
+            valid_for: config::expand(&sc.valid_for),
+            qc_compliance: sc.qc_compliance.unwrap_or(if qualified {
+                QcCompliancePolicy::Required
+            } else {
+                QcCompliancePolicy::Optional
+            }),
+            untyped: sc.untyped.unwrap_or(if qualified {
+                UntypedPolicy::Reject
+            } else {
+                UntypedPolicy::Accept
+            }),
+        });
+        for issuer in &sc.issuers {
+            let path = config.resolve(&issuer.pem);
+            let bytes = read_capped(&sc.name, &path)?;
+            let invalid = |message: String| TrustLoadError::Invalid {
+                source_name: sc.name.clone(),
+                path: path.clone(),
+                message,
+            };
+            let ders = decode_certificate_chain(&bytes).map_err(|e| invalid(e.to_string()))?;
+            for der in ders {
+                let certificate =
+                    PspCertificate::from_der(der).map_err(|e| invalid(e.to_string()))?;
+                if certificate.is_ca != Some(true) {
+                    return Err(invalid(format!(
+                        "{} is not a CA certificate (basicConstraints cA is not true)",
+                        certificate.subject
+                    )));
+                }
+                self.issuers.push(TrustedIssuer {
+                    source: index,
+                    certificate,
+                    origin: path.display().to_string(),
+                    history: vec![Approval {
+                        from: None,
+                        active: true,
+                        kinds: issuer.kinds.iter().copied().collect(),
+                        status: "approved by configuration".to_owned(),
+                    }],
+                });
+            }
+        }
+        for tl in &sc.trusted_lists {
+            let path = config.resolve(tl);
+            let bytes = read_capped(&sc.name, &path)?;
+            let list = tsl::parse(&bytes).map_err(|e| TrustLoadError::Invalid {
+                source_name: sc.name.clone(),
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            self.add_trusted_list(index, &path, list);
+        }
+        Ok(())
+    }
+
+    fn add_trusted_list(&mut self, source: usize, path: &Path, list: tsl::TrustedList) {
+        for skipped in &list.skipped {
+            self.notes.push(format!("{}: {skipped}", path.display()));
+        }
+        let mut other_services = 0usize;
+        for service in &list.services {
+            // Only services that issue qualified certificates can vouch for a QWAC or a
+            // QSealC; a service's type may change over its history, so the type is judged
+            // per period below, and a service that never was CA/QC is passed over here.
+            if !service
+                .history
+                .iter()
+                .any(|p| p.service_type == SERVICE_TYPE_CA_QC)
+            {
+                other_services += 1;
+                continue;
+            }
+            let history: Vec<Approval> = service
+                .history
+                .iter()
+                .map(|p| {
+                    let mut kinds = BTreeSet::new();
+                    if p.additional_info
+                        .iter()
+                        .any(|u| u.ends_with("/ForWebSiteAuthentication"))
+                    {
+                        kinds.insert(CertKind::Web);
+                    }
+                    if p.additional_info.iter().any(|u| u.ends_with("/ForeSeals")) {
+                        kinds.insert(CertKind::Seal);
+                    }
+                    Approval {
+                        from: Some(p.starting),
+                        active: p.status.is_active() && p.service_type == SERVICE_TYPE_CA_QC,
+                        kinds,
+                        status: status_name(&p.status),
+                    }
+                })
+                .collect();
+            for der in &service.certificates {
+                match PspCertificate::from_der(der.clone()) {
+                    Ok(certificate) => self.issuers.push(TrustedIssuer {
+                        source,
+                        certificate,
+                        origin: format!(
+                            "{} (TL {}): {}",
+                            path.display(),
+                            list.territory,
+                            service.service_name
+                        ),
+                        history: history.clone(),
+                    }),
+                    Err(e) => self.notes.push(format!(
+                        "{}: service `{}`: certificate passed over: {e}",
+                        path.display(),
+                        service.service_name
+                    )),
+                }
+            }
+        }
+        if other_services > 0 {
+            self.notes.push(format!(
+                "{}: {other_services} services that never were CA/QC passed over",
+                path.display()
+            ));
+        }
+    }
+}
+
+fn status_name(s: &tsl::ServiceStatus) -> String {
+    match s {
+        tsl::ServiceStatus::Other(uri) => uri.clone(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+fn read_capped(source_name: &str, path: &Path) -> Result<Vec<u8>, TrustLoadError> {
+    let read_err = |error| TrustLoadError::Read {
+        source_name: source_name.to_owned(),
+        path: path.to_owned(),
+        error,
+    };
+    let len = std::fs::metadata(path).map_err(read_err)?.len();
+    if len > MAX_TRUST_FILE_BYTES {
+        return Err(TrustLoadError::Invalid {
+            source_name: source_name.to_owned(),
+            path: path.to_owned(),
+            message: format!("{len} bytes is over the {MAX_TRUST_FILE_BYTES}-byte limit"),
+        });
+    }
+    std::fs::read(path).map_err(|error| TrustLoadError::Read {
+        source_name: source_name.to_owned(),
+        path: path.to_owned(),
+        error,
+    })
+}

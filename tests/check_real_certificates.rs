@@ -1,0 +1,299 @@
+//! The check core against real certificates and real trusted lists from `../shared/data`.
+
+mod common;
+
+use common::*;
+use psp_gateway::QtspSource;
+use psp_gateway::cert::PspCertificate;
+
+const CZ_TL: &str = r#"
+[[trust.sources]]
+name = "cz-tl"
+qtsp_source = "EIDAS"
+qtsp_jurisdiction = "EEA"
+valid_for = ["EEA"]
+trusted_lists = ["../shared/data/trusted-lists/CZ-tl_seq77_2019-08-23.xml"]
+"#;
+
+const OBIE_PP: &str = r#"
+[[trust.sources]]
+name = "obie-pp"
+qtsp_source = "OBIE"
+qtsp_jurisdiction = "GB"
+valid_for = ["GB"]
+
+[[trust.sources.issuers]]
+pem = "../shared/data/psd2-certs/obie_pp_issuing_ca.pem"
+kinds = ["web", "seal"]
+
+[[trust.sources.issuers]]
+pem = "../shared/data/psd2-certs/obie_pp_root_ca.pem"
+kinds = ["web", "seal"]
+"#;
+
+fn creditas() -> PspCertificate {
+    load_cert(&data("psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem"))
+}
+
+#[test]
+fn real_production_qwac_is_valid_against_the_real_czech_trusted_list_in_2020() {
+    let trust = trust(CZ_TL);
+    let r = run(&trust, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
+    assert_eq!(flags3(&r), (true, true, true), "{:#?}", r.explanation);
+    assert_eq!(r.auth_number.as_deref(), Some("PSDCZ-CNB-63492555"));
+    assert_eq!(
+        r.qtsp_common_name.as_deref(),
+        Some("I.CA SSL EV CA/RSA 10/2017")
+    );
+    assert_eq!(r.qtsp_source, Some(QtspSource::Eidas));
+    assert_eq!(r.qtsp_jurisdiction.as_deref(), Some("EEA"));
+    assert_eq!(r.psp_subject_name.as_deref(), Some("Banka CREDITAS a.s."));
+    assert!(
+        !r.validity.not_revoked,
+        "no revocation evidence: fail closed"
+    );
+    let codes: Vec<_> = r.errors.iter().map(|e| e.code.as_str()).collect();
+    assert_eq!(codes, ["crl_response_error", "ocsp_response_error"]);
+}
+
+#[test]
+fn the_same_qwac_today_is_expired_and_keeps_its_other_flags() {
+    let trust = trust(CZ_TL);
+    let r = run(&trust, &creditas(), &[], "CZ", at("2026-11-21T00:00:00Z"));
+    assert_eq!(flags3(&r), (true, true, false));
+    assert_eq!(r.qtsp_source, Some(QtspSource::Eidas));
+}
+
+#[test]
+fn a_czech_qwac_is_not_approved_outside_the_sources_jurisdictions() {
+    let trust = trust(CZ_TL);
+    let r = run(&trust, &creditas(), &[], "GB", at("2020-01-15T00:00:00Z"));
+    assert_eq!(flags3(&r), (false, true, true));
+    assert_eq!(
+        r.qtsp_source,
+        Some(QtspSource::Eidas),
+        "the issuer is known, only not approved here"
+    );
+}
+
+#[test]
+fn without_a_trust_list_the_qwac_is_untrusted_and_its_signature_cannot_be_checked() {
+    let none = trust("");
+    let r = run(&none, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
+    assert_eq!(flags3(&r), (false, false, true));
+    assert_eq!(r.qtsp_source, None);
+    assert_eq!(
+        r.qtsp_common_name.as_deref(),
+        Some("I.CA SSL EV CA/RSA 10/2017")
+    );
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.code.as_str() == "issuer_key_not_found")
+    );
+}
+
+#[test]
+fn the_issuing_ca_presented_as_an_intermediate_verifies_the_signature_but_is_not_trusted() {
+    let none = trust("");
+    let ca = load_cert(&data("psd2-certs/ica_ssl_ev_ca_rsa_10_2017.pem"));
+    let r = run(&none, &creditas(), &[ca], "CZ", at("2020-01-15T00:00:00Z"));
+    assert_eq!(flags3(&r), (false, true, true));
+}
+
+#[test]
+fn one_changed_byte_in_the_signed_part_fails_the_signature_and_nothing_else() {
+    let trust = trust(CZ_TL);
+    let original = creditas();
+    // Change one letter of the subject CN `creditas.cz` inside the TBSCertificate.
+    let mut der = original.der.clone();
+    let pos = der
+        .windows(b"creditas.cz".len())
+        .position(|w| w == b"creditas.cz")
+        .expect("the CN is in the DER");
+    der[pos] = b'k';
+    let tampered = PspCertificate::from_der(der).expect("still parses");
+    let before = run(&trust, &original, &[], "CZ", at("2020-01-15T00:00:00Z"));
+    let after = run(&trust, &tampered, &[], "CZ", at("2020-01-15T00:00:00Z"));
+    assert!(before.validity.valid_signature);
+    assert!(!after.validity.valid_signature);
+    assert_eq!(after.validity.valid_qtsp, before.validity.valid_qtsp);
+    assert_eq!(after.validity.not_expired, before.validity.not_expired);
+    assert_eq!(after.validity.not_revoked, before.validity.not_revoked);
+    assert_eq!(after.qtsp_source, before.qtsp_source);
+    assert!(
+        !after
+            .errors
+            .iter()
+            .any(|e| e.code.as_str() == "issuer_key_not_found"),
+        "the key was found; the signature is simply wrong"
+    );
+}
+
+#[test]
+fn obie_pre_production_certificates_are_trusted_as_obie_for_gb() {
+    let trust = trust(OBIE_PP);
+    let now = at("2026-11-21T00:00:00Z");
+    for file in [
+        "obie_pp_wso2_transport_qwac_2026.pem",
+        "obie_pp_wso2_signing_qseal_2026.pem",
+        "obie_pp_wso2_obwac_legacy_2026.pem",
+    ] {
+        let r = run(
+            &trust,
+            &load_cert(&data(&format!("psd2-certs/{file}"))),
+            &[],
+            "GB",
+            now,
+        );
+        assert_eq!(
+            flags3(&r),
+            (true, true, true),
+            "{file}: {:#?}",
+            r.explanation
+        );
+        assert_eq!(r.qtsp_source, Some(QtspSource::Obie), "{file}");
+        assert_eq!(r.qtsp_jurisdiction.as_deref(), Some("GB"), "{file}");
+    }
+}
+
+#[test]
+fn an_expired_obie_certificate_keeps_its_issuer_and_signature_flags() {
+    let trust = trust(OBIE_PP);
+    let cert = load_cert(&data("psd2-certs/obie_pp_wso2_signing_expired_2024.pem"));
+    let r = run(&trust, &cert, &[], "GB", at("2026-11-21T00:00:00Z"));
+    assert_eq!(flags3(&r), (true, true, false));
+}
+
+#[test]
+fn the_look_alike_of_the_obie_issuer_is_untrusted() {
+    let trust = trust(OBIE_PP);
+    let cert = load_cert(&data("psd2-certs/wso2_fake_obie_issuer_selfmade.pem"));
+    assert_eq!(
+        cert.issuer_cn.as_deref(),
+        Some("OpenBanking Pre-Production Issuing CA")
+    );
+    let r = run(&trust, &cert, &[], "GB", at("2023-06-01T00:00:00Z"));
+    assert!(!r.validity.valid_qtsp);
+    assert!(!r.validity.valid_signature);
+    assert_eq!(r.qtsp_source, None);
+    assert_eq!(r.qtsp_jurisdiction, None);
+    let wire = serde_json::to_value(r.to_wire("/docs/errors#")).unwrap();
+    assert_eq!(wire["eIDAS"]["data"]["QTSPSource"], "Unknown");
+    assert_eq!(wire["eIDAS"]["data"]["QTSPJurisdiction"], "Unknown");
+    assert_eq!(
+        wire["eIDAS"]["data"]["QTSPCommonName"],
+        "OpenBanking Pre-Production Issuing CA"
+    );
+}
+
+#[test]
+fn a_qwac_under_a_trusted_root_is_approved_through_the_presented_intermediate() {
+    // The e-Szigno test root is configured as a private anchor; the issuing CA (Test CA3)
+    // arrives with the certificate, as in a TLS handshake.
+    let trust = trust(
+        r#"
+[[trust.sources]]
+name = "eszigno-test"
+qtsp_source = "QTSP"
+qtsp_jurisdiction = "EEA"
+valid_for = ["EEA"]
+[[trust.sources.issuers]]
+pem = "../shared/data/psd2-certs/eszigno_test_root_ca_2008.pem"
+kinds = ["web", "seal"]
+"#,
+    );
+    let ca3 = load_cert(&data("psd2-certs/eszigno_test_ca3.pem"));
+    let now = at("2023-03-02T12:30:00Z");
+    for file in [
+        "eszigno_test_qwac_psdfi.pem",
+        "eszigno_test_qsealc_psdfi.pem",
+    ] {
+        let cert = load_cert(&data(&format!("psd2-certs/{file}")));
+        let r = run(&trust, &cert, std::slice::from_ref(&ca3), "FI", now);
+        assert_eq!(
+            flags3(&r),
+            (true, true, true),
+            "{file}: {:#?}",
+            r.explanation
+        );
+        assert_eq!(r.auth_number.as_deref(), Some("PSDFI-FINFSA-1234567-8"));
+        assert_eq!(r.qtsp_source, Some(QtspSource::Qtsp));
+        // Without the intermediate there is no path and no issuer key.
+        let r = run(&trust, &cert, &[], "FI", now);
+        assert_eq!(flags3(&r), (false, false, true), "{file}");
+    }
+}
+
+#[test]
+fn a_presented_intermediate_that_does_not_chain_to_the_trust_list_is_not_trust() {
+    // The e-Szigno CA3 is the certificate's real issuer, but only the OBIE anchors are
+    // configured: the signature verifies, the issuer is not approved.
+    let trust = trust(OBIE_PP);
+    let ca3 = load_cert(&data("psd2-certs/eszigno_test_ca3.pem"));
+    let cert = load_cert(&data("psd2-certs/eszigno_test_qwac_psdfi.pem"));
+    let r = run(&trust, &cert, &[ca3], "GB", at("2023-03-02T12:30:00Z"));
+    assert!(!r.validity.valid_qtsp);
+    assert!(
+        r.validity.valid_signature,
+        "the presented issuer's key verifies"
+    );
+}
+
+#[test]
+fn untrusted_issuers_of_the_corpus_come_out_unknown() {
+    let trust = trust(&format!("{CZ_TL}\n{OBIE_PP}"));
+    for (file, when) in [
+        ("ing_sandbox_example_qwac.pem", "2021-01-01T00:00:00Z"),
+        ("ing_sandbox_example_qsealc.pem", "2021-01-01T00:00:00Z"),
+        (
+            "dtrust_test_hanseatic_psdde_bafin.pem",
+            "2020-01-01T00:00:00Z",
+        ),
+        (
+            "bdr_psd2_test_subca_hanseatic_psdde_bafin.pem",
+            "2019-01-01T00:00:00Z",
+        ),
+        (
+            "adorsys_psd2accel_mock_qwac_nonpsd_orgid.pem",
+            "2018-08-20T00:00:00Z",
+        ),
+        (
+            "adorsys_xs2a_mock_qwac_psdde_fakenca.pem",
+            "2021-01-01T00:00:00Z",
+        ),
+    ] {
+        let r = run(
+            &trust,
+            &load_cert(&data(&format!("psd2-certs/{file}"))),
+            &[],
+            "DE",
+            at(when),
+        );
+        assert!(!r.validity.valid_qtsp, "{file}");
+        assert_eq!(r.qtsp_source, None, "{file}");
+        assert!(
+            r.validity.not_expired,
+            "{file} is inside its validity at {when}"
+        );
+    }
+}
+
+#[test]
+fn a_non_ca_certificate_is_refused_as_a_configured_issuer() {
+    let c = config(
+        r#"
+[[trust.sources]]
+name = "wrong"
+qtsp_source = "QTSP"
+qtsp_jurisdiction = "EEA"
+valid_for = ["EEA"]
+[[trust.sources.issuers]]
+pem = "../shared/data/psd2-certs/eszigno_test_qwac_psdfi.pem"
+kinds = ["web"]
+"#,
+    );
+    let e = psp_gateway::TrustList::load(&c).unwrap_err().to_string();
+    assert!(e.contains("not a CA certificate"), "{e}");
+    assert!(e.contains("wrong"), "{e}");
+}

@@ -1,0 +1,184 @@
+//! `psp-gateway check` and `psp-gateway config check` as a user runs them.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::*;
+
+fn psp_gateway(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout_json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+#[test]
+fn check_prints_the_contract_json_for_the_real_qwac_and_trusted_list() {
+    let cert = data("psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem");
+    let tl = data("trusted-lists/CZ-tl_seq77_2019-08-23.xml");
+    let o = psp_gateway(&[
+        "check",
+        "--cert",
+        cert.to_str().expect("utf-8 path"),
+        "--jurisdiction",
+        "CZ",
+        "--at",
+        "2020-01-15T00:00:00Z",
+        "--trust",
+        tl.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let v = stdout_json(&o);
+    let e = &v["eIDAS"];
+    assert_eq!(e["validity"]["validQTSP"], true);
+    assert_eq!(e["validity"]["validSignature"], true);
+    assert_eq!(e["validity"]["notExpired"], true);
+    assert_eq!(e["validity"]["notRevoked"], false);
+    assert_eq!(e["data"]["authNumber"], "PSDCZ-CNB-63492555");
+    assert_eq!(e["data"]["QTSPCommonName"], "I.CA SSL EV CA/RSA 10/2017");
+    assert_eq!(e["data"]["QTSPSource"], "EIDAS");
+    assert_eq!(e["data"]["QTSPJurisdiction"], "EEA");
+    let codes: Vec<&str> = e["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|x| x["code"].as_str().expect("code"))
+        .collect();
+    assert_eq!(codes, ["crl_response_error", "ocsp_response_error"]);
+    for x in e["errors"].as_array().expect("errors") {
+        assert!(x["title"].as_str().expect("title").contains("creditas.cz"));
+        assert!(
+            x["link"]
+                .as_str()
+                .expect("link")
+                .ends_with(x["code"].as_str().expect("code"))
+        );
+    }
+}
+
+#[test]
+fn check_uses_the_sandbox_configuration_by_default_and_accepts_lower_case_jurisdictions() {
+    let o = psp_gateway(&[
+        "check",
+        "--cert",
+        "certs/psp/valid.pem",
+        "--jurisdiction",
+        "xx",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = stdout_json(&o);
+    assert_eq!(v["eIDAS"]["validity"]["validQTSP"], true);
+    assert_eq!(v["eIDAS"]["data"]["QTSPSource"], "EIDAS");
+    assert_eq!(v["eIDAS"]["data"]["pspSubjectName"], "Sandbox Valid PSP");
+}
+
+#[test]
+fn check_exits_0_when_flags_are_false() {
+    let o = psp_gateway(&[
+        "check",
+        "--cert",
+        "certs/psp/tampered.pem",
+        "--jurisdiction",
+        "XX",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stdout_json(&o)["eIDAS"]["validity"]["validSignature"],
+        false
+    );
+}
+
+#[test]
+fn check_exits_2_with_one_line_for_unreadable_input() {
+    for args in [
+        vec![
+            "check",
+            "--cert",
+            "does-not-exist.pem",
+            "--jurisdiction",
+            "XX",
+        ],
+        vec!["check", "--cert", "gateway.toml", "--jurisdiction", "XX"],
+        vec![
+            "check",
+            "--cert",
+            "certs/psp/valid.pem",
+            "--jurisdiction",
+            "XXX",
+        ],
+        vec![
+            "check",
+            "--cert",
+            "certs/psp/valid.pem",
+            "--jurisdiction",
+            "XX",
+            "--at",
+            "yesterday",
+        ],
+        vec![
+            "check",
+            "--cert",
+            "certs/psp/valid.pem",
+            "--jurisdiction",
+            "XX",
+            "--config",
+            "nope.toml",
+        ],
+    ] {
+        let o = psp_gateway(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.trim().is_empty(), "{args:?}: a message on stderr");
+    }
+    let o = psp_gateway(&["check", "--cert", "gateway.toml", "--jurisdiction", "XX"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("gateway.toml"), "{err}");
+}
+
+#[test]
+fn config_check_accepts_the_sandbox_configuration() {
+    let o = psp_gateway(&["config", "check", "--config", "gateway.toml"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("ok"));
+}
+
+#[test]
+fn config_check_names_an_unknown_key_and_its_line_and_exits_64() {
+    let dir = std::env::temp_dir().join(format!("psp-gateway-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("bad.toml");
+    std::fs::write(
+        &path,
+        "[checks]\nvalid_jurisdictions = [\"EEA\"]\nerror_link_bse = \"x\"\n",
+    )
+    .expect("write");
+    let o = psp_gateway(&["config", "check", "--config", path.to_str().expect("utf-8")]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(o.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("error_link_bse"), "{err}");
+    assert!(err.contains("line 3"), "{err}");
+}

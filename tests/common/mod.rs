@@ -1,0 +1,84 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use psp_gateway::cert::PspCertificate;
+use psp_gateway::check::{self, CheckInput, CheckReport, RevocationEvidence};
+use psp_gateway::{Config, CountryCode, TrustList};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// The crate root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `../shared/data`, the real public test material (never copied into the project).
+pub fn data(rel: &str) -> PathBuf {
+    let p = root().join("../shared/data").join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: the tests read ../shared/data beside the repository",
+        p.display()
+    );
+    p
+}
+
+pub fn at(s: &str) -> OffsetDateTime {
+    OffsetDateTime::parse(s, &Rfc3339).expect("test time is RFC 3339")
+}
+
+pub fn cc(s: &str) -> CountryCode {
+    s.parse().expect("test country code")
+}
+
+pub fn load_cert(path: &Path) -> PspCertificate {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    PspCertificate::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A configuration from TOML text whose relative paths resolve against the crate root.
+pub fn config(toml: &str) -> Config {
+    Config::from_toml(toml, Path::new("test.toml"), root()).expect("test configuration is valid")
+}
+
+pub fn trust(toml: &str) -> TrustList {
+    TrustList::load(&config(toml)).expect("test trust list loads")
+}
+
+/// The repository's sandbox configuration.
+pub fn sandbox_trust() -> TrustList {
+    let c = Config::load(&root().join("gateway.toml")).expect("gateway.toml is valid");
+    TrustList::load(&c).expect("sandbox trust list loads")
+}
+
+/// Runs the check with no revocation evidence (revocation is gathered at the edges).
+pub fn run(
+    trust: &TrustList,
+    cert: &PspCertificate,
+    intermediates: &[PspCertificate],
+    jurisdiction: &str,
+    now: OffsetDateTime,
+) -> CheckReport {
+    let input = CheckInput {
+        certificate: cert,
+        intermediates,
+        jurisdiction: cc(jurisdiction),
+        now,
+    };
+    check::check(
+        &input,
+        trust,
+        &RevocationEvidence::not_checked("not attempted in this test"),
+    )
+}
+
+/// (validQTSP, validSignature, notExpired)
+pub fn flags3(r: &CheckReport) -> (bool, bool, bool) {
+    (
+        r.validity.valid_qtsp,
+        r.validity.valid_signature,
+        r.validity.not_expired,
+    )
+}
