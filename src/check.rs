@@ -29,6 +29,7 @@ use time::OffsetDateTime;
 use crate::cert::{PspCertificate, QcType};
 use crate::config::{CertKind, QcCompliancePolicy, UntypedPolicy};
 use crate::country::CountryCode;
+use crate::register::RegisterSnapshot;
 use crate::trust::TrustList;
 
 /// At most this many presented intermediates are considered. TLS peers and load balancers
@@ -139,25 +140,33 @@ impl IssuerResolution {
     }
 }
 
-/// Runs every check. The revocation evidence was gathered by the caller (an edge) for
-/// [`IssuerResolution::revocation_issuer`].
+/// The read-only reference data a check runs against: one consistent pair of snapshots.
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshots<'a> {
+    pub trust: &'a TrustList,
+    pub registers: &'a RegisterSnapshot,
+}
+
+/// Runs every check and the register lookup. The revocation evidence was gathered by the
+/// caller (an edge) for [`IssuerResolution::revocation_issuer`].
 pub fn check(
     input: &CheckInput<'_>,
-    trust: &TrustList,
+    snapshots: Snapshots<'_>,
     revocation: &RevocationEvidence,
 ) -> CheckReport {
-    let resolution = resolve_issuer(input, trust);
-    report(input, trust, &resolution, revocation)
+    let resolution = resolve_issuer(input, snapshots.trust);
+    report(input, snapshots, &resolution, revocation)
 }
 
 /// Builds the report from an issuer resolution already made (the edges resolve first, to know
 /// whose revocation evidence to fetch).
 pub fn report(
     input: &CheckInput<'_>,
-    trust: &TrustList,
+    snapshots: Snapshots<'_>,
     resolution: &IssuerResolution,
     revocation: &RevocationEvidence,
 ) -> CheckReport {
+    let trust = snapshots.trust;
     let cert = input.certificate;
     let mut errors = Vec::new();
     let mut explanation = Vec::new();
@@ -244,6 +253,9 @@ pub fn report(
         },
         errors,
         explanation,
+        registers: snapshots
+            .registers
+            .lookup(cert.auth_number(), input.jurisdiction),
     }
 }
 

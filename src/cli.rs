@@ -10,9 +10,10 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
-use crate::check::{self, CheckInput, RevocationEvidence};
+use crate::check::{self, CheckInput, RevocationEvidence, Snapshots};
 use crate::config::{Config, JurisdictionSet, TrustSourceConfig};
 use crate::country::CountryCode;
+use crate::register::{self, RegisterSnapshot};
 use crate::trust::{QtspSource, TrustList};
 
 /// Exit status for a usage or input error (clap uses the same for bad arguments).
@@ -39,6 +40,11 @@ enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// NCA register commands.
+    Register {
+        #[command(subcommand)]
+        command: RegisterCommand,
     },
     /// Sandbox commands.
     Sandbox {
@@ -82,6 +88,29 @@ enum ConfigCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum RegisterCommand {
+    /// Convert a register export to the native snapshot format (docs/registers.md).
+    Import {
+        /// The export's format.
+        #[arg(long, value_enum)]
+        format: ImportFormat,
+        /// The export file.
+        file: PathBuf,
+        /// The native file to write.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Print entity counts per country, category and status of a native snapshot file.
+    Stats { file: PathBuf },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ImportFormat {
+    /// The EBA "Payment Institutions and E-Money Institutions" register download (JSON).
+    Eba,
+}
+
+#[derive(Debug, Subcommand)]
 enum SandboxCommand {
     /// Generate the sandbox PKI (CAs, one PSP certificate per scenario, server certificate).
     Generate {
@@ -115,6 +144,13 @@ pub fn run() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(message) => fail(EXIT_BAD_CONFIG, &message),
+        },
+        Command::Register { command } => match run_register(command) {
+            Ok(summary) => {
+                println!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => fail(1, &message),
         },
         Command::Sandbox {
             command: SandboxCommand::Generate { out },
@@ -160,6 +196,8 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
         });
     }
     let trust = TrustList::load(&config).map_err(|e| e.to_string())?;
+    let (registers, _) =
+        RegisterSnapshot::load(&config.registers, &config.base_dir).map_err(|e| e.to_string())?;
 
     let bytes = read_input(&args.cert)?;
     let certificate =
@@ -185,7 +223,11 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
     let revocation = RevocationEvidence::not_checked(
         "revocation checking (CRL and OCSP) is not available in this version of psp-gateway",
     );
-    let report = check::check(&input, &trust, &revocation);
+    let snapshots = Snapshots {
+        trust: &trust,
+        registers: &registers,
+    };
+    let report = check::check(&input, snapshots, &revocation);
     let json = serde_json::to_string_pretty(&report.to_wire(&config.checks.error_link_base))
         .map_err(|e| format!("cannot serialise the report: {e}"))?;
     let mut out = std::io::stdout().lock();
@@ -213,14 +255,33 @@ fn read_input(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+fn run_register(command: RegisterCommand) -> Result<String, String> {
+    use std::io::IsTerminal;
+    match command {
+        RegisterCommand::Import {
+            format: ImportFormat::Eba,
+            file,
+            out,
+        } => {
+            let summary = register::import_eba(&file, &out, std::io::stderr().is_terminal())
+                .map_err(|e| e.to_string())?;
+            Ok(summary.to_string())
+        }
+        RegisterCommand::Stats { file } => register::stats(&file).map_err(|e| e.to_string()),
+    }
+}
+
 fn run_config_check(path: &Path) -> Result<String, String> {
     let config = Config::load(path).map_err(|e| e.to_string())?;
     let trust = TrustList::load(&config).map_err(|e| e.to_string())?;
+    let (registers, report) =
+        RegisterSnapshot::load(&config.registers, &config.base_dir).map_err(|e| e.to_string())?;
     let mut summary = format!(
-        "{}: ok: {} trust sources, {} trusted issuers",
+        "{}: ok: {} trust sources, {} trusted issuers, {} registers\n{report}",
         path.display(),
         trust.sources().len(),
-        trust.issuers().len()
+        trust.issuers().len(),
+        registers.registers().len()
     );
     for note in trust.notes() {
         summary.push_str("\nnote: ");

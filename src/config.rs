@@ -23,6 +23,8 @@ pub struct Config {
     pub checks: ChecksConfig,
     #[serde(default)]
     pub trust: TrustConfig,
+    #[serde(default)]
+    pub registers: crate::register::RegisterConfig,
     /// The directory relative paths are resolved against (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -243,6 +245,7 @@ impl Config {
             sandbox: SandboxConfig::default(),
             checks: ChecksConfig::default(),
             trust: TrustConfig::default(),
+            registers: crate::register::RegisterConfig::default(),
             base_dir: PathBuf::new(),
         }
     }
@@ -257,6 +260,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        self.registers.validate().map_err(|e| e.to_string())?;
         if self.checks.valid_jurisdictions.is_empty() {
             return Err("checks.valid_jurisdictions must name at least one jurisdiction".into());
         }

@@ -10,6 +10,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod country;
+pub mod register;
 pub mod sandbox;
 pub mod trust;
 

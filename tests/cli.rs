@@ -182,3 +182,62 @@ fn config_check_names_an_unknown_key_and_its_line_and_exits_64() {
     assert!(err.contains("error_link_bse"), "{err}");
     assert!(err.contains("line 3"), "{err}");
 }
+
+#[test]
+fn check_prints_the_register_blocks_of_the_sandbox() {
+    let o = psp_gateway(&[
+        "check",
+        "--cert",
+        "certs/psp/gb-tpr.pem",
+        "--jurisdiction",
+        "gb",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = stdout_json(&o);
+    assert_eq!(v["homeRegister"]["ncaName"], "XX-TEST");
+    assert_eq!(v["homeRegister"]["registerType"], "Home");
+    assert_eq!(
+        v["homeRegister"]["categoryEntries"][0]["pspPaymentServices"],
+        serde_json::json!([7, 8])
+    );
+    assert_eq!(v["hostRegister"]["ncaName"], "GB-FCA");
+    assert_eq!(v["hostRegister"]["registerType"], "Host");
+    assert_eq!(
+        v["hostRegister"]["categoryEntries"][0]["passportIn"]["paymentServices"],
+        serde_json::json!([7, 8])
+    );
+
+    // Same country: no host block (contract rule 1).
+    let o = psp_gateway(&[
+        "check",
+        "--cert",
+        "certs/psp/valid.pem",
+        "--jurisdiction",
+        "XX",
+    ]);
+    let v = stdout_json(&o);
+    assert_eq!(
+        v["homeRegister"]["categoryEntries"][0]["pspAuthStatus"],
+        "Authorised"
+    );
+    assert!(v.get("hostRegister").is_none());
+}
+
+#[test]
+fn register_stats_counts_a_native_file() {
+    let o = psp_gateway(&["register", "stats", "registers/sandbox/XX.json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("XX"), "{out}");
+    assert!(out.contains("Payment Institution"), "{out}");
+}

@@ -46,7 +46,7 @@ impl PsdAuthNumber {
     /// The NCA id as TS 119 495 writes it in the PSD2 statement: country, hyphen, NCA
     /// (`FI-FINFSA`).
     pub fn nca_id(&self) -> String {
-        format!("{}-{}", self.country, self.nca)
+        format!("{}-{}", self.country, self.nca.to_ascii_uppercase())
     }
 }
 
@@ -83,6 +83,29 @@ impl PsdAuthNumber {
             country,
             nca: nca.to_owned(),
             reference: reference.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for PsdAuthNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PSD{}-{}-{}", self.country, self.nca, self.reference)
+    }
+}
+
+impl serde::Serialize for PsdAuthNumber {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PsdAuthNumber {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        PsdAuthNumber::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{s}` is not an auth number of the form PSDCC-NCA-reference"
+            ))
         })
     }
 }

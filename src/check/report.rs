@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::register::RegisterResult;
 use crate::trust::QtspSource;
 
 /// The outcome of a check. Outcomes are data: a certificate that fails a check is a report
@@ -23,6 +24,8 @@ pub struct CheckReport {
     /// Why each flag came out as it did, for audits and `psp-gateway check --explain`.
     /// Never on the wire.
     pub explanation: Vec<String>,
+    /// `homeRegister` and, when the jurisdiction differs from home, `hostRegister`.
+    pub registers: RegisterResult,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -112,11 +115,13 @@ pub struct WireError<'a> {
     pub link: String,
 }
 
-/// The check result body (`eIDAS` now; the register blocks join it with the register issue).
+/// The check result body: `eIDAS`, `homeRegister` and, when applicable, `hostRegister`.
 #[derive(Debug, Serialize)]
 pub struct WireCheckResult<'a> {
     #[serde(rename = "eIDAS")]
     pub eidas: WireEidas<'a>,
+    #[serde(flatten)]
+    pub registers: &'a RegisterResult,
 }
 
 const UNKNOWN: &str = "Unknown";
@@ -144,6 +149,7 @@ impl CheckReport {
                     })
                     .collect(),
             },
+            registers: &self.registers,
         }
     }
 }

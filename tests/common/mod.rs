@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use psp_gateway::cert::PspCertificate;
-use psp_gateway::check::{self, CheckInput, CheckReport, RevocationEvidence};
+use psp_gateway::check::{self, CheckInput, CheckReport, RevocationEvidence, Snapshots};
+use psp_gateway::register::RegisterSnapshot;
 use psp_gateway::{Config, CountryCode, TrustList};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -67,9 +68,14 @@ pub fn run(
         jurisdiction: cc(jurisdiction),
         now,
     };
+    let registers = RegisterSnapshot::empty();
+    let snapshots = Snapshots {
+        trust,
+        registers: &registers,
+    };
     check::check(
         &input,
-        trust,
+        snapshots,
         &RevocationEvidence::not_checked("not attempted in this test"),
     )
 }

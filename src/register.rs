@@ -1,0 +1,49 @@
+//! NCA registers: the model, the loaders (native snapshots, the EBA PSD2 register export), the
+//! home/host lookup with passporting (contract behaviour rules 1 to 6), and the holder that
+//! swaps snapshots atomically on reload.
+//!
+//! ```text
+//!  config (RegisterConfig) ──▶ RegisterSnapshot::load ──▶ RegisterSnapshot ──▶ RegisterHolder
+//!    native files (native.rs)        │ complete or error        │ immutable        (ArcSwap)
+//!    EBA export   (eba.rs, streamed) │                          ▼
+//!                                    ▼                  lookup(auth, jurisdiction)
+//!                                LoadReport                     │ pure
+//!                                                               ▼
+//!                                               RegisterResult { home, host }
+//!                                               (serialises to the contract's register objects)
+//! ```
+//!
+//! The reference for the native format, the EBA mapping and the lookup decisions is
+//! `docs/registers.md`.
+
+mod commands;
+mod config;
+mod eba;
+mod lookup;
+mod model;
+mod native;
+mod normalise;
+mod report;
+mod snapshot;
+
+pub use commands::{ImportSummary, import_eba, import_eba_with, stats};
+pub use config::{RegisterConfig, RegisterFileConfig, RegisterFormat};
+pub use eba::{DEFAULT_EBA_AUTHORITIES, EbaAuthority};
+pub use lookup::{
+    CategoryEntryBlock, HomeOutcome, PassportIn, PassportOut, RegisterBlock, RegisterResult,
+    RegisterType, not_found_warning,
+};
+pub use model::{
+    AuthStatus, Category, CategoryEntry, Entity, PassportInEntry, PaymentService, Register,
+    RegisterKind, ServiceSet,
+};
+pub use native::{
+    HomeAuthNumber, NATIVE_FORMAT_VERSION, NativeEntity, NativeEntry, NativeFile, NativePassportIn,
+    NativeRegister, read_native_file, write_native_file,
+};
+pub use normalise::{DEFAULT_RULES, Normalisation, NormaliseRule};
+pub use report::{
+    EbaReport, FileLoadReport, LoadReport, MAX_DISTINCT_CODES, OTHER_CODES, RegisterLoadError,
+    RegisterSummary,
+};
+pub use snapshot::{RegisterHolder, RegisterSnapshot};

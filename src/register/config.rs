@@ -1,0 +1,222 @@
+//! Register configuration: which files to load, in which format, with which reference
+//! normalisation and NCA id mapping. The main configuration embeds it as `registers`:
+//!
+//! ```toml
+//! [registers]
+//! normalise = ["case", "whitespace", "leading-zeros"]
+//!
+//! [[registers.files]]
+//! path = "registers/sandbox/XX.json"
+//! format = "native"
+//!
+//! [[registers.files]]
+//! path = "/var/lib/psp-gateway/eba.json"
+//! format = "eba"
+//! normalise = ["case", "whitespace", "leading-zeros", "dashes"]
+//! nca_map = { "LV-FCMC" = "LV_LV" }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::eba::{parse_eba_code, parse_nca_id};
+use super::normalise::{DEFAULT_RULES, NormaliseRule};
+use super::report::RegisterLoadError;
+
+/// The `registers` section of the configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterConfig {
+    /// The register files, loaded in order into one snapshot. An NCA id may be defined by one
+    /// file only.
+    #[serde(default)]
+    pub files: Vec<RegisterFileConfig>,
+    /// Reference normalisation for files that do not set their own. Default: `case`,
+    /// `whitespace`, `leading-zeros`.
+    #[serde(default = "default_normalise")]
+    pub normalise: Vec<NormaliseRule>,
+}
+
+/// One register file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterFileConfig {
+    /// The file; a relative path is taken from the base directory passed to the loader (the
+    /// directory of the configuration file).
+    pub path: PathBuf,
+    pub format: RegisterFormat,
+    /// For `format = "eba"` only: certificate NCA id (`FI-FINFSA`) → EBA authority code
+    /// (`FI_FIN-FSA`), overriding or extending the built-in table
+    /// ([`crate::register::DEFAULT_EBA_AUTHORITIES`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nca_map: BTreeMap<String, String>,
+    /// Reference normalisation for this file; default: the section's `normalise`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalise: Option<Vec<NormaliseRule>>,
+}
+
+/// The format of a register file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RegisterFormat {
+    /// This project's snapshot format (docs/registers.md).
+    Native,
+    /// The EBA "Payment Institutions and E-Money Institutions" register download (JSON).
+    Eba,
+}
+
+impl RegisterFormat {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RegisterFormat::Native => "native",
+            RegisterFormat::Eba => "eba",
+        }
+    }
+}
+
+fn default_normalise() -> Vec<NormaliseRule> {
+    DEFAULT_RULES.to_vec()
+}
+
+impl Default for RegisterConfig {
+    fn default() -> Self {
+        RegisterConfig {
+            files: Vec::new(),
+            normalise: default_normalise(),
+        }
+    }
+}
+
+impl RegisterConfig {
+    /// The sandbox registers shipped in `registers/sandbox/` (paths relative to the
+    /// repository root).
+    pub fn sandbox() -> Self {
+        let file = |name: &str| RegisterFileConfig {
+            path: PathBuf::from("registers/sandbox").join(name),
+            format: RegisterFormat::Native,
+            nca_map: BTreeMap::new(),
+            normalise: None,
+        };
+        RegisterConfig {
+            files: vec![
+                file("XX.json"),
+                file("XY.json"),
+                file("GB.json"),
+                file("XX-OBHD.json"),
+            ],
+            normalise: default_normalise(),
+        }
+    }
+
+    /// Checks what serde cannot: `nca_map` only on EBA files, and each of its entries an NCA
+    /// id (`CC-NCA`) mapped to an EBA authority code of the same country (`CC_CODE`).
+    pub fn validate(&self) -> Result<(), RegisterLoadError> {
+        for (i, file) in self.files.iter().enumerate() {
+            let at = || format!("registers.files[{i}] ({})", file.path.display());
+            if file.format == RegisterFormat::Native && !file.nca_map.is_empty() {
+                return Err(RegisterLoadError::Config(format!(
+                    "{}: nca_map applies to format = \"eba\" only",
+                    at()
+                )));
+            }
+            for (nca_id, code) in &file.nca_map {
+                let (nca_country, _) = parse_nca_id(nca_id).ok_or_else(|| {
+                    RegisterLoadError::Config(format!(
+                        "{}: nca_map key `{nca_id}` is not an NCA id of the form CC-NCA",
+                        at()
+                    ))
+                })?;
+                let (code_country, _) = parse_eba_code(code).ok_or_else(|| {
+                    RegisterLoadError::Config(format!(
+                        "{}: nca_map value `{code}` is not an EBA authority code of the form CC_CODE",
+                        at()
+                    ))
+                })?;
+                if nca_country != code_country {
+                    return Err(RegisterLoadError::Config(format!(
+                        "{}: nca_map maps `{nca_id}` to `{code}`, an authority of another country",
+                        at()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The normalisation rules that apply to a file.
+    pub fn rules_for<'a>(&'a self, file: &'a RegisterFileConfig) -> &'a [NormaliseRule] {
+        file.normalise.as_deref().unwrap_or(&self.normalise)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Outer {
+        registers: RegisterConfig,
+    }
+
+    #[test]
+    fn the_toml_shape_of_the_issue_parses() {
+        let text = r#"
+            [registers]
+            normalise = ["case", "whitespace"]
+
+            [[registers.files]]
+            path = "registers/sandbox/XX.json"
+            format = "native"
+
+            [[registers.files]]
+            path = "eba.json"
+            format = "eba"
+            nca_map = { "LV-FCMC" = "LV_LV" }
+            normalise = ["case", "whitespace", "leading-zeros", "dashes"]
+        "#;
+        let outer: Outer = toml::from_str(text).expect("valid config");
+        let cfg = outer.registers;
+        assert_eq!(cfg.files.len(), 2);
+        assert_eq!(cfg.files[1].format, RegisterFormat::Eba);
+        assert_eq!(cfg.files[1].nca_map["LV-FCMC"], "LV_LV");
+        assert_eq!(cfg.rules_for(&cfg.files[0]).len(), 2);
+        assert_eq!(cfg.rules_for(&cfg.files[1]).len(), 4);
+        cfg.validate().expect("consistent");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_name() {
+        let text = r#"
+            [[registers.files]]
+            path = "x.json"
+            format = "native"
+            colour = "blue"
+        "#;
+        let err = toml::from_str::<Outer>(text)
+            .err()
+            .expect("unknown key must fail");
+        assert!(err.to_string().contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn an_nca_map_on_a_native_file_or_across_countries_is_refused() {
+        let mut cfg = RegisterConfig::sandbox();
+        cfg.files[0]
+            .nca_map
+            .insert("XX-TEST".into(), "XX_TEST".into());
+        assert!(cfg.validate().is_err());
+
+        let mut cfg = RegisterConfig::default();
+        cfg.files.push(RegisterFileConfig {
+            path: "eba.json".into(),
+            format: RegisterFormat::Eba,
+            nca_map: [("FI-FINFSA".to_owned(), "SE_FINA".to_owned())].into(),
+            normalise: None,
+        });
+        let err = cfg.validate().expect_err("country mismatch");
+        assert!(err.to_string().contains("another country"), "{err}");
+    }
+}

@@ -1,0 +1,991 @@
+//! The EBA "Payment Institutions and E-Money Institutions" register download (PSD2 Art. 15;
+//! content per Commission Implementing Regulation (EU) 2019/410), read as a stream.
+//!
+//! The document is `[[{disclaimer}], [{entity}, …]]`, about 217 MB with about 330,000
+//! entities, nearly all agents. It is read through a `BufReader` by a serde
+//! [`DeserializeSeed`] that walks the arrays and folds each entity into the registers as it
+//! goes: no full text in memory, no DOM. Entities are found by content: any object with an
+//! `EntityType`, at any array depth; everything else (the disclaimer, a block added upstream)
+//! is counted and skipped.
+//!
+//! Per entity (field meanings from `shared/data/REGISTER-FORMATS.md`):
+//! - `EntityType` → category: `PSD_PI` Payment Institution, `PSD_EMI` E-Money Institution
+//!   (both `Authorised` when current); `PSD_AISP` AISP, `PSD_EPI` Exempt Payment Institution,
+//!   `PSD_EEMI` Exempt E-Money Institution (`Registered` when current, as the contract's
+//!   category table says). `PSD_EXC` and `PSD_ENL` are not authorisations; agents `PSD_AG`
+//!   and branches `PSD_BR` are skipped: all counted.
+//! - `Properties` is a list of single-key objects; values are a string or a list. `ENT_NAM`
+//!   gives the legal name (the first Latin-script one when several), `ENT_NAT_REF_COD` the
+//!   reference (else the tail of `EntityCode` after its last `!`), and `ENT_AUT` the
+//!   authorisation history: odd length = currently authorised, even = withdrawn →
+//!   `Unauthorised`.
+//! - `Services` is the passporting map `[{country: codes}]` (codes a list or a bare string):
+//!   the home country's codes are the entity's own services, the other keys passport-out.
+//!   `PS_*` codes map to the PSD2 Annex I numbers; `ES_010` (e-money) is kept apart.
+//! - `CA_OwnerID` (`FI_FIN-FSA`) is mapped to the certificate NCA id (`FI-FINFSA`) by
+//!   [`DEFAULT_EBA_AUTHORITIES`], overridable per file (`nca_map`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::model::{AuthStatus, Category, ServiceSet};
+use super::native::{NATIVE_FORMAT_VERSION, NativeEntity, NativeEntry, NativeFile, NativeRegister};
+use super::report::{EbaReport, RegisterLoadError};
+use crate::country::CountryCode;
+
+/// One row of the built-in map from certificate NCA ids to EBA authority codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EbaAuthority {
+    /// The NCA id as ETSI TS 119 495 (Annex D) writes it in certificates.
+    pub nca_id: &'static str,
+    /// The EBA register's `CA_OwnerID`.
+    pub eba_code: &'static str,
+    pub name: &'static str,
+    /// True when the EBA code was seen in public material quoting the live register; false
+    /// when it is this project's best reading and must be checked against a live file (a
+    /// load reports any code in the file that this table does not map).
+    pub verified: bool,
+}
+
+const fn row(
+    nca_id: &'static str,
+    eba_code: &'static str,
+    name: &'static str,
+    verified: bool,
+) -> EbaAuthority {
+    EbaAuthority {
+        nca_id,
+        eba_code,
+        name,
+        verified,
+    }
+}
+
+/// Certificate NCA id → EBA authority code, one row per EEA NCA (ETSI TS 119 495 Annex D ids).
+///
+/// Verified codes come from public material quoting the live register (2026-08: the eufinreg
+/// README's authority table, `shared/data/REGISTER-FORMATS.md`, scripts querying the EBA API
+/// for `BE_NBB`, EBA entity codes such as `PSD_PI!PT_BP!8709`). Unverified rows follow the
+/// pattern of the verified ones (country, underscore, the authority's usual acronym) and say
+/// what else the code might be.
+pub const DEFAULT_EBA_AUTHORITIES: &[EbaAuthority] = &[
+    row(
+        "AT-FMA",
+        "AT_FMA",
+        "Austrian Financial Market Authority",
+        true,
+    ),
+    row("BE-NBB", "BE_NBB", "National Bank of Belgium", true),
+    // Unverified: Bulgarian National Bank.
+    row("BG-BNB", "BG_BNB", "Bulgarian National Bank", false),
+    // Unverified: the Croatian National Bank is HNB in Croatian; the EBA code may be `HR_HNB`.
+    row("HR-CNB", "HR_CNB", "Croatian National Bank", false),
+    // Unverified: Central Bank of Cyprus.
+    row("CY-CBC", "CY_CBC", "Central Bank of Cyprus", false),
+    row("CZ-CNB", "CZ_CNB", "Czech National Bank", true),
+    row(
+        "DK-DFSA",
+        "DK_DFSA",
+        "Danish Financial Supervisory Authority",
+        true,
+    ),
+    // Unverified: Finantsinspektsioon; the EBA code may be `EE_FSA`.
+    row(
+        "EE-FI",
+        "EE_FI",
+        "Estonian Financial Supervision Authority",
+        false,
+    ),
+    row(
+        "FI-FINFSA",
+        "FI_FIN-FSA",
+        "Finnish Financial Supervisory Authority",
+        true,
+    ),
+    row(
+        "FR-ACPR",
+        "FR_ACPR",
+        "Autorité de contrôle prudentiel et de résolution",
+        true,
+    ),
+    row(
+        "DE-BAFIN",
+        "DE_BAFIN",
+        "Federal Financial Supervisory Authority (BaFin)",
+        true,
+    ),
+    // Unverified: Bank of Greece; the EBA may use the EU prefix (`EL_BOG`), which the reader
+    // takes as GR anyway.
+    row("GR-BOG", "GR_BOG", "Bank of Greece", false),
+    // Unverified: the Central Bank of Hungary is the Magyar Nemzeti Bank (MNB).
+    row("HU-CBH", "HU_MNB", "Central Bank of Hungary", false),
+    // Unverified: the FME merged into the Central Bank of Iceland in 2020; the code may be
+    // `IS_CBI` or `IS_SI`.
+    row(
+        "IS-FME",
+        "IS_FME",
+        "Financial Supervisory Authority of Iceland",
+        false,
+    ),
+    row("IE-CBI", "IE_CBI", "Central Bank of Ireland", true),
+    row("IT-BI", "IT_BI", "Bank of Italy", true),
+    // Unverified: Financial Market Authority Liechtenstein.
+    row(
+        "LI-FMA",
+        "LI_FMA",
+        "Financial Market Authority Liechtenstein",
+        false,
+    ),
+    // `LV_LV` is seen on Latvian institutions in 2026 (eufinreg); the FCMC merged into
+    // Latvijas Banka in 2023, so certificates may carry `LV-FCMC` or a newer id (`LV-LB` is
+    // an assumption).
+    row("LV-FCMC", "LV_LV", "Latvijas Banka", true),
+    row("LV-LB", "LV_LV", "Latvijas Banka", false),
+    row("LT-BL", "LT_BL", "Bank of Lithuania", true),
+    // Unverified: Commission de Surveillance du Secteur Financier.
+    row(
+        "LU-CSSF",
+        "LU_CSSF",
+        "Commission de Surveillance du Secteur Financier",
+        false,
+    ),
+    row(
+        "MT-MFSA",
+        "MT_MFSA",
+        "Malta Financial Services Authority",
+        true,
+    ),
+    row("NL-DNB", "NL_DNB", "De Nederlandsche Bank", true),
+    // Unverified: Finanstilsynet; the code may be `NO_FT`.
+    row(
+        "NO-FSA",
+        "NO_FSA",
+        "Financial Supervisory Authority of Norway",
+        false,
+    ),
+    row(
+        "PL-PFSA",
+        "PL_PFSA",
+        "Polish Financial Supervision Authority",
+        true,
+    ),
+    row("PT-BP", "PT_BP", "Banco de Portugal", true),
+    // Unverified: National Bank of Romania (BNR in Romanian; the code may be `RO_BNR`).
+    row("RO-NBR", "RO_NBR", "National Bank of Romania", false),
+    // Unverified: National Bank of Slovakia.
+    row("SK-NBS", "SK_NBS", "National Bank of Slovakia", false),
+    // Unverified: Bank of Slovenia.
+    row("SI-BS", "SI_BS", "Bank of Slovenia", false),
+    row("ES-BE", "ES_BE", "Banco de España", true),
+    row("SE-FINA", "SE_FINA", "Finansinspektionen", true),
+];
+
+/// A country code as the EBA file writes it. The contract's changelog records the move from
+/// `UK`, `EL`, `SL` to the ISO codes `GB`, `GR`, `SI`; the old forms are read as the new.
+fn eba_country(code: &str) -> Option<CountryCode> {
+    let cc: CountryCode = code.trim().parse().ok()?;
+    Some(match cc.as_str() {
+        "EL" => CountryCode::from_static("GR"),
+        "UK" => CountryCode::from_static("GB"),
+        "SL" => CountryCode::from_static("SI"),
+        _ => cc,
+    })
+}
+
+/// Splits an NCA id `CC-NCA` (NCA: ASCII letters and digits).
+pub(crate) fn parse_nca_id(id: &str) -> Option<(CountryCode, &str)> {
+    let (cc, nca) = id.split_once('-')?;
+    let country: CountryCode = cc.parse().ok()?;
+    (!nca.is_empty() && nca.bytes().all(|b| b.is_ascii_alphanumeric())).then_some((country, nca))
+}
+
+/// Splits an EBA authority code `CC_CODE`.
+pub(crate) fn parse_eba_code(code: &str) -> Option<(CountryCode, &str)> {
+    let (cc, rest) = code.split_once('_')?;
+    let country = eba_country(cc)?;
+    (!rest.is_empty() && !rest.contains(char::is_whitespace)).then_some((country, rest))
+}
+
+/// An EBA authority code with its country written as ISO (`EL_BOG` → `GR_BOG`), the form the
+/// NCA table and the per-code registers are keyed by.
+fn canonical_code(code: &str) -> Option<(CountryCode, String)> {
+    let (country, rest) = parse_eba_code(code)?;
+    Some((country, format!("{country}_{rest}")))
+}
+
+/// The NCA id used for an EBA code that no table maps: country, hyphen, the code's letters
+/// and digits upper-cased (`LV_LV` → `LV-LV`, `FI_FIN-FSA` → `FI-FINFSA`).
+fn derived_nca_id(country: CountryCode, rest: &str) -> Option<String> {
+    let nca: String = rest
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    (!nca.is_empty()).then(|| format!("{country}-{nca}"))
+}
+
+/// EBA code → (NCA ids, first canonical; authority name).
+struct NcaMap {
+    by_code: HashMap<String, (Vec<String>, String)>,
+}
+
+impl NcaMap {
+    fn new(overrides: &BTreeMap<String, String>) -> Self {
+        let mut rows: Vec<(String, String, String)> = DEFAULT_EBA_AUTHORITIES
+            .iter()
+            .map(|a| {
+                (
+                    a.nca_id.to_owned(),
+                    a.eba_code.to_owned(),
+                    a.name.to_owned(),
+                )
+            })
+            .collect();
+        for (id, code) in overrides {
+            let id = id.to_ascii_uppercase();
+            match rows.iter_mut().find(|(known, _, _)| *known == id) {
+                Some(row) => row.1 = code.clone(),
+                None => rows.push((id, code.clone(), code.clone())),
+            }
+        }
+        let mut by_code: HashMap<String, (Vec<String>, String)> = HashMap::new();
+        for (id, code, name) in rows {
+            let code = canonical_code(&code).map_or(code, |(_, c)| c);
+            by_code
+                .entry(code)
+                .or_insert_with(|| (Vec::new(), name))
+                .0
+                .push(id);
+        }
+        NcaMap { by_code }
+    }
+}
+
+/// What one service code in `Services` means.
+enum Code {
+    Service(u8),
+    EMoney,
+    Unknown,
+}
+
+/// EBA service codes (the register's 14; labels in `/pir-api/metadata`) → PSD2 Annex I.
+fn service_code(code: &str) -> Code {
+    match code.trim() {
+        "PS_010" => Code::Service(1),
+        "PS_020" => Code::Service(2),
+        "PS_03A" | "PS_03B" | "PS_03C" => Code::Service(3),
+        "PS_04A" | "PS_04B" | "PS_04C" => Code::Service(4),
+        "PS_05A" | "PS_05B" => Code::Service(5),
+        "PS_060" => Code::Service(6),
+        "PS_070" => Code::Service(7),
+        "PS_080" => Code::Service(8),
+        "ES_010" => Code::EMoney,
+        _ => Code::Unknown,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum EntityType {
+    Pi,
+    Emi,
+    Aisp,
+    Epi,
+    Eemi,
+    Excluded,
+    NationalLaw,
+    Agent,
+    Branch,
+    Unknown,
+}
+
+impl EntityType {
+    fn from_code(code: &str) -> Self {
+        match code {
+            "PSD_PI" => EntityType::Pi,
+            "PSD_EMI" => EntityType::Emi,
+            "PSD_AISP" => EntityType::Aisp,
+            "PSD_EPI" => EntityType::Epi,
+            "PSD_EEMI" => EntityType::Eemi,
+            "PSD_EXC" => EntityType::Excluded,
+            "PSD_ENL" => EntityType::NationalLaw,
+            "PSD_AG" => EntityType::Agent,
+            "PSD_BR" => EntityType::Branch,
+            _ => EntityType::Unknown,
+        }
+    }
+
+    /// The category and the status a current authorisation or registration gives.
+    fn kept(self) -> Option<(Category, AuthStatus)> {
+        match self {
+            EntityType::Pi => Some((Category::PaymentInstitution, AuthStatus::Authorised)),
+            EntityType::Emi => Some((Category::EMoneyInstitution, AuthStatus::Authorised)),
+            EntityType::Aisp => Some((Category::Aisp, AuthStatus::Registered)),
+            EntityType::Epi => Some((Category::ExemptPaymentInstitution, AuthStatus::Registered)),
+            EntityType::Eemi => Some((Category::ExemptEMoneyInstitution, AuthStatus::Registered)),
+            EntityType::Excluded
+            | EntityType::NationalLaw
+            | EntityType::Agent
+            | EntityType::Branch
+            | EntityType::Unknown => None,
+        }
+    }
+}
+
+/// Services of one country in `Services`.
+#[derive(Default, Clone, Copy)]
+struct CountryServices {
+    services: ServiceSet,
+    e_money: bool,
+}
+
+/// The fields of one entity that the register needs; the rest is skipped unread.
+#[derive(Default)]
+struct RawEntity {
+    authority: Option<String>,
+    entity_code: Option<String>,
+    entity_type: Option<(String, EntityType)>,
+    names: Vec<String>,
+    references: Vec<String>,
+    authorisation_dates: Option<usize>,
+    services: Option<Vec<(CountryCode, CountryServices)>>,
+}
+
+/// Accumulates registers while the document streams by.
+struct Builder {
+    map: NcaMap,
+    report: EbaReport,
+    registers: BTreeMap<String, NativeRegister>,
+}
+
+/// Prefers the first legal name written in Latin script: registers publish some firms under
+/// a Cyrillic or Greek name and a Latin one, and the contract's `pspLegalName` is one string.
+fn choose_name(names: &[String]) -> Option<&str> {
+    fn latin(s: &str) -> bool {
+        s.chars().all(|c| {
+            c.is_ascii()
+                || ('\u{00A0}'..='\u{024F}').contains(&c)
+                || ('\u{1E00}'..='\u{1EFF}').contains(&c)
+                || ('\u{2000}'..='\u{206F}').contains(&c)
+        })
+    }
+    let names = || names.iter().map(|n| n.trim()).filter(|n| !n.is_empty());
+    names().find(|n| latin(n)).or_else(|| names().next())
+}
+
+impl Builder {
+    fn finish_entity(&mut self, raw: RawEntity) {
+        let report = &mut self.report;
+        let Some((type_code, entity_type)) = raw.entity_type else {
+            report.other_objects += 1;
+            return;
+        };
+        report.records += 1;
+        EbaReport::count(&mut report.by_entity_type, &type_code);
+        let (category, granted) = match entity_type.kept() {
+            Some(kept) => kept,
+            None => {
+                match entity_type {
+                    EntityType::Agent => report.skipped_agents += 1,
+                    EntityType::Branch => report.skipped_branches += 1,
+                    EntityType::Excluded | EntityType::NationalLaw => {
+                        report.skipped_not_authorisations += 1
+                    }
+                    _ => EbaReport::count(&mut report.unknown_entity_types, &type_code),
+                }
+                return;
+            }
+        };
+        let Some((country, authority)) = raw.authority.as_deref().and_then(canonical_code) else {
+            report.missing_authority += 1;
+            return;
+        };
+        let reference = raw
+            .references
+            .iter()
+            .map(|r| r.trim())
+            .find(|r| !r.is_empty())
+            .or_else(|| {
+                raw.entity_code
+                    .as_deref()
+                    .and_then(|c| c.rsplit_once('!'))
+                    .map(|(_, tail)| tail.trim())
+                    .filter(|t| !t.is_empty())
+            });
+        let Some(reference) = reference else {
+            report.missing_reference += 1;
+            return;
+        };
+        let Some(legal_name) = choose_name(&raw.names) else {
+            report.missing_name += 1;
+            return;
+        };
+        // ENT_AUT: "Odd numbers show a date of authorisation/registration. Even numbers show
+        // the date of withdrawal" — an odd count means the last change was a grant.
+        let status = match raw.authorisation_dates {
+            Some(n) if n % 2 == 1 => granted,
+            Some(_) => {
+                report.withdrawn += 1;
+                AuthStatus::Unauthorised
+            }
+            None => {
+                report.withdrawn += 1;
+                report.missing_authorisation_dates += 1;
+                AuthStatus::Unauthorised
+            }
+        };
+        let mut own = CountryServices::default();
+        let passport_out = raw.services.map(|list| {
+            let mut out: BTreeMap<CountryCode, ServiceSet> = BTreeMap::new();
+            for (c, s) in list {
+                if c == country {
+                    own.services = own.services.union(s.services);
+                    own.e_money |= s.e_money;
+                } else if !s.services.is_empty() {
+                    let slot = out.entry(c).or_default();
+                    *slot = slot.union(s.services);
+                }
+            }
+            out
+        });
+
+        let register = match self.registers.get_mut(&authority) {
+            Some(r) => r,
+            None => {
+                let (ids, name) = match self.map.by_code.get(&authority) {
+                    Some((ids, name)) => (ids.clone(), name.clone()),
+                    None => {
+                        let code_rest = authority.split_once('_').map_or("", |(_, r)| r);
+                        let Some(derived) = derived_nca_id(country, code_rest) else {
+                            report.missing_authority += 1;
+                            return;
+                        };
+                        report
+                            .unmapped_authorities
+                            .insert(authority.clone(), derived.clone());
+                        (vec![derived], authority.clone())
+                    }
+                };
+                let mut ids = ids.into_iter();
+                let nca_id = ids.next().unwrap_or_default();
+                self.registers.entry(authority).or_insert(NativeRegister {
+                    nca_id,
+                    aliases: ids.collect(),
+                    name,
+                    country,
+                    kind: Default::default(),
+                    entities: Vec::new(),
+                    passport_in: Vec::new(),
+                })
+            }
+        };
+        register.entities.push(NativeEntity {
+            reference: reference.to_owned(),
+            entries: vec![NativeEntry {
+                category,
+                legal_name: legal_name.to_owned(),
+                status,
+                services: own.services,
+                e_money: own.e_money,
+                passport_out,
+            }],
+        });
+        report.kept += 1;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The streaming walk.
+// ---------------------------------------------------------------------------------------------
+
+/// Any value at array level: an array is walked, an object is an entity candidate, anything
+/// else is counted and skipped.
+struct NodeSeed<'b>(&'b mut Builder);
+
+impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NodeSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the EBA register document (arrays of entity objects)")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(NodeSeed(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut raw = RawEntity::default();
+        while let Some(key) = map.next_key::<EntityKey>()? {
+            // Once the type is known to be one that is not kept, its bulk is skipped unread
+            // (the real file writes EntityType before Properties).
+            let skip = raw
+                .entity_type
+                .as_ref()
+                .is_some_and(|(_, t)| t.kept().is_none());
+            match key {
+                EntityKey::Authority => raw.authority = map.next_value()?,
+                EntityKey::EntityCode => raw.entity_code = map.next_value()?,
+                EntityKey::EntityType => {
+                    raw.entity_type = map.next_value::<Option<String>>()?.map(|t| {
+                        let parsed = EntityType::from_code(&t);
+                        (t, parsed)
+                    });
+                }
+                EntityKey::Properties if !skip => map.next_value_seed(PropertiesSeed(&mut raw))?,
+                EntityKey::Services if !skip => {
+                    let mut list = Vec::new();
+                    map.next_value_seed(ServicesSeed {
+                        out: &mut list,
+                        report: &mut self.0.report,
+                    })?;
+                    raw.services = Some(list);
+                }
+                EntityKey::Properties | EntityKey::Services | EntityKey::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        self.0.finish_entity(raw);
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        self.0.report.other_objects += 1;
+        Ok(())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        self.0.report.other_objects += 1;
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        self.0.report.other_objects += 1;
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        self.0.report.other_objects += 1;
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        self.0.report.other_objects += 1;
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.0.report.other_objects += 1;
+        Ok(())
+    }
+}
+
+/// The keys of an entity object that are read; every other key is skipped.
+enum EntityKey {
+    Authority,
+    EntityCode,
+    EntityType,
+    Properties,
+    Services,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for EntityKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = EntityKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an entity field name")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<EntityKey, E> {
+                Ok(match s {
+                    "CA_OwnerID" => EntityKey::Authority,
+                    "EntityCode" => EntityKey::EntityCode,
+                    "EntityType" => EntityKey::EntityType,
+                    "Properties" => EntityKey::Properties,
+                    "Services" => EntityKey::Services,
+                    _ => EntityKey::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+/// The property codes that are read.
+enum PropertyKey {
+    Name,
+    Reference,
+    Authorisations,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for PropertyKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = PropertyKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a property code")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<PropertyKey, E> {
+                Ok(match s {
+                    "ENT_NAM" => PropertyKey::Name,
+                    "ENT_NAT_REF_COD" => PropertyKey::Reference,
+                    "ENT_AUT" => PropertyKey::Authorisations,
+                    _ => PropertyKey::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+/// `Properties`: a list of single-key objects (a single object is read the same way).
+struct PropertiesSeed<'r>(&'r mut RawEntity);
+
+impl<'de> DeserializeSeed<'de> for PropertiesSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PropertiesSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Properties: a list of single-key objects")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(PropertiesSeed(&mut *self.0))?
+            .is_some()
+        {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<PropertyKey>()? {
+            match key {
+                PropertyKey::Name => map.next_value_seed(StrList(&mut self.0.names))?,
+                PropertyKey::Reference => map.next_value_seed(StrList(&mut self.0.references))?,
+                PropertyKey::Authorisations => {
+                    let n = map.next_value_seed(CountValues)?;
+                    *self.0.authorisation_dates.get_or_insert(0) += n;
+                }
+                PropertyKey::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// A property value: a string, a number, or a list of them (null: nothing).
+struct StrList<'v>(&'v mut Vec<String>);
+
+impl<'de> DeserializeSeed<'de> for StrList<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrList<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string or a list of strings")
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<(), E> {
+        self.0.push(s.to_owned());
+        Ok(())
+    }
+    fn visit_string<E: de::Error>(self, s: String) -> Result<(), E> {
+        self.0.push(s);
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<(), E> {
+        self.0.push(n.to_string());
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<(), E> {
+        self.0.push(n.to_string());
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(StrList(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+}
+
+/// `ENT_AUT`: how many dates (a bare string is one).
+struct CountValues;
+
+impl<'de> DeserializeSeed<'de> for CountValues {
+    type Value = usize;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CountValues {
+    type Value = usize;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a date or a list of dates")
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<usize, E> {
+        Ok(1)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<usize, E> {
+        Ok(0)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
+        let mut n = 0;
+        while seq.next_element::<IgnoredAny>()?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// `Services`: a list of `{country: codes}` objects (a single object is read the same way).
+struct ServicesSeed<'o> {
+    out: &'o mut Vec<(CountryCode, CountryServices)>,
+    report: &'o mut EbaReport,
+}
+
+impl<'de> DeserializeSeed<'de> for ServicesSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ServicesSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Services: a list of objects mapping a country to service codes")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(ServicesSeed {
+                out: &mut *self.out,
+                report: &mut *self.report,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match eba_country(&key) {
+                Some(country) => {
+                    let mut services = CountryServices::default();
+                    map.next_value_seed(CodesSeed {
+                        into: &mut services,
+                        report: &mut *self.report,
+                    })?;
+                    self.out.push((country, services));
+                }
+                None => {
+                    EbaReport::count(&mut self.report.unknown_countries, &key);
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// The codes of one country: a list, or a bare string.
+struct CodesSeed<'o> {
+    into: &'o mut CountryServices,
+    report: &'o mut EbaReport,
+}
+
+impl<'de> DeserializeSeed<'de> for CodesSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CodesSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a service code or a list of service codes")
+    }
+    fn visit_str<E: de::Error>(self, code: &str) -> Result<(), E> {
+        match service_code(code) {
+            Code::Service(n) => {
+                // `service_code` only yields 1 to 8.
+                if let Some(s) = super::model::PaymentService::new(n) {
+                    self.into.services.insert(s);
+                }
+            }
+            Code::EMoney => self.into.e_money = true,
+            Code::Unknown => EbaReport::count(&mut self.report.unknown_service_codes, code),
+        }
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(CodesSeed {
+                into: &mut *self.into,
+                report: &mut *self.report,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading a file.
+// ---------------------------------------------------------------------------------------------
+
+/// Read buffer for the export: large reads keep the 217 MB file's syscalls few.
+const READ_BUFFER_BYTES: usize = 1 << 20;
+
+/// Counts bytes read from the file and, when enabled, writes progress to stderr every 2 %.
+struct ProgressReader<R> {
+    inner: R,
+    read: u64,
+    total: u64,
+    next_report: u64,
+    enabled: bool,
+}
+
+impl<R: Read> Read for ProgressReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.enabled && self.read >= self.next_report && self.total > 0 {
+            let pct = self.read.saturating_mul(100) / self.total;
+            eprint!(
+                "\rreading EBA register: {pct:>3}% ({} of {} MB)",
+                self.read / 1_000_000,
+                self.total / 1_000_000
+            );
+            self.next_report = self.read + self.total / 50;
+        }
+        Ok(n)
+    }
+}
+
+/// Reads an EBA export into native registers (one per `CA_OwnerID`, sorted by NCA id), with
+/// the counts of what was kept and skipped.
+pub(crate) fn read_eba(
+    path: &Path,
+    nca_overrides: &BTreeMap<String, String>,
+    progress: bool,
+) -> Result<(NativeFile, EbaReport), RegisterLoadError> {
+    let read_err = |source| RegisterLoadError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = File::open(path).map_err(read_err)?;
+    let total = file.metadata().map_err(read_err)?.len();
+    let reader = BufReader::with_capacity(
+        READ_BUFFER_BYTES,
+        ProgressReader {
+            inner: file,
+            read: 0,
+            total,
+            next_report: 0,
+            enabled: progress,
+        },
+    );
+    let mut builder = Builder {
+        map: NcaMap::new(nca_overrides),
+        report: EbaReport::default(),
+        registers: BTreeMap::new(),
+    };
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let walked = NodeSeed(&mut builder)
+        .deserialize(&mut de)
+        .and_then(|()| de.end());
+    if progress {
+        eprintln!();
+    }
+    walked.map_err(|e| RegisterLoadError::from_json(path, e))?;
+    if builder.report.records == 0 {
+        return Err(RegisterLoadError::invalid(
+            path,
+            "no EBA entity records (objects with an EntityType) found; is this the EBA PSD2 register download?",
+        ));
+    }
+    let mut registers: Vec<NativeRegister> = builder.registers.into_values().collect();
+    registers.sort_by(|a, b| a.nca_id.cmp(&b.nca_id));
+    let source = path
+        .file_name()
+        .map(|n| format!("EBA PSD2 register export {}", n.to_string_lossy()));
+    Ok((
+        NativeFile {
+            version: NATIVE_FORMAT_VERSION,
+            source,
+            registers,
+        },
+        builder.report,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_eea_state_has_an_nca_in_the_default_table_with_a_code_of_its_country() {
+        for state in crate::country::EEA {
+            assert!(
+                DEFAULT_EBA_AUTHORITIES
+                    .iter()
+                    .any(|a| a.nca_id.starts_with(state.as_str())),
+                "{state} has no row"
+            );
+        }
+        for a in DEFAULT_EBA_AUTHORITIES {
+            let (nca_country, _) = parse_nca_id(a.nca_id).expect("table NCA ids are CC-NCA");
+            let (code_country, _) = parse_eba_code(a.eba_code).expect("table codes are CC_CODE");
+            assert_eq!(nca_country, code_country, "{}", a.nca_id);
+        }
+    }
+
+    #[test]
+    fn unmapped_codes_get_an_nca_id_derived_from_their_letters() {
+        let (cc, rest) = parse_eba_code("FI_FIN-FSA").expect("valid");
+        assert_eq!(derived_nca_id(cc, rest).as_deref(), Some("FI-FINFSA"));
+        let (cc, rest) = parse_eba_code("EL_BOG").expect("valid");
+        assert_eq!(derived_nca_id(cc, rest).as_deref(), Some("GR-BOG"));
+    }
+
+    #[test]
+    fn latin_names_are_preferred_among_several() {
+        let names = vec!["Альфа ООД".to_owned(), "Alpha Ltd".to_owned()];
+        assert_eq!(choose_name(&names), Some("Alpha Ltd"));
+        let only = vec!["Альфа ООД".to_owned()];
+        assert_eq!(choose_name(&only), Some("Альфа ООД"));
+        assert_eq!(choose_name(&[]), None);
+    }
+}
