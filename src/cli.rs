@@ -34,6 +34,17 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start every listener the configuration names (API, admin) and serve until SIGTERM.
+    Serve {
+        /// Configuration file.
+        #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
+    /// API credential commands.
+    Credentials {
+        #[command(subcommand)]
+        command: CredentialsCommand,
+    },
     /// Check a certificate file and print the contract's check-result JSON.
     Check(CheckArgs),
     /// Configuration commands.
@@ -88,6 +99,12 @@ enum ConfigCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum CredentialsCommand {
+    /// Read a secret from stdin (first line) and print its argon2 hash for api.credentials.
+    Hash,
+}
+
+#[derive(Debug, Subcommand)]
 enum RegisterCommand {
     /// Convert a register export to the native snapshot format (docs/registers.md).
     Import {
@@ -132,6 +149,26 @@ fn parse_time(s: &str) -> Result<OffsetDateTime, String> {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve { config } => run_serve(&config),
+        Command::Credentials {
+            command: CredentialsCommand::Hash,
+        } => {
+            let mut line = String::new();
+            if let Err(e) = std::io::stdin().read_line(&mut line) {
+                return fail(EXIT_USAGE, &format!("cannot read stdin: {e}"));
+            }
+            let secret = line.trim_end_matches(['\r', '\n']);
+            if secret.is_empty() {
+                return fail(EXIT_USAGE, "empty secret on stdin");
+            }
+            match crate::api::auth::hash_secret(secret) {
+                Ok(hash) => {
+                    println!("{hash}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(1, &e),
+            }
+        }
         Command::Check(args) => match run_check(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => fail(EXIT_USAGE, &message),
@@ -166,6 +203,25 @@ pub fn run() -> ExitCode {
             }
             Err(e) => fail(1, &e.to_string()),
         },
+    }
+}
+
+fn run_serve(path: &Path) -> ExitCode {
+    crate::telemetry::init();
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_BAD_CONFIG, &e.to_string()),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(1, &format!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(crate::app::run(path, config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(1, &e.to_string()),
     }
 }
 

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -25,6 +26,18 @@ pub struct Config {
     pub trust: TrustConfig,
     #[serde(default)]
     pub registers: crate::register::RegisterConfig,
+    /// The `GET /v1/psp/eidas` listener; off when absent.
+    #[serde(default)]
+    pub api: Option<ApiConfig>,
+    /// The admin listener (`/healthz`, `/readyz`, sandbox CRL/OCSP); off when absent.
+    #[serde(default)]
+    pub admin: Option<AdminConfig>,
+    /// Limits shared by every listener.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Explicit, logged relaxations of the fail-closed defaults.
+    #[serde(default)]
+    pub danger: DangerConfig,
     /// The directory relative paths are resolved against (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -199,6 +212,159 @@ impl fmt::Display for CertKind {
     }
 }
 
+/// The check endpoint's listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConfig {
+    pub listen: SocketAddr,
+    /// Server certificate and key; plain HTTP when absent, which is allowed on loopback only
+    /// unless `danger.plaintext_api` is set.
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
+    /// API credentials; passwords stored as argon2 PHC strings
+    /// (`psp-gateway credentials hash`).
+    #[serde(default)]
+    pub credentials: Vec<Credential>,
+    /// Largest `eidas` header accepted. 16 KiB: a PSD2 certificate is 1.5–4 KB as DER, about
+    /// 5.5 KB as Base64; URL-encoded PEM roughly doubles that.
+    #[serde(default = "default_max_eidas_header_bytes")]
+    pub max_eidas_header_bytes: usize,
+    #[serde(default)]
+    pub rate_limit: RateLimitConfig,
+    /// Peers whose `X-Forwarded-For` is believed (load balancers).
+    #[serde(default)]
+    pub trusted_proxies: Vec<crate::server::Cidr>,
+    /// How long a check result may be served from the cache (never beyond the revocation
+    /// evidence's validity).
+    #[serde(default = "default_result_ttl_seconds")]
+    pub result_ttl_seconds: u64,
+    /// Most check results cached.
+    #[serde(default = "default_result_cache_entries")]
+    pub result_cache_entries: u64,
+}
+
+fn default_max_eidas_header_bytes() -> usize {
+    16 * 1024
+}
+
+fn default_result_ttl_seconds() -> u64 {
+    300
+}
+
+/// 100,000 results of a few KB each: a few hundred MB at most, far more distinct
+/// certificates than any bank sees in five minutes.
+fn default_result_cache_entries() -> u64 {
+    100_000
+}
+
+/// A server certificate chain and its private key (PEM files).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// One API caller.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credential {
+    pub username: String,
+    /// Argon2 PHC string, for example `$argon2id$v=19$m=19456,t=2,p=1$…`.
+    pub password_hash: String,
+}
+
+/// Requests per source IP: `requests` per `period_seconds`. Default: the contract's 15,000 per
+/// 5 minutes.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    #[serde(default = "default_rate_requests")]
+    pub requests: u32,
+    #[serde(default = "default_rate_period")]
+    pub period_seconds: u64,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        RateLimitConfig {
+            requests: default_rate_requests(),
+            period_seconds: default_rate_period(),
+        }
+    }
+}
+
+fn default_rate_requests() -> u32 {
+    15_000
+}
+
+fn default_rate_period() -> u64 {
+    300
+}
+
+/// The admin listener: plain HTTP, meant for loopback or a cluster-internal network.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    pub listen: SocketAddr,
+}
+
+/// Overrides of the listener limits (`server::Limits` documents each default and its source).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub header_read_timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
+    pub handshake_timeout_ms: Option<u64>,
+    pub max_connections: Option<usize>,
+    pub max_header_bytes: Option<usize>,
+    pub drain_timeout_ms: Option<u64>,
+}
+
+impl LimitsConfig {
+    pub fn resolve(&self) -> crate::server::Limits {
+        use std::time::Duration;
+        let d = crate::server::Limits::default();
+        crate::server::Limits {
+            header_read_timeout: self
+                .header_read_timeout_ms
+                .map_or(d.header_read_timeout, Duration::from_millis),
+            idle_timeout: self
+                .idle_timeout_ms
+                .map_or(d.idle_timeout, Duration::from_millis),
+            handshake_timeout: self
+                .handshake_timeout_ms
+                .map_or(d.handshake_timeout, Duration::from_millis),
+            max_connections: self.max_connections.unwrap_or(d.max_connections),
+            max_header_bytes: self.max_header_bytes.unwrap_or(d.max_header_bytes),
+            drain_timeout: self
+                .drain_timeout_ms
+                .map_or(d.drain_timeout, Duration::from_millis),
+        }
+    }
+}
+
+/// Relaxations of fail-closed defaults. Each one set is logged as a warning at start-up.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DangerConfig {
+    /// Serve the check endpoint over plain HTTP on a non-loopback address (credentials and
+    /// certificates then cross the network in clear).
+    #[serde(default)]
+    pub plaintext_api: bool,
+}
+
+impl DangerConfig {
+    /// The names of the relaxations in force, for the start-up warning.
+    pub fn enabled(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.plaintext_api {
+            v.push("danger.plaintext_api");
+        }
+        v
+    }
+}
+
 /// Why a configuration could not be used. Each message names the file, and for syntax and
 /// unknown keys the line and column.
 #[derive(Debug, thiserror::Error)]
@@ -246,6 +412,10 @@ impl Config {
             checks: ChecksConfig::default(),
             trust: TrustConfig::default(),
             registers: crate::register::RegisterConfig::default(),
+            api: None,
+            admin: None,
+            limits: LimitsConfig::default(),
+            danger: DangerConfig::default(),
             base_dir: PathBuf::new(),
         }
     }
@@ -261,6 +431,48 @@ impl Config {
 
     fn validate(&self) -> Result<(), String> {
         self.registers.validate().map_err(|e| e.to_string())?;
+        if let Some(api) = &self.api {
+            if api.tls.is_none() && !api.listen.ip().is_loopback() && !self.danger.plaintext_api {
+                return Err(format!(
+                    "api.listen {} is not a loopback address and api.tls is not set: set api.tls, or danger.plaintext_api = true to serve credentials in clear",
+                    api.listen
+                ));
+            }
+            if api.credentials.is_empty() {
+                return Err("api.credentials is empty: no caller could authenticate".into());
+            }
+            let mut users = BTreeSet::new();
+            for c in &api.credentials {
+                if !users.insert(c.username.as_str()) {
+                    return Err(format!(
+                        "api.credentials: username `{}` is used twice",
+                        c.username
+                    ));
+                }
+                if c.username.is_empty() || c.username.contains(':') {
+                    return Err(format!(
+                        "api.credentials: username `{}` must be non-empty and contain no `:`",
+                        c.username
+                    ));
+                }
+                if let Err(e) = argon2::PasswordHash::new(&c.password_hash) {
+                    return Err(format!(
+                        "api.credentials: the password_hash of `{}` is not an argon2 PHC string: {e}",
+                        c.username
+                    ));
+                }
+            }
+            if api.rate_limit.requests == 0 || api.rate_limit.period_seconds == 0 {
+                return Err("api.rate_limit: requests and period_seconds must be positive".into());
+            }
+            if api.max_eidas_header_bytes == 0 {
+                return Err("api.max_eidas_header_bytes must be positive".into());
+            }
+        }
+        let limits = self.limits.resolve();
+        if limits.max_connections == 0 {
+            return Err("limits.max_connections must be positive".into());
+        }
         if self.checks.valid_jurisdictions.is_empty() {
             return Err("checks.valid_jurisdictions must name at least one jurisdiction".into());
         }

@@ -5,13 +5,19 @@
 //! in time and read-only snapshots in, a [`check::CheckReport`] out. I/O lives at the edges.
 #![forbid(unsafe_code)]
 
+pub mod admin;
+pub mod api;
+pub mod app;
 pub mod cert;
 pub mod check;
+pub mod checker;
 pub mod cli;
 pub mod config;
 pub mod country;
 pub mod register;
 pub mod sandbox;
+pub mod server;
+pub mod telemetry;
 pub mod trust;
 
 pub use cert::PspCertificate;

@@ -1,0 +1,305 @@
+//! `GET /v1/psp/eidas`: the contract's check endpoint (`spec/psp-checking-service.md`;
+//! `DESIGN.md` section 4).
+//!
+//! A request passes these phases, top to bottom; each one can end it with an error from the
+//! table in [`error`]:
+//!
+//! 1. request id, source address (peer, or `X-Forwarded-For` behind a trusted proxy);
+//! 2. rate limit per source address — first, so that nothing costly (argon2, parsing) runs
+//!    for a flooding client;
+//! 3. path (`/v1/psp/eidas`, any case) and method (GET);
+//! 4. credentials (HTTP Basic, argon2);
+//! 5. parameters: `jurisdiction`, `version`, `fi_reference_id`, `transaction_reference`,
+//!    `eidas` (decoded tolerantly);
+//! 6. the check (cached), and the 200 body.
+
+pub mod auth;
+pub mod error;
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use time::OffsetDateTime;
+
+use crate::cert::PspCertificate;
+use crate::checker::Checker;
+use crate::config::{ApiConfig, Config};
+use crate::country::CountryCode;
+use crate::server::{Body, Cidr, ConnInfo, client_address, full};
+
+pub use auth::{AuthFailure, Authenticator};
+pub use error::ApiError;
+
+/// The endpoint's path; matched case-insensitively (the contract uses `/v1/psp/eidas` and
+/// `/v1/PSP/eIDAS`).
+pub const PATH: &str = "/v1/psp/eidas";
+
+/// Longest `fi_reference_id` / `transaction_reference` accepted. The contract does not give
+/// their formats; 256 printable characters covers UUIDs, IBAN-based references and the like.
+const MAX_REFERENCE_LEN: usize = 256;
+
+/// Everything the endpoint needs, built once at start-up.
+pub struct ApiState {
+    pub checker: Arc<Checker>,
+    pub auth: Authenticator,
+    pub limiter: DefaultKeyedRateLimiter<IpAddr>,
+    pub trusted_proxies: Vec<Cidr>,
+    pub valid_jurisdictions: std::collections::BTreeSet<CountryCode>,
+    pub max_eidas_header_bytes: usize,
+    pub error_link_base: String,
+}
+
+impl ApiState {
+    pub fn new(config: &Config, api: &ApiConfig, checker: Arc<Checker>) -> ApiState {
+        ApiState {
+            checker,
+            auth: Authenticator::new(&api.credentials),
+            limiter: rate_limiter(api.rate_limit.requests, api.rate_limit.period_seconds),
+            trusted_proxies: api.trusted_proxies.clone(),
+            valid_jurisdictions: config.checks.valid_jurisdictions(),
+            max_eidas_header_bytes: api.max_eidas_header_bytes,
+            error_link_base: config.checks.error_link_base.clone(),
+        }
+    }
+}
+
+/// `requests` per `period_seconds` per key, all of them available at once (burst), refilled
+/// evenly (GCRA).
+fn rate_limiter(requests: u32, period_seconds: u64) -> DefaultKeyedRateLimiter<IpAddr> {
+    let requests = NonZeroU32::new(requests).unwrap_or(NonZeroU32::MIN);
+    let period = Duration::from_secs(period_seconds.max(1));
+    let per_cell = period / requests.get();
+    let quota = Quota::with_period(per_cell.max(Duration::from_nanos(1)))
+        .unwrap_or_else(|| Quota::per_second(requests))
+        .allow_burst(requests);
+    RateLimiter::keyed(quota)
+}
+
+/// Handles one request.
+pub async fn handle(
+    state: Arc<ApiState>,
+    req: Request<Incoming>,
+    conn: Arc<ConnInfo>,
+) -> Response<Body> {
+    let request_id = new_request_id();
+    let forwarded = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>();
+    let source = client_address(
+        conn.peer.ip(),
+        forwarded.into_iter(),
+        &state.trusted_proxies,
+    );
+    match respond(&state, &req, source, &request_id).await {
+        Ok(response) => response,
+        Err(e) => {
+            tracing::info!(
+                request_id = %request_id,
+                source = %source,
+                code = e.code(),
+                "check endpoint refused a request"
+            );
+            e.response(&request_id, &state.error_link_base)
+        }
+    }
+}
+
+async fn respond(
+    state: &ApiState,
+    req: &Request<Incoming>,
+    source: IpAddr,
+    request_id: &str,
+) -> Result<Response<Body>, ApiError> {
+    if let Err(not_until) = state.limiter.check_key(&source) {
+        let wait = not_until.wait_time_from(governor::clock::Clock::now(
+            &governor::clock::DefaultClock::default(),
+        ));
+        return Err(ApiError::RateLimited {
+            retry_after_secs: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+        });
+    }
+    if !req.uri().path().eq_ignore_ascii_case(PATH) {
+        return Err(ApiError::NotFound);
+    }
+    if req.method() != Method::GET {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let headers = req.headers();
+    let caller = state
+        .auth
+        .authenticate(single(headers, header::AUTHORIZATION.as_str())?)
+        .await
+        .map_err(|f| match f {
+            AuthFailure::Missing => ApiError::AuthenticationMissing,
+            AuthFailure::Wrong => ApiError::AuthenticationFailed,
+        })?;
+
+    let jurisdiction = jurisdiction(req.uri().query(), &state.valid_jurisdictions)?;
+    if let Some(v) = single(headers, "version")? {
+        let v = String::from_utf8_lossy(v);
+        if !(v.eq_ignore_ascii_case("latest") || v == "1") {
+            return Err(ApiError::VersionInvalid(v.into_owned()));
+        }
+    }
+    let fi_reference_id = reference(headers, "fi_reference_id")?
+        .ok_or(ApiError::ParameterMissing("fi_reference_id"))?;
+    let transaction_reference = reference(headers, "transaction_reference")?;
+    let eidas = single(headers, "eidas")?.ok_or(ApiError::ParameterMissing("eidas"))?;
+    if eidas.len() > state.max_eidas_header_bytes {
+        return Err(ApiError::ParameterInvalid {
+            name: "eidas",
+            why: format!(
+                "{} bytes is over the {}-byte limit",
+                eidas.len(),
+                state.max_eidas_header_bytes
+            ),
+        });
+    }
+    let certificate =
+        PspCertificate::parse(eidas).map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
+
+    let report = state
+        .checker
+        .check(
+            Arc::new(certificate),
+            Arc::new(Vec::new()),
+            jurisdiction,
+            OffsetDateTime::now_utc(),
+        )
+        .await;
+    tracing::info!(
+        target: "audit",
+        request_id = %request_id,
+        caller = %caller,
+        source = %source,
+        fi_reference_id = %fi_reference_id,
+        transaction_reference = transaction_reference.as_deref().unwrap_or(""),
+        auth_number = report.auth_number.as_deref().unwrap_or(""),
+        jurisdiction = %jurisdiction,
+        valid_qtsp = report.validity.valid_qtsp,
+        valid_signature = report.validity.valid_signature,
+        not_revoked = report.validity.not_revoked,
+        not_expired = report.validity.not_expired,
+        "check"
+    );
+    let body = serde_json::to_vec(&report.to_wire(&state.error_link_base)).map_err(|e| {
+        tracing::error!(request_id = %request_id, error = %e, "cannot serialise a check result");
+        ApiError::Internal
+    })?;
+    let mut response = Response::new(full(body));
+    *response.status_mut() = StatusCode::OK;
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        h.insert("x-request-id", v);
+    }
+    Ok(response)
+}
+
+/// The value of a header that may appear at most once.
+fn single<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a [u8]>, ApiError> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(ApiError::ParameterInvalid {
+            name,
+            why: "the header appears more than once".to_owned(),
+        });
+    }
+    Ok(first.map(HeaderValue::as_bytes))
+}
+
+/// A reference header: printable ASCII, 1 to 256 characters.
+fn reference(headers: &HeaderMap, name: &'static str) -> Result<Option<String>, ApiError> {
+    let Some(v) = single(headers, name)? else {
+        return Ok(None);
+    };
+    let invalid = |why: &str| ApiError::ParameterInvalid {
+        name,
+        why: why.to_owned(),
+    };
+    if v.is_empty() || v.iter().all(u8::is_ascii_whitespace) {
+        return Err(invalid("the value is empty"));
+    }
+    if v.len() > MAX_REFERENCE_LEN {
+        return Err(invalid("the value is longer than 256 characters"));
+    }
+    if !v.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        return Err(invalid("the value must be printable ASCII"));
+    }
+    Ok(Some(String::from_utf8_lossy(v).into_owned()))
+}
+
+/// The `jurisdiction` query parameter: exactly once, any case, a configured jurisdiction.
+fn jurisdiction(
+    query: Option<&str>,
+    valid: &std::collections::BTreeSet<CountryCode>,
+) -> Result<CountryCode, ApiError> {
+    let mut found = None;
+    for pair in query.unwrap_or("").split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k != "jurisdiction" {
+            continue;
+        }
+        if found.is_some() {
+            return Err(ApiError::ParameterInvalid {
+                name: "jurisdiction",
+                why: "the parameter appears more than once".to_owned(),
+            });
+        }
+        let value = percent_encoding::percent_decode_str(v)
+            .decode_utf8_lossy()
+            .into_owned();
+        found = Some(value);
+    }
+    let value = found.ok_or(ApiError::ParameterMissing("jurisdiction"))?;
+    if value.is_empty() {
+        return Err(ApiError::ParameterMissing("jurisdiction"));
+    }
+    let code: CountryCode = value
+        .parse()
+        .map_err(|_| ApiError::JurisdictionInvalid(value.clone()))?;
+    if !valid.contains(&code) {
+        return Err(ApiError::JurisdictionInvalid(value));
+    }
+    Ok(code)
+}
+
+/// A random UUID (version 4) for the error `id` and `x-request-id`.
+pub fn new_request_id() -> String {
+    use ring::rand::SecureRandom;
+    static FALLBACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut b = [0u8; 16];
+    if ring::rand::SystemRandom::new().fill(&mut b).is_err() {
+        // The OS generator failed: ids must stay unique, so fall back to time and a counter.
+        tracing::error!("the system random generator failed");
+        let n = FALLBACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let t = OffsetDateTime::now_utc().unix_timestamp_nanos();
+        b[..8].copy_from_slice(&n.to_be_bytes());
+        b[8..].copy_from_slice(&(t as u64).to_be_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}

@@ -1,0 +1,161 @@
+//! The endpoint's error table: every failure, its status, its code and its title, in one
+//! exhaustive `match` (a new failure forces a decision). Bodies are the contract's
+//! `{"errors":[{"id","code","title","link"}]}` with a unique `id`, also sent as `x-request-id`.
+
+use http::{HeaderValue, StatusCode, header};
+use hyper::Response;
+use serde::Serialize;
+
+use crate::server::{Body, full};
+
+/// A request the endpoint refuses, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// No such path.
+    NotFound,
+    /// The path exists; the method does not.
+    MethodNotAllowed,
+    /// No `Authorization: Basic` header, or one that cannot be read.
+    AuthenticationMissing,
+    /// Unknown user or wrong password.
+    AuthenticationFailed,
+    /// Over the per-IP quota; seconds until the next request is allowed.
+    RateLimited { retry_after_secs: u64 },
+    /// A required parameter is absent (`jurisdiction`, `eidas`, `fi_reference_id`).
+    ParameterMissing(&'static str),
+    /// A parameter is present but malformed.
+    ParameterInvalid { name: &'static str, why: String },
+    /// `jurisdiction` is not a configured valid jurisdiction.
+    JurisdictionInvalid(String),
+    /// `version` is neither `latest` nor `1`.
+    VersionInvalid(String),
+    /// The `eidas` header does not hold a readable certificate.
+    CertificateInvalid(String),
+    /// Our fault, never the caller's; details are in the log under the request id.
+    Internal,
+}
+
+impl ApiError {
+    /// Status, code and title. The codes are documented in `docs/errors.md`.
+    fn parts(&self) -> (StatusCode, &'static str, String) {
+        match self {
+            ApiError::NotFound => (
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "No such resource: the check endpoint is GET /v1/psp/eidas".to_owned(),
+            ),
+            ApiError::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "Only GET is allowed on /v1/psp/eidas".to_owned(),
+            ),
+            ApiError::AuthenticationMissing => (
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "Missing or unreadable Authorization header: use HTTP Basic authentication"
+                    .to_owned(),
+            ),
+            ApiError::AuthenticationFailed => (
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "Unable to authorise: unknown user or wrong password".to_owned(),
+            ),
+            ApiError::RateLimited { retry_after_secs } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_exceeded",
+                format!(
+                    "Rate limit exceeded for this source address; retry after {retry_after_secs} s"
+                ),
+            ),
+            ApiError::ParameterMissing(name) => (
+                StatusCode::NOT_FOUND,
+                "parameter_missing",
+                format!("Missing required parameter `{name}`"),
+            ),
+            ApiError::ParameterInvalid { name, why } => (
+                StatusCode::NOT_FOUND,
+                "parameter_invalid",
+                format!("Parameter `{name}` is malformed: {why}"),
+            ),
+            ApiError::JurisdictionInvalid(j) => (
+                StatusCode::NOT_FOUND,
+                "jurisdiction_invalid",
+                format!("`{j}` is not a valid jurisdiction for this service"),
+            ),
+            ApiError::VersionInvalid(v) => (
+                StatusCode::NOT_FOUND,
+                "version_invalid",
+                format!("Header `version` must be `latest` or `1`, not `{v}`"),
+            ),
+            ApiError::CertificateInvalid(why) => (
+                StatusCode::NOT_FOUND,
+                "certificate_invalid",
+                format!("Header `eidas` does not hold a readable certificate: {why}"),
+            ),
+            ApiError::Internal => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "Internal error; the request id identifies it in the service's log".to_owned(),
+            ),
+        }
+    }
+
+    /// The error response, with `id` = `request_id`.
+    pub fn response(&self, request_id: &str, link_base: &str) -> Response<Body> {
+        let (status, code, title) = self.parts();
+        let body = ErrorBody {
+            errors: [ErrorObject {
+                id: request_id,
+                code,
+                title: &title,
+                link: format!("{link_base}{code}"),
+            }],
+        };
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        let mut response = Response::new(full(json));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if let Ok(v) = HeaderValue::from_str(request_id) {
+            headers.insert("x-request-id", v);
+        }
+        match self {
+            ApiError::MethodNotAllowed => {
+                headers.insert(header::ALLOW, HeaderValue::from_static("GET"));
+            }
+            ApiError::AuthenticationMissing | ApiError::AuthenticationFailed => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"psp-gateway\", charset=\"UTF-8\""),
+                );
+            }
+            ApiError::RateLimited { retry_after_secs } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            _ => {}
+        }
+        response
+    }
+
+    /// The code, for logs.
+    pub fn code(&self) -> &'static str {
+        self.parts().1
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    errors: [ErrorObject<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct ErrorObject<'a> {
+    id: &'a str,
+    code: &'static str,
+    title: &'a str,
+    link: String,
+}

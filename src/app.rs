@@ -1,0 +1,266 @@
+//! The running service: validated configuration in, listeners bound, signals handled.
+//!
+//! Start-up order (linkerd's rule: nothing is bound before everything is validated):
+//! configuration → reference data → TLS material → bind every listener → serve. SIGHUP
+//! reloads the reference data (a failed reload keeps the current data and is logged);
+//! SIGTERM and SIGINT stop accepting, drain, and exit 0.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::Request;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use crate::admin::{self, AdminState};
+use crate::api::{self, ApiState};
+use crate::checker::{Checker, ReferenceData};
+use crate::config::{Config, TlsFiles};
+use crate::server::{self, Handler};
+
+/// How often the per-IP rate-limit map forgets addresses that are back to full quota
+/// (governor keeps them otherwise: STACK.md).
+const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(60);
+
+/// A running service: its bound addresses, and a handle to stop it.
+pub struct Running {
+    pub api: Option<SocketAddr>,
+    pub admin: Option<SocketAddr>,
+    pub checker: Arc<Checker>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting, drains, and returns when every listener is done.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Data(#[from] crate::checker::LoadError),
+    #[error("{what} {path}: {message}")]
+    Tls {
+        what: &'static str,
+        path: PathBuf,
+        message: String,
+    },
+    #[error("cannot listen on {addr} ({what}): {error}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+}
+
+/// Loads everything and binds every listener of `config`; serving runs on spawned tasks.
+pub async fn start(config: Config) -> Result<Running, StartError> {
+    for relaxation in config.danger.enabled() {
+        tracing::warn!(
+            setting = relaxation,
+            "fail-closed default relaxed by configuration"
+        );
+    }
+    let data = ReferenceData::load(&config, 1)?;
+    tracing::info!(
+        trust_sources = data.trust.sources().len(),
+        trusted_issuers = data.trust.issuers().len(),
+        registers = data.registers.registers().len(),
+        "reference data loaded"
+    );
+    let (ttl, entries) = config.api.as_ref().map_or((300, 100_000), |a| {
+        (a.result_ttl_seconds, a.result_cache_entries)
+    });
+    let checker = Arc::new(Checker::new(data, Duration::from_secs(ttl), entries));
+
+    let api_tls = match config.api.as_ref().and_then(|a| a.tls.as_ref()) {
+        Some(files) => Some(tls_acceptor(&config, files)?),
+        None => None,
+    };
+
+    // Bind everything before serving anything.
+    let api_listener = match &config.api {
+        Some(api) => Some(bind("api", api.listen).await?),
+        None => None,
+    };
+    let admin_listener = match &config.admin {
+        Some(admin) => Some(bind("admin", admin.listen).await?),
+        None => None,
+    };
+
+    let limits = config.limits.resolve();
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let mut running = Running {
+        api: None,
+        admin: None,
+        checker: checker.clone(),
+        shutdown,
+        tasks: Vec::new(),
+    };
+
+    if let (Some(listener), Some(api)) = (api_listener, &config.api) {
+        running.api = listener.local_addr().ok();
+        let state = Arc::new(ApiState::new(&config, api, checker.clone()));
+        let sweep_state = state.clone();
+        let mut sweep_shutdown = shutdown_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(RATE_LIMIT_SWEEP);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => sweep_state.limiter.retain_recent(),
+                    _ = sweep_shutdown.changed() => return,
+                }
+            }
+        }));
+        let handler: Handler = Arc::new(move |req: Request<_>, conn| {
+            let state = state.clone();
+            Box::pin(async move { api::handle(state, req, conn).await })
+        });
+        tracing::info!(addr = ?running.api, tls = api_tls.is_some(), "check endpoint listening");
+        tasks.push(tokio::spawn(server::serve(
+            listener,
+            api_tls,
+            limits,
+            handler,
+            shutdown_rx.clone(),
+        )));
+    }
+
+    if let Some(listener) = admin_listener {
+        running.admin = listener.local_addr().ok();
+        let state = Arc::new(AdminState::new(&config, checker.clone()));
+        let handler: Handler = Arc::new(move |req: Request<_>, _conn| {
+            let state = state.clone();
+            Box::pin(async move { admin::handle(state, req).await })
+        });
+        tracing::info!(addr = ?running.admin, "admin listener listening");
+        tasks.push(tokio::spawn(server::serve(
+            listener,
+            None,
+            limits,
+            handler,
+            shutdown_rx.clone(),
+        )));
+    }
+    running.tasks = tasks;
+    Ok(running)
+}
+
+async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|error| StartError::Bind { what, addr, error })
+}
+
+/// A rustls server configuration from PEM files: TLS 1.2 and 1.3, ALPN h2 and http/1.1.
+fn tls_acceptor(config: &Config, files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
+    let server_config = server_tls_config(config, files, None)?;
+    Ok(TlsAcceptor::from(Arc::new(server_config)))
+}
+
+/// The server TLS configuration, with an optional client-certificate verifier.
+pub(crate) fn server_tls_config(
+    config: &Config,
+    files: &TlsFiles,
+    client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+) -> Result<rustls::ServerConfig, StartError> {
+    let cert_path = config.resolve(&files.cert);
+    let key_path = config.resolve(&files.key);
+    let tls_err = |what: &'static str, path: &Path, message: String| StartError::Tls {
+        what,
+        path: path.to_owned(),
+        message,
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
+        .map_err(|e| tls_err("certificate", &cert_path, e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| tls_err("certificate", &cert_path, e.to_string()))?;
+    if certs.is_empty() {
+        return Err(tls_err(
+            "certificate",
+            &cert_path,
+            "no certificate in the file".into(),
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(&key_path)
+        .map_err(|e| tls_err("key", &key_path, e.to_string()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| tls_err("certificate", &cert_path, e.to_string()))?;
+    let builder = match client_verifier {
+        Some(v) => builder.with_client_cert_verifier(v),
+        None => builder.with_no_client_auth(),
+    };
+    let mut server_config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| tls_err("key", &key_path, e.to_string()))?;
+    server_config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(server_config)
+}
+
+/// Runs the service from a configuration file until SIGTERM or SIGINT.
+pub async fn run(config_path: &Path, config: Config) -> Result<(), StartError> {
+    let running = start(config).await?;
+    let checker = running.checker.clone();
+    wait_for_signals(config_path, &checker).await;
+    tracing::info!("shutting down: draining connections");
+    running.stop().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+#[cfg(unix)]
+async fn wait_for_signals(config_path: &Path, checker: &Checker) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stopping on Ctrl-C only");
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = hup.recv() => reload(config_path, checker),
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signals(_config_path: &Path, _checker: &Checker) {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Re-reads the configuration file's reference data; on any error the current data stays.
+pub fn reload(config_path: &Path, checker: &Checker) {
+    let config = match Config::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "reload refused: configuration invalid; current data kept");
+            return;
+        }
+    };
+    match checker.reload(&config) {
+        Ok(generation) => tracing::info!(generation, "reference data reloaded"),
+        Err(e) => tracing::error!(error = %e, "reload failed; current data kept"),
+    }
+}

@@ -1,0 +1,174 @@
+//! The checking service: the edge around the pure check core. It owns the reference-data
+//! snapshots (swapped atomically on reload), gathers revocation evidence, runs the core and
+//! caches results. The endpoint, the gateway and the CLI all check through it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use time::OffsetDateTime;
+
+use crate::cert::PspCertificate;
+use crate::check::{self, CheckInput, CheckReport, RevocationEvidence, Snapshots};
+use crate::config::Config;
+use crate::country::CountryCode;
+use crate::register::{RegisterLoadError, RegisterSnapshot};
+use crate::trust::{TrustList, TrustLoadError};
+
+/// One consistent set of reference data.
+#[derive(Debug)]
+pub struct ReferenceData {
+    pub trust: TrustList,
+    pub registers: RegisterSnapshot,
+    /// Increases with every successful reload; part of every cache key.
+    pub generation: u64,
+    /// When it was loaded.
+    pub loaded_at: OffsetDateTime,
+}
+
+/// Why reference data could not be loaded (the previous data stays in use).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Trust(#[from] TrustLoadError),
+    #[error(transparent)]
+    Registers(#[from] RegisterLoadError),
+}
+
+impl ReferenceData {
+    /// Loads the trust list and the registers named by `config`, completely or not at all.
+    pub fn load(config: &Config, generation: u64) -> Result<ReferenceData, LoadError> {
+        let trust = TrustList::load(config)?;
+        let (registers, _) = RegisterSnapshot::load(&config.registers, &config.base_dir)?;
+        Ok(ReferenceData {
+            trust,
+            registers: registers.with_generation(generation),
+            generation,
+            loaded_at: OffsetDateTime::now_utc(),
+        })
+    }
+}
+
+/// Cache key: the same certificate, chain and jurisdiction against the same data.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    fingerprint: [u8; 32],
+    chain: Vec<[u8; 32]>,
+    jurisdiction: CountryCode,
+    generation: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Cached {
+    report: Arc<CheckReport>,
+    ttl: Duration,
+}
+
+struct ReportExpiry;
+
+impl moka::Expiry<Key, Cached> for ReportExpiry {
+    fn expire_after_create(
+        &self,
+        _key: &Key,
+        value: &Cached,
+        _created_at: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(value.ttl)
+    }
+}
+
+/// The checking service.
+pub struct Checker {
+    data: ArcSwap<ReferenceData>,
+    cache: moka::future::Cache<Key, Cached>,
+    result_ttl: Duration,
+    revocation_note: &'static str,
+}
+
+/// Until revocation checking is built in, every check carries this reason (fail closed).
+const REVOCATION_NOT_BUILT: &str =
+    "revocation checking (CRL and OCSP) is not available in this version of psp-gateway";
+
+impl Checker {
+    pub fn new(data: ReferenceData, result_ttl: Duration, max_entries: u64) -> Checker {
+        Checker {
+            data: ArcSwap::from_pointee(data),
+            cache: moka::future::Cache::builder()
+                .max_capacity(max_entries)
+                .expire_after(ReportExpiry)
+                .build(),
+            result_ttl,
+            revocation_note: REVOCATION_NOT_BUILT,
+        }
+    }
+
+    /// The reference data in use.
+    pub fn data(&self) -> Arc<ReferenceData> {
+        self.data.load_full()
+    }
+
+    /// Reloads the reference data from `config`. On failure the current data stays in use and
+    /// the error is returned for the caller to report.
+    pub fn reload(&self, config: &Config) -> Result<u64, LoadError> {
+        let next = self.data.load().generation + 1;
+        let data = ReferenceData::load(config, next)?;
+        self.data.store(Arc::new(data));
+        Ok(next)
+    }
+
+    /// Checks a certificate (and the intermediates presented with it) for a jurisdiction at
+    /// `now`. Concurrent identical checks coalesce into one.
+    pub async fn check(
+        &self,
+        certificate: Arc<PspCertificate>,
+        intermediates: Arc<Vec<PspCertificate>>,
+        jurisdiction: CountryCode,
+        now: OffsetDateTime,
+    ) -> Arc<CheckReport> {
+        let data = self.data.load_full();
+        let key = Key {
+            fingerprint: certificate.fingerprint_sha256,
+            chain: intermediates.iter().map(|c| c.fingerprint_sha256).collect(),
+            jurisdiction,
+            generation: data.generation,
+        };
+        let ttl = self.ttl_for(&certificate, now);
+        let revocation_note = self.revocation_note;
+        let cached = self
+            .cache
+            .get_with(key, async move {
+                let input = CheckInput {
+                    certificate: &certificate,
+                    intermediates: &intermediates,
+                    jurisdiction,
+                    now,
+                };
+                let snapshots = Snapshots {
+                    trust: &data.trust,
+                    registers: &data.registers,
+                };
+                let resolution = check::resolve_issuer(&input, snapshots.trust);
+                let evidence = RevocationEvidence::not_checked(revocation_note);
+                let report = check::report(&input, snapshots, &resolution, &evidence);
+                Cached {
+                    report: Arc::new(report),
+                    ttl,
+                }
+            })
+            .await;
+        cached.report
+    }
+
+    /// A result stays cached for the configured time, but never across the certificate's
+    /// validity boundaries (the `notExpired` flag would change).
+    fn ttl_for(&self, cert: &PspCertificate, now: OffsetDateTime) -> Duration {
+        let mut ttl = self.result_ttl;
+        for boundary in [cert.not_before, cert.not_after] {
+            if boundary > now {
+                let until = Duration::try_from(boundary - now).unwrap_or(Duration::ZERO);
+                ttl = ttl.min(until);
+            }
+        }
+        ttl
+    }
+}

@@ -1,0 +1,261 @@
+//! Serving HTTP on a listener: the plumbing every listener shares (API, gateway, admin).
+//!
+//! ```text
+//!  accept ─▶ connection permit ─▶ TCP_NODELAY ─▶ [TLS handshake, bounded] ─▶ hyper (h1 + h2)
+//!             (max_connections)                                              │
+//!                                                 idle watch + shutdown ◀────┘
+//! ```
+//!
+//! Limits on what comes from the network are named in [`Limits`] with their sources. hyper's
+//! header-read timeout only works with a timer set on the builder (STACK.md), so it is set
+//! here; tokio-rustls has no handshake timeout of its own, so the accept is wrapped in one.
+
+mod cidr;
+mod idle;
+
+pub use cidr::{Cidr, InvalidCidr, client_address};
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use rustls_pki_types::CertificateDer;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
+
+/// The error type of response bodies (upstream bodies stream through the gateway).
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+/// Every response body: a full buffer or a stream.
+pub type Body = BoxBody<Bytes, BodyError>;
+
+/// A full body from bytes.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    http_body_util::Full::new(bytes.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed()
+}
+
+/// What the handler learns about the connection a request came on.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub tls: Option<TlsInfo>,
+}
+
+/// The TLS side of a connection.
+#[derive(Debug, Clone)]
+pub struct TlsInfo {
+    /// The client's certificate chain as presented in the handshake (leaf first); empty when
+    /// the client sent none. Still present on resumed TLS 1.3 sessions.
+    pub peer_chain: Vec<CertificateDer<'static>>,
+    /// The session was resumed (the client certificate verifier did not run again).
+    pub resumed: bool,
+}
+
+/// A request handler: every listener has one.
+pub type Handler = Arc<
+    dyn Fn(Request<Incoming>, Arc<ConnInfo>) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Limits on one listener.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Time to receive a request's headers, and (hyper ≥ 1.6) the idle time between requests
+    /// on an HTTP/1 connection. 10 s: slow-loris defence; nginx's `client_header_timeout`
+    /// defaults to 60 s, Envoy's `request_headers_timeout` is unset by default; 10 s is ample
+    /// for machine clients on a bank's network.
+    pub header_read_timeout: Duration,
+    /// A connection with no bytes read or written for this long is closed gracefully (HTTP/2
+    /// included, which has no header-read timeout between streams). 60 s, Envoy's default
+    /// `idle_timeout` is 1 h for downstream; API clients reconnect cheaply and idle
+    /// connections hold memory.
+    pub idle_timeout: Duration,
+    /// TLS handshake deadline. 10 s, as nginx's `ssl_handshake_timeout` default (60 s) is
+    /// generous for a public listener; a handshake is a few round trips.
+    pub handshake_timeout: Duration,
+    /// Concurrent connections. 10,000: far above what one replica on 2 cores serves, low
+    /// enough that file descriptors (default soft limit 1,024 raised by systemd to 524,288)
+    /// and memory stay bounded. Scale horizontally beyond.
+    pub max_connections: usize,
+    /// Largest header block a client may send. 64 KiB: the `eidas` header carries a
+    /// certificate (16 KiB allowed), the rest is small; hyper's default buffer is ~400 KB.
+    pub max_header_bytes: usize,
+    /// How long a graceful shutdown waits for connections to finish.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
+            max_header_bytes: 64 * 1024,
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// HTTP/1 allows at most this many header lines. 100 is hyper's default; kept explicit.
+const MAX_HEADERS: usize = 100;
+/// HTTP/2 concurrent streams per connection. 100: RFC 9113 section 6.5.2 recommends no
+/// lower than 100.
+const MAX_CONCURRENT_STREAMS: u32 = 100;
+
+/// Serves `listener` until `shutdown` turns true, then stops accepting and drains.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    limits: Limits,
+    handler: Handler,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192))
+        .max_headers(MAX_HEADERS);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+    let builder = Arc::new(builder);
+
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, %peer, "cannot set TCP_NODELAY");
+        }
+        let tls = tls.clone();
+        let handler = handler.clone();
+        let builder = builder.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            match tls {
+                None => {
+                    let conn = Arc::new(ConnInfo { peer, tls: None });
+                    serve_connection(&builder, stream, conn, handler, limits, shutdown).await;
+                }
+                Some(acceptor) => {
+                    let accepted =
+                        tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream))
+                            .await;
+                    let stream = match accepted {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let (_, session) = stream.get_ref();
+                    let info = TlsInfo {
+                        peer_chain: session
+                            .peer_certificates()
+                            .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                            .unwrap_or_default(),
+                        resumed: session.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+                    };
+                    let conn = Arc::new(ConnInfo {
+                        peer,
+                        tls: Some(info),
+                    });
+                    serve_connection(&builder, stream, conn, handler, limits, shutdown).await;
+                }
+            }
+        });
+    }
+
+    // Drain: every connection task holds a permit; all permits back means all done.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    if tokio::time::timeout(limits.drain_timeout, permits.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain timeout: closing remaining connections");
+    }
+}
+
+async fn serve_connection<S>(
+    builder: &auto::Builder<TokioExecutor>,
+    stream: S,
+    conn: Arc<ConnInfo>,
+    handler: Handler,
+    limits: Limits,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (io, activity) = idle::IdleIo::new(stream);
+    let peer = conn.peer;
+    let service = service_fn(move |req| {
+        let fut = handler(req, conn.clone());
+        async move { Ok::<_, Infallible>(fut.await) }
+    });
+    let connection = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            r = connection.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, %peer, "connection ended with an error");
+                }
+                return;
+            }
+            _ = activity.idle_for(limits.idle_timeout), if !closing => {
+                tracing::debug!(%peer, "idle connection closed");
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            _ = shutdown.changed(), if !closing => {
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+        }
+    }
+}
