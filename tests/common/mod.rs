@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod service;
+
 use std::path::{Path, PathBuf};
 
 use psp_gateway::cert::PspCertificate;

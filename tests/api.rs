@@ -1,0 +1,556 @@
+//! `GET /v1/psp/eidas` over real HTTP, the service on 127.0.0.1:0 with the sandbox
+//! configuration.
+
+mod common;
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use common::service::*;
+use common::*;
+use http::{Method, StatusCode};
+use psp_gateway::check::{RevocationEvidence, Snapshots};
+use psp_gateway::register::RegisterSnapshot;
+
+const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
+
+fn der(name: &str) -> Vec<u8> {
+    load_cert(&root().join(format!("certs/psp/{name}.pem"))).der
+}
+
+fn b64(name: &str) -> String {
+    STANDARD.encode(der(name))
+}
+
+async fn check(addr: std::net::SocketAddr, eidas: &str, jurisdiction: &str) -> Reply {
+    send(
+        addr,
+        Method::GET,
+        &format!("/v1/psp/eidas?jurisdiction={jurisdiction}"),
+        &[
+            ("authorization", AUTH),
+            ("fi_reference_id", "PSDXX-TEST-999999"),
+            ("version", "latest"),
+            ("eidas", eidas),
+        ],
+    )
+    .await
+}
+
+/// The body the pure core gives for the same certificate, jurisdiction and sandbox data.
+fn expected_body(name: &str, jurisdiction: &str) -> serde_json::Value {
+    let config = sandbox_config(|t| t);
+    let trust = psp_gateway::TrustList::load(&config).expect("trust");
+    let (registers, _) =
+        RegisterSnapshot::load(&config.registers, &config.base_dir).expect("registers");
+    let cert = load_cert(&root().join(format!("certs/psp/{name}.pem")));
+    let input = psp_gateway::CheckInput {
+        certificate: &cert,
+        intermediates: &[],
+        jurisdiction: cc(jurisdiction),
+        now: time::OffsetDateTime::now_utc(),
+    };
+    let report = psp_gateway::check(
+        &input,
+        Snapshots {
+            trust: &trust,
+            registers: &registers,
+        },
+        &RevocationEvidence::not_checked(
+            "revocation checking (CRL and OCSP) is not available in this version of psp-gateway",
+        ),
+    );
+    serde_json::to_value(report.to_wire(&config.checks.error_link_base)).expect("json")
+}
+
+/// (scenario, jurisdiction, validQTSP, validSignature, notExpired, host block expected)
+const SCENARIOS: &[(&str, &str, bool, bool, bool, bool)] = &[
+    ("valid", "xx", true, true, true, false),
+    ("unauthorised", "XX", true, true, true, false),
+    ("roles-1-2", "XX", true, true, true, false),
+    ("expired", "XX", true, true, false, false),
+    ("untrusted", "XX", false, false, true, false),
+    ("revoked", "XX", true, true, true, false),
+    ("no-revocation", "XX", true, true, true, false),
+    ("tampered", "XX", true, false, true, false),
+    ("passport-out-xy", "XY", true, true, true, true),
+    ("gb-tpr", "gb", true, true, true, true),
+    ("role-5", "XY", true, true, true, true),
+    ("obie-valid", "GB", true, true, true, false),
+    ("obhd-valid", "XX", true, true, true, false),
+];
+
+#[tokio::test]
+async fn every_sandbox_scenario_answers_as_the_contract_says() {
+    let running = start(sandbox_config(|t| t)).await;
+    let addr = running.api.expect("api listening");
+    for &(name, j, qtsp, sig, expiry, host) in SCENARIOS {
+        let reply = check(addr, &b64(name), j).await;
+        assert_eq!(reply.status, StatusCode::OK, "{name}");
+        assert_eq!(reply.headers["content-type"], "application/json", "{name}");
+        let v = reply.json();
+        let validity = &v["eIDAS"]["validity"];
+        assert_eq!(validity["validQTSP"], qtsp, "{name}");
+        assert_eq!(validity["validSignature"], sig, "{name}");
+        assert_eq!(validity["notExpired"], expiry, "{name}");
+        assert_eq!(
+            validity["notRevoked"], false,
+            "{name}: revocation not built yet"
+        );
+        assert_eq!(v.get("hostRegister").is_some(), host, "{name}");
+        assert!(v.get("homeRegister").is_some(), "{name}");
+        assert_eq!(
+            v,
+            expected_body(name, j),
+            "{name}: the wire body is the core's report"
+        );
+    }
+    // Spot checks against the contract's sandbox table.
+    let v = check(addr, &b64("unauthorised"), "XX").await.json();
+    assert_eq!(
+        v["homeRegister"]["categoryEntries"][0]["pspAuthStatus"],
+        "Unauthorised"
+    );
+    let v = check(addr, &b64("roles-1-2"), "XX").await.json();
+    assert_eq!(
+        v["homeRegister"]["categoryEntries"][0]["pspPaymentServices"],
+        serde_json::json!([1, 2])
+    );
+    let v = check(addr, &b64("untrusted"), "XX").await.json();
+    assert_eq!(v["eIDAS"]["data"]["QTSPSource"], "Unknown");
+    assert_eq!(v["eIDAS"]["data"]["QTSPJurisdiction"], "Unknown");
+    let v = check(addr, &b64("no-revocation"), "XX").await.json();
+    let codes: Vec<_> = v["eIDAS"]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|e| e["code"].as_str().expect("code").to_owned())
+        .collect();
+    assert_eq!(codes, ["crl_response_error", "ocsp_response_error"]);
+    let v = check(addr, &b64("passport-out-xy"), "XY").await.json();
+    assert_eq!(
+        v["homeRegister"]["categoryEntries"][0]["passportOut"],
+        serde_json::json!({"countryCode": "XY", "paymentServices": [8]})
+    );
+    assert_eq!(v["hostRegister"]["ncaName"], serde_json::Value::Null);
+    assert!(v["hostRegister"]["warning"].is_array());
+    let v = check(addr, &b64("gb-tpr"), "GB").await.json();
+    assert_eq!(
+        v["hostRegister"]["categoryEntries"][0]["passportIn"]["paymentServices"],
+        serde_json::json!([7, 8])
+    );
+    let v = check(addr, &b64("obhd-valid"), "XX").await.json();
+    assert_eq!(
+        v["homeRegister"]["categoryEntries"][0]["categoryName"],
+        "Private Domestic Bank"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn the_eidas_header_is_decoded_tolerantly() {
+    let running = start(sandbox_config(|t| t)).await;
+    let addr = running.api.expect("api listening");
+    let der = der("valid");
+    let std = STANDARD.encode(&der);
+    let pem_one_line = format!("-----BEGIN CERTIFICATE----- {std} -----END CERTIFICATE-----");
+    let pem = std::fs::read_to_string(root().join("certs/psp/valid.pem")).expect("pem");
+    let url_encoded_pem: String =
+        percent_encoding::utf8_percent_encode(&pem, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let variants = [
+        ("standard Base64", std.clone()),
+        ("URL-safe without padding", URL_SAFE_NO_PAD.encode(&der)),
+        ("unpadded", std.trim_end_matches('=').to_owned()),
+        ("plus turned into space", std.replace('+', " ")),
+        ("PEM armour on one line", pem_one_line),
+        ("URL-encoded PEM", url_encoded_pem),
+        (
+            "percent-encoded Base64",
+            std.replace('+', "%2B").replace('/', "%2F"),
+        ),
+    ];
+    assert!(std.contains('+'), "the test certificate exercises `+`");
+    for (what, value) in variants {
+        let reply = check(addr, &value, "XX").await;
+        assert_eq!(reply.status, StatusCode::OK, "{what}");
+        assert_eq!(
+            reply.json()["eIDAS"]["data"]["authNumber"],
+            "PSDXX-TEST-000001",
+            "{what}"
+        );
+    }
+    running.stop().await;
+}
+
+fn error_code(reply: &Reply) -> String {
+    let v = reply.json();
+    let e = &v["errors"][0];
+    for field in ["id", "code", "title", "link"] {
+        assert!(e[field].is_string(), "{field} in {v}");
+    }
+    assert_eq!(
+        reply.headers["x-request-id"].to_str().expect("ascii"),
+        e["id"].as_str().expect("id"),
+        "the id is echoed in x-request-id"
+    );
+    e["code"].as_str().expect("code").to_owned()
+}
+
+#[tokio::test]
+async fn every_error_has_its_status_and_code() {
+    let running = start(sandbox_config(|t| t)).await;
+    let addr = running.api.expect("api listening");
+    let valid = b64("valid");
+    let base = vec![
+        ("authorization", AUTH),
+        ("fi_reference_id", "ref-1"),
+        ("eidas", valid.as_str()),
+    ];
+    let without = |name: &str| -> Vec<(&str, &str)> {
+        base.iter().copied().filter(|(k, _)| *k != name).collect()
+    };
+    let with = |name: &'static str, value: &'static str| -> Vec<(&str, &str)> {
+        let mut h = without(name);
+        h.push((name, value));
+        h
+    };
+    let q = "/v1/psp/eidas?jurisdiction=XX";
+    /// (what, method, path and query, headers, status, code)
+    type Case<'a> = (
+        &'a str,
+        Method,
+        &'a str,
+        Vec<(&'a str, &'a str)>,
+        StatusCode,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "no credentials",
+            Method::GET,
+            q,
+            without("authorization"),
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+        ),
+        (
+            "wrong password",
+            Method::GET,
+            q,
+            with("authorization", "Basic c2FuZGJveDp3cm9uZw=="),
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+        ),
+        (
+            "unknown user",
+            Method::GET,
+            q,
+            with("authorization", "Basic bm9ib2R5OnNhbmRib3g="),
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+        ),
+        (
+            "not Basic",
+            Method::GET,
+            q,
+            with("authorization", "Bearer abc"),
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+        ),
+        (
+            "no jurisdiction",
+            Method::GET,
+            "/v1/psp/eidas",
+            base.clone(),
+            StatusCode::NOT_FOUND,
+            "parameter_missing",
+        ),
+        (
+            "empty jurisdiction",
+            Method::GET,
+            "/v1/psp/eidas?jurisdiction=",
+            base.clone(),
+            StatusCode::NOT_FOUND,
+            "parameter_missing",
+        ),
+        (
+            "jurisdiction not a code",
+            Method::GET,
+            "/v1/psp/eidas?jurisdiction=XYZ",
+            base.clone(),
+            StatusCode::NOT_FOUND,
+            "jurisdiction_invalid",
+        ),
+        (
+            "jurisdiction not configured",
+            Method::GET,
+            "/v1/psp/eidas?jurisdiction=US",
+            base.clone(),
+            StatusCode::NOT_FOUND,
+            "jurisdiction_invalid",
+        ),
+        (
+            "jurisdiction twice",
+            Method::GET,
+            "/v1/psp/eidas?jurisdiction=XX&jurisdiction=XY",
+            base.clone(),
+            StatusCode::NOT_FOUND,
+            "parameter_invalid",
+        ),
+        (
+            "no eidas",
+            Method::GET,
+            q,
+            without("eidas"),
+            StatusCode::NOT_FOUND,
+            "parameter_missing",
+        ),
+        (
+            "eidas not a certificate",
+            Method::GET,
+            q,
+            with("eidas", "bm90IGEgY2VydGlmaWNhdGU="),
+            StatusCode::NOT_FOUND,
+            "certificate_invalid",
+        ),
+        (
+            "eidas garbage",
+            Method::GET,
+            q,
+            with("eidas", "!!!"),
+            StatusCode::NOT_FOUND,
+            "certificate_invalid",
+        ),
+        (
+            "no fi_reference_id",
+            Method::GET,
+            q,
+            without("fi_reference_id"),
+            StatusCode::NOT_FOUND,
+            "parameter_missing",
+        ),
+        (
+            "blank fi_reference_id",
+            Method::GET,
+            q,
+            with("fi_reference_id", " "),
+            StatusCode::NOT_FOUND,
+            "parameter_invalid",
+        ),
+        (
+            "bad version",
+            Method::GET,
+            q,
+            with("version", "2"),
+            StatusCode::NOT_FOUND,
+            "version_invalid",
+        ),
+        (
+            "POST",
+            Method::POST,
+            q,
+            base.clone(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+        (
+            "DELETE",
+            Method::DELETE,
+            q,
+            base.clone(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+        (
+            "unknown path",
+            Method::GET,
+            "/v1/psp/other?jurisdiction=XX",
+            base.clone(),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+    ];
+    let mut ids = std::collections::HashSet::new();
+    for (what, method, path, headers, status, code) in cases {
+        let reply = send(addr, method.clone(), path, &headers).await;
+        assert_eq!(
+            reply.status,
+            status,
+            "{what}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        assert_eq!(error_code(&reply), code, "{what}");
+        assert!(
+            ids.insert(
+                reply.json()["errors"][0]["id"]
+                    .as_str()
+                    .expect("id")
+                    .to_owned()
+            ),
+            "{what}: ids are unique"
+        );
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            assert_eq!(reply.headers["allow"], "GET", "{what}");
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            assert!(reply.headers.contains_key("www-authenticate"), "{what}");
+        }
+    }
+    // An oversized eidas header.
+    let big = "A".repeat(17 * 1024);
+    let reply = send(addr, Method::GET, q, &with_owned(&base, "eidas", &big)).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(error_code(&reply), "parameter_invalid");
+    // version `1` and absent are accepted.
+    for v in [Some("1"), Some("latest"), None] {
+        let mut h = base.clone();
+        if let Some(v) = v {
+            h.push(("version", v));
+        }
+        assert_eq!(
+            send(addr, Method::GET, q, &h).await.status,
+            StatusCode::OK,
+            "{v:?}"
+        );
+    }
+    running.stop().await;
+}
+
+fn with_owned<'a>(
+    base: &[(&'a str, &'a str)],
+    name: &'a str,
+    value: &'a str,
+) -> Vec<(&'a str, &'a str)> {
+    let mut h: Vec<_> = base.iter().copied().filter(|(k, _)| *k != name).collect();
+    h.push((name, value));
+    h
+}
+
+#[tokio::test]
+async fn both_path_spellings_answer() {
+    let running = start(sandbox_config(|t| t)).await;
+    let addr = running.api.expect("api listening");
+    let valid = b64("valid");
+    for path in ["/v1/psp/eidas", "/v1/PSP/eIDAS", "/V1/Psp/EIDAS"] {
+        let reply = send(
+            addr,
+            Method::GET,
+            &format!("{path}?jurisdiction=xx"),
+            &[
+                ("authorization", AUTH),
+                ("fi_reference_id", "r"),
+                ("eidas", &valid),
+            ],
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+    }
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn the_rate_limit_applies_per_source_and_a_spoofed_forwarded_for_does_not_help() {
+    let config = sandbox_config(|t| {
+        t.replace(
+            "rate_limit = { requests = 15000, period_seconds = 300 }",
+            "rate_limit = { requests = 3, period_seconds = 300 }",
+        )
+    });
+    let running = start(config).await;
+    let addr = running.api.expect("api listening");
+    let valid = b64("valid");
+    let headers = |xff: &'static str| -> Vec<(&'static str, String)> {
+        vec![
+            ("authorization", AUTH.to_owned()),
+            ("fi_reference_id", "r".to_owned()),
+            ("eidas", valid.clone()),
+            ("x-forwarded-for", xff.to_owned()),
+        ]
+    };
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        // Each request claims another client address; the peer is not a trusted proxy.
+        let xff = [
+            "198.51.100.1",
+            "198.51.100.2",
+            "198.51.100.3",
+            "198.51.100.4",
+            "198.51.100.5",
+        ][i];
+        let h = headers(xff);
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let reply = send(addr, Method::GET, "/v1/psp/eidas?jurisdiction=XX", &h).await;
+        if reply.status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(error_code(&reply), "rate_limit_exceeded");
+            let retry: u64 = reply.headers["retry-after"]
+                .to_str()
+                .expect("ascii")
+                .parse()
+                .expect("seconds");
+            assert!((1..=300).contains(&retry), "Retry-After {retry}");
+        }
+        statuses.push(reply.status);
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_forwarded_client_is_limited_not_the_proxy() {
+    let config = sandbox_config(|t| {
+        t.replace(
+            "rate_limit = { requests = 15000, period_seconds = 300 }",
+            "rate_limit = { requests = 1, period_seconds = 300 }\ntrusted_proxies = [\"127.0.0.1/32\", \"::1/128\"]",
+        )
+    });
+    let running = start(config).await;
+    let addr = running.api.expect("api listening");
+    let valid = b64("valid");
+    let mut statuses = Vec::new();
+    for xff in ["198.51.100.1", "198.51.100.2", "198.51.100.1"] {
+        let reply = send(
+            addr,
+            Method::GET,
+            "/v1/psp/eidas?jurisdiction=XX",
+            &[
+                ("authorization", AUTH),
+                ("fi_reference_id", "r"),
+                ("eidas", &valid),
+                ("x-forwarded-for", xff),
+            ],
+        )
+        .await;
+        statuses.push(reply.status);
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn the_admin_listener_reports_health_and_readiness() {
+    let running = start(sandbox_config(|t| t)).await;
+    let admin = running.admin.expect("admin listening");
+    assert_eq!(
+        send(admin, Method::GET, "/healthz", &[]).await.status,
+        StatusCode::OK
+    );
+    let ready = send(admin, Method::GET, "/readyz", &[]).await;
+    assert_eq!(ready.status, StatusCode::OK);
+    assert_eq!(ready.json()["ready"], true);
+    running.stop().await;
+}
