@@ -22,6 +22,7 @@ use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
 use crate::checker::{Checker, ReferenceData};
 use crate::config::{Config, TlsFiles};
+use crate::proxy::GatewayState;
 use crate::server::{self, Handler};
 
 /// How often the per-IP rate-limit map forgets addresses that are back to full quota
@@ -31,6 +32,9 @@ const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(60);
 /// A running service: its bound addresses, and a handle to stop it.
 pub struct Running {
     pub api: Option<SocketAddr>,
+    pub gateway: Option<SocketAddr>,
+    /// The sandbox echo upstream, when configured.
+    pub echo: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
     pub checker: Arc<Checker>,
     shutdown: watch::Sender<bool>,
@@ -58,6 +62,8 @@ pub enum StartError {
         path: PathBuf,
         message: String,
     },
+    #[error("gateway: {0}")]
+    Gateway(String),
     #[error("cannot listen on {addr} ({what}): {error}")]
     Bind {
         what: &'static str,
@@ -96,6 +102,34 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         Some(api) => Some(bind("api", api.listen).await?),
         None => None,
     };
+    let gateway_tls = match config.gateway.as_ref() {
+        Some(g) => match &g.tls {
+            Some(files) => {
+                let verifier = crate::proxy::tls::AcceptAnyWellFormedChain::new(
+                    g.client_certificate == crate::proxy::config::ClientCertificateMode::Required,
+                );
+                let tls = server_tls_config(&config, files, Some(verifier))?;
+                Some(TlsAcceptor::from(Arc::new(tls)))
+            }
+            None => None,
+        },
+        None => None,
+    };
+    let gateway_listener = match &config.gateway {
+        Some(g) => Some(bind("gateway", g.listen).await?),
+        None => None,
+    };
+    // The sandbox echo upstream listens on an ephemeral loopback port.
+    let echo_listener = match &config.gateway {
+        Some(g) if g.upstream == "sandbox-echo" => Some(
+            bind(
+                "sandbox echo upstream",
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+            )
+            .await?,
+        ),
+        _ => None,
+    };
     let admin_listener = match &config.admin {
         Some(admin) => Some(bind("admin", admin.listen).await?),
         None => None,
@@ -106,6 +140,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let mut tasks = Vec::new();
     let mut running = Running {
         api: None,
+        gateway: None,
+        echo: None,
         admin: None,
         checker: checker.clone(),
         shutdown,
@@ -134,6 +170,47 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         tasks.push(tokio::spawn(server::serve(
             listener,
             api_tls,
+            limits,
+            handler,
+            shutdown_rx.clone(),
+        )));
+    }
+
+    if let Some(listener) = echo_listener {
+        running.echo = listener.local_addr().ok();
+        tracing::info!(addr = ?running.echo, "sandbox echo upstream listening");
+        tasks.push(tokio::spawn(server::serve(
+            listener,
+            None,
+            limits,
+            crate::proxy::echo::handler(),
+            shutdown_rx.clone(),
+        )));
+    }
+
+    if let (Some(listener), Some(g)) = (gateway_listener, &config.gateway) {
+        running.gateway = listener.local_addr().ok();
+        let upstream = match running.echo {
+            Some(addr) => format!("http://{addr}"),
+            None => g.upstream.clone(),
+        };
+        let state = Arc::new(
+            GatewayState::new(&config, g, checker.clone(), &upstream)
+                .map_err(StartError::Gateway)?,
+        );
+        let handler: Handler = Arc::new(move |req: Request<_>, conn| {
+            let state = state.clone();
+            Box::pin(async move { crate::proxy::handle(state, req, conn).await })
+        });
+        tracing::info!(
+            addr = ?running.gateway,
+            jurisdiction = %g.jurisdiction,
+            upstream = %upstream,
+            "gateway listening"
+        );
+        tasks.push(tokio::spawn(server::serve(
+            listener,
+            gateway_tls,
             limits,
             handler,
             shutdown_rx.clone(),

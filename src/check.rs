@@ -22,7 +22,7 @@ pub mod report;
 pub mod revocation;
 
 pub use report::{CertCheckError, CheckReport, ErrorCode, Validity};
-pub use revocation::{MethodOutcome, RevocationEvidence};
+pub use revocation::{MethodOutcome, RevocationEvidence, RevocationStatus};
 
 use time::OffsetDateTime;
 
@@ -251,6 +251,7 @@ pub fn report(
             not_revoked,
             not_expired,
         },
+        revocation: revocation.status(),
         errors,
         explanation,
         registers: snapshots

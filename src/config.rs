@@ -29,6 +29,9 @@ pub struct Config {
     /// The `GET /v1/psp/eidas` listener; off when absent.
     #[serde(default)]
     pub api: Option<ApiConfig>,
+    /// The gateway listener in front of the bank's API; off when absent.
+    #[serde(default)]
+    pub gateway: Option<crate::proxy::GatewayConfig>,
     /// The admin listener (`/healthz`, `/readyz`, sandbox CRL/OCSP); off when absent.
     #[serde(default)]
     pub admin: Option<AdminConfig>,
@@ -352,6 +355,14 @@ pub struct DangerConfig {
     /// certificates then cross the network in clear).
     #[serde(default)]
     pub plaintext_api: bool,
+    /// Gateway report-only mode: forward calls the access rule refuses, and log (and signal
+    /// upstream) what would have been refused.
+    #[serde(default)]
+    pub gateway_report_only: bool,
+    /// Forward calls on paths no route matches: the certificate checks and the home register
+    /// status still apply, but no payment service is required.
+    #[serde(default)]
+    pub forward_unmatched_routes: bool,
 }
 
 impl DangerConfig {
@@ -360,6 +371,12 @@ impl DangerConfig {
         let mut v = Vec::new();
         if self.plaintext_api {
             v.push("danger.plaintext_api");
+        }
+        if self.gateway_report_only {
+            v.push("danger.gateway_report_only");
+        }
+        if self.forward_unmatched_routes {
+            v.push("danger.forward_unmatched_routes");
         }
         v
     }
@@ -413,6 +430,7 @@ impl Config {
             trust: TrustConfig::default(),
             registers: crate::register::RegisterConfig::default(),
             api: None,
+            gateway: None,
             admin: None,
             limits: LimitsConfig::default(),
             danger: DangerConfig::default(),
@@ -468,6 +486,9 @@ impl Config {
             if api.max_eidas_header_bytes == 0 {
                 return Err("api.max_eidas_header_bytes must be positive".into());
             }
+        }
+        if let Some(g) = &self.gateway {
+            g.validate(self.sandbox.enabled)?;
         }
         let limits = self.limits.resolve();
         if limits.max_connections == 0 {

@@ -14,6 +14,8 @@ pub mod checker;
 pub mod cli;
 pub mod config;
 pub mod country;
+pub mod policy;
+pub mod proxy;
 pub mod register;
 pub mod sandbox;
 pub mod server;

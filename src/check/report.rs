@@ -19,6 +19,8 @@ pub struct CheckReport {
     pub qtsp_source: Option<QtspSource>,
     pub qtsp_jurisdiction: Option<String>,
     pub validity: Validity,
+    /// Why `notRevoked` is what it is (revoked, or status unknown). Never on the wire.
+    pub revocation: super::revocation::RevocationStatus,
     /// Checks that could not be completed (`eIDAS.errors`).
     pub errors: Vec<CertCheckError>,
     /// Why each flag came out as it did, for audits and `psp-gateway check --explain`.

@@ -25,6 +25,17 @@ pub enum MethodOutcome {
     Failed { reason: String },
 }
 
+/// What the revocation evidence establishes: `notRevoked` is true only for `Good`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevocationStatus {
+    /// At least one method gave a verified "not revoked" and none said revoked.
+    Good,
+    /// A method gave a verified "revoked".
+    Revoked,
+    /// No method could complete.
+    Unknown,
+}
+
 /// The evidence for both methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevocationEvidence {
@@ -42,6 +53,24 @@ impl RevocationEvidence {
             ocsp: MethodOutcome::Failed {
                 reason: reason.to_owned(),
             },
+        }
+    }
+
+    /// What the evidence establishes, without the error entries.
+    pub fn status(&self) -> RevocationStatus {
+        let outcomes = [&self.crl, &self.ocsp];
+        if outcomes
+            .iter()
+            .any(|o| matches!(o, MethodOutcome::Revoked { .. }))
+        {
+            RevocationStatus::Revoked
+        } else if outcomes
+            .iter()
+            .any(|o| matches!(o, MethodOutcome::Good { .. }))
+        {
+            RevocationStatus::Good
+        } else {
+            RevocationStatus::Unknown
         }
     }
 
@@ -63,7 +92,9 @@ impl RevocationEvidence {
                 )),
             }
         }
-        good && !revoked
+        let flag = good && !revoked;
+        debug_assert_eq!(flag, self.status() == RevocationStatus::Good);
+        flag
     }
 }
 

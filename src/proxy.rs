@@ -1,0 +1,347 @@
+//! The gateway: TLS with client certificates in front of the bank's PSD2 API. Per request:
+//!
+//! ```text
+//!  route ─▶ identity ─▶ check (cached) ─▶ access rule ─▶ forward ──▶ bank API
+//!  (path,    (handshake    (checker)        (policy:      (identity
+//!   method)   chain, or                      Permit or     headers,
+//!             header from                    Rejection)    streaming)
+//!             a trusted LB)
+//!    │            │                               │            │
+//!    └──404       └──401 CERTIFICATE_MISSING      └──401/403   └──502/504, in the route's
+//!                                                                  dialect
+//! ```
+//!
+//! The check runs on every request (its result is cached, never beyond the revocation
+//! evidence), so a revocation takes effect on long-lived and resumed TLS sessions too.
+
+pub mod config;
+mod dialect;
+pub(crate) mod echo;
+mod forward;
+pub mod tls;
+
+use std::sync::Arc;
+
+use http::{HeaderName, Method};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use time::OffsetDateTime;
+
+use crate::api::new_request_id;
+use crate::cert::PspCertificate;
+use crate::cert::input::decode_certificate_chain;
+use crate::checker::Checker;
+use crate::config::Config;
+use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection, Subject};
+use crate::register::{HomeOutcome, RegisterKind, ServiceSet};
+use crate::server::{Body, Cidr, ConnInfo};
+
+pub use config::{Dialect, GatewayConfig, IdentitySource};
+pub use dialect::Failure;
+use forward::{ForwardError, Hop, Upstream};
+
+struct Route {
+    prefix: String,
+    methods: Vec<Method>,
+    services: ServiceSet,
+    dialect: Dialect,
+}
+
+impl Route {
+    fn matches(&self, method: &Method, path: &str) -> bool {
+        let under = path == self.prefix
+            || path
+                .strip_prefix(self.prefix.as_str())
+                .is_some_and(|rest| rest.starts_with('/'));
+        under && (self.methods.is_empty() || self.methods.contains(method))
+    }
+}
+
+/// Everything the gateway needs, built once at start-up.
+pub struct GatewayState {
+    checker: Arc<Checker>,
+    policy: Policy,
+    /// Longest prefix first.
+    routes: Vec<Route>,
+    default_dialect: Dialect,
+    identity: IdentitySource,
+    identity_header: Option<HeaderName>,
+    trusted_proxies: Vec<Cidr>,
+    names: config::IdentityHeaderNames,
+    upstream: Upstream,
+    report_only: bool,
+    forward_unmatched: bool,
+    link_base: String,
+}
+
+impl GatewayState {
+    /// `upstream_url` is the configured upstream, or the sandbox echo's address.
+    pub fn new(
+        config: &Config,
+        g: &GatewayConfig,
+        checker: Arc<Checker>,
+        upstream_url: &str,
+    ) -> Result<GatewayState, String> {
+        let mut routes: Vec<Route> = g
+            .routes
+            .clone()
+            .unwrap_or_else(config::default_routes)
+            .into_iter()
+            .map(|r| Route {
+                prefix: r.prefix,
+                methods: r.methods.iter().filter_map(|m| m.parse().ok()).collect(),
+                services: r.services,
+                dialect: r.dialect,
+            })
+            .collect();
+        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        let upstream = Upstream::new(
+            upstream_url,
+            g.upstream_ca
+                .as_deref()
+                .map(|p| config.resolve(p))
+                .as_deref(),
+            std::time::Duration::from_millis(g.upstream_connect_timeout_ms),
+            std::time::Duration::from_millis(g.upstream_timeout_ms),
+        )?;
+        Ok(GatewayState {
+            checker,
+            policy: Policy {
+                jurisdiction: g.jurisdiction,
+                cross_border: g
+                    .cross_border
+                    .unwrap_or_else(|| CrossBorderRule::default_for(g.jurisdiction)),
+                accepted_statuses: g.accepted_statuses.clone(),
+                require_roles: g.require_roles,
+                allow: g.allow.as_ref().map(|a| a.iter().cloned().collect()),
+                deny: g.deny.iter().cloned().collect(),
+            },
+            routes,
+            default_dialect: g.default_dialect,
+            identity: g.identity,
+            identity_header: g
+                .identity_header
+                .as_deref()
+                .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok()),
+            trusted_proxies: g.trusted_proxies.clone(),
+            names: g.identity_headers.clone(),
+            upstream,
+            report_only: config.danger.gateway_report_only,
+            forward_unmatched: config.danger.forward_unmatched_routes,
+            link_base: config.checks.error_link_base.clone(),
+        })
+    }
+
+    fn route(&self, method: &Method, path: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| r.matches(method, path))
+    }
+}
+
+/// Handles one call.
+pub async fn handle(
+    state: Arc<GatewayState>,
+    req: Request<Incoming>,
+    conn: Arc<ConnInfo>,
+) -> Response<Body> {
+    let check_id = new_request_id();
+    let (dialect, required) = match state.route(req.method(), req.uri().path()) {
+        Some(r) => (r.dialect, r.services),
+        None if state.forward_unmatched => (state.default_dialect, ServiceSet::EMPTY),
+        None => {
+            return refuse(
+                &state,
+                &check_id,
+                state.default_dialect,
+                Failure::RouteUnknown,
+                &req,
+            );
+        }
+    };
+    let peer_trusted = state
+        .trusted_proxies
+        .iter()
+        .any(|c| c.contains(conn.peer.ip()));
+
+    let chain = match identity_chain(&state, &req, &conn, peer_trusted) {
+        Ok(c) => c,
+        Err(rejection) => {
+            return refuse(
+                &state,
+                &check_id,
+                dialect,
+                Failure::Refused(rejection),
+                &req,
+            );
+        }
+    };
+    let Some((leaf_der, rest)) = chain.split_first() else {
+        let r = Rejection::new(
+            Reason::CertificateMissing,
+            "no client certificate was presented",
+        );
+        return refuse(&state, &check_id, dialect, Failure::Refused(r), &req);
+    };
+    let certificate = match PspCertificate::from_der(leaf_der.clone()) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            let r = Rejection::new(
+                Reason::CertificateUnreadable,
+                format!("the client certificate cannot be read: {e}"),
+            );
+            return refuse(&state, &check_id, dialect, Failure::Refused(r), &req);
+        }
+    };
+    let intermediates: Vec<PspCertificate> = rest
+        .iter()
+        .filter_map(|d| PspCertificate::from_der(d.clone()).ok())
+        .collect();
+
+    let report = state
+        .checker
+        .check(
+            certificate.clone(),
+            Arc::new(intermediates),
+            state.policy.jurisdiction,
+            OffsetDateTime::now_utc(),
+        )
+        .await;
+    let home_register_kind = match &report.registers.home_outcome {
+        HomeOutcome::Found { nca_id } => state
+            .checker
+            .data()
+            .registers
+            .register(nca_id)
+            .map_or(RegisterKind::Psd2, |r| r.kind()),
+        _ => RegisterKind::Psd2,
+    };
+    let subject = Subject {
+        certificate: &certificate,
+        home_register_kind,
+    };
+    let permit = match policy::decide(&state.policy, report.clone(), subject, required) {
+        Ok(p) => p,
+        Err(rejection) if state.report_only => {
+            tracing::warn!(
+                target: "audit",
+                check_id = %check_id,
+                auth_number = report.auth_number.as_deref().unwrap_or(""),
+                reason = rejection.reason.code(),
+                "report-only: would have refused, forwarding"
+            );
+            Permit::report_only(report.clone(), rejection)
+        }
+        Err(rejection) => {
+            return refuse(
+                &state,
+                &check_id,
+                dialect,
+                Failure::Refused(rejection),
+                &req,
+            );
+        }
+    };
+    tracing::info!(
+        target: "audit",
+        check_id = %check_id,
+        peer = %conn.peer,
+        resumed = conn.tls.as_ref().is_some_and(|t| t.resumed),
+        fingerprint = %certificate.fingerprint_hex(),
+        auth_number = report.auth_number.as_deref().unwrap_or(""),
+        jurisdiction = %state.policy.jurisdiction,
+        method = %req.method(),
+        path = req.uri().path(),
+        decision = if permit.not_enforced().is_some() { "report-only" } else { "permit" },
+        "gateway decision"
+    );
+
+    let hop = Hop {
+        peer: conn.peer.ip(),
+        peer_trusted,
+        tls: conn.tls.is_some(),
+    };
+    let extra = state.identity_header.as_ref().map(HeaderName::as_str);
+    let upstream_req = match forward::prepare(
+        &state.upstream,
+        req,
+        &hop,
+        &state.names,
+        extra,
+        forward::Identity {
+            permit: &permit,
+            certificate_der: &certificate.der,
+            check_id: &check_id,
+        },
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(check_id = %check_id, error = %e, "cannot build the upstream request");
+            return Failure::UpstreamUnavailable.response(dialect, &check_id, &state.link_base);
+        }
+    };
+    match state.upstream.send(upstream_req).await {
+        Ok(response) => response,
+        Err(ForwardError::Timeout) => {
+            tracing::warn!(check_id = %check_id, "upstream timed out");
+            Failure::UpstreamTimeout.response(dialect, &check_id, &state.link_base)
+        }
+        Err(ForwardError::Unavailable(e)) => {
+            tracing::warn!(check_id = %check_id, error = %e, "upstream unavailable");
+            Failure::UpstreamUnavailable.response(dialect, &check_id, &state.link_base)
+        }
+    }
+}
+
+/// The certificate chain of the call (leaf first): from the handshake, or in header mode
+/// from the identity header when the peer is a trusted proxy (from anyone else the header is
+/// ignored, and removed before forwarding).
+fn identity_chain(
+    state: &GatewayState,
+    req: &Request<Incoming>,
+    conn: &ConnInfo,
+    peer_trusted: bool,
+) -> Result<Vec<Vec<u8>>, Rejection> {
+    match state.identity {
+        IdentitySource::Tls => Ok(conn
+            .tls
+            .as_ref()
+            .map(|t| t.peer_chain.iter().map(|c| c.to_vec()).collect())
+            .unwrap_or_default()),
+        IdentitySource::Header => {
+            let Some(name) = &state.identity_header else {
+                return Ok(Vec::new());
+            };
+            if !peer_trusted {
+                return Ok(Vec::new());
+            }
+            let mut values = req.headers().get_all(name).iter();
+            let (Some(value), None) = (values.next(), values.next()) else {
+                return Ok(Vec::new());
+            };
+            decode_certificate_chain(value.as_bytes()).map_err(|e| {
+                Rejection::new(
+                    Reason::CertificateUnreadable,
+                    format!("the certificate header cannot be read: {e}"),
+                )
+            })
+        }
+    }
+}
+
+fn refuse(
+    state: &GatewayState,
+    check_id: &str,
+    dialect: Dialect,
+    failure: Failure,
+    req: &Request<Incoming>,
+) -> Response<Body> {
+    tracing::info!(
+        target: "audit",
+        check_id = %check_id,
+        method = %req.method(),
+        path = req.uri().path(),
+        status = failure.status().as_u16(),
+        reason = failure.code(),
+        "gateway refused"
+    );
+    failure.response(dialect, check_id, &state.link_base)
+}

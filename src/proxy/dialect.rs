@@ -1,0 +1,145 @@
+//! Rejections in the route's dialect. One exhaustive table maps every gateway failure to its
+//! status and to the code of each dialect; each body carries the check id.
+//!
+//! - Berlin Group NextGenPSD2 (Implementation Guidelines, section 14.11 "Additional Error
+//!   Information"): `{"tppMessages":[{"category":"ERROR","code":…,"text":…}]}`, with the
+//!   check id in `X-Request-ID` and in the text.
+//! - UK Open Banking (Read/Write API, `OBErrorResponse1`):
+//!   `{"Code":"401","Id":<check id>,"Message":…,"Errors":[{"ErrorCode":…,"Message":…}]}`.
+//!   The OB enumeration has no certificate codes: `ErrorCode` carries the Berlin Group-style
+//!   code prefixed `PSPGW.` (documented in docs/errors.md), except where OB has one.
+//! - The contract's `{"errors":[{"id","code","title","link"}]}`.
+
+use http::{HeaderValue, StatusCode, header};
+use hyper::Response;
+use serde_json::json;
+
+use super::config::Dialect;
+use crate::policy::{Reason, Rejection};
+use crate::server::{Body, full};
+
+/// Every way the gateway refuses or fails a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The access rule refused.
+    Refused(Rejection),
+    /// No route matches the path and method.
+    RouteUnknown,
+    /// The upstream refused the connection or broke it.
+    UpstreamUnavailable,
+    /// The upstream did not answer in time.
+    UpstreamTimeout,
+}
+
+impl Failure {
+    /// Status, Berlin Group code, contract code, sentence.
+    fn parts(&self) -> (StatusCode, &'static str, &'static str, String) {
+        match self {
+            Failure::Refused(r) => {
+                let status = if r.reason.is_certificate_problem() {
+                    StatusCode::UNAUTHORIZED
+                } else {
+                    StatusCode::FORBIDDEN
+                };
+                let bg = match r.reason {
+                    Reason::CertificateMissing => "CERTIFICATE_MISSING",
+                    Reason::CertificateExpired => "CERTIFICATE_EXPIRED",
+                    Reason::CertificateRevoked => "CERTIFICATE_REVOKED",
+                    Reason::Denied | Reason::NotAllowed => "CERTIFICATE_BLOCKED",
+                    Reason::CertificateUnreadable
+                    | Reason::SignatureInvalid
+                    | Reason::IssuerNotApproved
+                    | Reason::RevocationUnknown => "CERTIFICATE_INVALID",
+                    Reason::NotInRegister
+                    | Reason::NotAuthorised
+                    | Reason::ServicesNotCovered
+                    | Reason::NotPassported
+                    | Reason::NoTemporaryPermission
+                    | Reason::CrossBorderRefused
+                    | Reason::RolesNotCovered => "ROLE_INVALID",
+                };
+                (status, bg, r.reason.code(), r.detail.clone())
+            }
+            Failure::RouteUnknown => (
+                StatusCode::NOT_FOUND,
+                "RESOURCE_UNKNOWN",
+                "route_unknown",
+                "No route of this gateway matches the path and method".to_owned(),
+            ),
+            Failure::UpstreamUnavailable => (
+                StatusCode::BAD_GATEWAY,
+                "SERVICE_UNAVAILABLE",
+                "upstream_unavailable",
+                "The bank's API could not be reached".to_owned(),
+            ),
+            Failure::UpstreamTimeout => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "SERVICE_UNAVAILABLE",
+                "upstream_timeout",
+                "The bank's API did not answer in time".to_owned(),
+            ),
+        }
+    }
+
+    /// The reason code for logs.
+    pub fn code(&self) -> &'static str {
+        self.parts().2
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+
+    pub fn response(&self, dialect: Dialect, check_id: &str, link_base: &str) -> Response<Body> {
+        let (status, bg, code, text) = self.parts();
+        let body = match dialect {
+            Dialect::BerlinGroup => json!({
+                "tppMessages": [{
+                    "category": "ERROR",
+                    "code": bg,
+                    "text": format!("{text} (check id {check_id})"),
+                }]
+            }),
+            Dialect::UkOpenBanking => json!({
+                "Code": status.as_u16().to_string(),
+                "Id": check_id,
+                "Message": text,
+                "Errors": [{
+                    "ErrorCode": ob_code(self, bg),
+                    "Message": text,
+                }]
+            }),
+            Dialect::Contract => json!({
+                "errors": [{
+                    "id": check_id,
+                    "code": code,
+                    "title": text,
+                    "link": format!("{link_base}{code}"),
+                }]
+            }),
+        };
+        let mut response = Response::new(full(body.to_string()));
+        *response.status_mut() = status;
+        let h = response.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if let Ok(v) = HeaderValue::from_str(check_id) {
+            h.insert("x-request-id", v);
+        }
+        response
+    }
+}
+
+/// UK OB `ErrorCode`: OB's own code where it has one, else ours.
+fn ob_code(failure: &Failure, bg: &'static str) -> String {
+    match failure {
+        Failure::RouteUnknown => "UK.OBIE.Resource.NotFound".to_owned(),
+        Failure::UpstreamUnavailable | Failure::UpstreamTimeout => {
+            "UK.OBIE.UnexpectedError".to_owned()
+        }
+        Failure::Refused(_) => format!("PSPGW.{bg}"),
+    }
+}

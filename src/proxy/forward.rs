@@ -1,0 +1,322 @@
+//! Forwarding a permitted call to the bank's API: the request and response bodies stream in
+//! both directions (nothing buffers a whole body), hop-by-hop headers are dropped,
+//! `X-Forwarded-*` set, spoofable identity headers removed and the verified identity added.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri, Version};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+use super::config::IdentityHeaderNames;
+use crate::policy::Permit;
+use crate::server::{Body, BodyError};
+
+/// Hop-by-hop headers (RFC 9110 section 7.6.1), plus `proxy-connection` and
+/// `proxy-authorization`, which only concern the hop to this proxy.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authenticate",
+    "proxy-authorization",
+];
+
+/// Client-certificate headers that load balancers and other proxies use; a client must
+/// never be able to pass one to the bank (DESIGN.md section 5).
+const CLIENT_CERT_HEADERS: [&str; 5] = [
+    "x-forwarded-client-cert",
+    "client-cert",
+    "client-cert-chain",
+    "ssl-client-cert",
+    "eidas",
+];
+
+/// Any header starting with this is a client-certificate header too (nginx, Apache, F5).
+const CLIENT_CERT_PREFIX: &str = "x-ssl-client-";
+
+/// Why a call could not be forwarded.
+#[derive(Debug)]
+pub enum ForwardError {
+    Unavailable(String),
+    Timeout,
+}
+
+/// The upstream: base URL and a pooled client.
+pub struct Upstream {
+    scheme: Scheme,
+    authority: Authority,
+    base_path: String,
+    client: Client<HttpsConnector<HttpConnector>, Body>,
+    timeout: Duration,
+}
+
+impl Upstream {
+    pub fn new(
+        url: &str,
+        ca: Option<&Path>,
+        connect_timeout: Duration,
+        timeout: Duration,
+    ) -> Result<Upstream, String> {
+        let uri: Uri = url.parse().map_err(|e| format!("upstream `{url}`: {e}"))?;
+        let scheme = uri.scheme().cloned().ok_or("upstream has no scheme")?;
+        let authority = uri.authority().cloned().ok_or("upstream has no host")?;
+        let base_path = uri.path().trim_end_matches('/').to_owned();
+
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(ca) = ca {
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
+                .map_err(|e| format!("upstream_ca {}: {e}", ca.display()))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("upstream_ca {}: {e}", ca.display()))?;
+            for c in certs {
+                roots
+                    .add(c)
+                    .map_err(|e| format!("upstream_ca {}: {e}", ca.display()))?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(connect_timeout));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        Ok(Upstream {
+            scheme,
+            authority,
+            base_path,
+            client,
+            timeout,
+        })
+    }
+
+    /// Sends the prepared request; streams the response back.
+    pub async fn send(&self, req: Request<Body>) -> Result<Response<Body>, ForwardError> {
+        let sent = tokio::time::timeout(self.timeout, self.client.request(req)).await;
+        let response = match sent {
+            Err(_) => return Err(ForwardError::Timeout),
+            Ok(Err(e)) => return Err(ForwardError::Unavailable(e.to_string())),
+            Ok(Ok(r)) => r,
+        };
+        let (mut parts, body) = response.into_parts();
+        remove_hop_by_hop(&mut parts.headers);
+        Ok(Response::from_parts(
+            parts,
+            body.map_err(|e| Box::new(e) as BodyError).boxed(),
+        ))
+    }
+
+    /// The upstream URI for an inbound path and query.
+    fn uri_for(&self, path_and_query: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let pq = path_and_query.map_or("/", PathAndQuery::as_str);
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(format!("{}{pq}", self.base_path))
+            .build()
+    }
+}
+
+/// What forwarding needs to know about the inbound connection.
+pub struct Hop {
+    pub peer: IpAddr,
+    /// The peer is a trusted proxy: its `X-Forwarded-*` headers are kept and extended.
+    pub peer_trusted: bool,
+    /// The call reached the gateway over TLS.
+    pub tls: bool,
+}
+
+/// The verified identity a forwarded call carries.
+pub struct Identity<'a> {
+    pub permit: &'a Permit,
+    pub certificate_der: &'a [u8],
+    pub check_id: &'a str,
+}
+
+/// Rewrites an inbound request for the upstream: URI, hop-by-hop and spoofable headers,
+/// `X-Forwarded-*`, and the identity of the permit. `extra_strip` is header mode's own
+/// certificate header.
+pub fn prepare(
+    upstream: &Upstream,
+    req: Request<Incoming>,
+    hop: &Hop,
+    names: &IdentityHeaderNames,
+    extra_strip: Option<&str>,
+    identity: Identity<'_>,
+) -> Result<Request<Body>, http::Error> {
+    let Identity {
+        permit,
+        certificate_der,
+        check_id,
+    } = identity;
+    let (mut parts, body) = req.into_parts();
+    let original_host = parts.headers.get(header::HOST).cloned().or_else(|| {
+        parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    });
+    parts.uri = upstream.uri_for(parts.uri.path_and_query())?;
+    parts.version = Version::HTTP_11;
+    let h = &mut parts.headers;
+    remove_hop_by_hop(h);
+    h.remove(header::HOST);
+    strip_identity(h, names, extra_strip);
+
+    // X-Forwarded-For: believed (and extended) only from a trusted proxy.
+    let prior: Vec<String> = if hop.peer_trusted {
+        h.get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let proto = if hop.peer_trusted {
+        h.get("x-forwarded-proto").cloned()
+    } else {
+        None
+    };
+    h.remove("x-forwarded-for");
+    h.remove("x-forwarded-proto");
+    h.remove("x-forwarded-host");
+    h.remove("forwarded");
+    let mut chain = prior.join(", ");
+    if !chain.is_empty() {
+        chain.push_str(", ");
+    }
+    chain.push_str(&hop.peer.to_string());
+    insert(h, "x-forwarded-for", &chain);
+    let proto = proto.unwrap_or(HeaderValue::from_static(if hop.tls {
+        "https"
+    } else {
+        "http"
+    }));
+    h.insert(HeaderName::from_static("x-forwarded-proto"), proto);
+    if let Some(host) = original_host {
+        h.insert(HeaderName::from_static("x-forwarded-host"), host);
+    }
+
+    // The verified identity.
+    let report = permit.report();
+    if let Some(auth) = &report.auth_number {
+        insert(h, &names.auth_number, auth);
+    }
+    if let Some(name) = &report.psp_subject_name {
+        insert(h, &names.name, &percent_encode(name));
+    }
+    let services: Vec<String> = permit
+        .services()
+        .to_vec()
+        .iter()
+        .map(u8::to_string)
+        .collect();
+    if !services.is_empty() {
+        insert(h, &names.services, &services.join(","));
+    }
+    insert(h, &names.check_id, check_id);
+    if let Some(r) = permit.not_enforced() {
+        insert(h, &names.report_only, r.reason.code());
+    }
+    insert(h, &names.certificate, &url_encoded_pem(certificate_der));
+    Ok(Request::from_parts(
+        parts,
+        body.map_err(|e| Box::new(e) as BodyError).boxed(),
+    ))
+}
+
+/// The certificate as URL-encoded PEM (what nginx's `$ssl_client_escaped_cert` gives).
+fn url_encoded_pem(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        pem.push_str(&String::from_utf8_lossy(line));
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    percent_encode(&pem)
+}
+
+fn percent_encode(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+fn insert(h: &mut HeaderMap, name: &str, value: &str) {
+    if let (Ok(n), Ok(v)) = (
+        HeaderName::from_bytes(name.as_bytes()),
+        HeaderValue::from_str(value),
+    ) {
+        h.insert(n, v);
+    }
+}
+
+/// Removes the hop-by-hop headers and every header the `Connection` header names.
+fn remove_hop_by_hop(h: &mut HeaderMap) {
+    let listed: Vec<String> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    for name in HOP_BY_HOP
+        .iter()
+        .copied()
+        .chain(listed.iter().map(String::as_str))
+    {
+        h.remove(name);
+    }
+}
+
+/// Removes every inbound header that could pass for an identity: the identity header names,
+/// the client-certificate headers, and `extra` (header mode's own header), in any case and
+/// however often they appear (`HeaderMap` names are lower-case; `remove` drops every value).
+pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaderNames, extra: Option<&str>) {
+    let prefixed: Vec<HeaderName> = h
+        .keys()
+        .filter(|k| k.as_str().starts_with(CLIENT_CERT_PREFIX))
+        .cloned()
+        .collect();
+    for k in prefixed {
+        h.remove(k);
+    }
+    for name in names
+        .all()
+        .into_iter()
+        .chain(CLIENT_CERT_HEADERS)
+        .chain(extra)
+    {
+        let lower = name.to_ascii_lowercase();
+        h.remove(lower.as_str());
+    }
+}
