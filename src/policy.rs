@@ -4,7 +4,7 @@
 //!
 //! The decision (`DESIGN.md` section 5):
 //! 1. all four certificate flags true (401 otherwise, the reason naming the first failing
-//!    check in the order signature, issuer, revoked, expired, revocation unknown);
+//!    check in the order issuer, signature, revoked, expired, revocation unknown);
 //! 2. allow and deny lists by auth number (401 `CERTIFICATE_BLOCKED`);
 //! 3. a home register entry with an accepted status (default `Authorised`, `Registered`)
 //!    whose services cover the route's (403);
@@ -330,16 +330,16 @@ pub fn decide(
 /// Step 1: the four flags, first failure wins in a fixed order.
 fn certificate_flags(report: &CheckReport) -> Result<(), Rejection> {
     let v = &report.validity;
-    if !v.valid_signature {
-        return Err(Rejection::new(
-            Reason::SignatureInvalid,
-            "the certificate's signature does not verify with its issuer's key",
-        ));
-    }
     if !v.valid_qtsp {
         return Err(Rejection::new(
             Reason::IssuerNotApproved,
             "the certificate's issuer is not an approved issuer for this jurisdiction",
+        ));
+    }
+    if !v.valid_signature {
+        return Err(Rejection::new(
+            Reason::SignatureInvalid,
+            "the certificate's signature does not verify with its issuer's key",
         ));
     }
     if report.revocation == RevocationStatus::Revoked {

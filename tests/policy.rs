@@ -1,0 +1,279 @@
+//! The access rule on the sandbox's certificates and registers, with revocation evidence
+//! given explicitly (gathering it is the revocation module's job).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use psp_gateway::check::{self, CheckInput, MethodOutcome, RevocationEvidence, Snapshots};
+use psp_gateway::policy::{self, CrossBorderRule, Policy, Reason, Subject};
+use psp_gateway::register::{AuthStatus, HomeOutcome, RegisterKind, RegisterSnapshot, ServiceSet};
+use psp_gateway::{Config, TrustList};
+
+const NOW: &str = "2026-11-21T00:00:00Z";
+
+struct Sandbox {
+    trust: TrustList,
+    registers: RegisterSnapshot,
+}
+
+fn sandbox() -> Sandbox {
+    let config = Config::load(&root().join("gateway.toml")).expect("gateway.toml");
+    Sandbox {
+        trust: TrustList::load(&config).expect("trust"),
+        registers: RegisterSnapshot::load(&config.registers, &config.base_dir)
+            .expect("registers")
+            .0,
+    }
+}
+
+fn good() -> RevocationEvidence {
+    RevocationEvidence {
+        crl: MethodOutcome::Good {
+            evidence: "test CRL".into(),
+        },
+        ocsp: MethodOutcome::Good {
+            evidence: "test OCSP".into(),
+        },
+    }
+}
+
+fn revoked() -> RevocationEvidence {
+    RevocationEvidence {
+        crl: MethodOutcome::Revoked {
+            at: None,
+            reason: Some("keyCompromise".into()),
+            evidence: "test CRL".into(),
+        },
+        ocsp: MethodOutcome::Failed {
+            reason: "down".into(),
+        },
+    }
+}
+
+fn rule(jurisdiction: &str) -> Policy {
+    let j = cc(jurisdiction);
+    Policy {
+        jurisdiction: j,
+        cross_border: CrossBorderRule::default_for(j),
+        accepted_statuses: vec![AuthStatus::Authorised, AuthStatus::Registered],
+        require_roles: false,
+        allow: None,
+        deny: Default::default(),
+    }
+}
+
+fn services(n: &[u8]) -> ServiceSet {
+    ServiceSet::from_numbers(n).expect("services")
+}
+
+/// Decides `scenario` calling a route needing `required`, at a bank with `policy`.
+fn decide(
+    sb: &Sandbox,
+    scenario: &str,
+    policy: &Policy,
+    required: &[u8],
+    evidence: RevocationEvidence,
+) -> Result<ServiceSet, Reason> {
+    let cert = load_cert(&root().join(format!("certs/psp/{scenario}.pem")));
+    let input = CheckInput {
+        certificate: &cert,
+        intermediates: &[],
+        jurisdiction: policy.jurisdiction,
+        now: at(NOW),
+    };
+    let report = check::check(
+        &input,
+        Snapshots {
+            trust: &sb.trust,
+            registers: &sb.registers,
+        },
+        &evidence,
+    );
+    let kind = match &report.registers.home_outcome {
+        HomeOutcome::Found { nca_id } => sb
+            .registers
+            .register(nca_id)
+            .map_or(RegisterKind::Psd2, |r| r.kind()),
+        _ => RegisterKind::Psd2,
+    };
+    policy::decide(
+        policy,
+        Arc::new(report),
+        Subject {
+            certificate: &cert,
+            home_register_kind: kind,
+        },
+        services(required),
+    )
+    .map(|p| p.services())
+    .map_err(|r| r.reason)
+}
+
+#[test]
+fn an_authorised_psp_with_good_evidence_is_permitted_on_its_services() {
+    let sb = sandbox();
+    let p = rule("XX");
+    assert!(decide(&sb, "valid", &p, &[8], good()).is_ok());
+    assert!(decide(&sb, "valid", &p, &[7], good()).is_ok());
+    assert!(decide(&sb, "ecdsa", &p, &[8], good()).is_ok());
+    assert!(decide(&sb, "qseal", &p, &[7], good()).is_ok());
+    assert!(decide(&sb, "credit-institution", &p, &[5], good()).is_ok());
+    assert_eq!(decide(&sb, "aisp", &p, &[8], good()), Ok(services(&[8])));
+}
+
+#[test]
+fn certificate_problems_are_named_in_a_fixed_order() {
+    let sb = sandbox();
+    let p = rule("XX");
+    assert_eq!(
+        decide(&sb, "untrusted", &p, &[8], good()),
+        Err(Reason::IssuerNotApproved)
+    );
+    assert_eq!(
+        decide(&sb, "tampered", &p, &[8], good()),
+        Err(Reason::SignatureInvalid)
+    );
+    assert_eq!(
+        decide(&sb, "expired", &p, &[8], good()),
+        Err(Reason::CertificateExpired)
+    );
+    assert_eq!(
+        decide(&sb, "valid", &p, &[8], revoked()),
+        Err(Reason::CertificateRevoked)
+    );
+    assert_eq!(
+        decide(&sb, "expired", &p, &[8], revoked()),
+        Err(Reason::CertificateRevoked),
+        "revoked is reported before expired"
+    );
+    assert_eq!(
+        decide(
+            &sb,
+            "valid",
+            &p,
+            &[8],
+            RevocationEvidence::not_checked("responders down")
+        ),
+        Err(Reason::RevocationUnknown),
+        "no verified evidence: fail closed"
+    );
+    assert!(Reason::RevocationUnknown.is_certificate_problem());
+}
+
+#[test]
+fn register_problems_are_refused() {
+    let sb = sandbox();
+    let p = rule("XX");
+    assert_eq!(
+        decide(&sb, "unauthorised", &p, &[8], good()),
+        Err(Reason::NotAuthorised)
+    );
+    assert_eq!(
+        decide(&sb, "aisp", &p, &[7], good()),
+        Err(Reason::ServicesNotCovered),
+        "an AIS-only PSP on a payments route"
+    );
+    assert_eq!(
+        decide(&sb, "roles-1-2", &p, &[8], good()),
+        Err(Reason::ServicesNotCovered),
+        "the register's services count, not the certificate's roles"
+    );
+    assert!(!Reason::ServicesNotCovered.is_certificate_problem());
+    let mut only_authorised = rule("XX");
+    only_authorised.accepted_statuses = vec![AuthStatus::Authorised];
+    assert_eq!(
+        decide(&sb, "aisp", &only_authorised, &[8], good()),
+        Err(Reason::NotAuthorised),
+        "Registered is accepted only when configured"
+    );
+}
+
+#[test]
+fn passport_out_allows_the_passported_services_only() {
+    let sb = sandbox();
+    let p = rule("XY");
+    assert_eq!(
+        decide(&sb, "passport-out-xy", &p, &[8], good()),
+        Ok(services(&[7, 8]))
+    );
+    assert_eq!(
+        decide(&sb, "passport-out-xy", &p, &[7], good()),
+        Err(Reason::NotPassported)
+    );
+    assert!(decide(&sb, "role-5", &p, &[5], good()).is_ok());
+    assert_eq!(
+        decide(&sb, "valid", &p, &[8], good()),
+        Err(Reason::NotPassported)
+    );
+    let mut home_only = rule("XY");
+    home_only.cross_border = CrossBorderRule::HomeOnly;
+    assert_eq!(
+        decide(&sb, "passport-out-xy", &home_only, &[8], good()),
+        Err(Reason::CrossBorderRefused)
+    );
+}
+
+#[test]
+fn the_uk_temporary_permissions_rule_follows_contract_rule_6() {
+    let sb = sandbox();
+    let p = rule("GB");
+    assert_eq!(p.cross_border, CrossBorderRule::UkTpr, "the default for GB");
+    assert!(decide(&sb, "gb-tpr", &p, &[8], good()).is_ok());
+    assert!(decide(&sb, "gb-tpr", &p, &[7], good()).is_ok());
+    assert_eq!(
+        decide(&sb, "gb-tpr", &p, &[5], good()),
+        Err(Reason::ServicesNotCovered)
+    );
+    assert_eq!(
+        decide(&sb, "passport-out-xy", &p, &[8], good()),
+        Err(Reason::NoTemporaryPermission),
+        "no passportIn entry in the GB register"
+    );
+    // A GB-home PSP at a GB bank is not cross-border.
+    assert!(decide(&sb, "obie-valid", &p, &[8], good()).is_ok());
+}
+
+#[test]
+fn roles_allow_and_deny_lists_apply_when_configured() {
+    let sb = sandbox();
+    let mut p = rule("XX");
+    p.require_roles = true;
+    assert!(
+        decide(&sb, "valid", &p, &[8], good()).is_ok(),
+        "PSP_AI covers 8"
+    );
+    assert_eq!(
+        decide(&sb, "valid", &p, &[6], good()),
+        Err(Reason::RolesNotCovered),
+        "no role stands for money remittance"
+    );
+    let mut deny = rule("XX");
+    deny.deny.insert("PSDXX-TEST-000001".into());
+    assert_eq!(
+        decide(&sb, "valid", &deny, &[8], good()),
+        Err(Reason::Denied)
+    );
+    let mut allow = rule("XX");
+    allow.allow = Some(["PSDXX-TEST-000016".to_owned()].into_iter().collect());
+    assert_eq!(
+        decide(&sb, "valid", &allow, &[8], good()),
+        Err(Reason::NotAllowed)
+    );
+    assert!(decide(&sb, "aisp", &allow, &[8], good()).is_ok());
+}
+
+#[test]
+fn hub_directory_tiers_stand_for_account_information_and_payment_initiation() {
+    let sb = sandbox();
+    let p = rule("XX");
+    assert_eq!(
+        decide(&sb, "obhd-valid", &p, &[8], good()),
+        Ok(services(&[7, 8]))
+    );
+    assert_eq!(
+        decide(&sb, "obhd-valid", &p, &[5], good()),
+        Err(Reason::ServicesNotCovered)
+    );
+}
