@@ -7,21 +7,61 @@ use http::{HeaderValue, StatusCode, header};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 
+use http_body_util::{BodyExt, Limited};
+use time::OffsetDateTime;
+
 use crate::checker::Checker;
 use crate::config::Config;
+use crate::sandbox::SandboxResponder;
 use crate::server::{Body, full};
 
 pub struct AdminState {
     checker: Arc<Checker>,
+    /// The sandbox CAs' CRL and OCSP responder, when the sandbox is on.
+    responder: Option<SandboxResponder>,
 }
 
+/// Largest request body read (an OCSP request is a few hundred bytes; RFC 6960 requests
+/// with several CertIDs stay under a few KB).
+const MAX_ADMIN_BODY: usize = 64 * 1024;
+
 impl AdminState {
-    pub fn new(_config: &Config, checker: Arc<Checker>) -> AdminState {
-        AdminState { checker }
+    pub fn new(config: &Config, checker: Arc<Checker>) -> Result<AdminState, String> {
+        let responder = if config.sandbox.enabled {
+            let dir = config.resolve(&config.sandbox.certs);
+            Some(SandboxResponder::load(&dir).map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
+        Ok(AdminState { checker, responder })
     }
 }
 
 pub async fn handle(state: Arc<AdminState>, req: Request<Incoming>) -> Response<Body> {
+    if let Some(responder) = &state.responder
+        && req.uri().path().starts_with("/sandbox/")
+    {
+        let (parts, body) = req.into_parts();
+        let body = match Limited::new(body, MAX_ADMIN_BODY).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n"),
+        };
+        return match responder.respond(
+            &parts.method,
+            parts.uri.path(),
+            &body,
+            OffsetDateTime::now_utc(),
+        ) {
+            Some((status, content_type, bytes)) => {
+                let mut r = Response::new(full(bytes));
+                *r.status_mut() = status;
+                r.headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+                r
+            }
+            None => text(StatusCode::NOT_FOUND, "not found\n"),
+        };
+    }
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => {

@@ -64,6 +64,10 @@ pub enum StartError {
     },
     #[error("gateway: {0}")]
     Gateway(String),
+    #[error("revocation: {0}")]
+    Revocation(String),
+    #[error("sandbox responder: {0}")]
+    Sandbox(String),
     #[error("cannot listen on {addr} ({what}): {error}")]
     Bind {
         what: &'static str,
@@ -90,7 +94,14 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let (ttl, entries) = config.api.as_ref().map_or((300, 100_000), |a| {
         (a.result_ttl_seconds, a.result_cache_entries)
     });
-    let checker = Arc::new(Checker::new(data, Duration::from_secs(ttl), entries));
+    let revocation = crate::revocation::RevocationChecker::new(&config.revocation)
+        .map_err(|e| StartError::Revocation(e.to_string()))?;
+    let checker = Arc::new(Checker::new(
+        data,
+        revocation,
+        Duration::from_secs(ttl),
+        entries,
+    ));
 
     let api_tls = match config.api.as_ref().and_then(|a| a.tls.as_ref()) {
         Some(files) => Some(tls_acceptor(&config, files)?),
@@ -219,7 +230,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 
     if let Some(listener) = admin_listener {
         running.admin = listener.local_addr().ok();
-        let state = Arc::new(AdminState::new(&config, checker.clone()));
+        let state =
+            Arc::new(AdminState::new(&config, checker.clone()).map_err(StartError::Sandbox)?);
         let handler: Handler = Arc::new(move |req: Request<_>, _conn| {
             let state = state.clone();
             Box::pin(async move { admin::handle(state, req).await })

@@ -16,6 +16,7 @@ pub use auth_number::{AuthNumber, PsdAuthNumber};
 pub use input::{MAX_INPUT_LEN, decode_certificate_chain, decode_certificate_input};
 pub use qc::{Psd2Role, Psd2Statement, QcStatementKind, QcStatements, QcType, RoleOfPsp};
 pub use signature::SignatureError;
+pub(crate) use signature::verify_signed_data;
 
 use time::OffsetDateTime;
 use x509_parser::extensions::{DistributionPointName, GeneralName, ParsedExtension};

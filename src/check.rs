@@ -238,6 +238,24 @@ pub fn report(
     }
 
     let not_revoked = revocation.combine(subject, &mut errors);
+    for (method, outcome) in [("CRL", &revocation.crl), ("OCSP", &revocation.ocsp)] {
+        explanation.push(match outcome {
+            MethodOutcome::Good { evidence, .. } => format!("{method}: not revoked ({evidence})"),
+            MethodOutcome::Revoked {
+                at,
+                reason,
+                evidence,
+            } => format!(
+                "{method}: revoked at {} reason {} ({evidence})",
+                at.and_then(|t| t
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .ok())
+                    .unwrap_or_else(|| "unknown time".to_owned()),
+                reason.as_deref().unwrap_or("unspecified")
+            ),
+            MethodOutcome::Failed { reason } => format!("{method}: could not complete: {reason}"),
+        });
+    }
 
     CheckReport {
         psp_subject_name: cert.psp_subject_name().map(str::to_owned),

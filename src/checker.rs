@@ -13,6 +13,7 @@ use crate::check::{self, CheckInput, CheckReport, RevocationEvidence, Snapshots}
 use crate::config::Config;
 use crate::country::CountryCode;
 use crate::register::{RegisterLoadError, RegisterSnapshot};
+use crate::revocation::RevocationChecker;
 use crate::trust::{TrustList, TrustLoadError};
 
 /// One consistent set of reference data.
@@ -80,26 +81,37 @@ impl moka::Expiry<Key, Cached> for ReportExpiry {
 /// The checking service.
 pub struct Checker {
     data: ArcSwap<ReferenceData>,
+    revocation: RevocationChecker,
     cache: moka::future::Cache<Key, Cached>,
     result_ttl: Duration,
-    revocation_note: &'static str,
 }
 
-/// Until revocation checking is built in, every check carries this reason (fail closed).
-const REVOCATION_NOT_BUILT: &str =
-    "revocation checking (CRL and OCSP) is not available in this version of psp-gateway";
+/// A report whose revocation evidence has a failed method is cached this long at most: the
+/// responder may be back a moment later (the revocation module remembers failures for the
+/// same order of time).
+const FAILED_EVIDENCE_TTL: Duration = Duration::from_secs(30);
 
 impl Checker {
-    pub fn new(data: ReferenceData, result_ttl: Duration, max_entries: u64) -> Checker {
+    pub fn new(
+        data: ReferenceData,
+        revocation: RevocationChecker,
+        result_ttl: Duration,
+        max_entries: u64,
+    ) -> Checker {
         Checker {
             data: ArcSwap::from_pointee(data),
+            revocation,
             cache: moka::future::Cache::builder()
                 .max_capacity(max_entries)
                 .expire_after(ReportExpiry)
                 .build(),
             result_ttl,
-            revocation_note: REVOCATION_NOT_BUILT,
         }
+    }
+
+    /// The revocation checker (for its counters).
+    pub fn revocation(&self) -> &RevocationChecker {
+        &self.revocation
     }
 
     /// The reference data in use.
@@ -132,8 +144,8 @@ impl Checker {
             jurisdiction,
             generation: data.generation,
         };
-        let ttl = self.ttl_for(&certificate, now);
-        let revocation_note = self.revocation_note;
+        let validity_ttl = self.ttl_for(&certificate, now);
+        let revocation = &self.revocation;
         let cached = self
             .cache
             .get_with(key, async move {
@@ -148,11 +160,14 @@ impl Checker {
                     registers: &data.registers,
                 };
                 let resolution = check::resolve_issuer(&input, snapshots.trust);
-                let evidence = RevocationEvidence::not_checked(revocation_note);
+                let issuer = resolution
+                    .revocation_issuer()
+                    .map(|k| k.certificate(&data.trust, &intermediates));
+                let evidence = revocation.evidence(&certificate, issuer, now).await;
                 let report = check::report(&input, snapshots, &resolution, &evidence);
                 Cached {
                     report: Arc::new(report),
-                    ttl,
+                    ttl: evidence_ttl(validity_ttl, &evidence, now),
                 }
             })
             .await;
@@ -160,7 +175,8 @@ impl Checker {
     }
 
     /// A result stays cached for the configured time, but never across the certificate's
-    /// validity boundaries (the `notExpired` flag would change).
+    /// validity boundaries (the `notExpired` flag would change) nor beyond its revocation
+    /// evidence (see [`evidence_ttl`]).
     fn ttl_for(&self, cert: &PspCertificate, now: OffsetDateTime) -> Duration {
         let mut ttl = self.result_ttl;
         for boundary in [cert.not_before, cert.not_after] {
@@ -171,4 +187,17 @@ impl Checker {
         }
         ttl
     }
+}
+
+/// Never beyond the revocation evidence: the earliest `nextUpdate` of a good answer, and
+/// briefly when a method failed (its responder may be back).
+fn evidence_ttl(ttl: Duration, evidence: &RevocationEvidence, now: OffsetDateTime) -> Duration {
+    let mut ttl = ttl;
+    if let Some(until) = evidence.good_until() {
+        ttl = ttl.min(Duration::try_from(until - now).unwrap_or(Duration::ZERO));
+    }
+    if evidence.has_failure() {
+        ttl = ttl.min(FAILED_EVIDENCE_TTL);
+    }
+    ttl
 }

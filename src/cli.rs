@@ -10,10 +10,14 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
-use crate::check::{self, CheckInput, RevocationEvidence, Snapshots};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::checker::{Checker, ReferenceData};
 use crate::config::{Config, JurisdictionSet, TrustSourceConfig};
 use crate::country::CountryCode;
 use crate::register::{self, RegisterSnapshot};
+use crate::revocation::RevocationChecker;
 use crate::trust::{QtspSource, TrustList};
 
 /// Exit status for a usage or input error (clap uses the same for bad arguments).
@@ -251,9 +255,8 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
             trusted_lists: vec![path],
         });
     }
-    let trust = TrustList::load(&config).map_err(|e| e.to_string())?;
-    let (registers, _) =
-        RegisterSnapshot::load(&config.registers, &config.base_dir).map_err(|e| e.to_string())?;
+    let data = ReferenceData::load(&config, 1).map_err(|e| e.to_string())?;
+    let revocation = RevocationChecker::new(&config.revocation).map_err(|e| e.to_string())?;
 
     let bytes = read_input(&args.cert)?;
     let certificate =
@@ -270,20 +273,19 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
         }
     }
 
-    let input = CheckInput {
-        certificate: &certificate,
-        intermediates: &intermediates,
-        jurisdiction: args.jurisdiction,
-        now: args.at.unwrap_or_else(OffsetDateTime::now_utc),
-    };
-    let revocation = RevocationEvidence::not_checked(
-        "revocation checking (CRL and OCSP) is not available in this version of psp-gateway",
-    );
-    let snapshots = Snapshots {
-        trust: &trust,
-        registers: &registers,
-    };
-    let report = check::check(&input, snapshots, &revocation);
+    // The same service the listeners use: revocation evidence is fetched (CRL and OCSP, per
+    // the configuration's [revocation] rules) for issuers the trust list knows.
+    let checker = Checker::new(data, revocation, Duration::ZERO, 1);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let report = runtime.block_on(checker.check(
+        Arc::new(certificate),
+        Arc::new(intermediates),
+        args.jurisdiction,
+        args.at.unwrap_or_else(OffsetDateTime::now_utc),
+    ));
     let json = serde_json::to_string_pretty(&report.to_wire(&config.checks.error_link_base))
         .map_err(|e| format!("cannot serialise the report: {e}"))?;
     let mut out = std::io::stdout().lock();

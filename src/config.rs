@@ -26,6 +26,9 @@ pub struct Config {
     pub trust: TrustConfig,
     #[serde(default)]
     pub registers: crate::register::RegisterConfig,
+    /// CRL and OCSP: timeouts, size caps, caches, allowed destinations.
+    #[serde(default)]
+    pub revocation: crate::revocation::RevocationConfig,
     /// The `GET /v1/psp/eidas` listener; off when absent.
     #[serde(default)]
     pub api: Option<ApiConfig>,
@@ -47,11 +50,28 @@ pub struct Config {
 }
 
 /// Sandbox features. Off unless configured; the repository's `gateway.toml` turns it on.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxConfig {
     #[serde(default)]
     pub enabled: bool,
+    /// The sandbox PKI (`sandbox-pki.json` and the CA keys) whose CRLs and OCSP answers the
+    /// admin listener serves.
+    #[serde(default = "default_sandbox_certs")]
+    pub certs: PathBuf,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            enabled: false,
+            certs: default_sandbox_certs(),
+        }
+    }
+}
+
+fn default_sandbox_certs() -> PathBuf {
+    PathBuf::from("certs")
 }
 
 /// Settings of the check itself, shared by every face (gateway, endpoint, CLI).
@@ -429,6 +449,7 @@ impl Config {
             checks: ChecksConfig::default(),
             trust: TrustConfig::default(),
             registers: crate::register::RegisterConfig::default(),
+            revocation: crate::revocation::RevocationConfig::default(),
             api: None,
             gateway: None,
             admin: None,
@@ -449,6 +470,7 @@ impl Config {
 
     fn validate(&self) -> Result<(), String> {
         self.registers.validate().map_err(|e| e.to_string())?;
+        self.revocation.validate().map_err(|e| e.to_string())?;
         if let Some(api) = &self.api {
             if api.tls.is_none() && !api.listen.ip().is_loopback() && !self.danger.plaintext_api {
                 return Err(format!(

@@ -17,6 +17,7 @@ pub mod country;
 pub mod policy;
 pub mod proxy;
 pub mod register;
+pub mod revocation;
 pub mod sandbox;
 pub mod server;
 pub mod telemetry;

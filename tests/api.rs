@@ -6,15 +6,16 @@ mod common;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use common::service::*;
+use common::test_pki::{test_config, test_pki};
 use common::*;
 use http::{Method, StatusCode};
-use psp_gateway::check::{RevocationEvidence, Snapshots};
-use psp_gateway::register::RegisterSnapshot;
+use psp_gateway::checker::{Checker, ReferenceData};
+use psp_gateway::revocation::RevocationChecker;
 
 const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
 
 fn der(name: &str) -> Vec<u8> {
-    load_cert(&root().join(format!("certs/psp/{name}.pem"))).der
+    load_cert(&test_pki().psp(name)).der
 }
 
 fn b64(name: &str) -> String {
@@ -36,73 +37,79 @@ async fn check(addr: std::net::SocketAddr, eidas: &str, jurisdiction: &str) -> R
     .await
 }
 
-/// The body the pure core gives for the same certificate, jurisdiction and sandbox data.
-fn expected_body(name: &str, jurisdiction: &str) -> serde_json::Value {
-    let config = sandbox_config(|t| t);
-    let trust = psp_gateway::TrustList::load(&config).expect("trust");
-    let (registers, _) =
-        RegisterSnapshot::load(&config.registers, &config.base_dir).expect("registers");
-    let cert = load_cert(&root().join(format!("certs/psp/{name}.pem")));
-    let input = psp_gateway::CheckInput {
-        certificate: &cert,
-        intermediates: &[],
-        jurisdiction: cc(jurisdiction),
-        now: time::OffsetDateTime::now_utc(),
-    };
-    let report = psp_gateway::check(
-        &input,
-        Snapshots {
-            trust: &trust,
-            registers: &registers,
-        },
-        &RevocationEvidence::not_checked(
-            "revocation checking (CRL and OCSP) is not available in this version of psp-gateway",
-        ),
+/// The body the checking service gives for the same certificate and jurisdiction, outside
+/// any HTTP: the endpoint must add nothing and lose nothing.
+async fn expected_body(name: &str, jurisdiction: &str) -> serde_json::Value {
+    let config = test_config(|t| t);
+    let checker = Checker::new(
+        ReferenceData::load(&config, 1).expect("reference data"),
+        RevocationChecker::new(&config.revocation).expect("revocation"),
+        std::time::Duration::ZERO,
+        1,
     );
+    let cert = load_cert(&test_pki().psp(name));
+    let report = checker
+        .check(
+            std::sync::Arc::new(cert),
+            std::sync::Arc::new(Vec::new()),
+            cc(jurisdiction),
+            time::OffsetDateTime::now_utc(),
+        )
+        .await;
     serde_json::to_value(report.to_wire(&config.checks.error_link_base)).expect("json")
 }
 
-/// (scenario, jurisdiction, validQTSP, validSignature, notExpired, host block expected)
-const SCENARIOS: &[(&str, &str, bool, bool, bool, bool)] = &[
-    ("valid", "xx", true, true, true, false),
-    ("unauthorised", "XX", true, true, true, false),
-    ("roles-1-2", "XX", true, true, true, false),
-    ("expired", "XX", true, true, false, false),
-    ("untrusted", "XX", false, false, true, false),
-    ("revoked", "XX", true, true, true, false),
-    ("no-revocation", "XX", true, true, true, false),
-    ("tampered", "XX", true, false, true, false),
-    ("passport-out-xy", "XY", true, true, true, true),
-    ("gb-tpr", "gb", true, true, true, true),
-    ("role-5", "XY", true, true, true, true),
-    ("obie-valid", "GB", true, true, true, false),
-    ("obhd-valid", "XX", true, true, true, false),
+/// (scenario, jurisdiction, [validQTSP, validSignature, notRevoked, notExpired], host block)
+type Scenario = (&'static str, &'static str, [bool; 4], bool);
+
+/// The contract's sandbox table; the four flags in the contract's order.
+const SCENARIOS: &[Scenario] = &[
+    ("valid", "xx", [true, true, true, true], false),
+    ("unauthorised", "XX", [true, true, true, true], false),
+    ("roles-1-2", "XX", [true, true, true, true], false),
+    ("expired", "XX", [true, true, true, false], false),
+    ("untrusted", "XX", [false, false, false, true], false),
+    ("revoked", "XX", [true, true, false, true], false),
+    ("no-revocation", "XX", [true, true, false, true], false),
+    ("tampered", "XX", [true, false, true, true], false),
+    ("passport-out-xy", "XY", [true, true, true, true], true),
+    ("gb-tpr", "gb", [true, true, true, true], true),
+    ("role-5", "XY", [true, true, true, true], true),
+    ("obie-valid", "GB", [true, true, true, true], false),
+    ("obhd-valid", "XX", [true, true, true, true], false),
+    ("ecdsa", "XX", [true, true, true, true], false),
+    ("qseal", "XX", [true, true, true, true], false),
 ];
 
 #[tokio::test]
 async fn every_sandbox_scenario_answers_as_the_contract_says() {
-    let running = start(sandbox_config(|t| t)).await;
+    let running = start(test_config(|t| t)).await;
     let addr = running.api.expect("api listening");
-    for &(name, j, qtsp, sig, expiry, host) in SCENARIOS {
+    for &(name, j, flags, host) in SCENARIOS {
         let reply = check(addr, &b64(name), j).await;
         assert_eq!(reply.status, StatusCode::OK, "{name}");
         assert_eq!(reply.headers["content-type"], "application/json", "{name}");
         let v = reply.json();
         let validity = &v["eIDAS"]["validity"];
-        assert_eq!(validity["validQTSP"], qtsp, "{name}");
-        assert_eq!(validity["validSignature"], sig, "{name}");
-        assert_eq!(validity["notExpired"], expiry, "{name}");
-        assert_eq!(
-            validity["notRevoked"], false,
-            "{name}: revocation not built yet"
-        );
+        for (flag, want) in ["validQTSP", "validSignature", "notRevoked", "notExpired"]
+            .into_iter()
+            .zip(flags)
+        {
+            assert_eq!(validity[flag], want, "{name}: {flag} in {v}");
+        }
         assert_eq!(v.get("hostRegister").is_some(), host, "{name}");
         assert!(v.get("homeRegister").is_some(), "{name}");
         assert_eq!(
             v,
-            expected_body(name, j),
-            "{name}: the wire body is the core's report"
+            expected_body(name, j).await,
+            "{name}: the wire body is the checking service's report"
         );
+        if flags.iter().all(|f| *f) {
+            assert!(
+                v["eIDAS"].get("errors").is_none(),
+                "{name}: no errors when all is well"
+            );
+        }
     }
     // Spot checks against the contract's sandbox table.
     let v = check(addr, &b64("unauthorised"), "XX").await.json();
@@ -148,7 +155,7 @@ async fn every_sandbox_scenario_answers_as_the_contract_says() {
 
 #[tokio::test]
 async fn the_eidas_header_is_decoded_tolerantly() {
-    let running = start(sandbox_config(|t| t)).await;
+    let running = start(test_config(|t| t)).await;
     let addr = running.api.expect("api listening");
     let der = der("valid");
     let std = STANDARD.encode(&der);
@@ -197,7 +204,7 @@ fn error_code(reply: &Reply) -> String {
 
 #[tokio::test]
 async fn every_error_has_its_status_and_code() {
-    let running = start(sandbox_config(|t| t)).await;
+    let running = start(test_config(|t| t)).await;
     let addr = running.api.expect("api listening");
     let valid = b64("valid");
     let base = vec![
@@ -427,7 +434,7 @@ fn with_owned<'a>(
 
 #[tokio::test]
 async fn both_path_spellings_answer() {
-    let running = start(sandbox_config(|t| t)).await;
+    let running = start(test_config(|t| t)).await;
     let addr = running.api.expect("api listening");
     let valid = b64("valid");
     for path in ["/v1/psp/eidas", "/v1/PSP/eIDAS", "/V1/Psp/EIDAS"] {
@@ -449,7 +456,7 @@ async fn both_path_spellings_answer() {
 
 #[tokio::test]
 async fn the_rate_limit_applies_per_source_and_a_spoofed_forwarded_for_does_not_help() {
-    let config = sandbox_config(|t| {
+    let config = test_config(|t| {
         t.replace(
             "rate_limit = { requests = 15000, period_seconds = 300 }",
             "rate_limit = { requests = 3, period_seconds = 300 }",
@@ -505,7 +512,7 @@ async fn the_rate_limit_applies_per_source_and_a_spoofed_forwarded_for_does_not_
 
 #[tokio::test]
 async fn behind_a_trusted_proxy_the_forwarded_client_is_limited_not_the_proxy() {
-    let config = sandbox_config(|t| {
+    let config = test_config(|t| {
         t.replace(
             "rate_limit = { requests = 15000, period_seconds = 300 }",
             "rate_limit = { requests = 1, period_seconds = 300 }\ntrusted_proxies = [\"127.0.0.1/32\", \"::1/128\"]",
@@ -543,7 +550,7 @@ async fn behind_a_trusted_proxy_the_forwarded_client_is_limited_not_the_proxy() 
 
 #[tokio::test]
 async fn the_admin_listener_reports_health_and_readiness() {
-    let running = start(sandbox_config(|t| t)).await;
+    let running = start(test_config(|t| t)).await;
     let admin = running.admin.expect("admin listening");
     assert_eq!(
         send(admin, Method::GET, "/healthz", &[]).await.status,

@@ -32,9 +32,11 @@ fn good() -> RevocationEvidence {
     RevocationEvidence {
         crl: MethodOutcome::Good {
             evidence: "test CRL".into(),
+            valid_until: None,
         },
         ocsp: MethodOutcome::Good {
             evidence: "test OCSP".into(),
+            valid_until: None,
         },
     }
 }

@@ -171,6 +171,42 @@ pub(crate) fn verify_certificate_signature(
         .map_err(|_| SignatureError::Invalid)
 }
 
+/// Verifies a signature over other signed data (a CRL's `tbsCertList`, an OCSP response's
+/// `tbsResponseData`) with the key in `signer_spki_der`, under the same algorithm policy as
+/// certificates. `signature` is the content of the signature BIT STRING, whose number of
+/// unused bits the caller passes: anything but zero is malformed.
+pub(crate) fn verify_signed_data(
+    message: &[u8],
+    algorithm: &AlgorithmIdentifier<'_>,
+    signature: &[u8],
+    unused_bits: u8,
+    signer_spki_der: &[u8],
+) -> Result<(), SignatureError> {
+    if unused_bits != 0 {
+        return Err(SignatureError::Malformed(
+            "signature BIT STRING has unused bits".to_owned(),
+        ));
+    }
+    let spki = match SubjectPublicKeyInfo::from_der(signer_spki_der) {
+        Ok(([], spki)) => spki,
+        Ok(_) => {
+            return Err(SignatureError::BadIssuerKey(
+                "trailing bytes after the SubjectPublicKeyInfo".to_owned(),
+            ));
+        }
+        Err(e) => return Err(SignatureError::BadIssuerKey(e.to_string())),
+    };
+    if spki.subject_public_key.unused_bits != 0 {
+        return Err(SignatureError::BadIssuerKey(
+            "subjectPublicKey BIT STRING has unused bits".to_owned(),
+        ));
+    }
+    let chosen = choose_algorithm(algorithm, &spki)?;
+    signature::UnparsedPublicKey::new(chosen, &spki.subject_public_key.data)
+        .verify(message, signature)
+        .map_err(|_| SignatureError::Invalid)
+}
+
 /// Same OID and same parameters (tag and content).
 fn same_algorithm(a: &AlgorithmIdentifier<'_>, b: &AlgorithmIdentifier<'_>) -> bool {
     let params = |x: &AlgorithmIdentifier<'_>| {

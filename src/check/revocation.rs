@@ -12,8 +12,12 @@ use super::report::{CertCheckError, ErrorCode};
 /// What one revocation method established.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MethodOutcome {
-    /// A verified, current, definitive answer: not revoked.
-    Good { evidence: String },
+    /// A verified, current, definitive answer: not revoked, until `valid_until` (the CRL's
+    /// or OCSP response's `nextUpdate`, or the cache's cap when it has none).
+    Good {
+        evidence: String,
+        valid_until: Option<OffsetDateTime>,
+    },
     /// A verified answer: revoked.
     Revoked {
         at: Option<OffsetDateTime>,
@@ -54,6 +58,25 @@ impl RevocationEvidence {
                 reason: reason.to_owned(),
             },
         }
+    }
+
+    /// Until when the evidence may be relied on: the earliest `valid_until` of a good answer.
+    /// `None` when no good answer carries one.
+    pub fn good_until(&self) -> Option<OffsetDateTime> {
+        [&self.crl, &self.ocsp]
+            .into_iter()
+            .filter_map(|o| match o {
+                MethodOutcome::Good { valid_until, .. } => *valid_until,
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Whether a method could not complete (its answer may be different a moment later).
+    pub fn has_failure(&self) -> bool {
+        [&self.crl, &self.ocsp]
+            .into_iter()
+            .any(|o| matches!(o, MethodOutcome::Failed { .. }))
     }
 
     /// What the evidence establishes, without the error entries.
@@ -105,6 +128,7 @@ mod tests {
     fn good() -> MethodOutcome {
         MethodOutcome::Good {
             evidence: "test".into(),
+            valid_until: None,
         }
     }
     fn revoked() -> MethodOutcome {

@@ -451,6 +451,13 @@ struct BuiltCa {
 /// Directories are created and existing files overwritten. Keys and serial numbers are new on
 /// every run, so every run produces a different (but equivalent) PKI.
 pub fn generate(out_dir: &Path) -> Result<Manifest, SandboxError> {
+    generate_with_base_url(out_dir, BASE_URL)
+}
+
+/// [`generate`] with revocation and caIssuers URLs below `base_url` instead of
+/// [`BASE_URL`]: tests run the responder on an ephemeral port.
+pub fn generate_with_base_url(out_dir: &Path, base_url: &str) -> Result<Manifest, SandboxError> {
+    let urls = Urls(base_url.trim_end_matches('/'));
     for dir in ["ca", "psp", "server"] {
         let path = out_dir.join(dir);
         std::fs::create_dir_all(&path).map_err(|source| SandboxError::Write { path, source })?;
@@ -473,21 +480,21 @@ pub fn generate(out_dir: &Path) -> Result<Manifest, SandboxError> {
     let mut built: Vec<BuiltCa> = Vec::with_capacity(CAS.len());
     let mut ca_entries = Vec::with_capacity(CAS.len());
     for spec in CAS {
-        let (ca, entry) = build_ca(out_dir, spec, next_key(), &built)?;
+        let (ca, entry) = build_ca(out_dir, spec, next_key(), &built, urls)?;
         built.push(ca);
         ca_entries.push(entry);
     }
 
     let mut psp_entries = Vec::with_capacity(PSPS.len());
     for spec in PSPS {
-        psp_entries.push(build_psp(out_dir, spec, next_key(), &built)?);
+        psp_entries.push(build_psp(out_dir, spec, next_key(), &built, urls)?);
     }
 
     let server = build_server(out_dir, next_key(), next_key())?;
 
     let manifest = Manifest {
         format: MANIFEST_FORMAT,
-        base_url: BASE_URL.to_owned(),
+        base_url: urls.0.to_owned(),
         cas: ca_entries,
         psps: psp_entries,
         server,
@@ -503,6 +510,7 @@ fn build_ca(
     spec: &CaSpec,
     key: GeneratedKey,
     built: &[BuiltCa],
+    urls: Urls<'_>,
 ) -> Result<(BuiltCa, CaEntry), SandboxError> {
     let rcgen_err = |source| SandboxError::Certificate {
         name: spec.name.to_owned(),
@@ -547,9 +555,9 @@ fn build_ca(
         subject_cn: spec.common_name.to_owned(),
         issued_by: spec.issued_by.map(str::to_owned),
         lookalike_of: spec.lookalike_of.map(str::to_owned),
-        crl_url: crl_url(spec.name),
-        ocsp_url: ocsp_url(spec.name),
-        ca_issuers_url: ca_issuers_url(spec.name),
+        crl_url: urls.crl(spec.name),
+        ocsp_url: urls.ocsp(spec.name),
+        ca_issuers_url: urls.ca_issuers(spec.name),
         subject_key_id: upper_hex(&subject_key_id),
         not_before: CA_NOT_BEFORE,
         not_after: CA_NOT_AFTER,
@@ -575,6 +583,7 @@ fn build_psp(
     spec: &PspSpec,
     key: GeneratedKey,
     built: &[BuiltCa],
+    urls: Urls<'_>,
 ) -> Result<PspEntry, SandboxError> {
     let rcgen_err = |source| SandboxError::Certificate {
         name: spec.scenario.to_owned(),
@@ -598,11 +607,11 @@ fn build_psp(
 
     let serial = random_serial()?;
     let (crl, ocsp) = if spec.revocation_pointers {
-        (Some(crl_url(ca.name)), Some(ocsp_url(ca.name)))
+        (Some(urls.crl(ca.name)), Some(urls.ocsp(ca.name)))
     } else {
         (None, None)
     };
-    let ca_issuers = ca_issuers_url(ca.name);
+    let ca_issuers = urls.ca_issuers(ca.name);
 
     let mut params = CertificateParams::default();
     params.not_before = spec.not_before;
@@ -876,16 +885,22 @@ fn random_serial() -> Result<SerialNumber, SandboxError> {
     Ok(SerialNumber::from_slice(&serial))
 }
 
-fn crl_url(ca_name: &str) -> String {
-    format!("{BASE_URL}/crl/{ca_name}.crl")
-}
+/// The URLs of the sandbox responder below one base URL.
+#[derive(Clone, Copy)]
+struct Urls<'a>(&'a str);
 
-fn ocsp_url(ca_name: &str) -> String {
-    format!("{BASE_URL}/ocsp/{ca_name}")
-}
+impl Urls<'_> {
+    fn crl(&self, ca_name: &str) -> String {
+        format!("{}/crl/{ca_name}.crl", self.0)
+    }
 
-fn ca_issuers_url(ca_name: &str) -> String {
-    format!("{BASE_URL}/ca/{ca_name}.crt")
+    fn ocsp(&self, ca_name: &str) -> String {
+        format!("{}/ocsp/{ca_name}", self.0)
+    }
+
+    fn ca_issuers(&self, ca_name: &str) -> String {
+        format!("{}/ca/{ca_name}.crt", self.0)
+    }
 }
 
 fn upper_hex(bytes: &[u8]) -> String {

@@ -2,6 +2,9 @@
 #![allow(dead_code)]
 
 pub mod service;
+pub mod test_pki;
+pub mod tls_client;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,720 @@
+//! [`RevocationChecker`]: fetches, verifies and caches CRLs and OCSP answers for one
+//! certificate and returns the evidence the pure check core combines.
+//!
+//! ```text
+//! evidence(cert, issuer, now)
+//!   ├─ no issuer, or not the certificate's ────▶ both Failed, nothing fetched
+//!   └─ tokio::join!
+//!        ├─ OCSP: cache (issuer key, serial) ─ miss ─▶ POST each URL ─▶ verify_response
+//!        └─ CRL:  cache (URL, issuer key) ──── miss ─▶ GET ─▶ spawn_blocking(CrlIndex::parse)
+//!                   └─ hit, refresh due ─▶ background download; the old CRL stays in use
+//!                                          until nextUpdate + grace
+//! ```
+//!
+//! Caches are moka, hidden here. Concurrent misses for one key run one fetch (moka's
+//! `get_with` coalesces them); the others wait for it. Entries never outlive what they say
+//! about themselves (`nextUpdate`, plus the grace for CRLs), and every hit is checked again
+//! against the caller's `now`. Failures are remembered for `failure_ttl` so that a responder
+//! that is down costs one timeout, not one per request; they stay failures (fail closed).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use moka::Expiry;
+use moka::future::Cache;
+use time::OffsetDateTime;
+
+use super::config::{RevocationConfig, RevocationConfigError};
+use super::crl::{CrlIndex, CrlStatus};
+use super::fetch::{Fetcher, Limits};
+use super::ocsp::{self, OcspAnswer, OcspPolicy, OcspSigner, OcspStatus};
+use super::reason::{add, rfc3339, until};
+use crate::cert::PspCertificate;
+use crate::check::{MethodOutcome, RevocationEvidence};
+
+/// Reason when the certificate names no CRL distribution point.
+pub const NO_CRL_URL: &str = "the certificate names no CRL distribution point";
+/// Reason when the certificate names no OCSP responder.
+pub const NO_OCSP_URL: &str = "the certificate names no OCSP responder";
+/// Reason when the issuer is unknown: nothing is fetched (DESIGN.md section 6).
+pub const UNKNOWN_ISSUER: &str =
+    "the certificate's issuer is not known, so no revocation source can be trusted";
+
+/// Reason when the issuer passed in is not the certificate's issuer: nothing is fetched.
+pub const ISSUER_MISMATCH: &str =
+    "the issuer certificate given is not the certificate's issuer (names differ)";
+
+/// URLs tried per method. Certificates name one or two (often http and ldap, of which we use
+/// http); four bounds what one certificate can make us fetch.
+pub const MAX_URLS_PER_METHOD: usize = 4;
+/// `Content-Type` of an OCSP request over HTTP (RFC 6960 appendix A.1).
+pub const OCSP_REQUEST_CONTENT_TYPE: &str = "application/ocsp-request";
+/// A cached CRL is refreshed once three quarters of its `thisUpdate`..`nextUpdate` window
+/// have passed (or after the refresh interval, whichever comes first), leaving a quarter of
+/// the window to retry before it goes stale.
+const CRL_REFRESH_AT_NUMERATOR: u32 = 3;
+const CRL_REFRESH_AT_DENOMINATOR: u32 = 4;
+/// After a failed background refresh, the next attempt waits this long, so an unreachable
+/// distribution point is not hammered by every request.
+const CRL_REFRESH_RETRY: Duration = Duration::from_secs(60);
+/// Longest time any entry stays in a cache, whatever its `nextUpdate` says (a CRL valid for
+/// a year is still dropped, and fetched again, after a week).
+const MAX_ENTRY_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// Why a checker cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RevocationSetupError {
+    #[error(transparent)]
+    Config(#[from] RevocationConfigError),
+}
+
+/// Counters of one method, since start-up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MethodStats {
+    /// Lookups answered from the cache, including those that waited for another caller's
+    /// fetch of the same key.
+    pub cache_hits: u64,
+    /// Lookups that started a fetch.
+    pub cache_misses: u64,
+    /// Downloads that gave a verified CRL or OCSP answer.
+    pub fetch_ok: u64,
+    /// Downloads that failed (connect, timeout, HTTP status, size, destination).
+    pub fetch_failed: u64,
+    /// Downloads whose content was refused (signature, issuer, staleness, unknown, …).
+    pub rejected: u64,
+    /// Background CRL refreshes that replaced the cached CRL (always 0 for OCSP).
+    pub refresh_ok: u64,
+    /// Background CRL refreshes that failed; the previous CRL stayed in use.
+    pub refresh_failed: u64,
+}
+
+/// A snapshot of the counters, for the metrics endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RevocationStats {
+    pub ocsp: MethodStats,
+    pub crl: MethodStats,
+}
+
+#[derive(Default)]
+struct Counters {
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
+    fetch_ok: AtomicU64,
+    fetch_failed: AtomicU64,
+    rejected: AtomicU64,
+    refresh_ok: AtomicU64,
+    refresh_failed: AtomicU64,
+}
+
+impl Counters {
+    fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> MethodStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        MethodStats {
+            cache_hits: get(&self.cache_hits),
+            cache_misses: get(&self.cache_misses),
+            fetch_ok: get(&self.fetch_ok),
+            fetch_failed: get(&self.fetch_failed),
+            rejected: get(&self.rejected),
+            refresh_ok: get(&self.refresh_ok),
+            refresh_failed: get(&self.refresh_failed),
+        }
+    }
+}
+
+/// The settings in the units the checker uses.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    ocsp: Limits,
+    crl: Limits,
+    skew: Duration,
+    crl_grace: Duration,
+    crl_refresh_interval: Duration,
+    ocsp_policy: OcspPolicy,
+    ocsp_max_ttl: Duration,
+    failure_ttl: Duration,
+    ocsp_nonce: bool,
+}
+
+/// OCSP cache key: the issuer (SHA-256 of its SubjectPublicKeyInfo) and the serial's octets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct OcspKey {
+    issuer_key: [u8; 32],
+    serial: Vec<u8>,
+}
+
+/// CRL cache key: the URL and the issuer the CRL was verified for. Keying by issuer too
+/// means a certificate of another issuer naming this URL cannot replace or poison the entry
+/// the rightful issuer's certificates use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct CrlKey {
+    url: String,
+    issuer_key: [u8; 32],
+}
+
+/// Anything cached, with the time-to-live computed when it was made.
+trait Expiring {
+    fn ttl(&self) -> Duration;
+}
+
+struct PerEntryExpiry;
+
+impl<K, V: Expiring> Expiry<K, Arc<V>> for PerEntryExpiry {
+    fn expire_after_create(&self, _key: &K, value: &Arc<V>, _at: Instant) -> Option<Duration> {
+        Some(value.ttl())
+    }
+
+    fn expire_after_update(
+        &self,
+        _key: &K,
+        value: &Arc<V>,
+        _at: Instant,
+        _left: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(value.ttl())
+    }
+}
+
+struct OcspEntry {
+    result: Result<(OcspAnswer, String), String>,
+    ttl: Duration,
+}
+
+impl Expiring for OcspEntry {
+    fn ttl(&self) -> Duration {
+        self.ttl
+    }
+}
+
+struct CrlEntry {
+    result: Result<Arc<CrlIndex>, String>,
+    /// The issuer the CRL was verified with: what a background refresh verifies against.
+    issuer: Arc<PspCertificate>,
+    fetched_at: OffsetDateTime,
+    refresh: Mutex<RefreshState>,
+    ttl: Duration,
+}
+
+impl Expiring for CrlEntry {
+    fn ttl(&self) -> Duration {
+        self.ttl
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RefreshState {
+    running: bool,
+    not_before: OffsetDateTime,
+}
+
+impl CrlEntry {
+    /// The time from which a background refresh is due.
+    fn refresh_due(&self, index: &CrlIndex, interval: Duration) -> OffsetDateTime {
+        let window = until(index.this_update(), index.next_update());
+        let at_fraction = add(
+            index.this_update(),
+            window * CRL_REFRESH_AT_NUMERATOR / CRL_REFRESH_AT_DENOMINATOR,
+        );
+        at_fraction.min(add(self.fetched_at, interval))
+    }
+}
+
+/// Gathers revocation evidence: OCSP and CRL, verified, cached, fail closed. Clone is cheap
+/// (everything is shared); use one per process.
+#[derive(Clone)]
+pub struct RevocationChecker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: Settings,
+    fetcher: Fetcher,
+    ocsp_cache: Cache<OcspKey, Arc<OcspEntry>>,
+    crl_cache: Cache<CrlKey, Arc<CrlEntry>>,
+    ocsp_counters: Counters,
+    crl_counters: Counters,
+}
+
+impl std::fmt::Debug for RevocationChecker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RevocationChecker")
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RevocationChecker {
+    /// Validates the configuration and builds the client and the caches. Binds nothing and
+    /// fetches nothing.
+    pub fn new(config: &RevocationConfig) -> Result<Self, RevocationSetupError> {
+        config.validate()?;
+        let settings = Settings {
+            ocsp: Limits {
+                total: config.ocsp_timeout(),
+                max_bytes: config.ocsp_max_response_bytes,
+            },
+            crl: Limits {
+                total: config.crl_timeout(),
+                max_bytes: config.crl_max_bytes,
+            },
+            skew: config.clock_skew(),
+            crl_grace: config.crl_grace(),
+            crl_refresh_interval: config.crl_refresh_interval(),
+            ocsp_policy: OcspPolicy::from(config),
+            ocsp_max_ttl: config.ocsp_max_ttl(),
+            failure_ttl: config.failure_ttl(),
+            ocsp_nonce: config.ocsp_nonce,
+        };
+        let ocsp_cache = Cache::builder()
+            .max_capacity(config.ocsp_cache_entries)
+            .expire_after(PerEntryExpiry)
+            .build();
+        let crl_cache = Cache::builder()
+            .max_capacity(config.crl_cache_max_bytes)
+            .weigher(|_key: &CrlKey, entry: &Arc<CrlEntry>| -> u32 {
+                let bytes = entry.result.as_ref().map_or(0, |index| index.index_bytes());
+                u32::try_from(bytes).unwrap_or(u32::MAX).max(1)
+            })
+            .expire_after(PerEntryExpiry)
+            .build();
+        Ok(RevocationChecker {
+            inner: Arc::new(Inner {
+                settings,
+                fetcher: Fetcher::new(config),
+                ocsp_cache,
+                crl_cache,
+                ocsp_counters: Counters::default(),
+                crl_counters: Counters::default(),
+            }),
+        })
+    }
+
+    /// The evidence for `cert`, issued by `issuer` (the certificate whose key is genuine:
+    /// [`crate::check::IssuerResolution::revocation_issuer`]). With no issuer nothing is
+    /// fetched and both methods fail. OCSP and CRL run concurrently when the certificate
+    /// names both. Never fails: every problem is a [`MethodOutcome::Failed`] with its reason.
+    pub async fn evidence(
+        &self,
+        cert: &PspCertificate,
+        issuer: Option<&PspCertificate>,
+        now: OffsetDateTime,
+    ) -> RevocationEvidence {
+        let Some(issuer) = issuer else {
+            return RevocationEvidence::not_checked(UNKNOWN_ISSUER);
+        };
+        // The CertID and the CRL lookup both assume `issuer` is the certificate's issuer;
+        // a mismatched pair would ask about another certificate.
+        if cert.issuer_raw != issuer.subject_raw {
+            return RevocationEvidence::not_checked(ISSUER_MISMATCH);
+        }
+        let (crl, ocsp) = tokio::join!(
+            self.inner.crl_outcome(cert, issuer, now),
+            self.inner.ocsp_outcome(cert, issuer, now)
+        );
+        RevocationEvidence { crl, ocsp }
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> RevocationStats {
+        RevocationStats {
+            ocsp: self.inner.ocsp_counters.snapshot(),
+            crl: self.inner.crl_counters.snapshot(),
+        }
+    }
+}
+
+impl Inner {
+    async fn ocsp_outcome(
+        &self,
+        cert: &PspCertificate,
+        issuer: &PspCertificate,
+        now: OffsetDateTime,
+    ) -> MethodOutcome {
+        if cert.ocsp_urls.is_empty() {
+            return MethodOutcome::Failed {
+                reason: NO_OCSP_URL.to_owned(),
+            };
+        }
+        let key = OcspKey {
+            issuer_key: sha256(&issuer.spki),
+            serial: cert.serial.clone(),
+        };
+        // A cached answer no longer current at `now` is dropped and fetched again, once.
+        for _ in 0..2 {
+            let mut fetched = false;
+            let entry = self
+                .ocsp_cache
+                .get_with(key.clone(), async {
+                    fetched = true;
+                    Arc::new(self.fetch_ocsp(cert, issuer, now).await)
+                })
+                .await;
+            Counters::bump(if fetched {
+                &self.ocsp_counters.cache_misses
+            } else {
+                &self.ocsp_counters.cache_hits
+            });
+            match &entry.result {
+                Ok((answer, url)) => {
+                    if fetched || answer.usable_at(now, self.settings.skew) {
+                        return ocsp_outcome(answer, url);
+                    }
+                    self.ocsp_cache.invalidate(&key).await;
+                }
+                Err(reason) => {
+                    return MethodOutcome::Failed {
+                        reason: reason.clone(),
+                    };
+                }
+            }
+        }
+        MethodOutcome::Failed {
+            reason: "the cached OCSP answer is not current and no current one was obtained"
+                .to_owned(),
+        }
+    }
+
+    async fn fetch_ocsp(
+        &self,
+        cert: &PspCertificate,
+        issuer: &PspCertificate,
+        now: OffsetDateTime,
+    ) -> OcspEntry {
+        let failure = |reason: String| OcspEntry {
+            result: Err(reason),
+            ttl: self.settings.failure_ttl,
+        };
+        let nonce = if self.settings.ocsp_nonce {
+            match random_nonce() {
+                Some(n) => Some(n),
+                None => return failure("the system random generator failed".to_owned()),
+            }
+        } else {
+            None
+        };
+        let request = match ocsp::build_request(issuer, &cert.serial, nonce.as_deref()) {
+            Ok(r) => r,
+            Err(e) => return failure(e.to_string()),
+        };
+        let mut reasons = Vec::new();
+        for url in cert.ocsp_urls.iter().take(MAX_URLS_PER_METHOD) {
+            let body = match self
+                .fetcher
+                .post(
+                    url,
+                    OCSP_REQUEST_CONTENT_TYPE,
+                    request.clone(),
+                    self.settings.ocsp,
+                )
+                .await
+            {
+                Ok(body) => body,
+                Err(e) => {
+                    Counters::bump(&self.ocsp_counters.fetch_failed);
+                    tracing::warn!(url = %url, error = %e, serial = %cert.serial_hex(), "OCSP fetch failed");
+                    reasons.push(format!("{url}: {e}"));
+                    continue;
+                }
+            };
+            match ocsp::verify_response(
+                &body,
+                issuer,
+                &cert.serial,
+                nonce.as_deref(),
+                now,
+                &self.settings.ocsp_policy,
+            ) {
+                Ok(answer) => {
+                    Counters::bump(&self.ocsp_counters.fetch_ok);
+                    let ttl = until(now, answer.valid_until)
+                        .min(self.settings.ocsp_max_ttl)
+                        .min(MAX_ENTRY_TTL);
+                    return OcspEntry {
+                        result: Ok((answer, url.clone())),
+                        ttl,
+                    };
+                }
+                Err(e) => {
+                    Counters::bump(&self.ocsp_counters.rejected);
+                    tracing::warn!(url = %url, error = %e, serial = %cert.serial_hex(), "OCSP response refused");
+                    reasons.push(format!("{url}: {e}"));
+                }
+            }
+        }
+        failure(reasons.join("; "))
+    }
+
+    async fn crl_outcome(
+        self: &Arc<Self>,
+        cert: &PspCertificate,
+        issuer: &PspCertificate,
+        now: OffsetDateTime,
+    ) -> MethodOutcome {
+        if cert.crl_urls.is_empty() {
+            return MethodOutcome::Failed {
+                reason: NO_CRL_URL.to_owned(),
+            };
+        }
+        let mut reasons = Vec::new();
+        for url in cert.crl_urls.iter().take(MAX_URLS_PER_METHOD) {
+            let index = match self.crl_for(url, issuer, now).await {
+                Ok(index) => index,
+                Err(reason) => {
+                    reasons.push(format!("{url}: {reason}"));
+                    continue;
+                }
+            };
+            let evidence = crl_evidence(&index, url);
+            match index.status(cert) {
+                Ok(CrlStatus::NotListed) => {
+                    return MethodOutcome::Good {
+                        evidence,
+                        valid_until: Some(index.next_update()),
+                    };
+                }
+                Ok(CrlStatus::Revoked(entry)) => {
+                    return MethodOutcome::Revoked {
+                        at: Some(entry.at),
+                        reason: entry.reason.map(|r| r.to_string()),
+                        evidence,
+                    };
+                }
+                Err(e) => reasons.push(format!("{url}: {e}")),
+            }
+        }
+        MethodOutcome::Failed {
+            reason: reasons.join("; "),
+        }
+    }
+
+    /// The current CRL at `url` for `issuer`, from the cache or downloaded.
+    async fn crl_for(
+        self: &Arc<Self>,
+        url: &str,
+        issuer: &PspCertificate,
+        now: OffsetDateTime,
+    ) -> Result<Arc<CrlIndex>, String> {
+        let key = CrlKey {
+            url: url.to_owned(),
+            issuer_key: sha256(&issuer.spki),
+        };
+        let mut last = String::new();
+        for _ in 0..2 {
+            let mut fetched = false;
+            let entry = self
+                .crl_cache
+                .get_with(key.clone(), async {
+                    fetched = true;
+                    Arc::new(self.fetch_crl(url, Arc::new(issuer.clone()), now).await)
+                })
+                .await;
+            Counters::bump(if fetched {
+                &self.crl_counters.cache_misses
+            } else {
+                &self.crl_counters.cache_hits
+            });
+            let index = match &entry.result {
+                Ok(index) => Arc::clone(index),
+                Err(reason) => return Err(reason.clone()),
+            };
+            if !index.verified_for(issuer) {
+                return Err("the cached CRL was verified for another issuer".to_owned());
+            }
+            match index.check_current(now, self.settings.crl_grace, self.settings.skew) {
+                Ok(()) => {
+                    self.maybe_refresh(&key, &entry, &index, now);
+                    return Ok(index);
+                }
+                Err(e) if fetched => return Err(e.to_string()),
+                Err(e) => {
+                    // Past nextUpdate + grace (or a CRL from our future): drop it, fetch again.
+                    last = e.to_string();
+                    self.crl_cache.invalidate(&key).await;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Downloads, parses (off the async workers) and verifies a CRL; the outcome is cached.
+    async fn fetch_crl(
+        &self,
+        url: &str,
+        issuer: Arc<PspCertificate>,
+        now: OffsetDateTime,
+    ) -> CrlEntry {
+        let result = self.download_crl(url, &issuer, now).await;
+        let ttl = match &result {
+            Ok(index) => {
+                until(now, add(index.next_update(), self.settings.crl_grace)).min(MAX_ENTRY_TTL)
+            }
+            Err(_) => self.settings.failure_ttl,
+        };
+        CrlEntry {
+            result,
+            issuer,
+            fetched_at: now,
+            refresh: Mutex::new(RefreshState {
+                running: false,
+                not_before: now,
+            }),
+            ttl,
+        }
+    }
+
+    async fn download_crl(
+        &self,
+        url: &str,
+        issuer: &Arc<PspCertificate>,
+        now: OffsetDateTime,
+    ) -> Result<Arc<CrlIndex>, String> {
+        let body = match self.fetcher.get(url, self.settings.crl).await {
+            Ok(body) => body,
+            Err(e) => {
+                Counters::bump(&self.crl_counters.fetch_failed);
+                tracing::warn!(url = %url, error = %e, "CRL fetch failed");
+                return Err(e.to_string());
+            }
+        };
+        let signer = Arc::clone(issuer);
+        let parsed = tokio::task::spawn_blocking(move || CrlIndex::parse(&body, &signer)).await;
+        let checked = match parsed {
+            Ok(Ok(index)) => index
+                .check_current(now, self.settings.crl_grace, self.settings.skew)
+                .map(|()| index)
+                .map_err(|e| e.to_string()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("the CRL parser task failed: {e}")),
+        };
+        match checked {
+            Ok(index) => {
+                Counters::bump(&self.crl_counters.fetch_ok);
+                tracing::debug!(url = %url, entries = index.len(), crl_number = ?index.crl_number(), "CRL loaded");
+                Ok(Arc::new(index))
+            }
+            Err(e) => {
+                Counters::bump(&self.crl_counters.rejected);
+                tracing::warn!(url = %url, error = %e, "CRL refused");
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a background download when the entry's refresh is due and none is running.
+    /// The cached CRL stays in use meanwhile and after a failure, until nextUpdate + grace.
+    fn maybe_refresh(
+        self: &Arc<Self>,
+        key: &CrlKey,
+        entry: &Arc<CrlEntry>,
+        index: &Arc<CrlIndex>,
+        now: OffsetDateTime,
+    ) {
+        if now < entry.refresh_due(index, self.settings.crl_refresh_interval) {
+            return;
+        }
+        {
+            let Ok(mut state) = entry.refresh.lock() else {
+                return;
+            };
+            if state.running || now < state.not_before {
+                return;
+            }
+            state.running = true;
+        }
+        let inner = Arc::clone(self);
+        let key = key.clone();
+        let entry = Arc::clone(entry);
+        let old = Arc::clone(index);
+        tokio::spawn(async move {
+            let fresh = inner.download_crl(&key.url, &entry.issuer, now).await;
+            match fresh {
+                // Never replace a CRL with an older one (a stale mirror or a replay).
+                Ok(index) if index.this_update() >= old.this_update() => {
+                    Counters::bump(&inner.crl_counters.refresh_ok);
+                    let ttl = until(now, add(index.next_update(), inner.settings.crl_grace))
+                        .min(MAX_ENTRY_TTL);
+                    let replacement = CrlEntry {
+                        result: Ok(index),
+                        issuer: Arc::clone(&entry.issuer),
+                        fetched_at: now,
+                        refresh: Mutex::new(RefreshState {
+                            running: false,
+                            not_before: now,
+                        }),
+                        ttl,
+                    };
+                    inner.crl_cache.insert(key, Arc::new(replacement)).await;
+                }
+                other => {
+                    Counters::bump(&inner.crl_counters.refresh_failed);
+                    let why = match other {
+                        Ok(index) => format!(
+                            "the new CRL (thisUpdate {}) is older than the cached one",
+                            rfc3339(index.this_update())
+                        ),
+                        Err(e) => e,
+                    };
+                    tracing::warn!(url = %key.url, error = %why, "CRL refresh failed; the cached CRL stays in use until nextUpdate + grace");
+                    if let Ok(mut state) = entry.refresh.lock() {
+                        state.running = false;
+                        state.not_before = add(now, CRL_REFRESH_RETRY);
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn ocsp_outcome(answer: &OcspAnswer, url: &str) -> MethodOutcome {
+    let signer = match &answer.signer {
+        OcspSigner::Issuer => "the issuer".to_owned(),
+        OcspSigner::Delegated { subject } => format!("delegated responder {subject}"),
+    };
+    let next = answer
+        .next_update
+        .map_or_else(|| "none".to_owned(), rfc3339);
+    let evidence = format!(
+        "OCSP response from {url}, producedAt {}, thisUpdate {}, nextUpdate {next}, signed by {signer}",
+        rfc3339(answer.produced_at),
+        rfc3339(answer.this_update),
+    );
+    match answer.status {
+        OcspStatus::Good => MethodOutcome::Good {
+            evidence,
+            valid_until: answer.next_update,
+        },
+        OcspStatus::Revoked { at, reason } => MethodOutcome::Revoked {
+            at: Some(at),
+            reason: reason.map(|r| r.to_string()),
+            evidence,
+        },
+    }
+}
+
+fn crl_evidence(index: &CrlIndex, url: &str) -> String {
+    format!(
+        "CRL from {url}, number {}, thisUpdate {}, nextUpdate {}, {} entries",
+        index.crl_number().unwrap_or("none"),
+        rfc3339(index.this_update()),
+        rfc3339(index.next_update()),
+        index.len()
+    )
+}
+
+fn random_nonce() -> Option<Vec<u8>> {
+    use ring::rand::SecureRandom as _;
+    let mut nonce = vec![0u8; ocsp::NONCE_LEN];
+    ring::rand::SystemRandom::new().fill(&mut nonce).ok()?;
+    Some(nonce)
+}
+
+fn sha256(data: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, data);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}

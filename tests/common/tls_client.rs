@@ -1,0 +1,96 @@
+//! A real rustls client for the gateway tests: presents a sandbox PSP certificate, speaks
+//! HTTP/1.1 or HTTP/2, and can resume its TLS session.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+pub type ReqBody = BoxBody<Bytes, std::io::Error>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    H1,
+    H2,
+}
+
+/// A client configuration trusting the sandbox server CA in `certs`, presenting
+/// `psp/<name>.pem` (or nothing). Keep it to resume sessions.
+pub fn client_config(certs: &Path, psp: Option<&str>, proto: Proto) -> Arc<rustls::ClientConfig> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(certs.join("server/ca.pem")).expect("server CA") {
+        roots.add(c.expect("server CA")).expect("add root");
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots);
+    let mut config = match psp {
+        Some(name) => {
+            let chain: Vec<CertificateDer<'static>> =
+                CertificateDer::pem_file_iter(certs.join(format!("psp/{name}.pem")))
+                    .expect("psp cert")
+                    .collect::<Result<_, _>>()
+                    .expect("psp cert");
+            let key = PrivateKeyDer::from_pem_file(certs.join(format!("psp/{name}.key")))
+                .expect("psp key");
+            builder
+                .with_client_auth_cert(chain, key)
+                .expect("client auth")
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![match proto {
+        Proto::H1 => b"http/1.1".to_vec(),
+        Proto::H2 => b"h2".to_vec(),
+    }];
+    Arc::new(config)
+}
+
+/// One TLS connection: sends `req`, returns the response and whether the session was
+/// resumed.
+pub async fn send(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    proto: Proto,
+    req: Request<ReqBody>,
+) -> (Response<Incoming>, bool) {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let tls = TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await
+        .expect("TLS handshake");
+    let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    let io = TokioIo::new(tls);
+    let response = match proto {
+        Proto::H1 => {
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+                .await
+                .expect("h1 handshake");
+            tokio::spawn(conn);
+            sender.send_request(req).await.expect("h1 response")
+        }
+        Proto::H2 => {
+            let (mut sender, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .expect("h2 handshake");
+            tokio::spawn(conn);
+            sender.send_request(req).await.expect("h2 response")
+        }
+    };
+    (response, resumed)
+}
