@@ -98,7 +98,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .map_err(|e| StartError::Revocation(e.to_string()))?;
     let checker = Arc::new(Checker::new(
         data,
-        revocation,
+        crate::checker::Revocation::Fetch(revocation),
         Duration::from_secs(ttl),
         entries,
     ));

@@ -78,10 +78,22 @@ impl moka::Expiry<Key, Cached> for ReportExpiry {
     }
 }
 
+/// How revocation evidence is gathered.
+pub enum Revocation {
+    /// Fetch CRLs and OCSP responses (the service).
+    Fetch(RevocationChecker),
+    /// Fetch nothing: `notRevoked` is false with both errors, saying why (offline audits with
+    /// `psp-gateway check --offline`).
+    Offline,
+}
+
+/// The reason given for every method of an offline check.
+pub const OFFLINE: &str = "revocation evidence not fetched: offline check (--offline)";
+
 /// The checking service.
 pub struct Checker {
     data: ArcSwap<ReferenceData>,
-    revocation: RevocationChecker,
+    revocation: Revocation,
     cache: moka::future::Cache<Key, Cached>,
     result_ttl: Duration,
 }
@@ -94,7 +106,7 @@ const FAILED_EVIDENCE_TTL: Duration = Duration::from_secs(30);
 impl Checker {
     pub fn new(
         data: ReferenceData,
-        revocation: RevocationChecker,
+        revocation: Revocation,
         result_ttl: Duration,
         max_entries: u64,
     ) -> Checker {
@@ -109,9 +121,12 @@ impl Checker {
         }
     }
 
-    /// The revocation checker (for its counters).
-    pub fn revocation(&self) -> &RevocationChecker {
-        &self.revocation
+    /// The revocation checker (for its counters); `None` offline.
+    pub fn revocation(&self) -> Option<&RevocationChecker> {
+        match &self.revocation {
+            Revocation::Fetch(r) => Some(r),
+            Revocation::Offline => None,
+        }
     }
 
     /// The reference data in use.
@@ -163,7 +178,10 @@ impl Checker {
                 let issuer = resolution
                     .revocation_issuer()
                     .map(|k| k.certificate(&data.trust, &intermediates));
-                let evidence = revocation.evidence(&certificate, issuer, now).await;
+                let evidence = match revocation {
+                    Revocation::Fetch(r) => r.evidence(&certificate, issuer, now).await,
+                    Revocation::Offline => RevocationEvidence::not_checked(OFFLINE),
+                };
                 let report = check::report(&input, snapshots, &resolution, &evidence);
                 Cached {
                     report: Arc::new(report),

@@ -13,7 +13,7 @@ use crate::cert::input::decode_certificate_chain;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::checker::{Checker, ReferenceData};
+use crate::checker::{Checker, ReferenceData, Revocation};
 use crate::config::{Config, JurisdictionSet, TrustSourceConfig};
 use crate::country::CountryCode;
 use crate::register::{self, RegisterSnapshot};
@@ -91,6 +91,10 @@ struct CheckArgs {
     /// Also explain each flag on stderr.
     #[arg(long)]
     explain: bool,
+    /// Fetch no CRL or OCSP evidence (no network traffic): `notRevoked` is false with both
+    /// revocation errors saying so.
+    #[arg(long)]
+    offline: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -256,7 +260,11 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
         });
     }
     let data = ReferenceData::load(&config, 1).map_err(|e| e.to_string())?;
-    let revocation = RevocationChecker::new(&config.revocation).map_err(|e| e.to_string())?;
+    let revocation = if args.offline {
+        Revocation::Offline
+    } else {
+        Revocation::Fetch(RevocationChecker::new(&config.revocation).map_err(|e| e.to_string())?)
+    };
 
     let bytes = read_input(&args.cert)?;
     let certificate =

@@ -9,7 +9,7 @@ use common::service::*;
 use common::test_pki::{test_config, test_pki};
 use common::*;
 use http::{Method, StatusCode};
-use psp_gateway::checker::{Checker, ReferenceData};
+use psp_gateway::checker::{Checker, ReferenceData, Revocation};
 use psp_gateway::revocation::RevocationChecker;
 
 const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
@@ -43,7 +43,7 @@ async fn expected_body(name: &str, jurisdiction: &str) -> serde_json::Value {
     let config = test_config(|t| t);
     let checker = Checker::new(
         ReferenceData::load(&config, 1).expect("reference data"),
-        RevocationChecker::new(&config.revocation).expect("revocation"),
+        Revocation::Fetch(RevocationChecker::new(&config.revocation).expect("revocation")),
         std::time::Duration::ZERO,
         1,
     );

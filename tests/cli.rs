@@ -37,6 +37,9 @@ fn check_prints_the_contract_json_for_the_real_qwac_and_trusted_list() {
         "2020-01-15T00:00:00Z",
         "--trust",
         tl.to_str().expect("utf-8 path"),
+        // The certificate's CRL and OCSP URLs are public hosts: tests send traffic to
+        // loopback only.
+        "--offline",
     ]);
     assert_eq!(o.status.code(), Some(0));
     let v = stdout_json(&o);
@@ -58,6 +61,7 @@ fn check_prints_the_contract_json_for_the_real_qwac_and_trusted_list() {
     assert_eq!(codes, ["crl_response_error", "ocsp_response_error"]);
     for x in e["errors"].as_array().expect("errors") {
         assert!(x["title"].as_str().expect("title").contains("creditas.cz"));
+        assert!(x["title"].as_str().expect("title").contains("--offline"));
         assert!(
             x["link"]
                 .as_str()
