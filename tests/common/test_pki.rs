@@ -46,16 +46,38 @@ pub fn test_pki() -> &'static TestPki {
     })
 }
 
+/// Serves `responder` on `listener` for the life of the process (its own thread and runtime);
+/// the responder can be swapped through the returned handle.
+pub fn serve_swappable(
+    listener: std::net::TcpListener,
+    responder: SandboxResponder,
+) -> Arc<std::sync::RwLock<Arc<SandboxResponder>>> {
+    let slot = Arc::new(std::sync::RwLock::new(Arc::new(responder)));
+    let shared = slot.clone();
+    listener.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || run_responder(listener, shared));
+    slot
+}
+
 fn serve_responder(listener: std::net::TcpListener, responder: SandboxResponder) {
+    run_responder(
+        listener,
+        Arc::new(std::sync::RwLock::new(Arc::new(responder))),
+    );
+}
+
+fn run_responder(
+    listener: std::net::TcpListener,
+    slot: Arc<std::sync::RwLock<Arc<SandboxResponder>>>,
+) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-        let responder = Arc::new(responder);
         let handler: Handler = Arc::new(move |req, _conn| {
-            let responder = responder.clone();
+            let responder = slot.read().expect("responder lock").clone();
             Box::pin(async move {
                 use http_body_util::BodyExt;
                 let (parts, body) = req.into_parts();
@@ -95,9 +117,14 @@ fn serve_responder(listener: std::net::TcpListener, responder: SandboxResponder)
 /// The repository's gateway.toml on the test PKI, every listener on an ephemeral loopback
 /// port, then `edit` applied to the text.
 pub fn test_config(edit: impl FnOnce(String) -> String) -> Config {
-    let pki = test_pki();
+    config_for(&test_pki().dir, edit)
+}
+
+/// The repository's gateway.toml on the PKI in `dir`, every listener on an ephemeral
+/// loopback port, then `edit` applied to the text.
+pub fn config_for(dir: &Path, edit: impl FnOnce(String) -> String) -> Config {
     let text = std::fs::read_to_string(root().join("gateway.toml")).expect("gateway.toml");
-    let dir = pki.dir.display().to_string();
+    let dir = dir.display().to_string();
     let text = text
         .replace("\"certs/", &format!("\"{dir}/"))
         .replace(

@@ -1,0 +1,520 @@
+//! The gateway end to end: the real service on 127.0.0.1:0, a real rustls client presenting
+//! the sandbox certificates, a recording upstream, and the sandbox CRL/OCSP responder.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::test_pki::{config_for, serve_swappable, test_config, test_pki};
+use common::tls_client::{self, Proto, ReqBody};
+use common::upstream::{self, Upstream};
+use common::*;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use psp_gateway::app::Running;
+
+fn empty() -> ReqBody {
+    Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn get(path: &str) -> Request<ReqBody> {
+    Request::builder()
+        .method(Method::GET)
+        .uri(format!("https://localhost{path}"))
+        .body(empty())
+        .expect("request")
+}
+
+/// The sandbox configuration on the test PKI with the gateway in front of `upstream`, the
+/// bank in `jurisdiction`, and `edit` applied.
+async fn gateway(
+    upstream: &Upstream,
+    jurisdiction: &str,
+    edit: impl FnOnce(String) -> String,
+) -> Running {
+    let config = test_config(|t| {
+        edit(
+            t.replace(
+                "upstream = \"sandbox-echo\"",
+                &format!(
+                    "upstream = \"http://{}\"\nupstream_timeout_ms = 1000",
+                    upstream.addr
+                ),
+            )
+            .replace(
+                "jurisdiction = \"XX\"",
+                &format!("jurisdiction = \"{jurisdiction}\""),
+            ),
+        )
+    });
+    service::start(config).await
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: http::HeaderMap,
+    body: serde_json::Value,
+    resumed: bool,
+}
+
+async fn call(running: &Running, psp: Option<&str>, proto: Proto, req: Request<ReqBody>) -> Reply {
+    let config = tls_client::client_config(&test_pki().dir, psp, proto);
+    call_with(running, config, proto, req).await
+}
+
+async fn call_with(
+    running: &Running,
+    config: std::sync::Arc<rustls::ClientConfig>,
+    proto: Proto,
+    req: Request<ReqBody>,
+) -> Reply {
+    let addr = running.gateway.expect("gateway listening");
+    let (response, resumed) = tls_client::send(addr, config, proto, req).await;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::String(
+        String::from_utf8_lossy(&bytes).into_owned(),
+    ));
+    Reply {
+        status,
+        headers,
+        body,
+        resumed,
+    }
+}
+
+fn bg_code(r: &Reply) -> &str {
+    r.body["tppMessages"][0]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a Berlin Group body: {}", r.body))
+}
+
+#[tokio::test]
+async fn a_valid_psp_is_forwarded_with_identity_headers_over_http1_and_http2() {
+    let up = upstream::start().await;
+    let running = gateway(&up, "XX", |t| t).await;
+    for proto in [Proto::H1, Proto::H2] {
+        let r = call(
+            &running,
+            Some("valid"),
+            proto,
+            get("/v1/accounts/123?withBalance=true"),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{proto:?}: {}", r.body);
+        let seen = up.received.lock().expect("lock").pop().expect("forwarded");
+        assert_eq!(seen.path, "/v1/accounts/123");
+        let h = &seen.headers;
+        assert_eq!(h["x-psp-auth-number"], "PSDXX-TEST-000001");
+        assert_eq!(h["x-psp-name"], "Sandbox%20Valid%20PSP");
+        assert_eq!(h["x-psp-services"], "1,2,3,4,5,6,7,8");
+        assert!(h.contains_key("x-psp-check-id"));
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(h["x-forwarded-for"], "127.0.0.1");
+        // The certificate header is the presented certificate, URL-encoded PEM.
+        let pem =
+            percent_encoding::percent_decode_str(h["x-psp-certificate"].to_str().expect("ascii"))
+                .decode_utf8()
+                .expect("utf-8")
+                .into_owned();
+        let cert = psp_gateway::PspCertificate::parse(pem.as_bytes()).expect("a certificate");
+        assert_eq!(cert.der, load_cert(&test_pki().psp("valid")).der);
+    }
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn spoofed_identity_and_client_certificate_headers_never_reach_the_upstream() {
+    let up = upstream::start().await;
+    let running = gateway(&up, "XX", |t| t).await;
+    let spoofed = [
+        ("x-psp-auth-number", "PSDXX-TEST-666666"),
+        ("X-PSP-Auth-Number", "PSDXX-TEST-777777"),
+        ("x-psp-name", "Evil"),
+        ("x-psp-services", "1,2,3,4,5,6,7,8"),
+        ("x-psp-certificate", "forged"),
+        ("x-psp-check-id", "forged"),
+        ("x-psp-report-only-rejection", "forged"),
+        ("x-forwarded-client-cert", "Hash=abc"),
+        ("client-cert", ":Zm9v:"),
+        ("client-cert-chain", ":Zm9v:"),
+        ("x-ssl-client-cert", "forged"),
+        ("X-SSL-Client-S-DN", "CN=evil"),
+        ("ssl-client-cert", "forged"),
+        ("eidas", "forged"),
+        ("x-forwarded-for", "6.6.6.6"),
+    ];
+    let mut req = get("/v1/accounts");
+    for (k, v) in spoofed {
+        req.headers_mut().append(
+            http::HeaderName::from_bytes(k.as_bytes()).expect("name"),
+            http::HeaderValue::from_static(v),
+        );
+    }
+    let r = call(&running, Some("valid"), Proto::H1, req).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let seen = up.received.lock().expect("lock").pop().expect("forwarded");
+    let h = &seen.headers;
+    assert_eq!(h.get_all("x-psp-auth-number").iter().count(), 1);
+    assert_eq!(h["x-psp-auth-number"], "PSDXX-TEST-000001");
+    assert_eq!(h["x-psp-name"], "Sandbox%20Valid%20PSP");
+    assert_ne!(h["x-psp-check-id"], "forged");
+    assert_ne!(h["x-psp-certificate"], "forged");
+    for gone in [
+        "x-psp-report-only-rejection",
+        "x-forwarded-client-cert",
+        "client-cert",
+        "client-cert-chain",
+        "x-ssl-client-cert",
+        "x-ssl-client-s-dn",
+        "ssl-client-cert",
+        "eidas",
+    ] {
+        assert!(!h.contains_key(gone), "{gone} reached the upstream");
+    }
+    assert_eq!(
+        h["x-forwarded-for"], "127.0.0.1",
+        "a client's X-Forwarded-For is not believed"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn failing_scenarios_are_refused_in_the_routes_dialect() {
+    let up = upstream::start().await;
+    let running = gateway(&up, "XX", |t| t).await;
+    let cases = [
+        (
+            Some("expired"),
+            "/v1/accounts",
+            StatusCode::UNAUTHORIZED,
+            "CERTIFICATE_EXPIRED",
+        ),
+        (
+            Some("revoked"),
+            "/v1/accounts",
+            StatusCode::UNAUTHORIZED,
+            "CERTIFICATE_REVOKED",
+        ),
+        (
+            Some("untrusted"),
+            "/v1/accounts",
+            StatusCode::UNAUTHORIZED,
+            "CERTIFICATE_INVALID",
+        ),
+        (
+            Some("tampered"),
+            "/v1/accounts",
+            StatusCode::UNAUTHORIZED,
+            "CERTIFICATE_INVALID",
+        ),
+        (
+            Some("no-revocation"),
+            "/v1/accounts",
+            StatusCode::UNAUTHORIZED,
+            "CERTIFICATE_INVALID",
+        ),
+        (
+            Some("unauthorised"),
+            "/v1/accounts",
+            StatusCode::FORBIDDEN,
+            "ROLE_INVALID",
+        ),
+        (
+            Some("roles-1-2"),
+            "/v1/accounts",
+            StatusCode::FORBIDDEN,
+            "ROLE_INVALID",
+        ),
+        (
+            Some("aisp"),
+            "/v1/payments/sepa-credit-transfers",
+            StatusCode::FORBIDDEN,
+            "ROLE_INVALID",
+        ),
+        (
+            None,
+            "/v1/accounts",
+            StatusCode::UNAUTHORIZED,
+            "CERTIFICATE_MISSING",
+        ),
+        (
+            Some("valid"),
+            "/v2/unknown",
+            StatusCode::NOT_FOUND,
+            "RESOURCE_UNKNOWN",
+        ),
+    ];
+    for (psp, path, status, code) in cases {
+        let r = call(&running, psp, Proto::H2, get(path)).await;
+        assert_eq!(r.status, status, "{psp:?} {path}: {}", r.body);
+        assert_eq!(bg_code(&r), code, "{psp:?} {path}");
+        let id = r.headers["x-request-id"].to_str().expect("ascii");
+        let text = r.body["tppMessages"][0]["text"].as_str().expect("text");
+        assert!(text.contains(id), "the check id is in the body: {text}");
+    }
+    // The AISP is fine on an accounts route.
+    let r = call(&running, Some("aisp"), Proto::H1, get("/v1/accounts")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    // Refused calls never reach the upstream: only the permitted one did.
+    assert_eq!(up.received.lock().expect("lock").len(), 1);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn uk_open_banking_and_contract_dialects() {
+    let up = upstream::start().await;
+    let running = gateway(&up, "XX", |t| {
+        format!(
+            "{t}\n[[gateway.routes]]\nprefix = \"/v1/accounts\"\nservices = [8]\ndialect = \"contract\"\n\n[[gateway.routes]]\nprefix = \"/open-banking/v3.1/aisp\"\nservices = [8]\ndialect = \"uk-open-banking\"\n"
+        )
+    })
+    .await;
+    let r = call(
+        &running,
+        Some("expired"),
+        Proto::H1,
+        get("/open-banking/v3.1/aisp/accounts"),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.body["Code"], "401");
+    assert_eq!(
+        r.body["Errors"][0]["ErrorCode"],
+        "PSPGW.CERTIFICATE_EXPIRED"
+    );
+    assert_eq!(
+        r.body["Id"],
+        r.headers["x-request-id"].to_str().expect("ascii")
+    );
+    let r = call(&running, Some("expired"), Proto::H1, get("/v1/accounts")).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.body["errors"][0]["code"], "certificate_expired");
+    for field in ["id", "code", "title", "link"] {
+        assert!(r.body["errors"][0][field].is_string(), "{field}");
+    }
+    // Routes from the file replace the defaults: payments is no longer a route.
+    let r = call(&running, Some("valid"), Proto::H1, get("/v1/payments")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_psp_passported_to_xy_is_allowed_there_for_the_passported_services_only() {
+    let up = upstream::start().await;
+    let running = gateway(&up, "XY", |t| t).await;
+    let r = call(
+        &running,
+        Some("passport-out-xy"),
+        Proto::H1,
+        get("/v1/accounts"),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = call(
+        &running,
+        Some("passport-out-xy"),
+        Proto::H1,
+        get("/v1/payments"),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(bg_code(&r), "ROLE_INVALID");
+    let r = call(&running, Some("valid"), Proto::H1, get("/v1/accounts")).await;
+    assert_eq!(
+        r.status,
+        StatusCode::FORBIDDEN,
+        "valid is not passported to XY"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_psp_with_uk_temporary_permissions_is_allowed_at_a_gb_bank() {
+    let up = upstream::start().await;
+    let running = gateway(&up, "GB", |t| t).await;
+    let r = call(
+        &running,
+        Some("gb-tpr"),
+        Proto::H1,
+        get("/open-banking/v3.1/aisp/accounts"),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = call(
+        &running,
+        Some("passport-out-xy"),
+        Proto::H1,
+        get("/open-banking/v3.1/aisp/accounts"),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(r.body["Errors"][0]["ErrorCode"], "PSPGW.ROLE_INVALID");
+    running.stop().await;
+}
+
+/// Header mode: a load balancer on loopback terminates TLS and passes the certificate.
+async fn header_mode(up: &Upstream, trusted: &str) -> Running {
+    let config = test_config(|t| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!(
+                "upstream = \"http://{}\"\nidentity = \"header\"\nidentity_header = \"x-client-cert\"\ntrusted_proxies = [\"{trusted}\"]",
+                up.addr
+            ),
+        )
+        .replace(
+            "tls = { cert = ",
+            "# tls = { cert = ",
+        )
+    });
+    service::start(config).await
+}
+
+#[tokio::test]
+async fn header_mode_believes_the_certificate_header_only_from_a_trusted_proxy() {
+    let up = upstream::start().await;
+    let pem = std::fs::read_to_string(test_pki().psp("valid")).expect("pem");
+    let escaped =
+        percent_encoding::utf8_percent_encode(&pem, percent_encoding::NON_ALPHANUMERIC).to_string();
+    for (trusted, status) in [
+        ("127.0.0.1/32", StatusCode::OK),
+        ("10.0.0.0/8", StatusCode::UNAUTHORIZED),
+    ] {
+        let running = header_mode(&up, trusted).await;
+        let addr = running.gateway.expect("gateway");
+        let reply = service::send(
+            addr,
+            Method::GET,
+            "/v1/accounts",
+            &[
+                ("x-client-cert", escaped.as_str()),
+                ("x-forwarded-for", "198.51.100.7"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            reply.status,
+            status,
+            "peer trusted as {trusted}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        if status == StatusCode::OK {
+            let seen = up.received.lock().expect("lock").pop().expect("forwarded");
+            assert_eq!(seen.headers["x-psp-auth-number"], "PSDXX-TEST-000001");
+            assert!(
+                !seen.headers.contains_key("x-client-cert"),
+                "the LB header is not forwarded"
+            );
+            assert_eq!(seen.headers["x-forwarded-for"], "198.51.100.7, 127.0.0.1");
+        } else {
+            assert_eq!(
+                reply.json()["tppMessages"][0]["code"],
+                "CERTIFICATE_MISSING"
+            );
+        }
+        running.stop().await;
+    }
+    assert_eq!(up.received.lock().expect("lock").len(), 0);
+}
+
+#[tokio::test]
+async fn an_upstream_that_refuses_is_502_and_one_too_slow_is_504() {
+    let up = upstream::start().await;
+    let running = gateway(&up, "XX", |t| t).await;
+    let r = call(&running, Some("valid"), Proto::H1, get("/v1/accounts/slow")).await;
+    assert_eq!(r.status, StatusCode::GATEWAY_TIMEOUT, "{}", r.body);
+    assert_eq!(bg_code(&r), "SERVICE_UNAVAILABLE");
+    running.stop().await;
+
+    // Nothing listens on the port of a listener that was bound and dropped.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = closed.local_addr().expect("addr");
+    drop(closed);
+    let config = test_config(|t| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!("upstream = \"http://{addr}\""),
+        )
+    });
+    let running = service::start(config).await;
+    let r = call(&running, Some("valid"), Proto::H2, get("/v1/accounts")).await;
+    assert_eq!(r.status, StatusCode::BAD_GATEWAY, "{}", r.body);
+    assert_eq!(bg_code(&r), "SERVICE_UNAVAILABLE");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_revocation_takes_effect_on_a_resumed_tls_session() {
+    // A PKI of this test's own, whose responder can be told that `valid` is now revoked.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let responder_addr = listener.local_addr().expect("addr");
+    let dir = std::env::temp_dir().join(format!("psp-gateway-revocation-{}", std::process::id()));
+    psp_gateway::sandbox::generate_with_base_url(&dir, &format!("http://{responder_addr}/sandbox"))
+        .expect("generate");
+    let slot = serve_swappable(
+        listener,
+        psp_gateway::sandbox::SandboxResponder::load(&dir).expect("responder"),
+    );
+    let up = upstream::start().await;
+    let config = config_for(&dir, |t| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!("upstream = \"http://{}\"", up.addr),
+        )
+        .replace("rate_limit = {", "result_ttl_seconds = 1\nrate_limit = {")
+        .replace(
+            "allow_destinations = \"loopback\"",
+            "allow_destinations = \"loopback\"\nocsp_max_ttl_secs = 1",
+        )
+    });
+    let running = service::start(config).await;
+    let client = tls_client::client_config(&dir, Some("valid"), Proto::H1);
+
+    let first = call_with(&running, client.clone(), Proto::H1, get("/v1/accounts")).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    assert!(!first.resumed);
+
+    // Revoke `valid` at the CA: the manifest says so, the responder reloads it.
+    let manifest_path = dir.join("sandbox-pki.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).expect("manifest")).expect("json");
+    let valid = manifest["psps"]
+        .as_array_mut()
+        .expect("psps")
+        .iter_mut()
+        .find(|p| p["scenario"] == "valid")
+        .expect("valid");
+    valid["revoked"] = serde_json::json!(true);
+    valid["revocation_reason"] = serde_json::json!("keyCompromise");
+    valid["revocation_time"] = serde_json::json!("2026-01-01T00:00:00Z");
+    std::fs::write(
+        &manifest_path,
+        serde_json::to_vec_pretty(&manifest).expect("json"),
+    )
+    .expect("write");
+    *slot.write().expect("lock") =
+        std::sync::Arc::new(psp_gateway::sandbox::SandboxResponder::load(&dir).expect("reload"));
+
+    // Past the result and OCSP cache lifetimes (1 s each here), the same client resumes its
+    // TLS session, which skips the handshake's certificate verifier; the check still runs.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let second = call_with(&running, client, Proto::H1, get("/v1/accounts")).await;
+    assert!(
+        second.resumed,
+        "the second connection resumed the TLS session"
+    );
+    assert_eq!(second.status, StatusCode::UNAUTHORIZED, "{}", second.body);
+    assert_eq!(bg_code(&second), "CERTIFICATE_REVOKED");
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,137 @@
+//! 50 MB up and 50 MB down through the gateway, with flat memory: bodies stream, nothing
+//! buffers a whole body. Alone in its test binary so the process's peak memory is its own.
+
+mod common;
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use common::test_pki::{test_config, test_pki};
+use common::tls_client::{self, Proto, ReqBody};
+use common::upstream::{self, DOWNLOAD_BYTES};
+use futures_util::stream;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Empty, StreamBody};
+use hyper::body::Frame;
+
+/// Resident memory of this process now (Linux `VmRSS`), in bytes.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+/// Samples `rss()` every 2 ms on a thread of its own until stopped; returns the highest.
+/// (`VmHWM` would not do: the test PKI's key generation peaks higher before the transfers.)
+struct Sampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Sampler {
+    fn start() -> Sampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = 0;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss());
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            peak
+        });
+        Sampler { stop, thread }
+    }
+
+    fn peak(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("sampler")
+    }
+}
+
+const UPLOAD_BYTES: u64 = 50 * 1024 * 1024;
+const CHUNK: usize = 64 * 1024;
+
+/// What memory may grow by while 100 MB pass: buffers, TLS records, pools, allocator slack.
+/// A whole body held anywhere would add 50 MB.
+const FLAT: u64 = 24 * 1024 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_megabytes_stream_up_and_down_with_flat_memory() {
+    let up = upstream::start().await;
+    let config = test_config(|t| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!("upstream = \"http://{}\"", up.addr),
+        )
+    });
+    let running = common::service::start(config).await;
+    let addr = running.gateway.expect("gateway");
+
+    for proto in [Proto::H1, Proto::H2] {
+        let client = tls_client::client_config(&test_pki().dir, Some("valid"), proto);
+        // Warm up: the check, the revocation fetches, the connection pool.
+        let warm = Request::get("https://localhost/v1/accounts")
+            .body(Empty::<Bytes>::new().map_err(|n| match n {}).boxed())
+            .expect("request");
+        let (r, _) = tls_client::send(addr, client.clone(), proto, warm).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        r.into_body().collect().await.expect("body");
+        let before = rss();
+        let sampler = Sampler::start();
+
+        // Download.
+        let req = Request::get("https://localhost/v1/accounts/download")
+            .body(Empty::<Bytes>::new().map_err(|n| match n {}).boxed())
+            .expect("request");
+        let (r, _) = tls_client::send(addr, client.clone(), proto, req).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let mut body = r.into_body();
+        let mut down = 0u64;
+        while let Some(frame) = body.frame().await {
+            if let Some(d) = frame.expect("frame").data_ref() {
+                down += d.len() as u64;
+            }
+        }
+        assert_eq!(
+            down, DOWNLOAD_BYTES,
+            "{proto:?}: the whole download arrived"
+        );
+
+        // Upload.
+        let chunks = (UPLOAD_BYTES / CHUNK as u64) as usize;
+        let s =
+            stream::iter((0..chunks).map(|i| {
+                Ok::<_, Infallible>(Frame::data(Bytes::from(vec![(i % 7) as u8; CHUNK])))
+            }));
+        let body: ReqBody = StreamBody::new(s)
+            .map_err(|n: Infallible| match n {})
+            .boxed();
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri("https://localhost/v1/payments/upload")
+            .body(body)
+            .expect("request");
+        let (r, _) = tls_client::send(addr, client, proto, req).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let text = r.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(
+            String::from_utf8_lossy(&text),
+            format!("received {UPLOAD_BYTES} bytes"),
+            "{proto:?}: the whole upload arrived"
+        );
+
+        let growth = sampler.peak().saturating_sub(before);
+        eprintln!("{proto:?}: peak memory growth {} KB", growth / 1024);
+        assert!(
+            growth < FLAT,
+            "{proto:?}: peak memory grew by {} MB while 100 MB streamed",
+            growth / (1024 * 1024)
+        );
+    }
+    running.stop().await;
+}
