@@ -40,6 +40,28 @@ pub use error::ApiError;
 /// `/v1/PSP/eIDAS`).
 pub const PATH: &str = "/v1/psp/eidas";
 
+/// Where `link`s point (`checks.error_link_base` defaults to this path plus `#`): the error
+/// documentation, served on this listener without credentials.
+pub const ERRORS_PATH: &str = "/docs/errors";
+
+/// `docs/errors.md`, built into the binary.
+const ERRORS_MD: &str = include_str!("../docs/errors.md");
+
+const EMPTY_VALUE: &str = "the value is empty";
+
+fn error_documentation(request_id: &str) -> Response<Body> {
+    let mut r = Response::new(full(ERRORS_MD));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/markdown; charset=utf-8"),
+    );
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        h.insert("x-request-id", v);
+    }
+    r
+}
+
 /// Longest `fi_reference_id` / `transaction_reference` accepted. The contract does not give
 /// their formats; 256 printable characters covers UUIDs, IBAN-based references and the like.
 const MAX_REFERENCE_LEN: usize = 256;
@@ -127,6 +149,9 @@ async fn respond(
             retry_after_secs: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
         });
     }
+    if req.uri().path() == ERRORS_PATH && req.method() == Method::GET {
+        return Ok(error_documentation(request_id));
+    }
     if !req.uri().path().eq_ignore_ascii_case(PATH) {
         return Err(ApiError::NotFound);
     }
@@ -134,9 +159,12 @@ async fn respond(
         return Err(ApiError::MethodNotAllowed);
     }
     let headers = req.headers();
+    // Two Authorization headers are no credentials at all (which one would count?).
+    let authorization = single(headers, header::AUTHORIZATION.as_str())
+        .map_err(|_| ApiError::AuthenticationMissing)?;
     let caller = state
         .auth
-        .authenticate(single(headers, header::AUTHORIZATION.as_str())?)
+        .authenticate(authorization)
         .await
         .map_err(|f| match f {
             AuthFailure::Missing => ApiError::AuthenticationMissing,
@@ -150,10 +178,17 @@ async fn respond(
             return Err(ApiError::VersionInvalid(v.into_owned()));
         }
     }
-    let fi_reference_id = reference(headers, "fi_reference_id")?
-        .ok_or(ApiError::ParameterMissing("fi_reference_id"))?;
+    let fi_reference_id = match reference(headers, "fi_reference_id") {
+        // A required parameter sent empty is as good as missing.
+        Err(ApiError::ParameterInvalid { why, .. }) if why == EMPTY_VALUE => {
+            return Err(ApiError::ParameterMissing("fi_reference_id"));
+        }
+        other => other?.ok_or(ApiError::ParameterMissing("fi_reference_id"))?,
+    };
     let transaction_reference = reference(headers, "transaction_reference")?;
-    let eidas = single(headers, "eidas")?.ok_or(ApiError::ParameterMissing("eidas"))?;
+    let eidas = single(headers, "eidas")?
+        .filter(|v| !v.iter().all(u8::is_ascii_whitespace))
+        .ok_or(ApiError::ParameterMissing("eidas"))?;
     if eidas.len() > state.max_eidas_header_bytes {
         return Err(ApiError::ParameterInvalid {
             name: "eidas",
@@ -231,8 +266,8 @@ fn reference(headers: &HeaderMap, name: &'static str) -> Result<Option<String>, 
         name,
         why: why.to_owned(),
     };
-    if v.is_empty() || v.iter().all(u8::is_ascii_whitespace) {
-        return Err(invalid("the value is empty"));
+    if v.iter().all(u8::is_ascii_whitespace) {
+        return Err(invalid(EMPTY_VALUE));
     }
     if v.len() > MAX_REFERENCE_LEN {
         return Err(invalid("the value is longer than 256 characters"));

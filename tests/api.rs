@@ -178,7 +178,12 @@ async fn the_eidas_header_is_decoded_tolerantly() {
     assert!(std.contains('+'), "the test certificate exercises `+`");
     for (what, value) in variants {
         let reply = check(addr, &value, "XX").await;
-        assert_eq!(reply.status, StatusCode::OK, "{what}");
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "{what}: {value}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
         assert_eq!(
             reply.json()["eIDAS"]["data"]["authNumber"],
             "PSDXX-TEST-000001",
@@ -341,7 +346,7 @@ async fn every_error_has_its_status_and_code() {
             q,
             with("fi_reference_id", " "),
             StatusCode::NOT_FOUND,
-            "parameter_invalid",
+            "parameter_missing",
         ),
         (
             "bad version",
@@ -559,5 +564,31 @@ async fn the_admin_listener_reports_health_and_readiness() {
     let ready = send(admin, Method::GET, "/readyz", &[]).await;
     assert_eq!(ready.status, StatusCode::OK);
     assert_eq!(ready.json()["ready"], true);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn error_links_resolve_to_the_error_documentation() {
+    let running = start(test_config(|t| t)).await;
+    let addr = running.api.expect("api listening");
+    let refused = send(addr, Method::GET, "/v1/psp/eidas?jurisdiction=XX", &[]).await;
+    let link = refused.json()["errors"][0]["link"]
+        .as_str()
+        .expect("link")
+        .to_owned();
+    let (path, anchor) = link.split_once('#').expect("a fragment");
+    let doc = send(addr, Method::GET, path, &[]).await;
+    assert_eq!(doc.status, StatusCode::OK, "{link}");
+    assert!(
+        doc.headers["content-type"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("text/markdown")
+    );
+    let text = String::from_utf8_lossy(&doc.body);
+    assert!(
+        text.contains(&format!("<a id=\"{anchor}\"></a>")),
+        "{link} has its anchor"
+    );
     running.stop().await;
 }

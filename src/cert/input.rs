@@ -183,18 +183,61 @@ fn decode_base64_der(body: &[u8]) -> Result<Vec<u8>, CertError> {
     let has_space = body.contains(&b' ');
 
     let first = decode_reading(&reading_spaces_dropped(body));
-    if first.is_ok() || !has_space {
+    if first.is_ok() {
         return first;
     }
-    if let Ok(der) = decode_reading(&reading_spaces_as_plus(body)) {
-        return Ok(der);
-    }
-    for line_len in LINE_LENGTHS {
-        if let Ok(der) = decode_reading(&reading_line_aware(body, line_len)) {
+    if has_space {
+        if let Ok(der) = decode_reading(&reading_spaces_as_plus(body)) {
             return Ok(der);
         }
+        for line_len in LINE_LENGTHS {
+            if let Ok(der) = decode_reading(&reading_line_aware(body, line_len)) {
+                return Ok(der);
+            }
+        }
+    }
+    // A value that ended in `+`, turned into a space by a hop, loses that space to header
+    // trimming (HTTP strips leading and trailing whitespace). The DER header says how long
+    // the certificate is: when the text is short of it by one to four symbols and has no
+    // padding, the missing symbols were `+` (a run of five is a chance of 1 in 64^5). At most
+    // the last 3 bytes of the signature are restored, so a certificate damaged otherwise
+    // still fails its signature check.
+    if let Ok(der) = decode_reading(&restore_trimmed_plus(&reading_spaces_as_plus(body))) {
+        return Ok(der);
     }
     first
+}
+
+/// `symbols` with the `+` signs header trimming removed from its end, when the DER length
+/// in its first symbols shows one to [`MAX_TRIMMED_PLUS`] are missing; unchanged otherwise.
+const MAX_TRIMMED_PLUS: usize = 4;
+
+fn restore_trimmed_plus(symbols: &[u8]) -> Vec<u8> {
+    let mut out = symbols.to_vec();
+    if symbols.last() == Some(&b'=') || symbols.len() < 8 {
+        return out;
+    }
+    let Ok(head) = STANDARD_PAD_INDIFFERENT.decode(&symbols[..8]) else {
+        return out;
+    };
+    // SEQUENCE, then a short or long-form length (X.690 8.1.3).
+    let (len, header) = match head.as_slice() {
+        [0x30, l, ..] if *l < 0x80 => (usize::from(*l), 2),
+        [0x30, 0x81, a, ..] => (usize::from(*a), 3),
+        [0x30, 0x82, a, b, ..] => ((usize::from(*a) << 8) | usize::from(*b), 4),
+        [0x30, 0x83, a, b, c, ..] => (
+            (usize::from(*a) << 16) | (usize::from(*b) << 8) | usize::from(*c),
+            5,
+        ),
+        _ => return out,
+    };
+    let total = len + header;
+    let expected = (total * 4).div_ceil(3);
+    let missing = expected.saturating_sub(symbols.len());
+    if (1..=MAX_TRIMMED_PLUS).contains(&missing) {
+        out.extend(std::iter::repeat_n(b'+', missing));
+    }
+    out
 }
 
 fn is_base64_symbol(b: u8) -> bool {
@@ -427,6 +470,33 @@ mod tests {
             decode_certificate_input(pem_mangled.as_bytes()).unwrap(),
             der
         );
+    }
+
+    #[test]
+    fn a_trailing_plus_lost_to_header_trimming_is_restored() {
+        // Well-framed DER of 300 bytes (no Base64 padding) whose last three bytes encode as
+        // `++++` (0xFB 0xEF 0xBE: 111110 x 4).
+        let mut der = vec![0x30, 0x82, 0x01, 0x28];
+        der.resize(297, 0x41);
+        der.extend([0xFB, 0xEF, 0xBE]);
+        let text = base64::engine::general_purpose::STANDARD.encode(&der);
+        assert!(text.ends_with("++++"));
+        // A hop turned `+` into spaces; the header's trailing spaces were trimmed.
+        let mangled = text.replace('+', " ");
+        let trimmed = mangled.trim_end();
+        assert_eq!(decode_certificate_input(trimmed.as_bytes()).unwrap(), der);
+        // One to four missing symbols are restored; five are truncation and stay an error.
+        for cut in [1, 2, 3, 4] {
+            let short = &text[..text.len() - cut];
+            assert_eq!(
+                restore_trimmed_plus(short.as_bytes()).len(),
+                text.len(),
+                "{cut} missing"
+            );
+        }
+        let short5 = &text[..text.len() - 5];
+        assert_eq!(restore_trimmed_plus(short5.as_bytes()), short5.as_bytes());
+        assert!(decode_certificate_input(short5.as_bytes()).is_err());
     }
 
     #[test]
