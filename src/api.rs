@@ -31,7 +31,7 @@ use crate::cert::PspCertificate;
 use crate::checker::Checker;
 use crate::config::{ApiConfig, Config};
 use crate::country::CountryCode;
-use crate::server::{Body, Cidr, ConnInfo, client_address, full};
+use crate::server::{Body, Cidr, ConnInfo, client_address, full, json_response};
 
 pub use auth::{AuthFailure, Authenticator};
 pub use error::ApiError;
@@ -230,18 +230,7 @@ async fn respond(
         tracing::error!(request_id = %request_id, error = %e, "cannot serialise a check result");
         ApiError::Internal
     })?;
-    let mut response = Response::new(full(body));
-    *response.status_mut() = StatusCode::OK;
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if let Ok(v) = HeaderValue::from_str(request_id) {
-        h.insert("x-request-id", v);
-    }
-    Ok(response)
+    Ok(json_response(StatusCode::OK, body, request_id))
 }
 
 /// The value of a header that may appear at most once.

@@ -145,52 +145,56 @@ pub async fn handle(
 ) -> Response<Body> {
     let check_id = new_request_id();
     let (dialect, required) = match state.route(req.method(), req.uri().path()) {
-        Some(r) => (r.dialect, r.services),
-        None if state.forward_unmatched => (state.default_dialect, ServiceSet::EMPTY),
-        None => {
-            return refuse(
-                &state,
-                &check_id,
-                state.default_dialect,
-                Failure::RouteUnknown,
-                &req,
-            );
-        }
+        Some(r) => (r.dialect, Some(r.services)),
+        None if state.forward_unmatched => (state.default_dialect, Some(ServiceSet::EMPTY)),
+        None => (state.default_dialect, None),
     };
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let outcome = match required {
+        Some(required) => admit_and_forward(&state, req, &conn, required, &check_id).await,
+        None => Err(Failure::RouteUnknown),
+    };
+    outcome.unwrap_or_else(|failure| {
+        tracing::info!(
+            target: "audit",
+            check_id = %check_id,
+            method = %method,
+            path = %path,
+            status = failure.status().as_u16(),
+            reason = failure.code(),
+            "gateway refused"
+        );
+        failure.response(dialect, &check_id, &state.link_base)
+    })
+}
+
+/// Identity, check, access rule, forward: the phases after routing.
+async fn admit_and_forward(
+    state: &GatewayState,
+    req: Request<Incoming>,
+    conn: &ConnInfo,
+    required: ServiceSet,
+    check_id: &str,
+) -> Result<Response<Body>, Failure> {
     let peer_trusted = state
         .trusted_proxies
         .iter()
         .any(|c| c.contains(conn.peer.ip()));
-
-    let chain = match identity_chain(&state, &req, &conn, peer_trusted) {
-        Ok(c) => c,
-        Err(rejection) => {
-            return refuse(
-                &state,
-                &check_id,
-                dialect,
-                Failure::Refused(rejection),
-                &req,
-            );
-        }
-    };
+    let chain = identity_chain(state, &req, conn, peer_trusted).map_err(Failure::Refused)?;
     let Some((leaf_der, rest)) = chain.split_first() else {
-        let r = Rejection::new(
+        return Err(Failure::Refused(Rejection::new(
             Reason::CertificateMissing,
             "no client certificate was presented",
-        );
-        return refuse(&state, &check_id, dialect, Failure::Refused(r), &req);
+        )));
     };
-    let certificate = match PspCertificate::from_der(leaf_der.clone()) {
-        Ok(c) => Arc::new(c),
-        Err(e) => {
-            let r = Rejection::new(
+    let certificate = PspCertificate::from_der(leaf_der.clone())
+        .map(Arc::new)
+        .map_err(|e| {
+            Failure::Refused(Rejection::new(
                 Reason::CertificateUnreadable,
                 format!("the client certificate cannot be read: {e}"),
-            );
-            return refuse(&state, &check_id, dialect, Failure::Refused(r), &req);
-        }
-    };
+            ))
+        })?;
     let intermediates: Vec<PspCertificate> = rest
         .iter()
         .filter_map(|d| PspCertificate::from_der(d.clone()).ok())
@@ -230,15 +234,7 @@ pub async fn handle(
             );
             Permit::report_only(report.clone(), rejection)
         }
-        Err(rejection) => {
-            return refuse(
-                &state,
-                &check_id,
-                dialect,
-                Failure::Refused(rejection),
-                &req,
-            );
-        }
+        Err(rejection) => return Err(Failure::Refused(rejection)),
     };
     tracing::info!(
         target: "audit",
@@ -260,35 +256,30 @@ pub async fn handle(
         tls: conn.tls.is_some(),
     };
     let extra = state.identity_header.as_ref().map(HeaderName::as_str);
-    let upstream_req = match forward::prepare(
-        &state.upstream,
-        req,
-        &hop,
-        &state.names,
-        extra,
-        forward::Identity {
-            permit: &permit,
-            certificate_der: &certificate.der,
-            check_id: &check_id,
-        },
-    ) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::error!(check_id = %check_id, error = %e, "cannot build the upstream request");
-            return Failure::UpstreamUnavailable.response(dialect, &check_id, &state.link_base);
-        }
+    let identity = forward::Identity {
+        permit: &permit,
+        certificate_der: &certificate.der,
+        check_id,
     };
-    match state.upstream.send(upstream_req).await {
-        Ok(response) => response,
-        Err(ForwardError::Timeout) => {
-            tracing::warn!(check_id = %check_id, "upstream timed out");
-            Failure::UpstreamTimeout.response(dialect, &check_id, &state.link_base)
-        }
-        Err(ForwardError::Unavailable(e)) => {
-            tracing::warn!(check_id = %check_id, error = %e, "upstream unavailable");
-            Failure::UpstreamUnavailable.response(dialect, &check_id, &state.link_base)
-        }
-    }
+    let upstream_req = forward::prepare(&state.upstream, req, &hop, &state.names, extra, identity)
+        .map_err(|e| {
+            tracing::error!(check_id = %check_id, error = %e, "cannot build the upstream request");
+            Failure::UpstreamUnavailable
+        })?;
+    state
+        .upstream
+        .send(upstream_req)
+        .await
+        .map_err(|e| match e {
+            ForwardError::Timeout => {
+                tracing::warn!(check_id = %check_id, "upstream timed out");
+                Failure::UpstreamTimeout
+            }
+            ForwardError::Unavailable(e) => {
+                tracing::warn!(check_id = %check_id, error = %e, "upstream unavailable");
+                Failure::UpstreamUnavailable
+            }
+        })
 }
 
 /// The certificate chain of the call (leaf first): from the handshake, or in header mode
@@ -325,23 +316,4 @@ fn identity_chain(
             })
         }
     }
-}
-
-fn refuse(
-    state: &GatewayState,
-    check_id: &str,
-    dialect: Dialect,
-    failure: Failure,
-    req: &Request<Incoming>,
-) -> Response<Body> {
-    tracing::info!(
-        target: "audit",
-        check_id = %check_id,
-        method = %req.method(),
-        path = req.uri().path(),
-        status = failure.status().as_u16(),
-        reason = failure.code(),
-        "gateway refused"
-    );
-    failure.response(dialect, check_id, &state.link_base)
 }

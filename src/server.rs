@@ -47,6 +47,25 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
         .boxed()
 }
 
+/// A JSON response as every listener answers: the body, `application/json`, `no-store` (check
+/// results and errors are about one call), and the request or check id in `x-request-id`.
+pub fn json_response(
+    status: http::StatusCode,
+    body: impl Into<Bytes>,
+    request_id: &str,
+) -> Response<Body> {
+    use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    let h = response.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        h.insert("x-request-id", v);
+    }
+    response
+}
+
 /// What the handler learns about the connection a request came on.
 #[derive(Debug, Clone)]
 pub struct ConnInfo {

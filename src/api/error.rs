@@ -6,7 +6,7 @@ use http::{HeaderValue, StatusCode, header};
 use hyper::Response;
 use serde::Serialize;
 
-use crate::server::{Body, full};
+use crate::server::{Body, json_response};
 
 /// A request the endpoint refuses, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,17 +112,8 @@ impl ApiError {
             }],
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
-        let mut response = Response::new(full(json));
-        *response.status_mut() = status;
+        let mut response = json_response(status, json, request_id);
         let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        if let Ok(v) = HeaderValue::from_str(request_id) {
-            headers.insert("x-request-id", v);
-        }
         match self {
             ApiError::MethodNotAllowed => {
                 headers.insert(header::ALLOW, HeaderValue::from_static("GET"));

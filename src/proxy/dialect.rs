@@ -10,13 +10,13 @@
 //!   code prefixed `PSPGW.` (documented in docs/errors.md), except where OB has one.
 //! - The contract's `{"errors":[{"id","code","title","link"}]}`.
 
-use http::{HeaderValue, StatusCode, header};
+use http::StatusCode;
 use hyper::Response;
 use serde_json::json;
 
 use super::config::Dialect;
 use crate::policy::{Reason, Rejection};
-use crate::server::{Body, full};
+use crate::server::{Body, json_response};
 
 /// Every way the gateway refuses or fails a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,18 +118,7 @@ impl Failure {
                 }]
             }),
         };
-        let mut response = Response::new(full(body.to_string()));
-        *response.status_mut() = status;
-        let h = response.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        if let Ok(v) = HeaderValue::from_str(check_id) {
-            h.insert("x-request-id", v);
-        }
-        response
+        json_response(status, body.to_string(), check_id)
     }
 }
 
