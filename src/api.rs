@@ -201,6 +201,7 @@ async fn respond(
     }
     let certificate =
         PspCertificate::parse(eidas).map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
+    let fingerprint = certificate.fingerprint_hex();
 
     let report = state
         .checker
@@ -218,12 +219,15 @@ async fn respond(
         source = %source,
         fi_reference_id = %fi_reference_id,
         transaction_reference = transaction_reference.as_deref().unwrap_or(""),
+        fingerprint = %fingerprint,
         auth_number = report.auth_number.as_deref().unwrap_or(""),
         jurisdiction = %jurisdiction,
         valid_qtsp = report.validity.valid_qtsp,
         valid_signature = report.validity.valid_signature,
         not_revoked = report.validity.not_revoked,
         not_expired = report.validity.not_expired,
+        revocation = ?report.revocation,
+        evidence = %report.revocation_evidence(),
         "check"
     );
     let body = serde_json::to_vec(&report.to_wire(&state.error_link_base)).map_err(|e| {

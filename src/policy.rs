@@ -104,6 +104,15 @@ impl Reason {
         }
     }
 
+    /// Whether the access rule decided it after a check ran (rather than the call arriving
+    /// without a usable certificate).
+    pub fn is_decided_by_rule(&self) -> bool {
+        !matches!(
+            self,
+            Reason::CertificateMissing | Reason::CertificateUnreadable
+        )
+    }
+
     /// Certificate problems are 401; register and role problems 403.
     pub fn is_certificate_problem(&self) -> bool {
         match self {

@@ -155,15 +155,19 @@ pub async fn handle(
         None => Err(Failure::RouteUnknown),
     };
     outcome.unwrap_or_else(|failure| {
-        tracing::info!(
-            target: "audit",
-            check_id = %check_id,
-            method = %method,
-            path = %path,
-            status = failure.status().as_u16(),
-            reason = failure.code(),
-            "gateway refused"
-        );
+        // Refusals by the access rule were audited with the check's details already.
+        if !matches!(&failure, Failure::Refused(r) if r.reason.is_decided_by_rule()) {
+            tracing::info!(
+                target: "audit",
+                check_id = %check_id,
+                peer = %conn.peer,
+                method = %method,
+                path = %path,
+                status = failure.status().as_u16(),
+                reason = failure.code(),
+                "gateway refused"
+            );
+        }
         failure.response(dialect, &check_id, &state.link_base)
     })
 }
@@ -234,20 +238,27 @@ async fn admit_and_forward(
             );
             Permit::report_only(report.clone(), rejection)
         }
-        Err(rejection) => return Err(Failure::Refused(rejection)),
+        Err(rejection) => {
+            audit_decision(
+                check_id,
+                conn,
+                &certificate,
+                &report,
+                &req,
+                &state.policy,
+                Err(&rejection),
+            );
+            return Err(Failure::Refused(rejection));
+        }
     };
-    tracing::info!(
-        target: "audit",
-        check_id = %check_id,
-        peer = %conn.peer,
-        resumed = conn.tls.as_ref().is_some_and(|t| t.resumed),
-        fingerprint = %certificate.fingerprint_hex(),
-        auth_number = report.auth_number.as_deref().unwrap_or(""),
-        jurisdiction = %state.policy.jurisdiction,
-        method = %req.method(),
-        path = req.uri().path(),
-        decision = if permit.not_enforced().is_some() { "report-only" } else { "permit" },
-        "gateway decision"
+    audit_decision(
+        check_id,
+        conn,
+        &certificate,
+        &report,
+        &req,
+        &state.policy,
+        Ok(&permit),
     );
 
     let hop = Hop {
@@ -280,6 +291,44 @@ async fn admit_and_forward(
                 Failure::UpstreamUnavailable
             }
         })
+}
+
+/// One audit record per decision of the access rule, with the check's details.
+fn audit_decision(
+    check_id: &str,
+    conn: &ConnInfo,
+    certificate: &PspCertificate,
+    report: &crate::check::CheckReport,
+    req: &Request<Incoming>,
+    policy: &Policy,
+    decision: Result<&Permit, &Rejection>,
+) {
+    let (decision, reason) = match decision {
+        Ok(p) => match p.not_enforced() {
+            Some(r) => ("report-only", r.reason.code()),
+            None => ("permit", ""),
+        },
+        Err(r) => ("refuse", r.reason.code()),
+    };
+    tracing::info!(
+        target: "audit",
+        check_id = %check_id,
+        peer = %conn.peer,
+        resumed = conn.tls.as_ref().is_some_and(|t| t.resumed),
+        fingerprint = %certificate.fingerprint_hex(),
+        auth_number = report.auth_number.as_deref().unwrap_or(""),
+        jurisdiction = %policy.jurisdiction,
+        method = %req.method(),
+        path = req.uri().path(),
+        valid_qtsp = report.validity.valid_qtsp,
+        valid_signature = report.validity.valid_signature,
+        not_revoked = report.validity.not_revoked,
+        not_expired = report.validity.not_expired,
+        evidence = %report.revocation_evidence(),
+        decision,
+        reason,
+        "gateway decision"
+    );
 }
 
 /// The certificate chain of the call (leaf first): from the handshake, or in header mode

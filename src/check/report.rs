@@ -42,6 +42,19 @@ pub struct Validity {
     pub not_expired: bool,
 }
 
+impl CheckReport {
+    /// The revocation evidence lines of the explanation (CRL number, OCSP `producedAt`, or why
+    /// a method could not complete), for audit records.
+    pub fn revocation_evidence(&self) -> String {
+        self.explanation
+            .iter()
+            .filter(|l| l.starts_with("CRL:") || l.starts_with("OCSP:"))
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
 impl Validity {
     pub fn all(&self) -> bool {
         self.valid_qtsp && self.valid_signature && self.not_revoked && self.not_expired
