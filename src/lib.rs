@@ -1,7 +1,7 @@
 //! psp-gateway: checks a PSD2 payment service provider's eIDAS certificate and its
 //! regulatory status, as a gateway filter, as an HTTP endpoint and from the command line.
 //!
-//! The check core ([`check`]) is pure: certificate bytes, a transaction jurisdiction, a point
+//! The check core ([`mod@check`]) is pure: certificate bytes, a transaction jurisdiction, a point
 //! in time and read-only snapshots in, a [`check::CheckReport`] out. I/O lives at the edges.
 #![forbid(unsafe_code)]
 

@@ -4,7 +4,7 @@
 //! Issuers come from PEM files named in configuration, or from ETSI TS 119 612 trusted lists
 //! ([`tsl`]). Every issuer is held as its parsed CA certificate, so matching a PSP
 //! certificate to an issuer is by key (the issuer's public key, key identifiers as a hint),
-//! never by name alone: see [`crate::check`].
+//! never by name alone: see [`mod@crate::check`].
 //!
 //! Trusted-list XML signatures are not verified yet: a trusted-list file is trusted as the
 //! operator placed it.

@@ -1,13 +1,13 @@
 //! CRLs (RFC 5280 section 5): verifying one against the certificate's issuer and indexing its
 //! entries. Pure: bytes and the issuer in, an index or the reason the CRL cannot be used out.
-//! Fetching, caching and refreshing are in [`super::checker`].
+//! Fetching, caching and refreshing are in the private `checker` module.
 //!
 //! What a CRL must be to be used (RFC 5280 section 6.3.3, restricted to complete CRLs issued
 //! by the certificate's issuer with the issuer's own key):
 //!
 //! - DER (or PEM around DER), one `CertificateList` and nothing after it;
 //! - `issuer` byte-for-byte equal to the certificate's issuer name (the same rule as issuer
-//!   chaining in [`crate::check`]);
+//!   chaining in [`mod@crate::check`]);
 //! - the issuer may sign CRLs: `cRLSign` is set when the issuer has a keyUsage extension
 //!   (RFC 5280 section 4.2.1.3);
 //! - the signature verifies with the issuer's key under the certificate signature policy

@@ -1,6 +1,6 @@
 //! OCSP (RFC 6960): the request we send and the checks a response must pass before its answer
 //! is used. Pure: bytes, the issuer, a serial number and a point in time in; an answer or the
-//! reason it cannot be used out. Fetching and caching are in [`super::checker`].
+//! reason it cannot be used out. Fetching and caching are in the private `checker` module.
 //!
 //! RFC 6960 section 3.2, what a client must confirm before accepting a response, in the order
 //! [`verify_response`] confirms it:
