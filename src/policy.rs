@@ -23,7 +23,9 @@ use serde::Deserialize;
 use crate::cert::{Psd2Role, PspCertificate};
 use crate::check::{CheckReport, RevocationStatus};
 use crate::country::CountryCode;
-use crate::register::{AuthStatus, CategoryEntryBlock, PaymentService, RegisterKind, ServiceSet};
+use crate::register::{
+    AuthStatus, CategoryEntryBlock, HomeOutcome, PaymentService, RegisterKind, ServiceSet,
+};
 
 /// How a cross-border call (bank jurisdiction ≠ PSP home) is judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -193,19 +195,12 @@ impl Permit {
     }
 }
 
-/// What the decision needs besides the report.
-#[derive(Debug, Clone, Copy)]
-pub struct Subject<'a> {
-    pub certificate: &'a PspCertificate,
-    /// The kind of the PSP's home register (hub directories publish tiers, not services).
-    pub home_register_kind: RegisterKind,
-}
-
-/// Decides one call to a route needing `required` services.
+/// Decides one call by the PSP of `certificate` (checked in `report`) to a route needing
+/// `required` services.
 pub fn decide(
     policy: &Policy,
     report: Arc<CheckReport>,
-    subject: Subject<'_>,
+    certificate: &PspCertificate,
     required: ServiceSet,
 ) -> Result<Permit, Rejection> {
     certificate_flags(&report)?;
@@ -225,7 +220,7 @@ pub fn decide(
         ));
     }
 
-    let home_country = subject.certificate.auth_number().map(|a| a.country);
+    let home_country = certificate.auth_number().map(|a| a.country);
     let entries = &report.registers.home.category_entries;
     if home_country.is_none() || entries.is_empty() {
         return Err(Rejection::new(
@@ -243,8 +238,12 @@ pub fn decide(
             "the PSP's home register status is not an accepted one",
         ));
     }
-    let services =
-        |e: &CategoryEntryBlock| as_services(e.psp_payment_services, subject.home_register_kind);
+    // Hub directories publish permission tiers, not services.
+    let home_kind = match &report.registers.home_outcome {
+        HomeOutcome::Found { kind, .. } => *kind,
+        _ => RegisterKind::Psd2,
+    };
+    let services = |e: &CategoryEntryBlock| as_services(e.psp_payment_services, home_kind);
     let covering: Vec<&CategoryEntryBlock> = accepted
         .into_iter()
         .filter(|e| required.is_subset(&services(e)))
@@ -317,7 +316,7 @@ pub fn decide(
     }
 
     if policy.require_roles {
-        let roles = certificate_role_services(subject.certificate);
+        let roles = certificate_role_services(certificate);
         if !required.is_subset(&roles) {
             return Err(Rejection::new(
                 Reason::RolesNotCovered,

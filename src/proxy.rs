@@ -32,8 +32,8 @@ use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
 use crate::checker::Checker;
 use crate::config::Config;
-use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection, Subject};
-use crate::register::{HomeOutcome, RegisterKind, ServiceSet};
+use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection};
+use crate::register::ServiceSet;
 use crate::server::{Body, Cidr, ConnInfo};
 
 pub use config::{Dialect, GatewayConfig, IdentitySource};
@@ -213,21 +213,7 @@ async fn admit_and_forward(
             OffsetDateTime::now_utc(),
         )
         .await;
-    let home_register_kind = match &report.registers.home_outcome {
-        HomeOutcome::Found { nca_id } => state
-            .checker
-            .data()
-            .registers
-            .register(nca_id)
-            .map_or(RegisterKind::Psd2, |r| r.kind()),
-        _ => RegisterKind::Psd2,
-    };
-    let subject = Subject {
-        certificate: &certificate,
-        home_register_kind,
-    };
-    let permit = match policy::decide(&state.policy, report.clone(), subject, required) {
-        Ok(p) => p,
+    let decision = match policy::decide(&state.policy, report.clone(), &certificate, required) {
         Err(rejection) if state.report_only => {
             tracing::warn!(
                 target: "audit",
@@ -236,20 +222,9 @@ async fn admit_and_forward(
                 reason = rejection.reason.code(),
                 "report-only: would have refused, forwarding"
             );
-            Permit::report_only(report.clone(), rejection)
+            Ok(Permit::report_only(report.clone(), rejection))
         }
-        Err(rejection) => {
-            audit_decision(
-                check_id,
-                conn,
-                &certificate,
-                &report,
-                &req,
-                &state.policy,
-                Err(&rejection),
-            );
-            return Err(Failure::Refused(rejection));
-        }
+        other => other,
     };
     audit_decision(
         check_id,
@@ -258,8 +233,9 @@ async fn admit_and_forward(
         &report,
         &req,
         &state.policy,
-        Ok(&permit),
+        decision.as_ref(),
     );
+    let permit = decision.map_err(Failure::Refused)?;
 
     let hop = Hop {
         peer: conn.peer.ip(),

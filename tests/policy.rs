@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use common::*;
 use psp_gateway::check::{self, CheckInput, MethodOutcome, RevocationEvidence, Snapshots};
-use psp_gateway::policy::{self, CrossBorderRule, Policy, Reason, Subject};
-use psp_gateway::register::{AuthStatus, HomeOutcome, RegisterKind, RegisterSnapshot, ServiceSet};
+use psp_gateway::policy::{self, CrossBorderRule, Policy, Reason};
+use psp_gateway::register::{AuthStatus, RegisterSnapshot, ServiceSet};
 use psp_gateway::{Config, TrustList};
 
 const NOW: &str = "2026-11-21T00:00:00Z";
@@ -93,24 +93,9 @@ fn decide(
         },
         &evidence,
     );
-    let kind = match &report.registers.home_outcome {
-        HomeOutcome::Found { nca_id } => sb
-            .registers
-            .register(nca_id)
-            .map_or(RegisterKind::Psd2, |r| r.kind()),
-        _ => RegisterKind::Psd2,
-    };
-    policy::decide(
-        policy,
-        Arc::new(report),
-        Subject {
-            certificate: &cert,
-            home_register_kind: kind,
-        },
-        services(required),
-    )
-    .map(|p| p.services())
-    .map_err(|r| r.reason)
+    policy::decide(policy, Arc::new(report), &cert, services(required))
+        .map(|p| p.services())
+        .map_err(|r| r.reason)
 }
 
 #[test]

@@ -12,7 +12,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{AuthStatus, Category, CategoryEntry, PassportInEntry, ServiceSet};
+use super::model::{
+    AuthStatus, Category, CategoryEntry, PassportInEntry, RegisterKind, ServiceSet,
+};
 use super::snapshot::RegisterSnapshot;
 use crate::cert::PsdAuthNumber;
 use crate::country::CountryCode;
@@ -75,8 +77,9 @@ pub struct PassportIn {
 /// format: the contract gives a home block no warning).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HomeOutcome {
-    /// The entity was found in its NCA's register.
-    Found { nca_id: String },
+    /// The entity was found in its NCA's register, of this kind (hub directories publish
+    /// permission tiers, not services).
+    Found { nca_id: String, kind: RegisterKind },
     /// The certificate's identifier is not a PSD2 auth number; no register can be named.
     NotPsdForm,
     /// No register for the auth number's NCA is loaded.
@@ -172,6 +175,7 @@ impl RegisterSnapshot {
                 } else {
                     HomeOutcome::Found {
                         nca_id: register.nca_id().to_owned(),
+                        kind: register.kind(),
                     }
                 };
                 (
