@@ -52,8 +52,19 @@ pub struct PspCertificate {
     pub serial: Vec<u8>,
     pub not_before: OffsetDateTime,
     pub not_after: OffsetDateTime,
+    /// The X.509 version as written in the certificate (1, 2 or 3).
+    pub version: u32,
     /// `basicConstraints.cA`; `None` when the extension is absent.
     pub is_ca: Option<bool>,
+    /// `basicConstraints.pathLenConstraint`, when present.
+    pub path_len_constraint: Option<u32>,
+    /// Whether basicConstraints is marked critical (RFC 5280 section 4.2.1.9 requires it in
+    /// CA certificates).
+    pub basic_constraints_critical: bool,
+    /// Why the certificate's extensions forbid using it on a certification path: an unknown
+    /// critical extension (RFC 5280 section 4.2), an extension marked critical that must not
+    /// be, or a path-relevant extension that cannot be read. Empty for a usable certificate.
+    pub extension_faults: Vec<String>,
     /// `keyUsage` keyCertSign / cRLSign bits; `None` when the extension is absent.
     pub key_usage: Option<KeyUsage>,
     /// Subject key identifier, when present.
@@ -114,6 +125,9 @@ const OID_EXT_KEY_USAGE: &str = "2.5.29.15";
 const OID_EXT_BASIC_CONSTRAINTS: &str = "2.5.29.19";
 const OID_EXT_CRL_DP: &str = "2.5.29.31";
 const OID_EXT_AUTHORITY_KEY_ID: &str = "2.5.29.35";
+const OID_EXT_SUBJECT_ALT_NAME: &str = "2.5.29.17";
+const OID_EXT_NAME_CONSTRAINTS: &str = "2.5.29.30";
+const OID_EXT_CERTIFICATE_POLICIES: &str = "2.5.29.32";
 const OID_EXT_EKU: &str = "2.5.29.37";
 const OID_EXT_AIA: &str = "1.3.6.1.5.5.7.1.1";
 const OID_AD_OCSP: &str = "1.3.6.1.5.5.7.48.1";
@@ -190,6 +204,12 @@ impl PspCertificate {
     /// RSA PKCS#1 v1.5 and PSS with SHA-2, ECDSA P-256/P-384, Ed25519; SHA-1 and MD5 refused.
     pub fn verify_signed_by(&self, issuer_spki_der: &[u8]) -> Result<(), SignatureError> {
         signature::verify_certificate_signature(&self.der, issuer_spki_der)
+    }
+
+    /// Why this certificate's own key is not acceptable for a PSP, if it is not (see
+    /// `signature::subscriber_key_problem`).
+    pub fn subscriber_key_problem(&self) -> Option<String> {
+        signature::subscriber_key_problem(&self.spki)
     }
 
     /// Whether `t` lies in the validity period, both ends included (RFC 5280 section
@@ -321,7 +341,11 @@ fn parse_fields(der: &[u8]) -> Result<PspCertificate, CertError> {
         serial,
         not_before: tbs.validity().not_before.to_datetime(),
         not_after: tbs.validity().not_after.to_datetime(),
+        version: tbs.version().0 + 1,
         is_ca: None,
+        path_len_constraint: None,
+        basic_constraints_critical: false,
+        extension_faults: Vec::new(),
         key_usage: None,
         subject_key_id: None,
         authority_key_id: None,
@@ -354,9 +378,14 @@ fn read_extensions(
         }
         seen.push(oid.clone());
         let parsed = ext.parsed_extension();
+        if let Some(fault) = extension_fault(&oid, ext.critical, parsed) {
+            out.extension_faults.push(fault);
+        }
         match (oid.as_str(), parsed) {
             (OID_EXT_BASIC_CONSTRAINTS, ParsedExtension::BasicConstraints(bc)) => {
                 out.is_ca = Some(bc.ca);
+                out.path_len_constraint = bc.path_len_constraint;
+                out.basic_constraints_critical = ext.critical;
             }
             (OID_EXT_KEY_USAGE, ParsedExtension::KeyUsage(ku)) => {
                 out.key_usage = Some(KeyUsage {
@@ -425,6 +454,51 @@ fn read_extensions(
     Ok(())
 }
 
+/// Extensions a certification path may carry marked critical: the ones the path validator
+/// and the checks process (RFC 5280 section 4.2: "A certificate-using system MUST reject the
+/// certificate if it encounters a critical extension it does not recognize"). Certificate
+/// policies are recognised: no policy is required of a path (the initial policy set is
+/// anyPolicy), so its content cannot change the outcome. Policy mappings, policy constraints
+/// and inhibitAnyPolicy are not processed and so are refused when critical, as are name
+/// constraints until they are enforced.
+const UNDERSTOOD_CRITICAL: &[&str] = &[
+    OID_EXT_BASIC_CONSTRAINTS,
+    OID_EXT_KEY_USAGE,
+    OID_EXT_EKU,
+    OID_EXT_CRL_DP,
+    OID_EXT_SUBJECT_ALT_NAME,
+    OID_EXT_CERTIFICATE_POLICIES,
+    qc::OID_QC_STATEMENTS,
+];
+
+/// Extensions RFC 5280 requires to be non-critical: authority and subject key identifiers
+/// (sections 4.2.1.1, 4.2.1.2) and authority information access (section 4.2.2.1).
+const NEVER_CRITICAL: &[&str] = &[
+    OID_EXT_AUTHORITY_KEY_ID,
+    OID_EXT_SUBJECT_KEY_ID,
+    OID_EXT_AIA,
+];
+
+/// Why one extension forbids using the certificate on a path, if it does.
+fn extension_fault(oid: &str, critical: bool, parsed: &ParsedExtension<'_>) -> Option<String> {
+    if critical && NEVER_CRITICAL.contains(&oid) {
+        return Some(format!(
+            "{} is marked critical, which RFC 5280 forbids",
+            extension_name(oid)
+        ));
+    }
+    if critical && !UNDERSTOOD_CRITICAL.contains(&oid) {
+        return Some(format!(
+            "unknown critical extension {} (RFC 5280 section 4.2)",
+            extension_name(oid)
+        ));
+    }
+    if let ParsedExtension::ParseError { error } = parsed {
+        return Some(format!("{} cannot be read: {error}", extension_name(oid)));
+    }
+    None
+}
+
 fn extension_name(oid: &str) -> &str {
     match oid {
         OID_EXT_SUBJECT_KEY_ID => "subjectKeyIdentifier",
@@ -434,6 +508,9 @@ fn extension_name(oid: &str) -> &str {
         OID_EXT_AUTHORITY_KEY_ID => "authorityKeyIdentifier",
         OID_EXT_EKU => "extendedKeyUsage",
         OID_EXT_AIA => "authorityInfoAccess",
+        OID_EXT_SUBJECT_ALT_NAME => "subjectAltName",
+        OID_EXT_CERTIFICATE_POLICIES => "certificatePolicies",
+        OID_EXT_NAME_CONSTRAINTS => "nameConstraints",
         other => other,
     }
 }

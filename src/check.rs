@@ -18,9 +18,13 @@
 //!   intermediate on its path to the trust list.
 //! - `notRevoked`: see [`revocation`]: true only on verified evidence.
 
+pub mod path;
 pub mod report;
 pub mod revocation;
 
+pub use path::{
+    MAX_PRESENTED_INTERMEDIATES, PathError, PathFailure, Paths, PresentedSignature, VerifiedPath,
+};
 pub use report::{CertCheckError, CheckReport, ErrorCode, Validity};
 pub use revocation::{MethodOutcome, RevocationEvidence, RevocationStatus};
 
@@ -31,20 +35,6 @@ use crate::config::{CertKind, QcCompliancePolicy, UntypedPolicy};
 use crate::country::CountryCode;
 use crate::register::RegisterSnapshot;
 use crate::trust::TrustList;
-
-/// At most this many presented intermediates are considered. TLS peers and load balancers
-/// send the leaf and one or two CAs; EN 319 411 hierarchies have at most three levels below
-/// a root. Eight leaves room for cross-certificates and bounds the path search.
-pub const MAX_PRESENTED_INTERMEDIATES: usize = 8;
-
-/// At most this many intermediates between the certificate and a trust-list issuer. Real QTSP
-/// hierarchies are root → issuing CA (TL services usually list the issuing CA itself, so the
-/// path is usually empty); four is generous and keeps the search small.
-pub const MAX_PATH_INTERMEDIATES: usize = 4;
-
-/// At most this many signature verifications per check, the budget on attacker-controlled
-/// work (rustls-webpki keeps the same kind of budget, 100 there for web PKI chains).
-pub const MAX_SIGNATURE_CHECKS: usize = 32;
 
 /// What the check is asked.
 #[derive(Debug, Clone, Copy)]
@@ -77,65 +67,60 @@ impl KeyRef {
             KeyRef::Presented(i) => &intermediates[i],
         }
     }
+
+    /// The certificate's direct issuer on a path: its first intermediate, else the
+    /// trust-list issuer.
+    fn direct_issuer(anchor: usize, intermediates: &[usize]) -> KeyRef {
+        match intermediates.first() {
+            Some(&p) => KeyRef::Presented(p),
+            None => KeyRef::TrustList(anchor),
+        }
+    }
 }
 
-/// The outcome of the signature check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SignatureOutcome {
-    Verified {
-        by: KeyRef,
-    },
-    /// An issuer key was found and the signature does not verify with it.
-    Invalid,
-    /// No certificate in the trust list or among the intermediates names the issuer with a
-    /// matching key identifier.
-    IssuerKeyNotFound,
-    /// The signature algorithm is not supported, or refused by policy.
-    NotCheckable(crate::cert::SignatureError),
-}
-
-/// The outcome of issuer identification against the trust list.
+/// Whether the trust-list issuer at the head of the path approves the certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TrustOutcome {
-    /// `issuer` (index into [`TrustList::issuers`]) approves the certificate. `path` holds the
-    /// presented intermediates between them, certificate side first.
-    Approved { issuer: usize, path: Vec<usize> },
+    /// `issuer` (index into [`TrustList::issuers`]) approves the certificate.
+    Approved { issuer: usize },
     /// The issuer is in the trust list but does not approve this certificate here.
-    NotApproved {
-        issuer: usize,
-        path: Vec<usize>,
-        reason: String,
-    },
+    NotApproved { issuer: usize, reason: String },
     /// No trust-list issuer is the certificate's issuer.
     Unknown,
 }
 
-/// Who issued the certificate, as far as keys can tell.
+/// Who issued the certificate, as far as verified signatures tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuerResolution {
-    pub signature: SignatureOutcome,
+    /// The verified path `validQTSP` and `validSignature` come from, or why there is none.
+    pub path: Result<VerifiedPath, PathFailure>,
+    /// The judgement of the path's trust-list issuer.
     pub trust: TrustOutcome,
 }
 
 impl IssuerResolution {
-    /// The issuer whose key is genuine (in the trust list, or a presented intermediate on a
-    /// verified path to it): the one revocation evidence must be signed by. `None` when the
-    /// issuer is unknown: then nothing is fetched for the certificate.
+    /// The issuer whose key is genuine (a trust-list issuer, or a presented intermediate on a
+    /// verified path to it): the one revocation evidence must be signed by. Also given for a
+    /// certificate whose signature fails under an issuer it names by key identifier, whose
+    /// path above is verified (the contract's tampered scenario still reports revocation).
+    /// `None` otherwise: then nothing is fetched for the certificate.
     pub fn revocation_issuer(&self) -> Option<KeyRef> {
-        match &self.trust {
-            TrustOutcome::Approved { issuer, path }
-            | TrustOutcome::NotApproved { issuer, path, .. } => Some(match path.first() {
-                Some(&p) => KeyRef::Presented(p),
-                None => KeyRef::TrustList(*issuer),
-            }),
-            TrustOutcome::Unknown => None,
-        }
+        let (anchor, intermediates) = self.reported_path()?;
+        Some(KeyRef::direct_issuer(anchor, intermediates))
     }
 
-    fn path(&self) -> &[usize] {
-        match &self.trust {
-            TrustOutcome::Approved { path, .. } | TrustOutcome::NotApproved { path, .. } => path,
-            TrustOutcome::Unknown => &[],
+    /// The path whose issuer the report names: the verified one, or the one of a certificate
+    /// whose own signature failed under an issuer it names by key identifier.
+    fn reported_path(&self) -> Option<(usize, &[usize])> {
+        match &self.path {
+            Ok(p) => Some((p.anchor(), p.intermediates())),
+            Err(PathFailure::CertificateSignature {
+                path,
+                bound_by_key_id: true,
+                structure: Ok(()),
+                ..
+            }) => Some((path.anchor, &path.intermediates)),
+            Err(_) => None,
         }
     }
 }
@@ -172,52 +157,30 @@ pub fn report(
     let mut explanation = Vec::new();
 
     let (valid_qtsp, source) = match &resolution.trust {
-        TrustOutcome::Approved { issuer, .. } => {
+        TrustOutcome::Approved { issuer } => {
             let i = &trust.issuers()[*issuer];
             explanation.push(format!("issuer approved: {}", i.origin));
             (true, Some(&trust.sources()[i.source]))
         }
-        TrustOutcome::NotApproved { issuer, reason, .. } => {
+        TrustOutcome::NotApproved { issuer, reason } => {
             let i = &trust.issuers()[*issuer];
             explanation.push(format!("issuer {} does not approve it: {reason}", i.origin));
             (false, Some(&trust.sources()[i.source]))
         }
         TrustOutcome::Unknown => {
-            explanation.push("issuer is not in the trust list (matched by key)".to_owned());
+            explanation.push("no verified certification path to a trust-list issuer".to_owned());
             (false, None)
         }
     };
 
     let subject = &cert.subject;
-    let valid_signature = match &resolution.signature {
-        SignatureOutcome::Verified { .. } => true,
-        SignatureOutcome::Invalid => {
-            explanation.push("signature does not verify with the issuer's key".to_owned());
-            false
-        }
-        SignatureOutcome::IssuerKeyNotFound => {
-            errors.push(CertCheckError::new(
-                ErrorCode::IssuerKeyNotFound,
-                format!(
-                    "Signature of {subject} could not be checked: no issuer key found for {} in the trust list or the presented chain",
-                    cert.issuer
-                ),
-            ));
-            false
-        }
-        SignatureOutcome::NotCheckable(e) => {
-            let code = if e.is_policy_refusal() {
-                ErrorCode::SignatureAlgorithmRejected
-            } else {
-                ErrorCode::SignatureAlgorithmUnsupported
-            };
-            errors.push(CertCheckError::new(
-                code,
-                format!("Signature of {subject} could not be checked: {e}"),
-            ));
-            false
-        }
-    };
+    let valid_signature = signature_flag(
+        input,
+        trust,
+        &resolution.path,
+        &mut errors,
+        &mut explanation,
+    );
 
     let mut not_expired = cert.is_valid_at(input.now);
     if input.now < cert.not_before {
@@ -226,12 +189,22 @@ pub fn report(
             format!("{subject} is not valid before {}", cert.not_before),
         ));
     }
-    for &p in resolution.path() {
-        let inter = &input.intermediates[p];
-        if !inter.is_valid_at(input.now) {
+    if let Some((anchor, path)) = resolution.reported_path() {
+        for &p in path {
+            let inter = &input.intermediates[p];
+            if !inter.is_valid_at(input.now) {
+                explanation.push(format!(
+                    "intermediate {} is outside its validity",
+                    inter.subject
+                ));
+                not_expired = false;
+            }
+        }
+        let head = &trust.issuers()[anchor].certificate;
+        if !head.is_valid_at(input.now) {
             explanation.push(format!(
-                "intermediate {} is outside its validity",
-                inter.subject
+                "trust-list issuer {} is outside its validity",
+                head.subject
             ));
             not_expired = false;
         }
@@ -257,10 +230,22 @@ pub fn report(
         });
     }
 
+    // The issuing CA's name: from the verified issuer certificate when there is one (names
+    // may differ in case or encoding from the certificate's issuer field), else as the
+    // certificate writes it.
+    let qtsp_common_name = match &resolution.path {
+        Ok(p) => KeyRef::direct_issuer(p.anchor(), p.intermediates())
+            .certificate(trust, input.intermediates)
+            .subject_cn
+            .clone()
+            .or_else(|| cert.issuer_cn.clone()),
+        Err(_) => cert.issuer_cn.clone(),
+    };
+
     CheckReport {
         psp_subject_name: cert.psp_subject_name().map(str::to_owned),
         auth_number: cert.organization_identifier.as_ref().map(|a| a.raw.clone()),
-        qtsp_common_name: cert.issuer_cn.clone(),
+        qtsp_common_name,
         qtsp_source: source.map(|s| s.qtsp_source),
         qtsp_jurisdiction: source.map(|s| s.reported_jurisdiction.clone()),
         validity: Validity {
@@ -278,184 +263,191 @@ pub fn report(
     }
 }
 
-/// Identifies the certificate's issuer by key: in the trust list, or through presented
-/// intermediates that chain to it.
-///
-/// A candidate issuer must carry the certificate's issuer name as its subject (byte for byte)
-/// and, when both sides have key identifiers, the matching one. It is the issuer when its key
-/// verifies the signature, or when the key identifiers are present and equal: the latter keeps
-/// `validQTSP` about who issued the certificate while `validSignature` reports a tampered one
-/// (flags are independent). A name alone never identifies an issuer.
-pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolution {
-    let leaf = input.certificate;
-    let presented: Vec<usize> = input
-        .intermediates
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.der != leaf.der)
-        .map(|(i, _)| i)
-        .take(MAX_PRESENTED_INTERMEDIATES)
-        .collect();
-    let mut budget = MAX_SIGNATURE_CHECKS;
-
-    // Candidates for the certificate's direct issuer: trust list first, then presented.
-    let mut candidates: Vec<KeyRef> = trust
-        .issuers()
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| names_issuer(leaf, &t.certificate))
-        .map(|(i, _)| KeyRef::TrustList(i))
-        .collect();
-    candidates.extend(
-        presented
-            .iter()
-            .filter(|&&p| {
-                is_usable_ca(&input.intermediates[p]) && names_issuer(leaf, &input.intermediates[p])
-            })
-            .map(|&p| KeyRef::Presented(p)),
-    );
-
-    let mut signature = if candidates.is_empty() {
-        SignatureOutcome::IssuerKeyNotFound
-    } else {
-        SignatureOutcome::Invalid
-    };
-    let mut verified_by = Vec::new();
-    let mut last_refusal = None;
-    for c in &candidates {
-        if budget == 0 {
-            break;
-        }
-        budget -= 1;
-        match leaf.verify_signed_by(&c.certificate(trust, input.intermediates).spki) {
-            Ok(()) => verified_by.push(*c),
-            Err(e) if e.is_algorithm_problem() => last_refusal = Some(e),
-            Err(_) => {}
-        }
-    }
-    if let Some(by) = verified_by.first() {
-        signature = SignatureOutcome::Verified { by: *by };
-    } else if let Some(e) = last_refusal {
-        signature = SignatureOutcome::NotCheckable(e);
-    }
-
-    // Issuer identification: candidates bound to the certificate by a verified signature or
-    // by equal key identifiers; presented ones must chain to the trust list.
-    let mut matches: Vec<(usize, Vec<usize>)> = Vec::new();
-    for c in &candidates {
-        let cand = c.certificate(trust, input.intermediates);
-        if !(verified_by.contains(c) || bound_by_key_id(leaf, cand)) {
-            continue;
-        }
-        match *c {
-            KeyRef::TrustList(i) => matches.push((i, Vec::new())),
-            KeyRef::Presented(p) => {
-                let mut visited = vec![p];
-                paths_to_trust_list(
-                    input,
-                    trust,
-                    &presented,
-                    p,
-                    &mut visited,
-                    &mut budget,
-                    &mut matches,
-                );
-            }
-        }
-    }
-
-    let mut first_refusal = None;
-    for (issuer, path) in &matches {
-        match approval(input, trust, *issuer) {
-            Ok(()) => {
-                return IssuerResolution {
-                    signature,
-                    trust: TrustOutcome::Approved {
-                        issuer: *issuer,
-                        path: path.clone(),
-                    },
-                };
-            }
-            Err(reason) => {
-                if first_refusal.is_none() {
-                    first_refusal = Some(TrustOutcome::NotApproved {
-                        issuer: *issuer,
-                        path: path.clone(),
-                        reason,
-                    });
-                }
-            }
-        }
-    }
-    IssuerResolution {
-        signature,
-        trust: first_refusal.unwrap_or(TrustOutcome::Unknown),
-    }
-}
-
-/// Depth-first search from presented intermediate `from` up to the trust list. Every link
-/// must be a verified signature: intermediates are attacker-supplied.
-fn paths_to_trust_list(
+/// `validSignature`: every signature on the path verifies. Adds the error entry that says why
+/// not, when it is not.
+fn signature_flag(
     input: &CheckInput<'_>,
     trust: &TrustList,
-    presented: &[usize],
-    from: usize,
-    visited: &mut Vec<usize>,
-    budget: &mut usize,
-    out: &mut Vec<(usize, Vec<usize>)>,
-) {
-    let cert = &input.intermediates[from];
-    for (i, t) in trust.issuers().iter().enumerate() {
-        if *budget == 0 {
-            return;
+    path: &Result<VerifiedPath, PathFailure>,
+    errors: &mut Vec<CertCheckError>,
+    explanation: &mut Vec<String>,
+) -> bool {
+    let cert = input.certificate;
+    let subject = &cert.subject;
+    let algorithm_error = |e: &crate::cert::SignatureError, what: &str| {
+        let code = if e.is_policy_refusal() {
+            ErrorCode::SignatureAlgorithmRejected
+        } else {
+            ErrorCode::SignatureAlgorithmUnsupported
+        };
+        CertCheckError::new(
+            code,
+            format!("Signature of {what} could not be checked: {e}"),
+        )
+    };
+    match path {
+        Ok(p) => {
+            explanation.push(format!(
+                "certification path verified: {} intermediate(s) to the trust-list issuer {}",
+                p.intermediates().len(),
+                trust.issuers()[p.anchor()].certificate.subject
+            ));
+            true
         }
-        if names_issuer(cert, &t.certificate) {
-            *budget -= 1;
-            if cert.verify_signed_by(&t.certificate.spki).is_ok() {
-                out.push((i, visited.clone()));
+        Err(PathFailure::Invalid { error, .. }) => {
+            explanation.push(format!(
+                "every signature verifies, but the path is invalid: {error}"
+            ));
+            errors.push(CertCheckError::new(
+                ErrorCode::CertificationPathInvalid,
+                format!("Certification path of {subject} is invalid: {error}"),
+            ));
+            true
+        }
+        Err(PathFailure::CertificateSignature { path, error, .. }) => {
+            let issuer = KeyRef::direct_issuer(path.anchor, &path.intermediates)
+                .certificate(trust, input.intermediates);
+            if error.is_algorithm_problem() {
+                errors.push(algorithm_error(error, subject));
+            } else {
+                errors.push(CertCheckError::new(
+                    ErrorCode::SignatureInvalid,
+                    format!(
+                        "Signature of {subject} does not verify with the key of {}, the issuer it names on the way to the trust list: {error}",
+                        issuer.subject
+                    ),
+                ));
+            }
+            false
+        }
+        Err(PathFailure::IntermediateSignature { path, at, error }) => {
+            let inter = &input.intermediates[path.intermediates[*at]];
+            let above = match path.intermediates.get(at + 1) {
+                Some(&p) => &input.intermediates[p],
+                None => &trust.issuers()[path.anchor].certificate,
+            };
+            if error.is_algorithm_problem() {
+                errors.push(algorithm_error(error, &inter.subject));
+            } else {
+                errors.push(CertCheckError::new(
+                    ErrorCode::SignatureInvalid,
+                    format!(
+                        "Signature of the presented intermediate {} does not verify with the key of {}, the issuer it names: {error}",
+                        inter.subject, above.subject
+                    ),
+                ));
+            }
+            false
+        }
+        Err(PathFailure::NoTrustedIssuer { signature }) => match signature {
+            PresentedSignature::Verified { by } => {
+                explanation.push(format!(
+                    "signature verifies with the presented, untrusted issuer {}",
+                    input.intermediates[*by].subject
+                ));
+                true
+            }
+            PresentedSignature::Invalid => {
+                explanation.push(
+                    "signature does not verify with the key of any presented issuer".to_owned(),
+                );
+                false
+            }
+            PresentedSignature::IssuerKeyNotFound => {
+                errors.push(CertCheckError::new(
+                    ErrorCode::IssuerKeyNotFound,
+                    format!(
+                        "Signature of {subject} could not be checked: no issuer key found for {} in the trust list or the presented chain",
+                        cert.issuer
+                    ),
+                ));
+                false
+            }
+            PresentedSignature::NotCheckable(e) => {
+                errors.push(algorithm_error(e, subject));
+                false
+            }
+        },
+        Err(PathFailure::TooManyIntermediates { presented }) => {
+            errors.push(CertCheckError::new(
+                ErrorCode::ChainTooLong,
+                format!(
+                    "Certification path of {subject} was not built: {presented} intermediates were presented, over the limit of {MAX_PRESENTED_INTERMEDIATES}"
+                ),
+            ));
+            false
+        }
+    }
+}
+
+/// Identifies the certificate's issuer: builds the verified certification paths to the trust
+/// list ([`path::build`]) and picks the one the flags come from: approved by its trust-list
+/// issuer first, then one whose certificates are all current, then the shortest. A name or a
+/// key identifier never decides: see [`path`].
+pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolution {
+    match path::build(input.certificate, input.intermediates, trust) {
+        Paths::Verified(paths) => {
+            let current = |p: &VerifiedPath| {
+                trust.issuers()[p.anchor()]
+                    .certificate
+                    .is_valid_at(input.now)
+                    && p.intermediates()
+                        .iter()
+                        .all(|&i| input.intermediates[i].is_valid_at(input.now))
+            };
+            let judged = paths.into_iter().map(|p| {
+                let approval = approval(input, trust, p.anchor());
+                (p, approval)
+            });
+            let best = judged
+                .min_by_key(|(p, approval)| {
+                    (approval.is_err(), !current(p), p.intermediates().len())
+                })
+                // `path::build` returns `Paths::Verified` only with at least one path.
+                .expect("Paths::Verified holds at least one path");
+            let (path, approval) = best;
+            let trust = match approval {
+                Ok(()) => TrustOutcome::Approved {
+                    issuer: path.anchor(),
+                },
+                Err(reason) => TrustOutcome::NotApproved {
+                    issuer: path.anchor(),
+                    reason,
+                },
+            };
+            IssuerResolution {
+                path: Ok(path),
+                trust,
+            }
+        }
+        Paths::Failed(failure) => {
+            // A certificate that names its trust-list issuer by key identifier, under a
+            // verified path, but whose own signature fails: who issued it is known (the
+            // contract's tampered scenario), so the issuer's judgement is reported, while
+            // `validSignature` is false.
+            let trust = match &failure {
+                PathFailure::CertificateSignature {
+                    path,
+                    bound_by_key_id: true,
+                    structure: Ok(()),
+                    ..
+                } => match approval(input, trust, path.anchor) {
+                    Ok(()) => TrustOutcome::Approved {
+                        issuer: path.anchor,
+                    },
+                    Err(reason) => TrustOutcome::NotApproved {
+                        issuer: path.anchor,
+                        reason,
+                    },
+                },
+                _ => TrustOutcome::Unknown,
+            };
+            IssuerResolution {
+                path: Err(failure),
+                trust,
             }
         }
     }
-    if visited.len() >= MAX_PATH_INTERMEDIATES {
-        return;
-    }
-    for &p in presented {
-        if *budget == 0 {
-            return;
-        }
-        let next = &input.intermediates[p];
-        if visited.contains(&p) || !is_usable_ca(next) || !names_issuer(cert, next) {
-            continue;
-        }
-        *budget -= 1;
-        if cert.verify_signed_by(&next.spki).is_ok() {
-            visited.push(p);
-            paths_to_trust_list(input, trust, presented, p, visited, budget, out);
-            visited.pop();
-        }
-    }
-}
-
-/// `candidate` carries `cert`'s issuer name, and no key identifier contradicts it.
-fn names_issuer(cert: &PspCertificate, candidate: &PspCertificate) -> bool {
-    if cert.issuer_raw != candidate.subject_raw {
-        return false;
-    }
-    match (&cert.authority_key_id, &candidate.subject_key_id) {
-        (Some(aki), Some(ski)) => aki == ski,
-        _ => true,
-    }
-}
-
-/// The key identifiers on both sides are present and equal.
-fn bound_by_key_id(cert: &PspCertificate, candidate: &PspCertificate) -> bool {
-    matches!((&cert.authority_key_id, &candidate.subject_key_id), (Some(a), Some(s)) if a == s)
-}
-
-/// A presented certificate may act as an issuer only if it is a CA allowed to sign
-/// certificates (RFC 5280 4.2.1.9 and 4.2.1.3).
-fn is_usable_ca(c: &PspCertificate) -> bool {
-    c.is_ca == Some(true) && c.key_usage.is_none_or(|ku| ku.key_cert_sign)
 }
 
 /// Whether trust-list issuer `issuer` approves the certificate for this jurisdiction; the

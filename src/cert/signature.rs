@@ -320,6 +320,59 @@ fn require_rsa_key(spki: &SubjectPublicKeyInfo<'_>) -> Result<(), SignatureError
     Ok(())
 }
 
+/// Curves a subscriber key may be on: the NIST curves of ETSI TS 119 312 and the brainpool
+/// curves some QTSPs issue on (RFC 5639). P-192 and smaller are refused (TS 119 312 lists
+/// none below 256 bits).
+const SUBSCRIBER_CURVES: &[(&str, &str)] = &[
+    (CURVE_P256, "P-256"),
+    (CURVE_P384, "P-384"),
+    ("1.3.132.0.35", "P-521"),
+    ("1.3.36.3.3.2.8.1.1.7", "brainpoolP256r1"),
+    ("1.3.36.3.3.2.8.1.1.11", "brainpoolP384r1"),
+    ("1.3.36.3.3.2.8.1.1.13", "brainpoolP512r1"),
+];
+
+/// Why a certificate's own public key is not acceptable for a PSP (a subscriber), or `None`
+/// when it is: RSA of at least 2048 bits in whole bytes, EC on a curve of
+/// [`SUBSCRIBER_CURVES`], or Ed25519 (ETSI TS 119 312; rustls-webpki and x509-limbo's
+/// `webpki::forbidden-*` cases refuse the same weak keys). DSA, which no QTSP issues, and
+/// every other algorithm are refused.
+pub(crate) fn subscriber_key_problem(spki_der: &[u8]) -> Option<String> {
+    let spki = match SubjectPublicKeyInfo::from_der(spki_der) {
+        Ok(([], spki)) => spki,
+        Ok(_) => return Some("trailing bytes after the SubjectPublicKeyInfo".to_owned()),
+        Err(e) => return Some(format!("unreadable SubjectPublicKeyInfo: {e}")),
+    };
+    let key_alg = spki.algorithm.algorithm.to_id_string();
+    match key_alg.as_str() {
+        RSA_ENCRYPTION => {
+            let modulus = match spki.parsed() {
+                Ok(PublicKey::RSA(rsa)) => rsa.modulus,
+                _ => return Some("rsaEncryption key that is not an RSAPublicKey".to_owned()),
+            };
+            let bits = bit_length(modulus);
+            if bits < MIN_RSA_BITS {
+                Some(format!(
+                    "RSA key of {bits} bits is below the {MIN_RSA_BITS}-bit minimum"
+                ))
+            } else if bits % 8 != 0 {
+                Some(format!(
+                    "RSA key of {bits} bits is not a whole number of bytes"
+                ))
+            } else {
+                None
+            }
+        }
+        EC_PUBLIC_KEY => match ec_curve(&spki) {
+            Ok(curve) if SUBSCRIBER_CURVES.iter().any(|(oid, _)| *oid == curve) => None,
+            Ok(curve) => Some(format!("EC key on curve {curve}, which is not accepted")),
+            Err(e) => Some(e.to_string()),
+        },
+        ED25519 => None,
+        other => Some(format!("public key algorithm {other} is not accepted")),
+    }
+}
+
 /// Bits in a big-endian unsigned integer, leading zeros ignored.
 fn bit_length(be: &[u8]) -> usize {
     let Some(pos) = be.iter().position(|&b| b != 0) else {

@@ -72,6 +72,14 @@ pub enum ErrorCode {
     SignatureAlgorithmUnsupported,
     SignatureAlgorithmRejected,
     CertificateNotYetValid,
+    /// A signature on the certification path does not verify with the key of the issuer it
+    /// names (a tampered certificate, or one forged under a look-alike of a trusted issuer).
+    SignatureInvalid,
+    /// Every signature verifies, but the path breaks a rule of RFC 5280 section 6.1 or the
+    /// certificate is not one a PSP may hold.
+    CertificationPathInvalid,
+    /// More intermediates were presented than a path is built from.
+    ChainTooLong,
 }
 
 impl ErrorCode {
@@ -83,6 +91,9 @@ impl ErrorCode {
             ErrorCode::SignatureAlgorithmUnsupported => "signature_algorithm_unsupported",
             ErrorCode::SignatureAlgorithmRejected => "signature_algorithm_rejected",
             ErrorCode::CertificateNotYetValid => "certificate_not_yet_valid",
+            ErrorCode::SignatureInvalid => "signature_invalid",
+            ErrorCode::CertificationPathInvalid => "certification_path_invalid",
+            ErrorCode::ChainTooLong => "chain_too_long",
         }
     }
 }

@@ -1,0 +1,559 @@
+//! Certification paths: from the certificate, through the intermediates presented with it, to
+//! a trust-list issuer, with every signature on the way verified.
+//!
+//! Names and key identifiers only *propose* candidates: a certificate `C` may have been issued
+//! by `P` when `P`'s subject is `C`'s issuer name and no key identifier contradicts it. Only a
+//! verified signature binds `C` to `P`. A [`VerifiedPath`] ("issued by trust-list issuer N,
+//! through these intermediates") can only be made by [`build`], after it verified every
+//! signature on the path and every structural rule of RFC 5280 section 6.1 that applies
+//! without certificate policies: CA-ness and keyCertSign of every issuer, pathLenConstraint,
+//! critical extensions, the subject's own key and role. This is rustls-webpki's shape: the
+//! value that says "trusted" exists only where it was proven.
+//!
+//! Time plays no part here: validity periods are the `notExpired` flag's business (the
+//! contract's rule 8 keeps the flags independent), and [`build`] returns every verified path
+//! so the caller can prefer one whose certificates are all current.
+//!
+//! When nothing verifies, [`PathFailure`] says what was found instead, in the order that
+//! explains it best: a structurally invalid path, a trust-list issuer named whose key does not
+//! verify the certificate (the contract's tampered scenario), a trust-list issuer named above
+//! an intermediate whose signature it did not make (a forged intermediate), or no trust-list
+//! issuer at all.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::cert::{PspCertificate, SignatureError};
+use crate::trust::TrustList;
+
+/// At most this many presented intermediates are accepted with a certificate. TLS peers and
+/// load balancers send the leaf and one or two CAs; EN 319 411 hierarchies have at most three
+/// levels below a root. Eight leaves room for cross-certificates; more is refused, never
+/// silently cut.
+pub const MAX_PRESENTED_INTERMEDIATES: usize = 8;
+
+/// At most this many intermediates between the certificate and a trust-list issuer. Real QTSP
+/// hierarchies are root → issuing CA (trusted lists usually name the issuing CA itself, so the
+/// path is usually empty); NIST PKITS's deepest paths in the sections we run have five.
+pub const MAX_PATH_INTERMEDIATES: usize = 6;
+
+/// At most this many signature verifications per search: the budget on attacker-controlled
+/// work (rustls-webpki keeps the same kind of budget, 100 there for web PKI chains; each
+/// verification is at most a few hundred microseconds of RSA-8192).
+pub const MAX_SIGNATURE_CHECKS: usize = 64;
+
+/// At most this many candidate paths (name chains that reach a trust-list issuer) are kept
+/// for judging; cross-certified hierarchies give two or three.
+pub const MAX_CANDIDATE_PATHS: usize = 16;
+
+/// A certificate taking part in a search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Node {
+    Leaf,
+    /// Index into the presented intermediates.
+    Presented(usize),
+    /// Index into [`TrustList::issuers`].
+    Anchor(usize),
+}
+
+/// A certification path whose every signature verified and that breaks no structural rule:
+/// the certificate was issued, through `intermediates` (certificate side first, indices into
+/// the presented intermediates), by trust-list issuer `anchor`. Only [`build`] makes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedPath {
+    anchor: usize,
+    intermediates: Vec<usize>,
+}
+
+impl VerifiedPath {
+    /// The trust-list issuer at the head of the path (index into [`TrustList::issuers`]).
+    pub fn anchor(&self) -> usize {
+        self.anchor
+    }
+
+    /// The presented intermediates on the path, certificate side first.
+    pub fn intermediates(&self) -> &[usize] {
+        &self.intermediates
+    }
+}
+
+/// A chain of names from the certificate to a trust-list issuer, not (or not entirely)
+/// verified: what a failure is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidatePath {
+    /// Index into [`TrustList::issuers`].
+    pub anchor: usize,
+    /// Presented intermediates, certificate side first.
+    pub intermediates: Vec<usize>,
+}
+
+/// Why a path whose signatures all verify is still not a certification path (RFC 5280
+/// section 6.1, and what a PSP certificate must be).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathError {
+    /// An issuer on the path is not a CA: basicConstraints absent or cA false (RFC 5280
+    /// section 6.1.4 (k)).
+    IssuerNotCa { subject: String },
+    /// An issuer's keyUsage does not allow certificate signing (section 6.1.4 (n)).
+    IssuerWithoutKeyCertSign { subject: String },
+    /// An issuer's basicConstraints is not marked critical (section 4.2.1.9: it MUST be in
+    /// CA certificates).
+    BasicConstraintsNotCritical { subject: String },
+    /// An issuer is not an X.509 version 3 certificate (section 6.1.4 (k): a v1 or v2
+    /// certificate cannot carry basicConstraints).
+    IssuerNotV3 { subject: String, version: u32 },
+    /// An issuer has an empty subject name (section 4.1.2.6).
+    IssuerWithEmptySubject,
+    /// More non-self-issued intermediates below `subject` than its pathLenConstraint allows
+    /// (section 6.1.4 (l), (m)).
+    PathLengthExceeded { subject: String, constraint: u32 },
+    /// A certificate on the path has an extension that forbids using it (an unknown critical
+    /// extension, section 4.2; a critical key identifier; an unreadable extension).
+    Extension { subject: String, fault: String },
+    /// The certificate is a CA certificate (basicConstraints cA true) or may sign
+    /// certificates (keyUsage keyCertSign): a PSP's own certificate never is.
+    CertificateIsCa,
+    /// The certificate's own public key is too weak or of a refused kind.
+    SubscriberKey(String),
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathError::IssuerNotCa { subject } => write!(
+                f,
+                "issuer {subject} is not a CA (basicConstraints cA is not true)"
+            ),
+            PathError::IssuerWithoutKeyCertSign { subject } => {
+                write!(f, "issuer {subject} has keyUsage without keyCertSign")
+            }
+            PathError::BasicConstraintsNotCritical { subject } => write!(
+                f,
+                "issuer {subject} has basicConstraints not marked critical (RFC 5280 section 4.2.1.9)"
+            ),
+            PathError::IssuerNotV3 { subject, version } => write!(
+                f,
+                "issuer {subject} is an X.509 version {version} certificate, not version 3"
+            ),
+            PathError::IssuerWithEmptySubject => write!(f, "an issuer has an empty subject name"),
+            PathError::PathLengthExceeded {
+                subject,
+                constraint,
+            } => write!(
+                f,
+                "the path has more intermediates below {subject} than its pathLenConstraint {constraint} allows"
+            ),
+            PathError::Extension { subject, fault } => write!(f, "{subject}: {fault}"),
+            PathError::CertificateIsCa => write!(
+                f,
+                "the certificate is a CA certificate (basicConstraints cA or keyUsage keyCertSign), never a PSP's own"
+            ),
+            PathError::SubscriberKey(why) => write!(f, "the certificate's key: {why}"),
+        }
+    }
+}
+
+/// Why no path verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathFailure {
+    /// Every signature on `path` verifies, but the path breaks a structural rule.
+    Invalid {
+        path: CandidatePath,
+        error: PathError,
+    },
+    /// The certificate names a trust-list issuer (directly, or through presented intermediates
+    /// that verify up to it) whose key does not verify the certificate's own signature: a
+    /// tampered certificate, or one forged under a look-alike issuer. `bound_by_key_id` when
+    /// the certificate's authority key identifier equals that issuer's subject key identifier
+    /// (who issued it is known; the contract's tampered scenario keeps `validQTSP`).
+    /// `structure` is the judgement of the rest of the path.
+    CertificateSignature {
+        path: CandidatePath,
+        bound_by_key_id: bool,
+        error: SignatureError,
+        structure: Result<(), PathError>,
+    },
+    /// An intermediate names a trust-list issuer whose key does not verify the
+    /// intermediate's signature: a forged intermediate under a look-alike of a trusted CA.
+    IntermediateSignature {
+        path: CandidatePath,
+        /// Position in `path.intermediates` of the intermediate whose signature failed.
+        at: usize,
+        error: SignatureError,
+    },
+    /// No trust-list issuer is named by the certificate or its presented intermediates.
+    /// `signature` tells whether the certificate verifies with the key of a presented issuer.
+    NoTrustedIssuer { signature: PresentedSignature },
+    /// More intermediates were presented than [`MAX_PRESENTED_INTERMEDIATES`].
+    TooManyIntermediates { presented: usize },
+}
+
+/// The certificate's signature against the issuers presented with it, when no trust-list
+/// issuer is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PresentedSignature {
+    /// A presented CA's key verifies it (the CA is untrusted).
+    Verified { by: usize },
+    /// Presented CAs carry the issuer's name, and no key among them verifies it.
+    Invalid,
+    /// No trust-list issuer and no presented CA carries the certificate's issuer name.
+    IssuerKeyNotFound,
+    /// The signature algorithm or the issuer key is outside the policy.
+    NotCheckable(SignatureError),
+}
+
+/// What a search found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Paths {
+    /// At least one verified path, in the order found (shorter, trust-list-first paths
+    /// first).
+    Verified(Vec<VerifiedPath>),
+    Failed(PathFailure),
+}
+
+/// Builds every certification path from `leaf` through `presented` to an issuer of `trust`,
+/// within the budgets above, verifying every signature and every structural rule.
+pub fn build(leaf: &PspCertificate, presented: &[PspCertificate], trust: &TrustList) -> Paths {
+    if presented.len() > MAX_PRESENTED_INTERMEDIATES {
+        return Paths::Failed(PathFailure::TooManyIntermediates {
+            presented: presented.len(),
+        });
+    }
+    let mut search = Search {
+        leaf,
+        presented,
+        trust,
+        signatures_left: MAX_SIGNATURE_CHECKS,
+        verdicts: HashMap::new(),
+        candidates: Vec::new(),
+        is_anchor_copy: presented
+            .iter()
+            .map(|p| trust.issuers().iter().any(|t| t.certificate.der == p.der))
+            .collect(),
+    };
+    let mut intermediates = Vec::new();
+    search.walk(Node::Leaf, &mut intermediates, None);
+
+    let mut verified = Vec::new();
+    let mut invalid = None;
+    let mut certificate_signature = None;
+    let mut intermediate_signature = None;
+    for c in &search.candidates {
+        match &c.failure {
+            None => match structure(leaf, presented, trust, &c.path) {
+                Ok(()) => verified.push(VerifiedPath {
+                    anchor: c.path.anchor,
+                    intermediates: c.path.intermediates.clone(),
+                }),
+                Err(error) => {
+                    invalid.get_or_insert_with(|| PathFailure::Invalid {
+                        path: c.path.clone(),
+                        error,
+                    });
+                }
+            },
+            Some(Broken { at: 0, error }) => {
+                let issuer = match c.path.intermediates.first() {
+                    Some(&p) => &presented[p],
+                    None => &trust.issuers()[c.path.anchor].certificate,
+                };
+                let failure = PathFailure::CertificateSignature {
+                    path: c.path.clone(),
+                    bound_by_key_id: bound_by_key_id(leaf, issuer),
+                    error: error.clone(),
+                    structure: structure(leaf, presented, trust, &c.path),
+                };
+                // Prefer the explanation where the issuer is bound by key identifier.
+                let better = match (&certificate_signature, &failure) {
+                    (None, _) => true,
+                    (
+                        Some(PathFailure::CertificateSignature {
+                            bound_by_key_id: false,
+                            ..
+                        }),
+                        PathFailure::CertificateSignature {
+                            bound_by_key_id: true,
+                            ..
+                        },
+                    ) => true,
+                    _ => false,
+                };
+                if better {
+                    certificate_signature = Some(failure);
+                }
+            }
+            Some(Broken { at, error }) => {
+                intermediate_signature.get_or_insert_with(|| PathFailure::IntermediateSignature {
+                    path: c.path.clone(),
+                    at: at - 1,
+                    error: error.clone(),
+                });
+            }
+        }
+    }
+    if !verified.is_empty() {
+        return Paths::Verified(verified);
+    }
+    let failure = invalid
+        .or(certificate_signature)
+        .or(intermediate_signature)
+        .unwrap_or_else(|| PathFailure::NoTrustedIssuer {
+            signature: search.presented_signature(),
+        });
+    Paths::Failed(failure)
+}
+
+/// Where a candidate's chain of signatures first breaks: link `at` (0: the certificate's own
+/// signature; `k`: the signature of the `k`-th intermediate, certificate side first).
+#[derive(Debug, Clone)]
+struct Broken {
+    at: usize,
+    error: SignatureError,
+}
+
+#[derive(Debug, Clone)]
+struct Candidate {
+    path: CandidatePath,
+    failure: Option<Broken>,
+}
+
+struct Search<'a> {
+    leaf: &'a PspCertificate,
+    presented: &'a [PspCertificate],
+    trust: &'a TrustList,
+    signatures_left: usize,
+    /// Signature verdicts already computed, by (signed, signer).
+    verdicts: HashMap<(Node, Node), Result<(), SignatureError>>,
+    candidates: Vec<Candidate>,
+    /// Presented intermediates that are byte for byte a trust-list issuer: the path goes to
+    /// the trust-list issuer itself instead.
+    is_anchor_copy: Vec<bool>,
+}
+
+impl Search<'_> {
+    fn cert(&self, node: Node) -> &PspCertificate {
+        match node {
+            Node::Leaf => self.leaf,
+            Node::Presented(i) => &self.presented[i],
+            Node::Anchor(i) => &self.trust.issuers()[i].certificate,
+        }
+    }
+
+    /// Whether `signer`'s key verifies `signed`; `None` when the budget is spent.
+    fn verify(&mut self, signed: Node, signer: Node) -> Option<Result<(), SignatureError>> {
+        if let Some(v) = self.verdicts.get(&(signed, signer)) {
+            return Some(v.clone());
+        }
+        if self.signatures_left == 0 {
+            return None;
+        }
+        self.signatures_left -= 1;
+        let verdict = self.cert(signed).verify_signed_by(&self.cert(signer).spki);
+        self.verdicts.insert((signed, signer), verdict.clone());
+        Some(verdict)
+    }
+
+    /// Depth-first from `child` (the leaf or a presented intermediate) to the trust list.
+    /// `intermediates` is the path so far; `failure` the first broken link on it.
+    fn walk(&mut self, child: Node, intermediates: &mut Vec<usize>, failure: Option<Broken>) {
+        let level = intermediates.len();
+        let anchors: Vec<usize> = (0..self.trust.issuers().len())
+            .filter(|&a| names_issuer(self.cert(child), &self.trust.issuers()[a].certificate))
+            .collect();
+        for a in anchors {
+            if self.candidates.len() >= MAX_CANDIDATE_PATHS {
+                return;
+            }
+            let Some(verdict) = self.verify(child, Node::Anchor(a)) else {
+                return;
+            };
+            let failure = match (&failure, verdict) {
+                (Some(f), _) => Some(f.clone()),
+                (None, Ok(())) => None,
+                (None, Err(error)) => Some(Broken { at: level, error }),
+            };
+            self.candidates.push(Candidate {
+                path: CandidatePath {
+                    anchor: a,
+                    intermediates: intermediates.clone(),
+                },
+                failure,
+            });
+        }
+        if level >= MAX_PATH_INTERMEDIATES {
+            return;
+        }
+        let issuers: Vec<usize> = (0..self.presented.len())
+            .filter(|p| !intermediates.contains(p) && !self.is_anchor_copy[*p])
+            .filter(|&p| {
+                let next = &self.presented[p];
+                next.der != self.leaf.der && names_issuer(self.cert(child), next)
+            })
+            .collect();
+        for p in issuers {
+            if self.candidates.len() >= MAX_CANDIDATE_PATHS {
+                return;
+            }
+            let Some(verdict) = self.verify(child, Node::Presented(p)) else {
+                return;
+            };
+            let next_failure = match (&failure, verdict) {
+                (Some(f), _) => Some(f.clone()),
+                (None, Ok(())) => None,
+                // Only the certificate's own signature may be broken below a path that is
+                // followed further: that is the tampered certificate whose issuer is still
+                // identified through verified intermediates. Above it, an intermediate that
+                // its named issuer did not sign leads nowhere trustworthy.
+                (None, Err(error)) if level == 0 => Some(Broken { at: 0, error }),
+                (None, Err(_)) => continue,
+            };
+            intermediates.push(p);
+            self.walk(Node::Presented(p), intermediates, next_failure);
+            intermediates.pop();
+        }
+    }
+
+    /// The certificate's signature against the presented CAs that carry its issuer name.
+    fn presented_signature(&mut self) -> PresentedSignature {
+        let named: Vec<usize> = (0..self.presented.len())
+            .filter(|&p| {
+                let c = &self.presented[p];
+                c.der != self.leaf.der && is_ca(c) && names_issuer(self.leaf, c)
+            })
+            .collect();
+        if named.is_empty() {
+            return PresentedSignature::IssuerKeyNotFound;
+        }
+        let mut refusal = None;
+        for p in named {
+            match self.verify(Node::Leaf, Node::Presented(p)) {
+                Some(Ok(())) => return PresentedSignature::Verified { by: p },
+                Some(Err(e)) if e.is_algorithm_problem() => refusal = Some(e),
+                Some(Err(_)) | None => {}
+            }
+        }
+        refusal.map_or(
+            PresentedSignature::Invalid,
+            PresentedSignature::NotCheckable,
+        )
+    }
+}
+
+/// `candidate` carries `cert`'s issuer name, and no key identifier contradicts it: a
+/// proposal, never a binding.
+fn names_issuer(cert: &PspCertificate, candidate: &PspCertificate) -> bool {
+    if !same_name(&cert.issuer_raw, &candidate.subject_raw) {
+        return false;
+    }
+    match (&cert.authority_key_id, &candidate.subject_key_id) {
+        (Some(aki), Some(ski)) => aki == ski,
+        _ => true,
+    }
+}
+
+/// The key identifiers on both sides are present and equal.
+pub(crate) fn bound_by_key_id(cert: &PspCertificate, issuer: &PspCertificate) -> bool {
+    matches!((&cert.authority_key_id, &issuer.subject_key_id), (Some(a), Some(s)) if a == s)
+}
+
+/// Two names are the same name.
+fn same_name(a: &[u8], b: &[u8]) -> bool {
+    a == b
+}
+
+/// Issuer and subject are the same name (RFC 5280 section 6.1: self-issued).
+fn is_self_issued(c: &PspCertificate) -> bool {
+    same_name(&c.issuer_raw, &c.subject_raw)
+}
+
+fn is_ca(c: &PspCertificate) -> bool {
+    c.is_ca == Some(true)
+}
+
+/// The structural rules of RFC 5280 section 6.1 (without certificate policies) on a path
+/// whose signatures were verified, plus what a PSP certificate must be.
+fn structure(
+    leaf: &PspCertificate,
+    presented: &[PspCertificate],
+    trust: &TrustList,
+    path: &CandidatePath,
+) -> Result<(), PathError> {
+    if let Some(fault) = leaf.extension_faults.first() {
+        return Err(PathError::Extension {
+            subject: leaf.subject.clone(),
+            fault: fault.clone(),
+        });
+    }
+    if is_ca(leaf) || leaf.key_usage.is_some_and(|ku| ku.key_cert_sign) {
+        return Err(PathError::CertificateIsCa);
+    }
+    if let Some(why) = leaf.subscriber_key_problem() {
+        return Err(PathError::SubscriberKey(why));
+    }
+
+    let anchor = &trust.issuers()[path.anchor].certificate;
+    // Issuers from the head down: the trust-list issuer, then the intermediates.
+    let issuers =
+        std::iter::once(anchor).chain(path.intermediates.iter().rev().map(|&i| &presented[i]));
+    // RFC 5280 section 6.1.2 (k) and 6.1.4 (l), (m): max_path_length, starting from the
+    // trust-list issuer's own constraint (as OpenSSL and x509-limbo apply it), with the
+    // issuer whose constraint binds, for the error.
+    let mut remaining: Option<(u32, &PspCertificate)> = None;
+    for (depth, ca) in issuers.enumerate() {
+        check_issuer(ca)?;
+        if depth > 0 && !is_self_issued(ca) {
+            if let Some((n, by)) = remaining {
+                if n == 0 {
+                    return Err(PathError::PathLengthExceeded {
+                        subject: by.subject.clone(),
+                        constraint: by.path_len_constraint.unwrap_or(0),
+                    });
+                }
+                remaining = Some((n - 1, by));
+            }
+        }
+        if let Some(q) = ca.path_len_constraint
+            && remaining.is_none_or(|(n, _)| q < n)
+        {
+            remaining = Some((q, ca));
+        }
+    }
+    Ok(())
+}
+
+/// What every issuer on a path must be: an X.509 v3 CA certificate with critical
+/// basicConstraints cA true, keyCertSign when keyUsage is present, a subject name, and no
+/// extension that forbids its use.
+fn check_issuer(ca: &PspCertificate) -> Result<(), PathError> {
+    let subject = || ca.subject.clone();
+    if ca.version != 3 {
+        return Err(PathError::IssuerNotV3 {
+            subject: subject(),
+            version: ca.version,
+        });
+    }
+    if !is_ca(ca) {
+        return Err(PathError::IssuerNotCa { subject: subject() });
+    }
+    if !ca.basic_constraints_critical {
+        return Err(PathError::BasicConstraintsNotCritical { subject: subject() });
+    }
+    if ca.key_usage.is_some_and(|ku| !ku.key_cert_sign) {
+        return Err(PathError::IssuerWithoutKeyCertSign { subject: subject() });
+    }
+    if is_empty_name(&ca.subject_raw) {
+        return Err(PathError::IssuerWithEmptySubject);
+    }
+    if let Some(fault) = ca.extension_faults.first() {
+        return Err(PathError::Extension {
+            subject: subject(),
+            fault: fault.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// An empty `Name` is the DER `SEQUENCE {}`: `30 00`.
+fn is_empty_name(raw: &[u8]) -> bool {
+    raw.len() <= 2
+}
