@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod forge;
 pub mod service;
 pub mod test_pki;
 pub mod tls_client;
