@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use psp_gateway::cert::PspCertificate;
 use serde::Deserialize;
-use support::{Judged, Outcome};
+use support::{Crl, Judged, Outcome};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -119,11 +119,15 @@ fn run(tc: &Testcase) -> (Outcome, String) {
         Ok(c) => c,
         Err(e) => return (Outcome::Failure, e),
     };
-    let crls: Option<Vec<Vec<u8>>> = tc
-        .crls
-        .as_ref()
-        .filter(|c| !c.is_empty())
-        .map(|c| c.iter().map(|p| p.as_bytes().to_vec()).collect());
+    let crls: Option<Vec<Crl>> = tc.crls.as_ref().filter(|c| !c.is_empty()).map(|c| {
+        c.iter()
+            .enumerate()
+            .map(|(i, p)| Crl {
+                name: format!("crls[{i}]"),
+                bytes: p.as_bytes().to_vec(),
+            })
+            .collect()
+    });
     let r = support::run_case(&anchors, &leaf, &intermediates, now, crls.as_deref());
     (r.outcome, r.detail())
 }

@@ -84,6 +84,12 @@ fn jurisdiction() -> CountryCode {
     JURISDICTION.parse().expect("a country code")
 }
 
+/// A CRL supplied by the suite, named for messages.
+pub struct Crl {
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
 /// What the check core said about one case.
 pub struct Run {
     pub outcome: Outcome,
@@ -146,7 +152,7 @@ pub fn run_case(
     leaf: &PspCertificate,
     intermediates: &[PspCertificate],
     now: OffsetDateTime,
-    crls: Option<&[Vec<u8>]>,
+    crls: Option<&[Crl]>,
 ) -> Run {
     let trust = trust_list(anchors);
     let registers = RegisterSnapshot::empty();
@@ -186,16 +192,17 @@ pub fn run_case(
     }
 }
 
-/// The CRL evidence for `leaf`, with the product's pure CRL code and its default grace and
-/// clock skew, as the revocation checker's CRL method computes it. The only difference: the
-/// CRLs come from the suite instead of the leaf's distribution points, so each is tried in
-/// order and the first one that can be used decides (the checker does the same over its
-/// distribution-point URLs). CRLs by another issuer are passed over silently: they would not
-/// be at the leaf's distribution point.
+/// The CRL evidence for `leaf`, with the product's pure CRL code (`CrlIndex`: verified with
+/// the issuer the check resolved, current under the default grace and clock skew, covering
+/// the leaf), as the revocation checker's CRL method computes it. The one difference: the CRLs
+/// come from the suite instead of the leaf's distribution points, so there is no URL order;
+/// the harness takes "revoked" if any usable CRL lists the leaf, else "good" if one usable CRL
+/// does not, else "could not complete". CRLs by another issuer are passed over silently: they
+/// would not be at the leaf's distribution point.
 pub fn crl_evidence(
     leaf: &PspCertificate,
     issuer: Option<&PspCertificate>,
-    crls: &[Vec<u8>],
+    crls: &[Crl],
     now: OffsetDateTime,
 ) -> RevocationEvidence {
     let ocsp = MethodOutcome::Failed {
@@ -209,8 +216,9 @@ pub fn crl_evidence(
             ocsp,
         };
     };
+    let mut good = None;
     let mut reasons = Vec::new();
-    for (i, bytes) in crls.iter().enumerate() {
+    for Crl { name, bytes } in crls {
         let outcome = CrlIndex::parse(bytes, issuer)
             .and_then(|crl| {
                 crl.check_current(now, DEFAULT_CRL_GRACE, DEFAULT_CLOCK_SKEW)
@@ -219,20 +227,17 @@ pub fn crl_evidence(
             .and_then(|crl| crl.status(leaf).map(|s| (crl, s)));
         let evidence = |crl: &CrlIndex| {
             format!(
-                "suite CRL {i} by {} number {}",
+                "CRL {name} by {} number {}",
                 crl.issuer(),
                 crl.crl_number().unwrap_or("none")
             )
         };
         match outcome {
             Ok((crl, CrlStatus::NotListed)) => {
-                return RevocationEvidence {
-                    crl: MethodOutcome::Good {
-                        evidence: evidence(&crl),
-                        valid_until: Some(crl.next_update()),
-                    },
-                    ocsp,
-                };
+                good.get_or_insert(MethodOutcome::Good {
+                    evidence: evidence(&crl),
+                    valid_until: Some(crl.next_update()),
+                });
             }
             Ok((crl, CrlStatus::Revoked(entry))) => {
                 return RevocationEvidence {
@@ -245,16 +250,16 @@ pub fn crl_evidence(
                 };
             }
             Err(CrlError::IssuerMismatch { .. }) => {}
-            Err(e) => reasons.push(format!("suite CRL {i}: {e}")),
+            Err(e) => reasons.push(format!("{name}: {e}")),
         }
     }
     if reasons.is_empty() {
         reasons.push("no CRL by the certificate's issuer".into());
     }
     RevocationEvidence {
-        crl: MethodOutcome::Failed {
+        crl: good.unwrap_or(MethodOutcome::Failed {
             reason: reasons.join("; "),
-        },
+        }),
         ocsp,
     }
 }
