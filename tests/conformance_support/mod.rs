@@ -1,0 +1,356 @@
+//! What the conformance harnesses (`tests/x509_limbo.rs`, `tests/pkits_paths.rs`) share: how a
+//! peer suite's case is put to the real check core, and how known divergences are recorded.
+//!
+//! The check core is driven as a black box, through the same calls the gateway's checker makes
+//! (`resolve_issuer`, then revocation evidence for the issuer it names, then `report`). The
+//! suite's trust anchors become the issuers of one trust source; the case passes when
+//! `validQTSP && validSignature && notExpired`, and also `notRevoked` when the case brings
+//! CRLs. Everything that builds product values is in [`trust_list`] and [`run_case`], so an API
+//! change touches only these two functions.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use psp_gateway::CountryCode;
+use psp_gateway::cert::PspCertificate;
+use psp_gateway::check::{
+    self, CheckInput, CheckReport, MethodOutcome, RevocationEvidence, Snapshots,
+};
+use psp_gateway::config::{CertKind, QcCompliancePolicy, UntypedPolicy};
+use psp_gateway::register::RegisterSnapshot;
+use psp_gateway::revocation::config::{DEFAULT_CLOCK_SKEW, DEFAULT_CRL_GRACE};
+use psp_gateway::revocation::crl::{CrlError, CrlIndex, CrlStatus};
+use psp_gateway::trust::{Approval, QtspSource, Source, TrustList, TrustedIssuer};
+use serde::Deserialize;
+use time::OffsetDateTime;
+
+/// The transaction jurisdiction of every case; the one trust source is valid for it.
+pub const JURISDICTION: &str = "DE";
+
+/// `../shared/data/<rel>`.
+pub fn data(rel: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: the tests read ../shared/data beside the repository",
+        p.display()
+    );
+    p
+}
+
+/// A suite's verdict, in x509-limbo's words (PKITS "Valid" is SUCCESS, "Invalid" FAILURE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+pub enum Outcome {
+    #[serde(rename = "SUCCESS")]
+    Success,
+    #[serde(rename = "FAILURE")]
+    Failure,
+}
+
+/// One trust source whose issuers are the case's trust anchors: both kinds, no QcCompliance
+/// or QcType required (the suites' certificates are not PSD2 certificates), approved since
+/// always, valid for [`JURISDICTION`].
+pub fn trust_list(anchors: &[PspCertificate]) -> TrustList {
+    let source = Source {
+        name: "conformance".into(),
+        qtsp_source: QtspSource::Qtsp,
+        reported_jurisdiction: "EEA".into(),
+        valid_for: BTreeSet::from([jurisdiction()]),
+        qc_compliance: QcCompliancePolicy::Optional,
+        untyped: UntypedPolicy::Accept,
+    };
+    let issuers = anchors
+        .iter()
+        .enumerate()
+        .map(|(i, certificate)| TrustedIssuer {
+            source: 0,
+            certificate: certificate.clone(),
+            origin: format!("trust anchor {i}"),
+            history: vec![Approval {
+                from: None,
+                active: true,
+                kinds: BTreeSet::from([CertKind::Web, CertKind::Seal]),
+                status: "granted".into(),
+            }],
+        })
+        .collect();
+    TrustList::new(vec![source], issuers)
+}
+
+fn jurisdiction() -> CountryCode {
+    JURISDICTION.parse().expect("a country code")
+}
+
+/// A CRL supplied by the suite, named for messages.
+pub struct Crl {
+    pub name: String,
+    pub bytes: Vec<u8>,
+}
+
+/// What the check core said about one case.
+pub struct Run {
+    pub outcome: Outcome,
+    pub report: CheckReport,
+    /// Whether the case brought revocation data (else notRevoked is not part of the verdict).
+    pub revocation: bool,
+}
+
+impl Run {
+    /// The flags, errors and explanation in one line, for failure messages. Revocation lines
+    /// are left out when the case brought no revocation data (they only say so).
+    pub fn detail(&self) -> String {
+        let v = &self.report.validity;
+        let revocation = |s: &str| {
+            self.revocation
+                || !(s.starts_with("CRL:")
+                    || s.starts_with("OCSP:")
+                    || s.starts_with("crl_response_error")
+                    || s.starts_with("ocsp_response_error"))
+        };
+        let errors: Vec<String> = self
+            .report
+            .errors
+            .iter()
+            .map(|e| format!("{}: {}", e.code.as_str(), e.title))
+            .filter(|s| revocation(s))
+            .collect();
+        let explanation: Vec<&str> = self
+            .report
+            .explanation
+            .iter()
+            .map(String::as_str)
+            .filter(|s| revocation(s))
+            .collect();
+        let not_revoked = if self.revocation {
+            format!(" notRevoked={}", v.not_revoked)
+        } else {
+            String::new()
+        };
+        format!(
+            "validQTSP={} validSignature={} notExpired={}{not_revoked}; explanation: {}; errors: {}",
+            v.valid_qtsp,
+            v.valid_signature,
+            v.not_expired,
+            explanation.join(" | "),
+            if errors.is_empty() {
+                "none".to_owned()
+            } else {
+                errors.join(" | ")
+            }
+        )
+    }
+}
+
+/// Runs one case through the check core. `crls`: `None` when the case has no revocation
+/// data (then `notRevoked` is not part of the verdict); otherwise the CRLs the harness stands
+/// in for the fetcher with (see [`crl_evidence`]).
+pub fn run_case(
+    anchors: &[PspCertificate],
+    leaf: &PspCertificate,
+    intermediates: &[PspCertificate],
+    now: OffsetDateTime,
+    crls: Option<&[Crl]>,
+) -> Run {
+    let trust = trust_list(anchors);
+    let registers = RegisterSnapshot::empty();
+    let input = CheckInput {
+        certificate: leaf,
+        intermediates,
+        jurisdiction: jurisdiction(),
+        now,
+    };
+    let snapshots = Snapshots {
+        trust: &trust,
+        registers: &registers,
+    };
+    // As the gateway's checker does: resolve first, to know whose CRLs may be used.
+    let resolution = check::resolve_issuer(&input, &trust);
+    let evidence = match crls {
+        None => RevocationEvidence::not_checked("no revocation data in this case"),
+        Some(crls) => {
+            let issuer = resolution
+                .revocation_issuer()
+                .map(|k| k.certificate(&trust, intermediates));
+            crl_evidence(leaf, issuer, crls, now)
+        }
+    };
+    let report = check::report(&input, snapshots, &resolution, &evidence);
+    let v = &report.validity;
+    let pass =
+        v.valid_qtsp && v.valid_signature && v.not_expired && (crls.is_none() || v.not_revoked);
+    Run {
+        outcome: if pass {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        },
+        report,
+        revocation: crls.is_some(),
+    }
+}
+
+/// The CRL evidence for `leaf`, with the product's pure CRL code (`CrlIndex`: verified with
+/// the issuer the check resolved, current under the default grace and clock skew, covering
+/// the leaf), as the revocation checker's CRL method computes it. The one difference: the CRLs
+/// come from the suite instead of the leaf's distribution points, so there is no URL order;
+/// the harness takes "revoked" if any usable CRL lists the leaf, else "good" if one usable CRL
+/// does not, else "could not complete". CRLs by another issuer are passed over silently: they
+/// would not be at the leaf's distribution point.
+pub fn crl_evidence(
+    leaf: &PspCertificate,
+    issuer: Option<&PspCertificate>,
+    crls: &[Crl],
+    now: OffsetDateTime,
+) -> RevocationEvidence {
+    let ocsp = MethodOutcome::Failed {
+        reason: "no OCSP in this suite".into(),
+    };
+    let Some(issuer) = issuer else {
+        return RevocationEvidence {
+            crl: MethodOutcome::Failed {
+                reason: "the issuer is unknown: no CRL can be verified".into(),
+            },
+            ocsp,
+        };
+    };
+    let mut good = None;
+    let mut reasons = Vec::new();
+    for Crl { name, bytes } in crls {
+        let outcome = CrlIndex::parse(bytes, issuer)
+            .and_then(|crl| {
+                crl.check_current(now, DEFAULT_CRL_GRACE, DEFAULT_CLOCK_SKEW)
+                    .map(|()| crl)
+            })
+            .and_then(|crl| crl.status(leaf).map(|s| (crl, s)));
+        let evidence = |crl: &CrlIndex| {
+            format!(
+                "CRL {name} by {} number {}",
+                crl.issuer(),
+                crl.crl_number().unwrap_or("none")
+            )
+        };
+        match outcome {
+            Ok((crl, CrlStatus::NotListed)) => {
+                good.get_or_insert(MethodOutcome::Good {
+                    evidence: evidence(&crl),
+                    valid_until: Some(crl.next_update()),
+                });
+            }
+            Ok((crl, CrlStatus::Revoked(entry))) => {
+                return RevocationEvidence {
+                    crl: MethodOutcome::Revoked {
+                        at: Some(entry.at),
+                        reason: entry.reason.map(|r| r.to_string()),
+                        evidence: evidence(&crl),
+                    },
+                    ocsp,
+                };
+            }
+            Err(CrlError::IssuerMismatch { .. }) => {}
+            Err(e) => reasons.push(format!("{name}: {e}")),
+        }
+    }
+    if reasons.is_empty() {
+        reasons.push("no CRL by the certificate's issuer".into());
+    }
+    RevocationEvidence {
+        crl: good.unwrap_or(MethodOutcome::Failed {
+            reason: reasons.join("; "),
+        }),
+        ocsp,
+    }
+}
+
+/// `[[divergence]]` entries: cases where psp-gateway deliberately gives another outcome than
+/// the suite, `expected` being the outcome psp-gateway is meant to give.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DivergenceFile {
+    #[serde(default)]
+    divergence: Vec<Divergence>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Divergence {
+    pub id: String,
+    pub expected: Outcome,
+    pub reason: String,
+}
+
+pub fn load_divergences(path: &Path) -> BTreeMap<String, Divergence> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file: DivergenceFile =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut map = BTreeMap::new();
+    for d in file.divergence {
+        assert!(
+            !d.reason.trim().is_empty(),
+            "{}: divergence {} has no reason",
+            path.display(),
+            d.id
+        );
+        let id = d.id.clone();
+        assert!(
+            map.insert(id.clone(), d).is_none(),
+            "{}: divergence {id} is listed twice",
+            path.display()
+        );
+    }
+    map
+}
+
+/// One case's result, for [`judge`].
+pub struct Judged {
+    pub id: String,
+    pub expected: Outcome,
+    pub actual: Outcome,
+    pub detail: String,
+}
+
+/// Agreements, intended divergences, and the problems: disagreements not in the divergence
+/// file, entries that no longer diverge (stale) or name no case that ran.
+pub struct Verdicts {
+    pub agree: usize,
+    pub intended: usize,
+    pub problems: Vec<String>,
+}
+
+pub fn judge(results: &[Judged], divergences: &BTreeMap<String, Divergence>) -> Verdicts {
+    let mut v = Verdicts {
+        agree: 0,
+        intended: 0,
+        problems: Vec::new(),
+    };
+    let mut seen = BTreeSet::new();
+    for r in results {
+        seen.insert(r.id.as_str());
+        match divergences.get(&r.id) {
+            None if r.actual == r.expected => v.agree += 1,
+            None => v.problems.push(format!(
+                "{}: suite expects {:?}, psp-gateway gives {:?}: {}",
+                r.id, r.expected, r.actual, r.detail
+            )),
+            Some(d) if d.expected == r.expected => v.problems.push(format!(
+                "{}: divergence entry says {:?}, which is what the suite expects: not a divergence",
+                r.id, d.expected
+            )),
+            Some(_) if r.actual == r.expected => v.problems.push(format!(
+                "{}: stale divergence entry: psp-gateway now gives the suite's {:?}",
+                r.id, r.expected
+            )),
+            Some(_) => v.intended += 1,
+        }
+    }
+    for id in divergences.keys() {
+        if !seen.contains(id.as_str()) {
+            v.problems.push(format!(
+                "{id}: divergence entry for a case that did not run (unknown or skipped)"
+            ));
+        }
+    }
+    v
+}
