@@ -58,9 +58,6 @@ pub struct PspCertificate {
     pub is_ca: Option<bool>,
     /// `basicConstraints.pathLenConstraint`, when present.
     pub path_len_constraint: Option<u32>,
-    /// Whether basicConstraints is marked critical (RFC 5280 section 4.2.1.9 requires it in
-    /// CA certificates).
-    pub basic_constraints_critical: bool,
     /// Why the certificate's extensions forbid using it on a certification path: an unknown
     /// critical extension (RFC 5280 section 4.2), an extension marked critical that must not
     /// be, or a path-relevant extension that cannot be read. Empty for a usable certificate.
@@ -206,15 +203,18 @@ impl PspCertificate {
         signature::verify_certificate_signature(&self.der, issuer_spki_der)
     }
 
-    /// Why this certificate's own key is not acceptable for a PSP, if it is not (see
-    /// `signature::subscriber_key_problem`).
-    pub fn subscriber_key_problem(&self) -> Option<String> {
-        signature::subscriber_key_problem(&self.spki)
+    /// Why this certificate's own public key is not acceptable, if it is not: too weak, or
+    /// of a refused kind (see `signature::key_problem`).
+    pub fn key_problem(&self) -> Option<String> {
+        signature::key_problem(&self.spki)
     }
 
     /// Whether `t` lies in the validity period, both ends included (RFC 5280 section
-    /// 4.1.2.5).
+    /// 4.1.2.5). Certificate times have whole seconds, so `t` counts by its second: a time
+    /// inside the `notAfter` second is still valid, one inside the second before `notBefore`
+    /// is not (x509-limbo's `validity::*-fractional` cases).
     pub fn is_valid_at(&self, t: OffsetDateTime) -> bool {
+        let t = t.replace_nanosecond(0).unwrap_or(t);
         self.not_before <= t && t <= self.not_after
     }
 
@@ -344,7 +344,6 @@ fn parse_fields(der: &[u8]) -> Result<PspCertificate, CertError> {
         version: tbs.version().0 + 1,
         is_ca: None,
         path_len_constraint: None,
-        basic_constraints_critical: false,
         extension_faults: Vec::new(),
         key_usage: None,
         subject_key_id: None,
@@ -385,7 +384,6 @@ fn read_extensions(
             (OID_EXT_BASIC_CONSTRAINTS, ParsedExtension::BasicConstraints(bc)) => {
                 out.is_ca = Some(bc.ca);
                 out.path_len_constraint = bc.path_len_constraint;
-                out.basic_constraints_critical = ext.critical;
             }
             (OID_EXT_KEY_USAGE, ParsedExtension::KeyUsage(ku)) => {
                 out.key_usage = Some(KeyUsage {

@@ -332,12 +332,12 @@ const SUBSCRIBER_CURVES: &[(&str, &str)] = &[
     ("1.3.36.3.3.2.8.1.1.13", "brainpoolP512r1"),
 ];
 
-/// Why a certificate's own public key is not acceptable for a PSP (a subscriber), or `None`
-/// when it is: RSA of at least 2048 bits in whole bytes, EC on a curve of
+/// Why a certificate's own public key is not acceptable (a PSP's, or an issuer's on a
+/// certification path), or `None` when it is: RSA of at least 2048 bits in whole bytes, EC on a curve of
 /// [`SUBSCRIBER_CURVES`], or Ed25519 (ETSI TS 119 312; rustls-webpki and x509-limbo's
 /// `webpki::forbidden-*` cases refuse the same weak keys). DSA, which no QTSP issues, and
 /// every other algorithm are refused.
-pub(crate) fn subscriber_key_problem(spki_der: &[u8]) -> Option<String> {
+pub(crate) fn key_problem(spki_der: &[u8]) -> Option<String> {
     let spki = match SubjectPublicKeyInfo::from_der(spki_der) {
         Ok(([], spki)) => spki,
         Ok(_) => return Some("trailing bytes after the SubjectPublicKeyInfo".to_owned()),
@@ -355,7 +355,7 @@ pub(crate) fn subscriber_key_problem(spki_der: &[u8]) -> Option<String> {
                 Some(format!(
                     "RSA key of {bits} bits is below the {MIN_RSA_BITS}-bit minimum"
                 ))
-            } else if bits % 8 != 0 {
+            } else if !bits.is_multiple_of(8) {
                 Some(format!(
                     "RSA key of {bits} bits is not a whole number of bytes"
                 ))

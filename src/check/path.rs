@@ -96,12 +96,9 @@ pub enum PathError {
     IssuerNotCa { subject: String },
     /// An issuer's keyUsage does not allow certificate signing (section 6.1.4 (n)).
     IssuerWithoutKeyCertSign { subject: String },
-    /// An issuer's basicConstraints is not marked critical (section 4.2.1.9: it MUST be in
-    /// CA certificates).
-    BasicConstraintsNotCritical { subject: String },
-    /// An issuer is not an X.509 version 3 certificate (section 6.1.4 (k): a v1 or v2
-    /// certificate cannot carry basicConstraints).
-    IssuerNotV3 { subject: String, version: u32 },
+    /// A certificate on the path is not X.509 version 3: an issuer cannot then carry
+    /// basicConstraints (section 6.1.4 (k)), and a PSP certificate its QC statements.
+    NotV3 { subject: String, version: u32 },
     /// An issuer has an empty subject name (section 4.1.2.6).
     IssuerWithEmptySubject,
     /// More non-self-issued intermediates below `subject` than its pathLenConstraint allows
@@ -113,8 +110,9 @@ pub enum PathError {
     /// The certificate is a CA certificate (basicConstraints cA true) or may sign
     /// certificates (keyUsage keyCertSign): a PSP's own certificate never is.
     CertificateIsCa,
-    /// The certificate's own public key is too weak or of a refused kind.
-    SubscriberKey(String),
+    /// A public key on the path is too weak or of a refused kind (RSA under 2048 bits or not
+    /// in whole bytes, EC below P-256, DSA).
+    Key { subject: String, why: String },
 }
 
 impl fmt::Display for PathError {
@@ -127,13 +125,9 @@ impl fmt::Display for PathError {
             PathError::IssuerWithoutKeyCertSign { subject } => {
                 write!(f, "issuer {subject} has keyUsage without keyCertSign")
             }
-            PathError::BasicConstraintsNotCritical { subject } => write!(
+            PathError::NotV3 { subject, version } => write!(
                 f,
-                "issuer {subject} has basicConstraints not marked critical (RFC 5280 section 4.2.1.9)"
-            ),
-            PathError::IssuerNotV3 { subject, version } => write!(
-                f,
-                "issuer {subject} is an X.509 version {version} certificate, not version 3"
+                "{subject} is an X.509 version {version} certificate, not version 3"
             ),
             PathError::IssuerWithEmptySubject => write!(f, "an issuer has an empty subject name"),
             PathError::PathLengthExceeded {
@@ -148,7 +142,7 @@ impl fmt::Display for PathError {
                 f,
                 "the certificate is a CA certificate (basicConstraints cA or keyUsage keyCertSign), never a PSP's own"
             ),
-            PathError::SubscriberKey(why) => write!(f, "the certificate's key: {why}"),
+            PathError::Key { subject, why } => write!(f, "the key of {subject}: {why}"),
         }
     }
 }
@@ -264,20 +258,20 @@ pub fn build(leaf: &PspCertificate, presented: &[PspCertificate], trust: &TrustL
                     structure: structure(leaf, presented, trust, &c.path),
                 };
                 // Prefer the explanation where the issuer is bound by key identifier.
-                let better = match (&certificate_signature, &failure) {
-                    (None, _) => true,
-                    (
-                        Some(PathFailure::CertificateSignature {
-                            bound_by_key_id: false,
-                            ..
-                        }),
-                        PathFailure::CertificateSignature {
-                            bound_by_key_id: true,
-                            ..
-                        },
-                    ) => true,
-                    _ => false,
-                };
+                let better = certificate_signature.is_none()
+                    || matches!(
+                        (&certificate_signature, &failure),
+                        (
+                            Some(PathFailure::CertificateSignature {
+                                bound_by_key_id: false,
+                                ..
+                            }),
+                            PathFailure::CertificateSignature {
+                                bound_by_key_id: true,
+                                ..
+                            },
+                        )
+                    );
                 if better {
                     certificate_signature = Some(failure);
                 }
@@ -487,8 +481,17 @@ fn structure(
     if is_ca(leaf) || leaf.key_usage.is_some_and(|ku| ku.key_cert_sign) {
         return Err(PathError::CertificateIsCa);
     }
-    if let Some(why) = leaf.subscriber_key_problem() {
-        return Err(PathError::SubscriberKey(why));
+    if leaf.version != 3 {
+        return Err(PathError::NotV3 {
+            subject: leaf.subject.clone(),
+            version: leaf.version,
+        });
+    }
+    if let Some(why) = leaf.key_problem() {
+        return Err(PathError::Key {
+            subject: leaf.subject.clone(),
+            why,
+        });
     }
 
     let anchor = &trust.issuers()[path.anchor].certificate;
@@ -501,16 +504,17 @@ fn structure(
     let mut remaining: Option<(u32, &PspCertificate)> = None;
     for (depth, ca) in issuers.enumerate() {
         check_issuer(ca)?;
-        if depth > 0 && !is_self_issued(ca) {
-            if let Some((n, by)) = remaining {
-                if n == 0 {
-                    return Err(PathError::PathLengthExceeded {
-                        subject: by.subject.clone(),
-                        constraint: by.path_len_constraint.unwrap_or(0),
-                    });
-                }
-                remaining = Some((n - 1, by));
+        if depth > 0
+            && !is_self_issued(ca)
+            && let Some((n, by)) = remaining
+        {
+            if n == 0 {
+                return Err(PathError::PathLengthExceeded {
+                    subject: by.subject.clone(),
+                    constraint: by.path_len_constraint.unwrap_or(0),
+                });
             }
+            remaining = Some((n - 1, by));
         }
         if let Some(q) = ca.path_len_constraint
             && remaining.is_none_or(|(n, _)| q < n)
@@ -521,13 +525,15 @@ fn structure(
     Ok(())
 }
 
-/// What every issuer on a path must be: an X.509 v3 CA certificate with critical
-/// basicConstraints cA true, keyCertSign when keyUsage is present, a subject name, and no
-/// extension that forbids its use.
+/// What every issuer on a path must be: an X.509 v3 CA certificate with basicConstraints cA
+/// true, keyCertSign when keyUsage is present, an acceptable key, a subject name, and no
+/// extension that forbids its use. basicConstraints need not be marked critical: RFC 5280
+/// puts that duty on the issuing CA (section 4.2.1.9), the validation algorithm (section
+/// 6.1.4 (k)) does not check it, and NIST PKITS 4.6.4 expects such a path to validate.
 fn check_issuer(ca: &PspCertificate) -> Result<(), PathError> {
     let subject = || ca.subject.clone();
     if ca.version != 3 {
-        return Err(PathError::IssuerNotV3 {
+        return Err(PathError::NotV3 {
             subject: subject(),
             version: ca.version,
         });
@@ -535,8 +541,11 @@ fn check_issuer(ca: &PspCertificate) -> Result<(), PathError> {
     if !is_ca(ca) {
         return Err(PathError::IssuerNotCa { subject: subject() });
     }
-    if !ca.basic_constraints_critical {
-        return Err(PathError::BasicConstraintsNotCritical { subject: subject() });
+    if let Some(why) = ca.key_problem() {
+        return Err(PathError::Key {
+            subject: subject(),
+            why,
+        });
     }
     if ca.key_usage.is_some_and(|ku| !ku.key_cert_sign) {
         return Err(PathError::IssuerWithoutKeyCertSign { subject: subject() });

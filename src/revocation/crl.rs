@@ -105,6 +105,10 @@ pub enum CrlError {
     RelativeDistributionPoint,
     #[error("the CRL has no nextUpdate (RFC 5280 section 5.1.2.5 requires it)")]
     NoNextUpdate,
+    #[error("the v2 CRL has no cRLNumber (RFC 5280 section 5.2.3 requires it)")]
+    NoCrlNumber,
+    #[error("the CRL's cRLNumber is marked critical (RFC 5280 section 5.2.3: non-critical)")]
+    CriticalCrlNumber,
     #[error("the CRL's thisUpdate {} is in the future", rfc3339(*.this_update))]
     NotYetValid { this_update: OffsetDateTime },
     #[error("the CRL is stale: nextUpdate {} passed, beyond the {}-second grace", rfc3339(*.next_update), .grace.as_secs())]
@@ -209,6 +213,11 @@ impl CrlIndex {
             return Err(CrlError::ExtensionsInV1);
         }
         let (crl_number, scope) = read_crl_extensions(&extensions)?;
+        // RFC 5280 section 5.2.3: "conforming CRL issuers MUST include this extension in all
+        // CRLs". A v1 CRL cannot carry it (and is accepted as before, for old responders).
+        if v2 && crl_number.is_none() {
+            return Err(CrlError::NoCrlNumber);
+        }
         let next_update = tbs.next_update.ok_or(CrlError::NoNextUpdate)?;
 
         let mut revoked = HashMap::new();
@@ -384,6 +393,8 @@ fn read_crl_extensions(
         seen.push(oid.clone());
         let parsed = ext.parsed_extension();
         match oid.as_str() {
+            // RFC 5280 section 5.2.3: "This extension is non-critical".
+            OID_CRL_NUMBER if ext.critical => return Err(CrlError::CriticalCrlNumber),
             OID_CRL_NUMBER => match parsed {
                 ParsedExtension::CRLNumber(n) => {
                     crl_number = Some(hex(&n.to_bytes_be()));
