@@ -1,15 +1,20 @@
 //! The gateway: TLS with client certificates in front of the bank's PSD2 API. Per request:
 //!
 //! ```text
-//!  route ─▶ identity ─▶ check (cached) ─▶ access rule ─▶ forward ──▶ bank API
-//!  (path,    (handshake    (checker)        (policy:      (identity
-//!   method)   chain, or                      Permit or     headers,
-//!             header from                    Rejection)    streaming)
-//!             a trusted LB)
-//!    │            │                               │            │
-//!    └──404       └──401 CERTIFICATE_MISSING      └──401/403   └──502/504, in the route's
-//!                                                                  dialect
+//!  path ─▶ route ─▶ identity ─▶ check (cached) ─▶ access rule ─▶ forward ──▶ bank API
+//!  (norm-  (path,    (handshake    (checker)        (policy:      (identity
+//!  alised)  method)   chain, or                      Permit or     headers,
+//!                     header from                    Rejection)    streaming)
+//!                     a trusted LB)
+//!    │       │            │                               │            │
+//!    └─400   └──404       └──401 CERTIFICATE_MISSING      └──401/403   └──502/504
+//!                                             all in the route's dialect (400: the default)
 //! ```
+//!
+//! The path comes first: the route is chosen on the normalised path and the upstream receives
+//! exactly that path (`path.rs`), so the gateway and the bank's API cannot read one request as
+//! two different resources. A path that cannot be normalised unambiguously is refused (400,
+//! in the default dialect: no route is known yet) and never forwarded.
 //!
 //! The check runs on every request (its result is cached, never beyond the revocation
 //! evidence), so a revocation takes effect on long-lived and resumed TLS sessions too.
@@ -18,6 +23,7 @@ pub mod config;
 mod dialect;
 pub(crate) mod echo;
 mod forward;
+mod path;
 pub mod tls;
 
 use std::sync::Arc;
@@ -39,6 +45,8 @@ use crate::server::{Body, Cidr, ConnInfo};
 pub use config::{Dialect, GatewayConfig, IdentitySource};
 pub use dialect::Failure;
 use forward::{ForwardError, Hop, Upstream};
+use path::NormalisedPath;
+pub use path::PathRefusal;
 
 struct Route {
     prefix: String,
@@ -48,7 +56,8 @@ struct Route {
 }
 
 impl Route {
-    fn matches(&self, method: &Method, path: &str) -> bool {
+    fn matches(&self, method: &Method, path: &NormalisedPath) -> bool {
+        let path = path.as_str();
         let under = path == self.prefix
             || path
                 .strip_prefix(self.prefix.as_str())
@@ -68,6 +77,9 @@ pub struct GatewayState {
     identity_header: Option<HeaderName>,
     trusted_proxies: Vec<Cidr>,
     names: config::IdentityHeaderNames,
+    /// `strip_headers` from the configuration, removed before forwarding (with the built-in
+    /// path and method override headers).
+    strip_headers: Vec<HeaderName>,
     upstream: Upstream,
     report_only: bool,
     forward_unmatched: bool,
@@ -125,6 +137,14 @@ impl GatewayState {
                 .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok()),
             trusted_proxies: g.trusted_proxies.clone(),
             names: g.identity_headers.clone(),
+            strip_headers: g
+                .strip_headers
+                .iter()
+                .map(|h| {
+                    HeaderName::from_bytes(h.as_bytes())
+                        .map_err(|_| format!("gateway.strip_headers: `{h}` is not a header name"))
+                })
+                .collect::<Result<_, _>>()?,
             upstream,
             report_only: config.danger.gateway_report_only,
             forward_unmatched: config.danger.forward_unmatched_routes,
@@ -132,7 +152,7 @@ impl GatewayState {
         })
     }
 
-    fn route(&self, method: &Method, path: &str) -> Option<&Route> {
+    fn route(&self, method: &Method, path: &NormalisedPath) -> Option<&Route> {
         self.routes.iter().find(|r| r.matches(method, path))
     }
 }
@@ -144,15 +164,24 @@ pub async fn handle(
     conn: Arc<ConnInfo>,
 ) -> Response<Body> {
     let check_id = new_request_id();
-    let (dialect, required) = match state.route(req.method(), req.uri().path()) {
-        Some(r) => (r.dialect, Some(r.services)),
-        None if state.forward_unmatched => (state.default_dialect, Some(ServiceSet::EMPTY)),
-        None => (state.default_dialect, None),
-    };
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-    let outcome = match required {
-        Some(required) => admit_and_forward(&state, req, &conn, required, &check_id).await,
-        None => Err(Failure::RouteUnknown),
+    // No route is known for a refused path: its rejection is in the default dialect.
+    let (dialect, outcome) = match path::normalise(&path) {
+        Err(refusal) => (state.default_dialect, Err(Failure::PathRefused(refusal))),
+        Ok(normalised) => {
+            let (dialect, required) = match state.route(&method, &normalised) {
+                Some(r) => (r.dialect, Some(r.services)),
+                None if state.forward_unmatched => (state.default_dialect, Some(ServiceSet::EMPTY)),
+                None => (state.default_dialect, None),
+            };
+            let outcome = match required {
+                Some(required) => {
+                    admit_and_forward(&state, req, &conn, &normalised, required, &check_id).await
+                }
+                None => Err(Failure::RouteUnknown),
+            };
+            (dialect, outcome)
+        }
     };
     outcome.unwrap_or_else(|failure| {
         // Refusals by the access rule were audited with the check's details already.
@@ -165,6 +194,10 @@ pub async fn handle(
                 path = %path,
                 status = failure.status().as_u16(),
                 reason = failure.code(),
+                detail = match &failure {
+                    Failure::PathRefused(r) => r.code(),
+                    _ => "",
+                },
                 "gateway refused"
             );
         }
@@ -172,11 +205,13 @@ pub async fn handle(
     })
 }
 
-/// Identity, check, access rule, forward: the phases after routing.
+/// Identity, check, access rule, forward: the phases after routing. `path` is the normalised
+/// path the route was chosen on, and the only path the upstream may receive.
 async fn admit_and_forward(
     state: &GatewayState,
     req: Request<Incoming>,
     conn: &ConnInfo,
+    path: &NormalisedPath,
     required: ServiceSet,
     check_id: &str,
 ) -> Result<Response<Body>, Failure> {
@@ -231,7 +266,7 @@ async fn admit_and_forward(
         conn,
         &certificate,
         &report,
-        &req,
+        (req.method(), path),
         &state.policy,
         decision.as_ref(),
     );
@@ -248,7 +283,12 @@ async fn admit_and_forward(
         certificate_der: &certificate.der,
         check_id,
     };
-    let upstream_req = forward::prepare(&state.upstream, req, &hop, &state.names, extra, identity)
+    let strip = forward::Strip {
+        names: &state.names,
+        identity_header: extra,
+        configured: &state.strip_headers,
+    };
+    let upstream_req = forward::prepare(&state.upstream, req, path, &hop, strip, identity)
         .map_err(|e| {
             tracing::error!(check_id = %check_id, error = %e, "cannot build the upstream request");
             Failure::UpstreamUnavailable
@@ -275,7 +315,7 @@ fn audit_decision(
     conn: &ConnInfo,
     certificate: &PspCertificate,
     report: &crate::check::CheckReport,
-    req: &Request<Incoming>,
+    (method, path): (&Method, &NormalisedPath),
     policy: &Policy,
     decision: Result<&Permit, &Rejection>,
 ) {
@@ -294,8 +334,8 @@ fn audit_decision(
         fingerprint = %certificate.fingerprint_hex(),
         auth_number = report.auth_number.as_deref().unwrap_or(""),
         jurisdiction = %policy.jurisdiction,
-        method = %req.method(),
-        path = req.uri().path(),
+        method = %method,
+        path = path.as_str(),
         valid_qtsp = report.validity.valid_qtsp,
         valid_signature = report.validity.valid_signature,
         not_revoked = report.validity.not_revoked,

@@ -70,6 +70,11 @@ pub struct GatewayConfig {
     /// Names of the identity headers added for the upstream.
     #[serde(default)]
     pub identity_headers: IdentityHeaderNames,
+    /// Inbound headers removed before forwarding, in addition to the path and method override
+    /// headers removed always (`X-Original-URL`, `X-HTTP-Method-Override`, …; README). For
+    /// headers the bank's framework honours that the built-in list does not know.
+    #[serde(default)]
+    pub strip_headers: Vec<String>,
     /// Routes: path prefix (and optionally methods) → required services and dialect. When
     /// absent, the Berlin Group NextGenPSD2 and UK Open Banking defaults (README).
     #[serde(default)]
@@ -125,7 +130,8 @@ pub enum Dialect {
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// Matches the path itself and everything below it (`/v1/accounts` matches
-    /// `/v1/accounts/123`, not `/v1/accountsX`). The longest matching prefix wins.
+    /// `/v1/accounts/123`, not `/v1/accountsX`), after normalisation of the request path (so
+    /// the prefix must itself be in normal form). The longest matching prefix wins.
     pub prefix: String,
     /// Methods the route applies to; all when empty.
     #[serde(default)]
@@ -244,6 +250,20 @@ impl GatewayConfig {
                         r.prefix
                     ));
                 }
+                // Request paths are matched in normal form: a prefix that is not could never
+                // match, or would match something other than it reads.
+                match super::path::normalise(&r.prefix) {
+                    Ok(n) if n.as_str() == r.prefix => {}
+                    Ok(n) => {
+                        return Err(format!(
+                            "gateway.routes: prefix `{}` is not in normal form; write `{n}`",
+                            r.prefix
+                        ));
+                    }
+                    Err(e) => {
+                        return Err(format!("gateway.routes: prefix `{}`: {e}", r.prefix));
+                    }
+                }
                 if r.services.is_empty() {
                     return Err(format!("gateway.routes: `{}` names no services", r.prefix));
                 }
@@ -260,6 +280,10 @@ impl GatewayConfig {
         for n in names {
             http::HeaderName::from_bytes(n.as_bytes())
                 .map_err(|_| format!("gateway.identity_headers: `{n}` is not a header name"))?;
+        }
+        for n in &self.strip_headers {
+            http::HeaderName::from_bytes(n.as_bytes())
+                .map_err(|_| format!("gateway.strip_headers: `{n}` is not a header name"))?;
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use hyper::Response;
 use serde_json::json;
 
 use super::config::Dialect;
+use super::path::PathRefusal;
 use crate::policy::{Reason, Rejection};
 use crate::server::{Body, json_response};
 
@@ -23,6 +24,9 @@ use crate::server::{Body, json_response};
 pub enum Failure {
     /// The access rule refused.
     Refused(Rejection),
+    /// The path's meaning depends on the receiver's decoder (`path::normalise`); no route is
+    /// chosen and nothing is forwarded.
+    PathRefused(PathRefusal),
     /// No route matches the path and method.
     RouteUnknown,
     /// The upstream refused the connection or broke it.
@@ -60,6 +64,14 @@ impl Failure {
                 };
                 (status, bg, r.reason.code(), r.detail.clone())
             }
+            // NextGenPSD2 section 14.11: FORMAT_ERROR, 400, "Format of certain request fields
+            // are not matching the XS2A requirements".
+            Failure::PathRefused(refusal) => (
+                StatusCode::BAD_REQUEST,
+                "FORMAT_ERROR",
+                "path_refused",
+                format!("The request path is refused: {refusal}"),
+            ),
             Failure::RouteUnknown => (
                 StatusCode::NOT_FOUND,
                 "RESOURCE_UNKNOWN",
@@ -125,6 +137,7 @@ impl Failure {
 /// UK OB `ErrorCode`: OB's own code where it has one, else ours.
 fn ob_code(failure: &Failure, bg: &'static str) -> String {
     match failure {
+        Failure::PathRefused(_) => "UK.OBIE.Resource.InvalidFormat".to_owned(),
         Failure::RouteUnknown => "UK.OBIE.Resource.NotFound".to_owned(),
         Failure::UpstreamUnavailable | Failure::UpstreamTimeout => {
             "UK.OBIE.UnexpectedError".to_owned()

@@ -1,6 +1,7 @@
 //! Forwarding a permitted call to the bank's API: the request and response bodies stream in
-//! both directions (nothing buffers a whole body), hop-by-hop headers are dropped,
-//! `X-Forwarded-*` set, spoofable identity headers removed and the verified identity added.
+//! both directions (nothing buffers a whole body), the path is the normalised one the route
+//! was chosen on, hop-by-hop headers are dropped, `X-Forwarded-*` set, spoofable identity
+//! headers and path or method override headers removed, and the verified identity added.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::uri::{Authority, PathAndQuery, Scheme};
+use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -20,6 +21,7 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
 use super::config::IdentityHeaderNames;
+use super::path::NormalisedPath;
 use crate::policy::Permit;
 use crate::server::{Body, BodyError};
 
@@ -49,6 +51,27 @@ const CLIENT_CERT_HEADERS: [&str; 5] = [
 
 /// Any header starting with this is a client-certificate header too (nginx, Apache, F5).
 const CLIENT_CERT_PREFIX: &str = "x-ssl-client-";
+
+/// Headers that upstream frameworks honour as a replacement for the request's path or method:
+/// a client could otherwise be routed by the gateway on one path and served another.
+/// `X-Original-URL` and `X-Rewrite-URL` (IIS URL Rewrite, Symfony, Zend), `X-Original-URI`
+/// (nginx `auth_request` convention), `X-Forwarded-Uri`, `X-Forwarded-Path` and
+/// `X-Forwarded-Prefix` (Traefik, Spring's `ForwardedHeaderFilter`), `X-Envoy-Original-Path`
+/// (Envoy), and the method overrides `X-HTTP-Method-Override`, `X-HTTP-Method` and
+/// `X-Method-Override` (ASP.NET, Express `method-override`, Google APIs). `gateway.strip_headers`
+/// adds more.
+pub const OVERRIDE_HEADERS: [&str; 10] = [
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-uri",
+    "x-forwarded-uri",
+    "x-forwarded-path",
+    "x-forwarded-prefix",
+    "x-envoy-original-path",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
 
 /// Why a call could not be forwarded.
 #[derive(Debug)]
@@ -134,13 +157,18 @@ impl Upstream {
         ))
     }
 
-    /// The upstream URI for an inbound path and query.
-    fn uri_for(&self, path_and_query: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
-        let pq = path_and_query.map_or("/", PathAndQuery::as_str);
+    /// The upstream URI: the base path, the normalised path the route was chosen on (never the
+    /// inbound one, which a receiver could read differently), and the inbound query unchanged.
+    fn uri_for(&self, path: &NormalisedPath, query: Option<&str>) -> Result<Uri, http::Error> {
+        let mut pq = format!("{}{path}", self.base_path);
+        if let Some(q) = query {
+            pq.push('?');
+            pq.push_str(q);
+        }
         Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
-            .path_and_query(format!("{}{pq}", self.base_path))
+            .path_and_query(pq)
             .build()
     }
 }
@@ -154,6 +182,16 @@ pub struct Hop {
     pub tls: bool,
 }
 
+/// Inbound headers removed before forwarding, besides the hop-by-hop ones.
+pub struct Strip<'a> {
+    /// The identity header names (the gateway adds its own).
+    pub names: &'a IdentityHeaderNames,
+    /// Header mode's own certificate header.
+    pub identity_header: Option<&'a str>,
+    /// `gateway.strip_headers`, removed with [`OVERRIDE_HEADERS`].
+    pub configured: &'a [HeaderName],
+}
+
 /// The verified identity a forwarded call carries.
 pub struct Identity<'a> {
     pub permit: &'a Permit,
@@ -161,17 +199,17 @@ pub struct Identity<'a> {
     pub check_id: &'a str,
 }
 
-/// Rewrites an inbound request for the upstream: URI, hop-by-hop and spoofable headers,
-/// `X-Forwarded-*`, and the identity of the permit. `extra_strip` is header mode's own
-/// certificate header.
+/// Rewrites an inbound request for the upstream: URI (on the normalised `path`), hop-by-hop,
+/// spoofable and override headers, `X-Forwarded-*`, and the identity of the permit.
 pub fn prepare(
     upstream: &Upstream,
     req: Request<Incoming>,
+    path: &NormalisedPath,
     hop: &Hop,
-    names: &IdentityHeaderNames,
-    extra_strip: Option<&str>,
+    strip: Strip<'_>,
     identity: Identity<'_>,
 ) -> Result<Request<Body>, http::Error> {
+    let names = strip.names;
     let Identity {
         permit,
         certificate_der,
@@ -184,12 +222,13 @@ pub fn prepare(
             .authority()
             .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
     });
-    parts.uri = upstream.uri_for(parts.uri.path_and_query())?;
+    parts.uri = upstream.uri_for(path, parts.uri.query())?;
     parts.version = Version::HTTP_11;
     let h = &mut parts.headers;
     remove_hop_by_hop(h);
     h.remove(header::HOST);
-    strip_identity(h, names, extra_strip);
+    strip_identity(h, names, strip.identity_header);
+    strip_overrides(h, strip.configured);
 
     // X-Forwarded-For: believed (and extended) only from a trusted proxy.
     let prior: Vec<String> = if hop.peer_trusted {
@@ -318,5 +357,16 @@ pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaderNames, extra: Opt
     {
         let lower = name.to_ascii_lowercase();
         h.remove(lower.as_str());
+    }
+}
+
+/// Removes the path and method override headers and the configured ones, however often they
+/// appear (`HeaderMap` names are lower-case, so in any case; `remove` drops every value).
+pub fn strip_overrides(h: &mut HeaderMap, configured: &[HeaderName]) {
+    for name in OVERRIDE_HEADERS {
+        h.remove(name);
+    }
+    for name in configured {
+        h.remove(name);
     }
 }

@@ -94,3 +94,36 @@ pub async fn send(
     };
     (response, resumed)
 }
+
+/// One TLS connection (HTTP/1.1 by ALPN) on which `request` is written byte for byte, below
+/// any HTTP library that would refuse or repair it. Returns the status of the answer, or
+/// `None` when the gateway closed the connection without one. `request` should carry
+/// `Connection: close`; the answer is read until the gateway closes (5 s at most).
+pub async fn send_raw(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    request: &[u8],
+) -> (Option<u16>, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let mut tls = TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await
+        .expect("TLS handshake");
+    tls.write_all(request).await.expect("write the request");
+    tls.flush().await.expect("flush");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        tls.read_to_end(&mut answer),
+    )
+    .await;
+    // A gateway that answers and closes may end TLS without close_notify: keep what came.
+    let _ = read;
+    let status = answer
+        .strip_prefix(b"HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| std::str::from_utf8(code).ok())
+        .and_then(|code| code.parse().ok());
+    (status, answer)
+}

@@ -92,3 +92,108 @@ pub async fn start() -> Upstream {
         _stop: stop,
     }
 }
+
+/// An upstream below HTTP: it records the bytes of each request head exactly as they arrived
+/// (so a test sees the request line the gateway wrote, not what a parser made of it) and
+/// answers every request `200` with `Connection: close`.
+pub struct RawUpstream {
+    pub addr: SocketAddr,
+    heads: Arc<Mutex<Vec<Vec<u8>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Budget for one recorded request head: far above any head the gateway writes.
+const RAW_HEAD_LIMIT: usize = 64 * 1024;
+
+impl RawUpstream {
+    /// The request lines received so far (without CRLF), as raw bytes.
+    pub fn request_lines(&self) -> Vec<Vec<u8>> {
+        self.heads
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|h| {
+                let end = h.windows(2).position(|w| w == b"\r\n").unwrap_or(h.len());
+                h[..end].to_vec()
+            })
+            .collect()
+    }
+
+    /// The request targets received so far (the request line's middle part), as raw bytes.
+    pub fn targets(&self) -> Vec<Vec<u8>> {
+        self.request_lines()
+            .into_iter()
+            .map(|line| {
+                let mut parts = line.splitn(3, |b| *b == b' ');
+                let _method = parts.next();
+                parts.next().unwrap_or_default().to_vec()
+            })
+            .collect()
+    }
+
+    /// The header lines of the last request head, lower-cased names only.
+    pub fn last_header_names(&self) -> Vec<String> {
+        let heads = self.heads.lock().expect("lock");
+        let Some(head) = heads.last() else {
+            return Vec::new();
+        };
+        String::from_utf8_lossy(head)
+            .split("\r\n")
+            .skip(1)
+            .filter_map(|l| {
+                l.split_once(':')
+                    .map(|(n, _)| n.trim().to_ascii_lowercase())
+            })
+            .collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.heads.lock().expect("lock").len()
+    }
+}
+
+impl Drop for RawUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a [`RawUpstream`] on 127.0.0.1:0.
+pub async fn start_raw() -> RawUpstream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let heads: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let log = heads.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    head.extend_from_slice(&buf[..n]);
+                    if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                        head.truncate(end + 4);
+                        break;
+                    }
+                    if head.len() > RAW_HEAD_LIMIT {
+                        return;
+                    }
+                }
+                log.lock().expect("lock").push(head);
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                    )
+                    .await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    RawUpstream { addr, heads, task }
+}
