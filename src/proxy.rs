@@ -370,9 +370,31 @@ fn identity_chain(
                 return Ok(Vec::new());
             }
             let mut values = req.headers().get_all(name).iter();
-            let (Some(value), None) = (values.next(), values.next()) else {
-                return Ok(Vec::new());
+            let value = match (values.next(), values.next()) {
+                (None, _) => return Ok(Vec::new()),
+                (Some(value), None) => value,
+                (Some(_), Some(_)) => {
+                    return Err(Rejection::new(
+                        Reason::CertificateUnreadable,
+                        format!("the certificate header `{name}` appears more than once"),
+                    ));
+                }
             };
+            // Visible ASCII and spaces only (PEM armour has spaces; Base64 and URL-encoded PEM
+            // have none): anything else is refused with its position, never read around.
+            if let Some((at, byte)) = value
+                .as_bytes()
+                .iter()
+                .enumerate()
+                .find(|(_, b)| !(0x20..=0x7e).contains(*b))
+            {
+                return Err(Rejection::new(
+                    Reason::CertificateUnreadable,
+                    format!(
+                        "the certificate header `{name}` has byte 0x{byte:02x} at position {at}, which is not visible ASCII"
+                    ),
+                ));
+            }
             decode_certificate_chain(value.as_bytes()).map_err(|e| {
                 Rejection::new(
                     Reason::CertificateUnreadable,

@@ -228,7 +228,13 @@ fn a_genuine_chain_with_a_forged_ca_slipped_in_still_passes_on_its_real_path() {
     let valid = load_cert(&repo().join("psp/valid.pem"));
     let forged_ca = with_key_identifier(&repo(), "ca/qtsp-issuing.pem", "psp/valid.pem").presented;
     let forged_ca = PspCertificate::from_der(forged_ca[0].clone()).expect("parses");
-    let r = run(&trust, &valid, std::slice::from_ref(&forged_ca), "XX", now());
+    let r = run(
+        &trust,
+        &valid,
+        std::slice::from_ref(&forged_ca),
+        "XX",
+        now(),
+    );
     assert!(
         r.validity.valid_qtsp && r.validity.valid_signature,
         "{r:#?}"

@@ -518,3 +518,51 @@ async fn a_revocation_takes_effect_on_a_resumed_tls_session() {
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn header_mode_refuses_a_repeated_or_non_ascii_certificate_header_with_a_reason() {
+    let up = upstream::start().await;
+    let running = header_mode(&up, "127.0.0.1/32").await;
+    let addr = running.gateway.expect("gateway");
+    let pem = std::fs::read_to_string(test_pki().psp("valid")).expect("pem");
+    let escaped =
+        percent_encoding::utf8_percent_encode(&pem, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let with_latin = format!("{escaped}é");
+    for (headers, says) in [
+        (
+            vec![
+                ("x-client-cert", escaped.as_str()),
+                ("x-client-cert", escaped.as_str()),
+            ],
+            "appears more than once",
+        ),
+        (
+            vec![("x-client-cert", with_latin.as_str())],
+            "not visible ASCII",
+        ),
+    ] {
+        let reply = service::send(addr, Method::GET, "/v1/accounts", &headers).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+        let v = reply.json();
+        assert_eq!(v["tppMessages"][0]["code"], "CERTIFICATE_INVALID", "{v}");
+        assert!(v.to_string().contains(says), "{v}");
+    }
+    assert_eq!(up.received.lock().expect("lock").len(), 0);
+    running.stop().await;
+}
+
+#[test]
+fn an_identity_header_that_is_not_a_header_name_is_a_configuration_error() {
+    let text = std::fs::read_to_string(root().join("gateway.toml"))
+        .expect("gateway.toml")
+        .replace(
+            "upstream = \"sandbox-echo\"",
+            "upstream = \"sandbox-echo\"\nidentity = \"header\"\nidentity_header = \"x client cert\"\ntrusted_proxies = [\"127.0.0.1/32\"]",
+        );
+    let err = psp_gateway::Config::from_toml(&text, std::path::Path::new("gateway.toml"), root())
+        .expect_err("refused");
+    assert!(
+        err.to_string().contains("identity_header"),
+        "names the key: {err}"
+    );
+}

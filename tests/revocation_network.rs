@@ -789,3 +789,34 @@ async fn the_revoked_rustcrypto_vector_served_over_http_gives_revoked_at_its_tim
         other => panic!("expected revoked, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn an_ocsp_answer_is_reused_only_for_the_responder_that_gave_it() {
+    // Same issuer, same serial, another responder URL (a tampered copy naming a responder of
+    // the attacker's choosing): the answer cached for the first is not used for the second,
+    // and the second's own answer does not replace the first's.
+    let ca = TestCa::new("OCSP Cache Key CA");
+    let genuine = TestServer::fixed(Reply::ocsp(ocsp_response(&ca, OcspSpec::good(SERIAL)))).await;
+    let other = TestServer::fixed(Reply::ocsp(ocsp_response(
+        &ca,
+        OcspSpec::revoked(SERIAL, at("2025-03-01T10:00:00Z"), CrlReason::KeyCompromise),
+    )))
+    .await;
+    let checker = checker(test_config());
+    let first = ca.leaf(SERIAL, &[], &[genuine.url("/ocsp")]);
+    let second = ca.leaf(SERIAL, &[], &[other.url("/ocsp")]);
+    assert_good(&checker.evidence(&first, Some(&ca.cert), NOW).await.ocsp);
+    let e = checker.evidence(&second, Some(&ca.cert), NOW).await;
+    assert!(
+        matches!(e.ocsp, MethodOutcome::Revoked { .. }),
+        "asked its own responder: {:?}",
+        e.ocsp
+    );
+    assert_good(&checker.evidence(&first, Some(&ca.cert), NOW).await.ocsp);
+    assert_eq!(
+        genuine.hits("/ocsp"),
+        1,
+        "the first answer was cached for its own key"
+    );
+    assert_eq!(other.hits("/ocsp"), 1);
+}

@@ -281,6 +281,10 @@ impl GatewayConfig {
             http::HeaderName::from_bytes(n.as_bytes())
                 .map_err(|_| format!("gateway.identity_headers: `{n}` is not a header name"))?;
         }
+        if let Some(n) = &self.identity_header {
+            http::HeaderName::from_bytes(n.as_bytes())
+                .map_err(|_| format!("gateway.identity_header: `{n}` is not a header name"))?;
+        }
         for n in &self.strip_headers {
             http::HeaderName::from_bytes(n.as_bytes())
                 .map_err(|_| format!("gateway.strip_headers: `{n}` is not a header name"))?;

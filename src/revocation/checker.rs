@@ -5,7 +5,7 @@
 //! evidence(cert, issuer, now)
 //!   ├─ no issuer, or not the certificate's ────▶ both Failed, nothing fetched
 //!   └─ tokio::join!
-//!        ├─ OCSP: cache (issuer key, serial) ─ miss ─▶ POST each URL ─▶ verify_response
+//!        ├─ OCSP: cache (issuer key, serial, URLs) ─ miss ─▶ POST each URL ─▶ verify_response
 //!        └─ CRL:  cache (URL, issuer key) ──── miss ─▶ GET ─▶ spawn_blocking(CrlIndex::parse)
 //!                   └─ hit, refresh due ─▶ background download; the old CRL stays in use
 //!                                          until nextUpdate + grace
@@ -140,11 +140,16 @@ struct Settings {
     ocsp_nonce: bool,
 }
 
-/// OCSP cache key: the issuer (SHA-256 of its SubjectPublicKeyInfo) and the serial's octets.
+/// OCSP cache key: the issuer (SHA-256 of its SubjectPublicKeyInfo), the serial's octets and
+/// the responder URLs asked, in order. An answer is reused only for the question it
+/// answered: a certificate naming another responder (a tampered certificate whose URL an
+/// attacker chose, serving a replayed "good" answer) cannot place an answer in the entry the
+/// genuine certificate's lookups use.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct OcspKey {
     issuer_key: [u8; 32],
     serial: Vec<u8>,
+    responders: Vec<String>,
 }
 
 /// CRL cache key: the URL and the issuer the CRL was verified for. Keying by issuer too
@@ -342,6 +347,12 @@ impl Inner {
         let key = OcspKey {
             issuer_key: sha256(&issuer.spki),
             serial: cert.serial.clone(),
+            responders: cert
+                .ocsp_urls
+                .iter()
+                .take(MAX_URLS_PER_METHOD)
+                .cloned()
+                .collect(),
         };
         // A cached answer no longer current at `now` is dropped and fetched again, once.
         for _ in 0..2 {
