@@ -5,23 +5,23 @@
 //! table in [`error`]:
 //!
 //! 1. request id, source address (peer, or `X-Forwarded-For` behind a trusted proxy);
-//! 2. rate limit per source address — first, so that nothing costly (argon2, parsing) runs
-//!    for a flooding client;
+//! 2. rate limit per source address (IPv6 per address block, `api.rate_limit.ipv6_prefix`)
+//!    — first, so that nothing costly (argon2, parsing) runs for a flooding client;
 //! 3. path (`/v1/psp/eidas`, any case) and method (GET);
-//! 4. credentials (HTTP Basic, argon2);
+//! 4. credentials (HTTP Basic, argon2; the login quotas per source and per user name and the
+//!    cap on concurrent verifications are in [`auth`]);
 //! 5. parameters: `jurisdiction`, `version`, `fi_reference_id`, `transaction_reference`,
 //!    `eidas` (decoded tolerantly);
 //! 6. the check (cached), and the 200 body.
 
 pub mod auth;
 pub mod error;
+pub mod limiter;
 
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -31,10 +31,11 @@ use crate::cert::PspCertificate;
 use crate::checker::Checker;
 use crate::config::{ApiConfig, Config};
 use crate::country::CountryCode;
-use crate::server::{Body, Cidr, ConnInfo, client_address, full, json_response};
+use crate::server::{Body, Cidr, ConnInfo, client_address, full, json_response, source_key};
 
-pub use auth::{AuthFailure, Authenticator};
+pub use auth::{AuthFailure, Authenticator, LoginLimits};
 pub use error::ApiError;
+pub use limiter::KeyedLimiter;
 
 /// The endpoint's path; matched case-insensitively (the contract uses `/v1/psp/eidas` and
 /// `/v1/PSP/eIDAS`).
@@ -70,7 +71,10 @@ const MAX_REFERENCE_LEN: usize = 256;
 pub struct ApiState {
     pub checker: Arc<Checker>,
     pub auth: Authenticator,
-    pub limiter: DefaultKeyedRateLimiter<IpAddr>,
+    /// Requests per source key ([`source_key`]).
+    pub limiter: KeyedLimiter<IpAddr>,
+    /// IPv6 sources are counted per block of this prefix length.
+    pub ipv6_prefix: u8,
     pub trusted_proxies: Vec<Cidr>,
     pub valid_jurisdictions: std::collections::BTreeSet<CountryCode>,
     pub max_eidas_header_bytes: usize,
@@ -81,26 +85,19 @@ impl ApiState {
     pub fn new(config: &Config, api: &ApiConfig, checker: Arc<Checker>) -> ApiState {
         ApiState {
             checker,
-            auth: Authenticator::new(&api.credentials),
-            limiter: rate_limiter(api.rate_limit.requests, api.rate_limit.period_seconds),
+            auth: Authenticator::new(&api.credentials, LoginLimits::from_config(api)),
+            limiter: KeyedLimiter::new(
+                api.rate_limit.requests,
+                Duration::from_secs(api.rate_limit.period_seconds),
+                api.rate_limit.max_tracked_sources,
+            ),
+            ipv6_prefix: api.rate_limit.ipv6_prefix,
             trusted_proxies: api.trusted_proxies.clone(),
             valid_jurisdictions: config.checks.valid_jurisdictions(),
             max_eidas_header_bytes: api.max_eidas_header_bytes,
             error_link_base: config.checks.error_link_base.clone(),
         }
     }
-}
-
-/// `requests` per `period_seconds` per key, all of them available at once (burst), refilled
-/// evenly (GCRA).
-fn rate_limiter(requests: u32, period_seconds: u64) -> DefaultKeyedRateLimiter<IpAddr> {
-    let requests = NonZeroU32::new(requests).unwrap_or(NonZeroU32::MIN);
-    let period = Duration::from_secs(period_seconds.max(1));
-    let per_cell = period / requests.get();
-    let quota = Quota::with_period(per_cell.max(Duration::from_nanos(1)))
-        .unwrap_or_else(|| Quota::per_second(requests))
-        .allow_burst(requests);
-    RateLimiter::keyed(quota)
 }
 
 /// Handles one request.
@@ -141,13 +138,9 @@ async fn respond(
     source: IpAddr,
     request_id: &str,
 ) -> Result<Response<Body>, ApiError> {
-    if let Err(not_until) = state.limiter.check_key(&source) {
-        let wait = not_until.wait_time_from(governor::clock::Clock::now(
-            &governor::clock::DefaultClock::default(),
-        ));
-        return Err(ApiError::RateLimited {
-            retry_after_secs: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
-        });
+    let source_key = source_key(source, state.ipv6_prefix);
+    if let Err(retry_after_secs) = state.limiter.check(&source_key) {
+        return Err(ApiError::RateLimited { retry_after_secs });
     }
     if req.uri().path() == ERRORS_PATH && req.method() == Method::GET {
         return Ok(error_documentation(request_id));
@@ -164,11 +157,17 @@ async fn respond(
         .map_err(|_| ApiError::AuthenticationMissing)?;
     let caller = state
         .auth
-        .authenticate(authorization)
+        .authenticate(authorization, source_key)
         .await
         .map_err(|f| match f {
             AuthFailure::Missing => ApiError::AuthenticationMissing,
             AuthFailure::Wrong => ApiError::AuthenticationFailed,
+            AuthFailure::TooManyAttempts { retry_after_secs } => {
+                ApiError::LoginAttemptsExceeded { retry_after_secs }
+            }
+            AuthFailure::Busy => ApiError::Busy {
+                retry_after_secs: auth::BUSY_RETRY_AFTER_SECS,
+            },
         })?;
 
     let jurisdiction = jurisdiction(req.uri().query(), &state.valid_jurisdictions)?;

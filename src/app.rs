@@ -25,8 +25,9 @@ use crate::config::{Config, TlsFiles};
 use crate::proxy::GatewayState;
 use crate::server::{self, Handler};
 
-/// How often the per-IP rate-limit map forgets addresses that are back to full quota
-/// (governor keeps them otherwise: STACK.md).
+/// How often the rate-limit tables (requests per source, logins per source and per user name)
+/// forget keys that are back to full quota (governor keeps them otherwise: STACK.md; the
+/// tables are also bounded in size, `api::limiter`).
 const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(60);
 
 /// A running service: its bound addresses, and a handle to stop it.
@@ -168,7 +169,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let mut tick = tokio::time::interval(RATE_LIMIT_SWEEP);
             loop {
                 tokio::select! {
-                    _ = tick.tick() => sweep_state.limiter.retain_recent(),
+                    _ = tick.tick() => {
+                        sweep_state.limiter.retain_recent();
+                        sweep_state.auth.retain_recent();
+                    }
                     _ = sweep_shutdown.changed() => return,
                 }
             }

@@ -264,6 +264,53 @@ pub struct ApiConfig {
     /// Most check results cached.
     #[serde(default = "default_result_cache_entries")]
     pub result_cache_entries: u64,
+    /// Password verifications (argon2) running at once. Each one holds the hash's memory
+    /// cost (19 MiB with the default parameters) for ~20 ms of CPU; a request over the cap
+    /// waits up to 250 ms for a turn, then gets 503 `server_busy`.
+    #[serde(default = "default_max_concurrent_password_checks")]
+    pub max_concurrent_password_checks: usize,
+    /// The quota of password verifications per source address and per user name.
+    #[serde(default)]
+    pub failed_logins: FailedLoginConfig,
+}
+
+/// Two: 38 MiB of argon2 memory at most with the default parameters, and about 100
+/// verifications a second on two cores, far more than callers need: a successful login is
+/// remembered for 5 minutes, so only wrong or new credentials are verified.
+fn default_max_concurrent_password_checks() -> usize {
+    2
+}
+
+/// Password verifications allowed per source address and per user name: `per_source` and
+/// `per_user` per `period_seconds`, each refilled evenly. Every verification counts (a failed
+/// login, or the first success of a credential, which is then remembered for 5 minutes and
+/// costs nothing more); a source or user name over its quota gets 429
+/// `login_attempts_exceeded` before any argon2 work. Default: 20 per 300 s each.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailedLoginConfig {
+    #[serde(default = "default_failed_logins")]
+    pub per_source: u32,
+    #[serde(default = "default_failed_logins")]
+    pub per_user: u32,
+    #[serde(default = "default_rate_period")]
+    pub period_seconds: u64,
+}
+
+impl Default for FailedLoginConfig {
+    fn default() -> Self {
+        FailedLoginConfig {
+            per_source: default_failed_logins(),
+            per_user: default_failed_logins(),
+            period_seconds: default_rate_period(),
+        }
+    }
+}
+
+/// 20 per 5 minutes: a caller who mistyped a password retries a few times; a guesser gets
+/// 5,760 tries a day per source address and per user name instead of 15,000 per 5 minutes.
+fn default_failed_logins() -> u32 {
+    20
 }
 
 fn default_max_eidas_header_bytes() -> usize {
@@ -306,6 +353,16 @@ pub struct RateLimitConfig {
     pub requests: u32,
     #[serde(default = "default_rate_period")]
     pub period_seconds: u64,
+    /// IPv6 clients are counted per address block of this prefix length (1–128). 64: one
+    /// subscriber usually holds at least a /64 (RFC 6177) and can use any address in it.
+    /// Applies to the request quota and the per-source login quota.
+    #[serde(default = "default_ipv6_prefix")]
+    pub ipv6_prefix: u8,
+    /// Sources remembered at most by each limiter table (request quota, logins per source,
+    /// logins per user name). When full, the entries closest to full quota are forgotten
+    /// (counted as evictions). 100,000 entries of ~50 bytes: a few MB.
+    #[serde(default = "default_max_tracked_sources")]
+    pub max_tracked_sources: usize,
 }
 
 impl Default for RateLimitConfig {
@@ -313,8 +370,18 @@ impl Default for RateLimitConfig {
         RateLimitConfig {
             requests: default_rate_requests(),
             period_seconds: default_rate_period(),
+            ipv6_prefix: default_ipv6_prefix(),
+            max_tracked_sources: default_max_tracked_sources(),
         }
     }
+}
+
+fn default_ipv6_prefix() -> u8 {
+    64
+}
+
+fn default_max_tracked_sources() -> usize {
+    100_000
 }
 
 fn default_rate_requests() -> u32 {
@@ -342,6 +409,8 @@ pub struct LimitsConfig {
     pub max_connections: Option<usize>,
     pub max_header_bytes: Option<usize>,
     pub drain_timeout_ms: Option<u64>,
+    pub first_request_timeout_ms: Option<u64>,
+    pub max_connections_per_source: Option<usize>,
 }
 
 impl LimitsConfig {
@@ -363,6 +432,12 @@ impl LimitsConfig {
             drain_timeout: self
                 .drain_timeout_ms
                 .map_or(d.drain_timeout, Duration::from_millis),
+            first_request_timeout: self
+                .first_request_timeout_ms
+                .map_or(d.first_request_timeout, Duration::from_millis),
+            max_connections_per_source: self
+                .max_connections_per_source
+                .unwrap_or(d.max_connections_per_source),
         }
     }
 }
@@ -505,6 +580,25 @@ impl Config {
             if api.rate_limit.requests == 0 || api.rate_limit.period_seconds == 0 {
                 return Err("api.rate_limit: requests and period_seconds must be positive".into());
             }
+            if api.rate_limit.ipv6_prefix == 0 || api.rate_limit.ipv6_prefix > 128 {
+                return Err(format!(
+                    "api.rate_limit.ipv6_prefix must be between 1 and 128, not {}",
+                    api.rate_limit.ipv6_prefix
+                ));
+            }
+            if api.rate_limit.max_tracked_sources == 0 {
+                return Err("api.rate_limit.max_tracked_sources must be positive".into());
+            }
+            if api.max_concurrent_password_checks == 0 {
+                return Err("api.max_concurrent_password_checks must be positive".into());
+            }
+            let f = &api.failed_logins;
+            if f.per_source == 0 || f.per_user == 0 || f.period_seconds == 0 {
+                return Err(
+                    "api.failed_logins: per_source, per_user and period_seconds must be positive"
+                        .into(),
+                );
+            }
             if api.max_eidas_header_bytes == 0 {
                 return Err("api.max_eidas_header_bytes must be positive".into());
             }
@@ -515,6 +609,15 @@ impl Config {
         let limits = self.limits.resolve();
         if limits.max_connections == 0 {
             return Err("limits.max_connections must be positive".into());
+        }
+        if limits.max_connections_per_source == 0 {
+            return Err("limits.max_connections_per_source must be positive".into());
+        }
+        if limits.first_request_timeout.is_zero() || limits.idle_timeout.is_zero() {
+            return Err(
+                "limits.first_request_timeout_ms and limits.idle_timeout_ms must be positive"
+                    .into(),
+            );
         }
         if self.checks.valid_jurisdictions.is_empty() {
             return Err("checks.valid_jurisdictions must name at least one jurisdiction".into());
@@ -608,6 +711,49 @@ trusted_lists = ["tl.xml"]
             .unwrap_err()
             .to_string();
         assert!(e.contains("neither issuers nor trusted_lists"), "{e}");
+    }
+
+    #[test]
+    fn exhaustion_limits_are_validated() {
+        let head = "[api]\nlisten = \"127.0.0.1:0\"\n";
+        let credentials = "[[api.credentials]]\nusername = \"u\"\npassword_hash = \"$argon2id$v=19$m=19456,t=2,p=1$qkyi1XhW90WBgYIz6Vv2fA$Iu4p5t35NG+gbkJ70VYkIvwddGviUKp3stH8hPPkGG8\"\n";
+        let ok = parse(&format!("{MINIMAL}{head}{credentials}")).expect("defaults are valid");
+        let a = ok.api.expect("api");
+        assert_eq!(a.max_concurrent_password_checks, 2);
+        assert_eq!(a.failed_logins.per_source, 20);
+        assert_eq!(a.failed_logins.per_user, 20);
+        assert_eq!(a.rate_limit.ipv6_prefix, 64);
+        let limits = ok.limits.resolve();
+        assert_eq!(limits.max_connections_per_source, 64);
+        assert_eq!(limits.first_request_timeout.as_secs(), 10);
+        for (extra, named) in [
+            (
+                "max_concurrent_password_checks = 0\n",
+                "max_concurrent_password_checks",
+            ),
+            ("failed_logins = { per_user = 0 }\n", "failed_logins"),
+            ("rate_limit = { ipv6_prefix = 129 }\n", "ipv6_prefix"),
+            (
+                "rate_limit = { max_tracked_sources = 0 }\n",
+                "max_tracked_sources",
+            ),
+        ] {
+            let text = format!("{MINIMAL}{head}{extra}{credentials}");
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(named), "{extra}: {e}");
+        }
+        for (extra, named) in [
+            (
+                "max_connections_per_source = 0",
+                "max_connections_per_source",
+            ),
+            ("first_request_timeout_ms = 0", "first_request_timeout_ms"),
+        ] {
+            let e = parse(&format!("{MINIMAL}[limits]\n{extra}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(named), "{extra}: {e}");
+        }
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! Serving HTTP on a listener: the plumbing every listener shares (API, gateway, admin).
 //!
 //! ```text
-//!  accept ─▶ connection permit ─▶ TCP_NODELAY ─▶ [TLS handshake, bounded] ─▶ hyper (h1 + h2)
-//!             (max_connections)                                              │
-//!                                                 idle watch + shutdown ◀────┘
+//!  accept ─▶ connection permit ─▶ per-source cap ─▶ TCP_NODELAY ─▶ [TLS handshake, bounded]
+//!             (max_connections)    (max_connections_per_source)                   │
+//!                                                                                  ▼
+//!                          request-level idle watchdog + shutdown ◀── hyper (h1 + h2)
 //! ```
+//!
+//! Idleness is measured in requests, not bytes ([`idle`]): HTTP/2 PING and SETTINGS frames do
+//! not keep a connection open, so clients that send only those cannot hold the connection
+//! slots.
 //!
 //! Limits on what comes from the network are named in [`Limits`] with their sources. hyper's
 //! header-read timeout only works with a timer set on the builder (STACK.md), so it is set
@@ -13,13 +18,15 @@
 mod cidr;
 mod idle;
 
-pub use cidr::{Cidr, InvalidCidr, client_address};
+pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
+pub use idle::TrackedBody;
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -98,11 +105,16 @@ pub struct Limits {
     /// defaults to 60 s, Envoy's `request_headers_timeout` is unset by default; 10 s is ample
     /// for machine clients on a bank's network.
     pub header_read_timeout: Duration,
-    /// A connection with no bytes read or written for this long is closed gracefully (HTTP/2
-    /// included, which has no header-read timeout between streams). 60 s, Envoy's default
-    /// `idle_timeout` is 1 h for downstream; API clients reconnect cheaply and idle
-    /// connections hold memory.
+    /// A connection with no request in progress and none started or finished for this long
+    /// is closed gracefully (HTTP/2 included, which has no header-read timeout between
+    /// streams). PING, SETTINGS and other frames that are not requests do not count. 60 s,
+    /// Envoy's default `idle_timeout` is 1 h for downstream; API clients reconnect cheaply
+    /// and idle connections hold memory.
     pub idle_timeout: Duration,
+    /// A connection that has not started a request this long after it was accepted (after
+    /// the TLS handshake, on TLS listeners) is closed gracefully. 10 s, as the header-read
+    /// timeout: a client opens a connection to send a request on it.
+    pub first_request_timeout: Duration,
     /// TLS handshake deadline. 10 s, as nginx's `ssl_handshake_timeout` default (60 s) is
     /// generous for a public listener; a handshake is a few round trips.
     pub handshake_timeout: Duration,
@@ -110,6 +122,12 @@ pub struct Limits {
     /// enough that file descriptors (default soft limit 1,024 raised by systemd to 524,288)
     /// and memory stay bounded. Scale horizontally beyond.
     pub max_connections: usize,
+    /// Concurrent connections from one source address (IPv6: one /64,
+    /// [`CONNECTION_IPV6_PREFIX`]); a connection over it is closed at once. 64: a client
+    /// needs a few connections (HTTP/2 multiplexes 100 requests on each), and one source
+    /// cannot take the whole `max_connections`. Behind a load balancer every connection
+    /// comes from the balancer's addresses: raise it there.
+    pub max_connections_per_source: usize,
     /// Largest header block a client may send. 64 KiB: the `eidas` header carries a
     /// certificate (16 KiB allowed), the rest is small; hyper's default buffer is ~400 KB.
     pub max_header_bytes: usize,
@@ -123,7 +141,9 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             handshake_timeout: Duration::from_secs(10),
+            first_request_timeout: Duration::from_secs(10),
             max_connections: 10_000,
+            max_connections_per_source: 64,
             max_header_bytes: 64 * 1024,
             drain_timeout: Duration::from_secs(30),
         }
@@ -132,6 +152,14 @@ impl Default for Limits {
 
 /// HTTP/1 allows at most this many header lines. 100 is hyper's default; kept explicit.
 const MAX_HEADERS: usize = 100;
+/// IPv6 peers are counted per /64 for `max_connections_per_source`: one subscriber usually
+/// holds at least a /64 (RFC 6177) and can connect from any address in it.
+pub const CONNECTION_IPV6_PREFIX: u8 = 64;
+/// After a graceful close of an idle connection, how long the peer has to finish the
+/// goodbye (HTTP/2 GOAWAY and its PING) before the connection is dropped. 5 s: a few round
+/// trips.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
 /// HTTP/2 concurrent streams per connection. 100: RFC 9113 section 6.5.2 recommends no
 /// lower than 100.
 const MAX_CONCURRENT_STREAMS: u32 = 100;
@@ -145,6 +173,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let per_source = PerSource::new(limits.max_connections_per_source);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -182,6 +211,11 @@ pub async fn serve(
             },
             _ = shutdown.changed() => break,
         };
+        let Some(source_slot) = per_source.take(peer.ip()) else {
+            tracing::debug!(%peer, "over the per-source connection cap: closed");
+            drop(stream);
+            continue;
+        };
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, %peer, "cannot set TCP_NODELAY");
         }
@@ -191,6 +225,7 @@ pub async fn serve(
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let _source_slot = source_slot;
             match tls {
                 None => {
                     let conn = Arc::new(ConnInfo { peer, tls: None });
@@ -239,6 +274,55 @@ pub async fn serve(
     }
 }
 
+/// Connections per source key, for `max_connections_per_source`.
+#[derive(Clone)]
+struct PerSource {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    max: usize,
+}
+
+/// One connection counted against its source; released when dropped.
+struct SourceSlot {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    key: IpAddr,
+}
+
+impl PerSource {
+    fn new(max: usize) -> Self {
+        PerSource {
+            counts: Arc::new(Mutex::new(HashMap::new())),
+            max,
+        }
+    }
+
+    /// A slot for a connection from `peer`, or `None` when its source is at the cap.
+    fn take(&self, peer: IpAddr) -> Option<SourceSlot> {
+        let key = source_key(peer, CONNECTION_IPV6_PREFIX);
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = counts.entry(key).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(SourceSlot {
+            counts: self.counts.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = counts.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
 async fn serve_connection<S>(
     builder: &auto::Builder<TokioExecutor>,
     stream: S,
@@ -249,14 +333,21 @@ async fn serve_connection<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (io, activity) = idle::IdleIo::new(stream);
+    let tracker = idle::RequestTracker::new();
+    let requests = tracker.clone();
     let peer = conn.peer;
     let service = service_fn(move |req| {
+        let in_flight = requests.begin();
         let fut = handler(req, conn.clone());
-        async move { Ok::<_, Infallible>(fut.await) }
+        async move {
+            let response = fut.await;
+            Ok::<_, Infallible>(response.map(|body| TrackedBody::new(body, in_flight)))
+        }
     });
-    let connection = builder.serve_connection(TokioIo::new(io), service);
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
+    // Set once the connection is being closed for idleness: the peer's time to say goodbye.
+    let mut grace: Option<tokio::time::Instant> = None;
     let mut closing = false;
     loop {
         tokio::select! {
@@ -266,10 +357,23 @@ async fn serve_connection<S>(
                 }
                 return;
             }
-            _ = activity.idle_for(limits.idle_timeout), if !closing => {
-                tracing::debug!(%peer, "idle connection closed");
+            _ = tracker.idle(limits.idle_timeout, limits.first_request_timeout), if !closing => {
+                tracing::debug!(
+                    %peer,
+                    requests = tracker.requests_started(),
+                    "idle connection closed"
+                );
                 connection.as_mut().graceful_shutdown();
                 closing = true;
+                grace = Some(tokio::time::Instant::now() + CLOSE_GRACE);
+            }
+            _ = tokio::time::sleep_until(grace.unwrap_or_else(tokio::time::Instant::now)),
+                if grace.is_some() => {
+                if tracker.in_flight() == 0 {
+                    tracing::debug!(%peer, "idle connection did not close in time: dropped");
+                    return;
+                }
+                grace = Some(tokio::time::Instant::now() + CLOSE_GRACE);
             }
             _ = shutdown.changed(), if !closing => {
                 connection.as_mut().graceful_shutdown();

@@ -429,6 +429,7 @@ fn codes_in_error_rs() -> BTreeSet<(u16, String)> {
             "NOT_FOUND" => 404,
             "METHOD_NOT_ALLOWED" => 405,
             "TOO_MANY_REQUESTS" => 429,
+            "SERVICE_UNAVAILABLE" => 503,
             "INTERNAL_SERVER_ERROR" => 500,
             other => panic!("src/api/error.rs uses StatusCode::{other}: add it here and to {DOC}"),
         };
@@ -499,6 +500,12 @@ fn every_api_error() -> Vec<ApiError> {
         ApiError::RateLimited {
             retry_after_secs: 7,
         },
+        ApiError::LoginAttemptsExceeded {
+            retry_after_secs: 15,
+        },
+        ApiError::Busy {
+            retry_after_secs: 1,
+        },
         ApiError::ParameterMissing("eidas"),
         ApiError::ParameterInvalid {
             name: "jurisdiction",
@@ -516,6 +523,8 @@ fn every_api_error() -> Vec<ApiError> {
             | ApiError::AuthenticationMissing
             | ApiError::AuthenticationFailed
             | ApiError::RateLimited { .. }
+            | ApiError::LoginAttemptsExceeded { .. }
+            | ApiError::Busy { .. }
             | ApiError::ParameterMissing(_)
             | ApiError::ParameterInvalid { .. }
             | ApiError::JurisdictionInvalid(_)
@@ -1206,10 +1215,13 @@ async fn every_error_status_answers_as_documented() {
     assert!(!reply.headers.contains_key("x-request-id"));
     running.stop().await;
 
-    // Every (status, code) of the document except the rate limit and the internal error was
-    // produced over HTTP here; those two are produced in the tests below.
+    // Every (status, code) of the document except the rate limits, the busy refusal and the
+    // internal error was produced over HTTP here; the rate limits are produced in the tests
+    // below, the busy refusal in tests/exhaustion.rs, all of them from the table below.
     let mut expected = doc.endpoint_codes("/v1/psp/eidas");
     expected.remove(&(429, "rate_limit_exceeded".to_owned()));
+    expected.remove(&(429, "login_attempts_exceeded".to_owned()));
+    expected.remove(&(503, "server_busy".to_owned()));
     expected.remove(&(500, "internal_error".to_owned()));
     assert_eq!(seen, expected);
 }
@@ -1295,6 +1307,51 @@ async fn the_rate_limit_answers_as_documented_on_every_path_and_method() {
         statuses.push(reply.status.as_u16());
     }
     assert_eq!(statuses, [200, 200, 429, 429, 429, 429]);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn the_login_quota_answers_as_documented() {
+    let doc = OpenApi::load();
+    let anchors = all_anchors();
+    let running = start(test_config(|t| {
+        format!("{t}\n").replace(
+            "rate_limit = { requests = 15000, period_seconds = 300 }\n",
+            "rate_limit = { requests = 15000, period_seconds = 300 }\nfailed_logins = { per_source = 2 }\n",
+        )
+    }))
+    .await;
+    let addr = running.api.expect("api listening");
+    let valid = STANDARD.encode(der("valid"));
+    let q = "/v1/psp/eidas?jurisdiction=XX";
+    let mut statuses = Vec::new();
+    for auth in [
+        "Basic c2FuZGJveDp3cm9uZw==", // sandbox:wrong
+        "Basic bm9ib2R5OnNhbmRib3g=", // nobody:sandbox
+        "Basic c2FuZGJveDp3cm9uZw==",
+        "Basic c2FuZGJveDpzYW5kYm94", // sandbox:sandbox, not yet verified: refused too
+    ] {
+        let headers = [
+            ("authorization", auth),
+            ("fi_reference_id", "r"),
+            ("eidas", valid.as_str()),
+        ];
+        let (reply, body) = exchange(&doc, addr, auth, Method::GET, q, &headers).await;
+        if reply.status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(
+                error_code(&reply, &body, &anchors),
+                "login_attempts_exceeded"
+            );
+            let retry: u64 = reply.headers["retry-after"]
+                .to_str()
+                .expect("ascii")
+                .parse()
+                .expect("seconds");
+            assert!((1..=300).contains(&retry), "Retry-After {retry}");
+        }
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(statuses, [401, 401, 429, 429]);
     running.stop().await;
 }
 

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use common::service::*;
 use common::test_pki::test_config;
+use http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 /// Reads until the server closes the connection; returns what it sent. Gives up (panics)
 /// after `limit`, so a server that never closes fails the test instead of hanging it.
@@ -79,5 +81,185 @@ async fn a_tls_client_that_never_completes_its_handshake_is_cut_off() {
         .expect("write");
     let answer = read_until_closed(&mut s, Duration::from_secs(10)).await;
     assert!(answer.is_empty(), "nothing is served before a handshake");
+    running.stop().await;
+}
+
+const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
+
+/// A check of the sandbox's valid certificate on the check endpoint.
+async fn a_normal_request(addr: std::net::SocketAddr) -> Reply {
+    let pem = std::fs::read(common::test_pki::test_pki().psp("valid")).expect("pem");
+    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+        .expect("certificate")
+        .der;
+    use base64::Engine;
+    let eidas = base64::engine::general_purpose::STANDARD.encode(der);
+    send(
+        addr,
+        Method::GET,
+        "/v1/psp/eidas?jurisdiction=XX",
+        &[
+            ("authorization", AUTH),
+            ("fi_reference_id", "ref"),
+            ("eidas", &eidas),
+        ],
+    )
+    .await
+}
+
+/// Connections that only send HTTP/2 PINGs.
+const PINGERS: usize = 50;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_connections_that_only_ping_are_closed_and_new_clients_get_in() {
+    // Every connection slot is taken by a client that sends PING frames every 200 ms and no
+    // request (half of them after one request). PINGs are not requests: the ones that never
+    // asked for anything are closed at the first-request deadline (1 s), the others 1.5 s
+    // after their request, and a new client, waiting in the accept queue, is then served.
+    let running = start(test_config(|t| {
+        format!(
+            "{t}\n[limits]\nmax_connections = {PINGERS}\nfirst_request_timeout_ms = 1000\nidle_timeout_ms = 1500\n"
+        )
+    }))
+    .await;
+    let addr = running.api.expect("api");
+    let (established_tx, mut established) = tokio::sync::mpsc::channel(PINGERS);
+    let mut pingers = tokio::task::JoinSet::new();
+    for i in 0..PINGERS {
+        let established_tx = established_tx.clone();
+        pingers.spawn(async move {
+            let tcp = TcpStream::connect(addr).await.expect("connect");
+            let (mut client, mut connection) =
+                h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+            let mut ping_pong = connection.ping_pong().expect("ping-pong handle");
+            let driver = tokio::spawn(connection);
+            let asked = i % 2 == 1;
+            if asked {
+                let request = http::Request::get(format!("http://{addr}/healthz"))
+                    .body(())
+                    .expect("request");
+                let (response, _) = client.send_request(request, true).expect("send");
+                let response = response.await.expect("response");
+                assert_eq!(response.status(), StatusCode::NOT_FOUND);
+            }
+            let mut pongs = 0u32;
+            // Bounded: 60 s at most, then the server has failed to close the connection.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline && !driver.is_finished() {
+                match tokio::time::timeout(
+                    Duration::from_secs(5),
+                    ping_pong.ping(h2::Ping::opaque()),
+                )
+                .await
+                {
+                    Ok(Ok(_)) => pongs += 1,
+                    Ok(Err(_)) | Err(_) => break,
+                }
+                if pongs == 1 {
+                    let _ = established_tx.send(()).await;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let closed_by_server = tokio::time::timeout(Duration::from_secs(10), driver)
+                .await
+                .is_ok();
+            drop(client);
+            (asked, pongs, closed_by_server)
+        });
+    }
+    drop(established_tx);
+    // Wait until the pingers hold their slots (or were already closed).
+    let mut holding = 0;
+    while holding < PINGERS
+        && tokio::time::timeout(Duration::from_secs(30), established.recv())
+            .await
+            .ok()
+            .flatten()
+            .is_some()
+    {
+        holding += 1;
+    }
+    assert!(holding > 0, "some pingers held a slot");
+
+    // Every slot is taken: this client waits in the accept queue until a pinger is closed.
+    let started = Instant::now();
+    let reply = tokio::time::timeout(Duration::from_secs(60), a_normal_request(addr))
+        .await
+        .expect("a new client is served once the pinging connections are closed");
+    assert_eq!(reply.status, StatusCode::OK);
+    let waited = started.elapsed();
+
+    let mut closed = 0;
+    let mut asked_and_closed = 0;
+    while let Some(result) = pingers.join_next().await {
+        let (asked, pongs, closed_by_server) = result.expect("pinger");
+        assert!(closed_by_server, "a pinging connection was left open");
+        assert!(
+            pongs >= 1,
+            "PINGs were answered while the connection was open"
+        );
+        closed += 1;
+        asked_and_closed += usize::from(asked);
+    }
+    println!(
+        "{closed} of {PINGERS} PING-only HTTP/2 connections closed by the server ({asked_and_closed} after one request); {holding} held a slot; a new client was served after {waited:?}"
+    );
+    assert_eq!(closed, PINGERS);
+    assert_eq!(asked_and_closed, PINGERS / 2);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn connections_over_the_per_source_cap_are_closed_at_once() {
+    // A first-request deadline far beyond the test's waits, so only the cap can close the
+    // extra connection.
+    let running = start(test_config(|t| {
+        format!(
+            "{t}\n[limits]\nmax_connections_per_source = 3\nfirst_request_timeout_ms = 120000\n"
+        )
+    }))
+    .await;
+    let addr = running.api.expect("api");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    let mut extra = TcpStream::connect(addr).await.expect("connect");
+    let answer = read_until_closed(&mut extra, Duration::from_secs(30)).await;
+    assert!(answer.is_empty(), "nothing is served over the cap");
+    // Still at the cap: a real request is refused the same way.
+    let mut another = TcpStream::connect(addr).await.expect("connect");
+    another
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let answer = read_until_closed(&mut another, Duration::from_secs(30)).await;
+    assert!(answer.is_empty(), "nothing is served over the cap");
+    // One of the held connections goes away: its slot comes back (asynchronously, so
+    // a few tries, bounded).
+    drop(held.pop());
+    let mut served = None;
+    for _ in 0..100 {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("write");
+        let answer = read_until_closed(&mut s, Duration::from_secs(30)).await;
+        if !answer.is_empty() {
+            served = Some(String::from_utf8_lossy(&answer).into_owned());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let served = served.expect("a slot came back");
+    assert!(served.starts_with("HTTP/1.1 404"), "{served}");
+    // Other listeners count their own connections.
+    assert_eq!(
+        send(running.admin.expect("admin"), Method::GET, "/healthz", &[])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    drop(held);
     running.stop().await;
 }

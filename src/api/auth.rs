@@ -1,19 +1,42 @@
 //! HTTP Basic credentials: argon2 hashes from configuration, verified off the async workers,
 //! successful verifications cached briefly.
 //!
+//! Cost: an argon2 verification holds the hash's memory cost (19 MiB with the default
+//! parameters) and ~20 ms of CPU. Three bounds keep callers without credentials from
+//! turning that into memory or CPU exhaustion (issue 10 section 4):
+//! - at most `api.max_concurrent_password_checks` verifications run at once; a request over
+//!   the cap waits up to [`PASSWORD_CHECK_WAIT`] for a turn, then is refused
+//!   ([`AuthFailure::Busy`], 503 with `Retry-After`). Each slot owns its argon2 working
+//!   memory, allocated once and reused ([`verify_in`]): letting argon2 allocate per call left
+//!   each verification's 19 MiB resident in the allocator's per-thread arenas (measured: 21
+//!   verifications, 2 at a time, still raised the peak RSS by 417 MiB);
+//! - every verification takes one cell of a quota per source address and one per user name
+//!   (`api.failed_logins`); a source or a user name over its quota is refused
+//!   ([`AuthFailure::TooManyAttempts`], 429) before any argon2 work. Cells are taken before
+//!   the verification, so a burst of concurrent attempts cannot overrun the quota; a correct
+//!   password takes a cell only on its first verification, after which it is cached;
+//! - a cached credential (a success in the last 5 minutes) needs neither a permit nor a cell,
+//!   so callers that are logged in are not slowed by an attack on the endpoint.
+//!
 //! Timing: an unknown user costs the same argon2 verification as a known one (against a
-//! fixed dummy hash), so response times do not reveal which usernames exist; the cache key is
-//! a SHA-256 of user and password, compared by hash-map lookup of a digest the attacker
-//! cannot choose to collide. The rate limit runs before any of this.
+//! dummy hash made at start-up with the configured hashes' parameters), so response times
+//! do not reveal which usernames exist; the cache key is a SHA-256 of user and password,
+//! compared by hash-map lookup of a digest the attacker cannot choose to collide. The
+//! per-source request rate limit runs before any of this.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use argon2::{Argon2, PasswordHasher, PasswordVerifier};
-use base64::Engine;
+use std::sync::{Mutex, PoisonError};
 
-use crate::config::Credential;
+use argon2::{Argon2, Block, CustomizedPasswordHasher, PasswordHash, PasswordHasher};
+use base64::Engine;
+use tokio::sync::Semaphore;
+
+use super::limiter::KeyedLimiter;
+use crate::config::{ApiConfig, Credential};
 
 /// How long a successful verification is remembered. Five minutes: a removed credential
 /// stops working within that time after a reload; argon2 costs ~20 ms of CPU per miss.
@@ -23,6 +46,15 @@ const VERIFIED_CAPACITY: u64 = 10_000;
 /// Longest `Authorization` header value read. Usernames and passwords are short; this bounds
 /// the Base64 decoding and the hashing work an attacker can ask for.
 const MAX_AUTHORIZATION_BYTES: usize = 1024;
+/// How long a request waits for a verification permit before it is refused as busy. 250 ms:
+/// about ten verifications' time per permit (~20 ms each optimised), so a legitimate
+/// uncached login gets through a short queue, while a flood waits little and holds nothing.
+pub const PASSWORD_CHECK_WAIT: Duration = Duration::from_millis(250);
+/// `Retry-After` of a busy refusal: the queue is short-lived, so soon.
+pub const BUSY_RETRY_AFTER_SECS: u64 = 1;
+/// The password the dummy hash is made from (never compared with a real one: a match
+/// against the dummy still fails, `known` is false).
+const DUMMY_PASSWORD: &[u8] = b"psp-gateway dummy password for unknown users";
 
 /// Why a request is not authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,21 +63,48 @@ pub enum AuthFailure {
     Missing,
     /// Unknown user or wrong password.
     Wrong,
+    /// The source address or the user name is over its login quota; seconds to wait.
+    TooManyAttempts { retry_after_secs: u64 },
+    /// Every verification permit stayed taken for [`PASSWORD_CHECK_WAIT`].
+    Busy,
+}
+
+/// The bounds on password verification (see the module documentation).
+#[derive(Debug, Clone, Copy)]
+pub struct LoginLimits {
+    pub max_concurrent: usize,
+    pub per_source: u32,
+    pub per_user: u32,
+    pub period: Duration,
+    /// Keys held at most by each quota table.
+    pub max_tracked: usize,
+}
+
+impl LoginLimits {
+    pub fn from_config(api: &ApiConfig) -> LoginLimits {
+        LoginLimits {
+            max_concurrent: api.max_concurrent_password_checks,
+            per_source: api.failed_logins.per_source,
+            per_user: api.failed_logins.per_user,
+            period: Duration::from_secs(api.failed_logins.period_seconds),
+            max_tracked: api.rate_limit.max_tracked_sources,
+        }
+    }
 }
 
 pub struct Authenticator {
     users: Arc<HashMap<String, String>>,
     dummy_hash: Arc<String>,
     verified: moka::future::Cache<[u8; 32], ()>,
+    permits: Arc<Semaphore>,
+    /// The working memory of each verification slot (as many as permits).
+    memory: Arc<Mutex<Vec<Vec<Block>>>>,
+    per_source: KeyedLimiter<IpAddr>,
+    per_user: KeyedLimiter<String>,
 }
 
 impl Authenticator {
-    pub fn new(credentials: &[Credential]) -> Authenticator {
-        // The dummy hash has the default parameters, like the hashes `credentials hash` makes.
-        let dummy_hash = Argon2::default()
-            .hash_password(b"psp-gateway dummy password for unknown users")
-            .map(|h| h.to_string())
-            .unwrap_or_default();
+    pub fn new(credentials: &[Credential], limits: LoginLimits) -> Authenticator {
         Authenticator {
             users: Arc::new(
                 credentials
@@ -53,32 +112,69 @@ impl Authenticator {
                     .map(|c| (c.username.clone(), c.password_hash.clone()))
                     .collect(),
             ),
-            dummy_hash: Arc::new(dummy_hash),
+            dummy_hash: Arc::new(dummy_hash(credentials)),
             verified: moka::future::Cache::builder()
                 .max_capacity(VERIFIED_CAPACITY)
                 .time_to_live(VERIFIED_TTL)
                 .build(),
+            permits: Arc::new(Semaphore::new(limits.max_concurrent.max(1))),
+            memory: Arc::new(Mutex::new(
+                (0..limits.max_concurrent.max(1))
+                    .map(|_| Vec::new())
+                    .collect(),
+            )),
+            per_source: KeyedLimiter::new(limits.per_source, limits.period, limits.max_tracked),
+            per_user: KeyedLimiter::new(limits.per_user, limits.period, limits.max_tracked),
         }
     }
 
-    /// Checks an `Authorization` header value; returns the username.
-    pub async fn authenticate(&self, header: Option<&[u8]>) -> Result<String, AuthFailure> {
+    /// Checks an `Authorization` header value from `source` (already reduced to its
+    /// counting key, [`crate::server::source_key`]); returns the username.
+    pub async fn authenticate(
+        &self,
+        header: Option<&[u8]>,
+        source: IpAddr,
+    ) -> Result<String, AuthFailure> {
         let (user, password) = parse_basic(header.ok_or(AuthFailure::Missing)?)?;
         let key = digest(&user, &password);
         if self.verified.get(&key).await.is_some() && self.users.contains_key(&user) {
             return Ok(user);
         }
+        // Quotas before any argon2 work; both are charged, so that neither a source trying
+        // many names nor many sources trying one name get further.
+        let by_source = self.per_source.check(&source);
+        let by_user = self.per_user.check(&user);
+        if let Err(wait) = by_source.and(by_user) {
+            return Err(AuthFailure::TooManyAttempts {
+                retry_after_secs: wait,
+            });
+        }
+        let permit =
+            tokio::time::timeout(PASSWORD_CHECK_WAIT, self.permits.clone().acquire_owned())
+                .await
+                .map_err(|_| AuthFailure::Busy)?
+                .map_err(|_| AuthFailure::Busy)?;
         let users = self.users.clone();
         let dummy = self.dummy_hash.clone();
+        let pool = self.memory.clone();
         let user_for_task = user.clone();
         let ok = tokio::task::spawn_blocking(move || {
+            // Held until the verification ends, even when the request is abandoned.
+            let _permit = permit;
             let (hash, known) = match users.get(&user_for_task) {
                 Some(h) => (h.as_str(), true),
                 None => (dummy.as_str(), false),
             };
-            let verified = Argon2::default()
-                .verify_password(password.as_bytes(), hash)
-                .is_ok();
+            // A permit guarantees a free buffer; the fallback only guards against a bug.
+            let mut memory = pool
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop()
+                .unwrap_or_default();
+            let verified = verify_in(password.as_bytes(), hash, &mut memory);
+            pool.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(memory);
             verified && known
         })
         .await
@@ -89,6 +185,112 @@ impl Authenticator {
         } else {
             Err(AuthFailure::Wrong)
         }
+    }
+
+    /// Forgets sources and user names back at full login quota (run periodically).
+    pub fn retain_recent(&self) {
+        self.per_source.retain_recent();
+        self.per_user.retain_recent();
+    }
+
+    /// Entries evicted from the login quota tables because they were full (per source,
+    /// per user name).
+    pub fn evictions(&self) -> (u64, u64) {
+        (self.per_source.evictions(), self.per_user.evictions())
+    }
+}
+
+/// Verifies `password` against an argon2 PHC string as `PasswordVerifier::verify_password`
+/// does (the hash's own algorithm, version, parameters, salt and output length; a
+/// constant-time comparison), with `memory` as argon2's working memory: grown to the hash's
+/// memory cost the first time, then reused.
+fn verify_in(password: &[u8], phc: &str, memory: &mut Vec<Block>) -> bool {
+    use subtle::ConstantTimeEq;
+    let Ok(hash) = PasswordHash::new(phc) else {
+        return false;
+    };
+    let (Some(salt), Some(expected)) = (&hash.salt, &hash.hash) else {
+        return false;
+    };
+    let Ok(algorithm) = argon2::Algorithm::new(hash.algorithm.as_str()) else {
+        return false;
+    };
+    let version = match hash.version.map(argon2::Version::try_from) {
+        None => argon2::Version::default(),
+        Some(Ok(v)) => v,
+        Some(Err(_)) => return false,
+    };
+    let Ok(params) = argon2::Params::try_from(&hash) else {
+        return false;
+    };
+    let blocks = params.block_count();
+    if memory.len() < blocks {
+        memory.resize(blocks, Block::default());
+    }
+    let mut out = vec![0u8; expected.len()];
+    let computed = Argon2::new(algorithm, version, params).hash_password_into_with_memory(
+        password,
+        salt.as_ref(),
+        &mut out,
+        &mut memory[..blocks],
+    );
+    computed.is_ok() && bool::from(out.as_slice().ct_eq(expected.as_bytes()))
+}
+
+/// A hash of [`DUMMY_PASSWORD`] with the parameters (algorithm, version, memory, time,
+/// lanes, output length) most of the configured hashes use, so an unknown user name costs
+/// what a known one costs. Configured hashes with different parameters are logged: their
+/// users' verification times differ from the others'.
+fn dummy_hash(credentials: &[Credential]) -> String {
+    let mut sets: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut parsed = Vec::new();
+    for (i, c) in credentials.iter().enumerate() {
+        let Ok(h) = PasswordHash::new(&c.password_hash) else {
+            continue;
+        };
+        let set = format!(
+            "{}$v={:?}${}$len={}",
+            h.algorithm,
+            h.version,
+            h.params,
+            h.hash.as_ref().map_or(0, |o| o.len())
+        );
+        sets.entry(set).or_insert((0, i)).0 += 1;
+        parsed.push((i, h));
+    }
+    if sets.len() > 1 {
+        tracing::warn!(
+            parameter_sets = sets.len(),
+            "api.credentials use different argon2 parameters: verification times differ between users; rehash them with `psp-gateway credentials hash`"
+        );
+    }
+    // Most used; on a tie, the set of the earliest credential.
+    let chosen = sets
+        .values()
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .map(|(_, i)| *i);
+    let from_config = chosen
+        .and_then(|i| parsed.iter().find(|(j, _)| *j == i))
+        .and_then(|(_, h)| {
+            let params = argon2::Params::try_from(h).ok()?;
+            Argon2::default()
+                .hash_password_customized(
+                    DUMMY_PASSWORD,
+                    &argon2::password_hash::generate_salt(),
+                    Some(h.algorithm.as_str()),
+                    h.version,
+                    params,
+                )
+                .ok()
+        });
+    match from_config {
+        Some(h) => h.to_string(),
+        // No readable configured hash (configuration validation prevents this): the
+        // defaults, as `credentials hash` makes them.
+        None => Argon2::default()
+            .hash_password(DUMMY_PASSWORD)
+            .map(|h| h.to_string())
+            .unwrap_or_default(),
     }
 }
 
@@ -140,42 +342,242 @@ mod tests {
         .into_bytes()
     }
 
+    /// A cheap hash (8 KiB, one pass) so the quota tests run fast in debug builds.
+    fn cheap_hash(secret: &str) -> String {
+        let params = argon2::Params::new(8, 1, 1, None).expect("params");
+        Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params)
+            .hash_password(secret.as_bytes())
+            .expect("hash")
+            .to_string()
+    }
+
+    fn limits(per_source: u32, per_user: u32) -> LoginLimits {
+        LoginLimits {
+            max_concurrent: 2,
+            per_source,
+            per_user,
+            period: Duration::from_secs(300),
+            max_tracked: 1_000,
+        }
+    }
+
+    fn ip(i: u32) -> IpAddr {
+        IpAddr::V4(std::net::Ipv4Addr::from(0xc633_6400 + i)) // 198.51.100.0/24 and up
+    }
+
     #[tokio::test]
     async fn right_and_wrong_credentials() {
-        let auth = Authenticator::new(&[Credential {
-            username: "alice".into(),
-            password_hash: hash_secret("s3cret").expect("hash"),
-        }]);
+        let auth = Authenticator::new(
+            &[Credential {
+                username: "alice".into(),
+                password_hash: hash_secret("s3cret").expect("hash"),
+            }],
+            limits(100, 100),
+        );
+        let src = ip(1);
         assert_eq!(
-            auth.authenticate(Some(&basic("alice:s3cret"))).await,
+            auth.authenticate(Some(&basic("alice:s3cret")), src).await,
             Ok("alice".to_owned())
         );
         // Cached path gives the same answer.
         assert_eq!(
-            auth.authenticate(Some(&basic("alice:s3cret"))).await,
+            auth.authenticate(Some(&basic("alice:s3cret")), src).await,
             Ok("alice".to_owned())
         );
         assert_eq!(
-            auth.authenticate(Some(&basic("alice:wrong"))).await,
+            auth.authenticate(Some(&basic("alice:wrong")), src).await,
             Err(AuthFailure::Wrong)
         );
         assert_eq!(
-            auth.authenticate(Some(&basic("bob:s3cret"))).await,
+            auth.authenticate(Some(&basic("bob:s3cret")), src).await,
             Err(AuthFailure::Wrong)
         );
-        assert_eq!(auth.authenticate(None).await, Err(AuthFailure::Missing));
         assert_eq!(
-            auth.authenticate(Some(b"Bearer abc")).await,
+            auth.authenticate(None, src).await,
             Err(AuthFailure::Missing)
         );
         assert_eq!(
-            auth.authenticate(Some(b"Basic !!!")).await,
+            auth.authenticate(Some(b"Bearer abc"), src).await,
             Err(AuthFailure::Missing)
         );
         assert_eq!(
-            auth.authenticate(Some(&basic("no-colon"))).await,
+            auth.authenticate(Some(b"Basic !!!"), src).await,
             Err(AuthFailure::Missing)
         );
+        assert_eq!(
+            auth.authenticate(Some(&basic("no-colon")), src).await,
+            Err(AuthFailure::Missing)
+        );
+    }
+
+    fn alice() -> Vec<Credential> {
+        vec![Credential {
+            username: "alice".into(),
+            password_hash: cheap_hash("s3cret"),
+        }]
+    }
+
+    fn too_many(r: Result<String, AuthFailure>) -> bool {
+        matches!(r, Err(AuthFailure::TooManyAttempts { retry_after_secs }) if retry_after_secs >= 1)
+    }
+
+    #[tokio::test]
+    async fn one_user_name_from_many_sources_is_stopped_by_the_per_user_quota() {
+        let auth = Authenticator::new(&alice(), limits(100, 5));
+        for i in 0..5 {
+            assert_eq!(
+                auth.authenticate(Some(&basic("alice:guess")), ip(i)).await,
+                Err(AuthFailure::Wrong),
+                "attempt {i}"
+            );
+        }
+        for i in 5..50 {
+            assert!(
+                too_many(auth.authenticate(Some(&basic("alice:guess")), ip(i)).await),
+                "attempt {i} from a fresh source"
+            );
+        }
+        // Even the right password is refused before any verification: the name is locked.
+        assert!(too_many(
+            auth.authenticate(Some(&basic("alice:s3cret")), ip(99))
+                .await
+        ));
+        // Another name from the same sources is not affected.
+        assert_eq!(
+            auth.authenticate(Some(&basic("bob:guess")), ip(0)).await,
+            Err(AuthFailure::Wrong)
+        );
+    }
+
+    #[tokio::test]
+    async fn one_source_with_many_user_names_is_stopped_by_the_per_source_quota() {
+        let auth = Authenticator::new(&alice(), limits(5, 100));
+        let attacker = ip(7);
+        for i in 0..5 {
+            assert_eq!(
+                auth.authenticate(Some(&basic(&format!("user{i}:guess"))), attacker)
+                    .await,
+                Err(AuthFailure::Wrong),
+                "name {i}"
+            );
+        }
+        for i in 5..50 {
+            assert!(
+                too_many(
+                    auth.authenticate(Some(&basic(&format!("user{i}:guess"))), attacker)
+                        .await
+                ),
+                "name {i}"
+            );
+        }
+        // Another source still gets its verifications, and alice can log in from it.
+        assert_eq!(
+            auth.authenticate(Some(&basic("alice:s3cret")), ip(8)).await,
+            Ok("alice".to_owned())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cached_login_needs_no_quota() {
+        let auth = Authenticator::new(&alice(), limits(3, 3));
+        let caller = ip(1);
+        assert_eq!(
+            auth.authenticate(Some(&basic("alice:s3cret")), caller)
+                .await,
+            Ok("alice".to_owned())
+        );
+        // Attackers exhaust both the caller's source quota and alice's user quota.
+        for _ in 0..10 {
+            let _ = auth.authenticate(Some(&basic("alice:guess")), caller).await;
+        }
+        assert!(too_many(
+            auth.authenticate(Some(&basic("alice:guess")), caller).await
+        ));
+        for _ in 0..100 {
+            assert_eq!(
+                auth.authenticate(Some(&basic("alice:s3cret")), caller)
+                    .await,
+                Ok("alice".to_owned()),
+                "the remembered success is served without a verification"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn over_the_concurrency_cap_requests_are_refused_as_busy() {
+        let auth = Arc::new(Authenticator::new(&alice(), limits(1_000, 1_000)));
+        // Take every permit, as long-running verifications would.
+        let held = auth
+            .permits
+            .clone()
+            .acquire_many_owned(2)
+            .await
+            .expect("permits");
+        assert_eq!(
+            auth.authenticate(Some(&basic("alice:guess")), ip(1)).await,
+            Err(AuthFailure::Busy)
+        );
+        drop(held);
+        assert_eq!(
+            auth.authenticate(Some(&basic("alice:guess")), ip(1)).await,
+            Err(AuthFailure::Wrong)
+        );
+        assert_eq!(auth.permits.available_permits(), 2, "permits come back");
+    }
+
+    #[test]
+    fn the_dummy_hash_has_the_configured_parameters() {
+        let creds = alice();
+        let dummy = dummy_hash(&creds);
+        let d = PasswordHash::new(&dummy).expect("dummy parses");
+        let c = PasswordHash::new(&creds[0].password_hash).expect("configured parses");
+        assert_eq!(d.algorithm, c.algorithm);
+        assert_eq!(d.version, c.version);
+        assert_eq!(d.params.to_string(), c.params.to_string());
+        assert_eq!(d.hash.map(|o| o.len()), c.hash.map(|o| o.len()));
+        assert_ne!(d.salt, c.salt);
+        // The default parameters when the configuration uses them.
+        let default = dummy_hash(&[Credential {
+            username: "a".into(),
+            password_hash: hash_secret("x").expect("hash"),
+        }]);
+        assert!(default.contains("m=19456,t=2,p=1"), "{default}");
+    }
+
+    #[test]
+    fn verification_in_reused_memory_agrees_with_the_argon2_crate() {
+        use argon2::PasswordVerifier;
+        let mut memory = Vec::new();
+        let cheap = |algorithm, version, m| {
+            let params = argon2::Params::new(m, 1, 1, Some(24)).expect("params");
+            Argon2::new(algorithm, version, params)
+                .hash_password(b"right")
+                .expect("hash")
+                .to_string()
+        };
+        let hashes = [
+            cheap(argon2::Algorithm::Argon2id, argon2::Version::V0x13, 64),
+            cheap(argon2::Algorithm::Argon2i, argon2::Version::V0x10, 8),
+            cheap(argon2::Algorithm::Argon2d, argon2::Version::V0x13, 32),
+            hash_secret("right").expect("default parameters"),
+        ];
+        for phc in &hashes {
+            for password in [&b"right"[..], b"wrong", b""] {
+                assert_eq!(
+                    verify_in(password, phc, &mut memory),
+                    Argon2::default()
+                        .verify_password(password, phc.as_str())
+                        .is_ok(),
+                    "{phc} {password:?}"
+                );
+            }
+        }
+        assert_eq!(
+            memory.len(),
+            19_456,
+            "grown to the largest memory cost once"
+        );
+        assert!(!verify_in(b"right", "not a hash", &mut memory));
     }
 
     #[test]

@@ -21,6 +21,11 @@ pub enum ApiError {
     AuthenticationFailed,
     /// Over the per-IP quota; seconds until the next request is allowed.
     RateLimited { retry_after_secs: u64 },
+    /// The source address or the user name is over its quota of password verifications
+    /// (`api.failed_logins`); seconds until the next attempt is allowed.
+    LoginAttemptsExceeded { retry_after_secs: u64 },
+    /// Every password-verification slot stayed busy (`api.max_concurrent_password_checks`).
+    Busy { retry_after_secs: u64 },
     /// A required parameter is absent (`jurisdiction`, `eidas`, `fi_reference_id`).
     ParameterMissing(&'static str),
     /// A parameter is present but malformed.
@@ -66,6 +71,18 @@ impl ApiError {
                 format!(
                     "Rate limit exceeded for this source address; retry after {retry_after_secs} s"
                 ),
+            ),
+            ApiError::LoginAttemptsExceeded { retry_after_secs } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "login_attempts_exceeded",
+                format!(
+                    "Too many login attempts from this source address or for this user name; retry after {retry_after_secs} s"
+                ),
+            ),
+            ApiError::Busy { retry_after_secs } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_busy",
+                format!("Too many password checks are running; retry after {retry_after_secs} s"),
             ),
             ApiError::ParameterMissing(name) => (
                 StatusCode::NOT_FOUND,
@@ -124,10 +141,18 @@ impl ApiError {
                     HeaderValue::from_static("Basic realm=\"psp-gateway\", charset=\"UTF-8\""),
                 );
             }
-            ApiError::RateLimited { retry_after_secs } => {
+            ApiError::RateLimited { retry_after_secs }
+            | ApiError::LoginAttemptsExceeded { retry_after_secs }
+            | ApiError::Busy { retry_after_secs } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             }
-            _ => {}
+            ApiError::NotFound
+            | ApiError::ParameterMissing(_)
+            | ApiError::ParameterInvalid { .. }
+            | ApiError::JurisdictionInvalid(_)
+            | ApiError::VersionInvalid(_)
+            | ApiError::CertificateInvalid(_)
+            | ApiError::Internal => {}
         }
         response
     }

@@ -101,9 +101,44 @@ pub fn client_address<'a>(
     peer
 }
 
+/// The key a client is counted under (rate limits, failed logins, connections per source):
+/// an IPv4 address as it is (an IPv4-mapped IPv6 address is its IPv4 address), an IPv6
+/// address reduced to its first `ipv6_prefix` bits. One IPv6 subscriber usually holds a whole
+/// /64 (RFC 6177), /56 or /48, and can use any address in it: counting single IPv6 addresses
+/// would give every such client 2^64 separate quotas.
+pub fn source_key(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(ipv6_prefix.min(128)))
+                    .unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_sources_are_counted_per_prefix() {
+        let a = source_key(ip("2001:db8:1:2:aaaa::1"), 64);
+        assert_eq!(a, ip("2001:db8:1:2::"));
+        assert_eq!(a, source_key(ip("2001:db8:1:2:ffff:ffff:ffff:ffff"), 64));
+        assert_ne!(a, source_key(ip("2001:db8:1:3::1"), 64));
+        assert_eq!(
+            source_key(ip("2001:db8:1:2::1"), 48),
+            source_key(ip("2001:db8:1:ff::1"), 48)
+        );
+        assert_eq!(source_key(ip("2001:db8::1"), 128), ip("2001:db8::1"));
+        assert_eq!(source_key(ip("192.0.2.7"), 64), ip("192.0.2.7"));
+        assert_eq!(source_key(ip("::ffff:192.0.2.7"), 64), ip("192.0.2.7"));
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("test address")

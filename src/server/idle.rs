@@ -1,111 +1,182 @@
-//! Connection idle tracking: an I/O wrapper that records when bytes last moved.
+//! Connection idleness measured in requests, not bytes.
+//!
+//! An HTTP/2 client can keep a connection "active" forever with PING or SETTINGS frames and
+//! never send a request; counting bytes would let it hold a connection slot indefinitely.
+//! Here a connection is idle when no request is in progress and none started or finished
+//! within the idle timeout; a connection that has not started a request within the
+//! first-request deadline is idle too. The service wrapper marks requests (a [`InFlight`]
+//! guard lives as long as the handler and then the response body), and the per-connection
+//! watchdog ([`RequestTracker::idle`]) resolves when the connection should be closed.
 
-use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::Instant;
 
-/// Wraps a stream; every read or write that moves bytes marks activity.
-pub(super) struct IdleIo<S> {
-    inner: S,
-    activity: Arc<Activity>,
-}
+use super::{Body, BodyError};
 
-pub(super) struct Activity {
+/// Requests on one connection: how many are in progress, how many started, and when the
+/// last one started or finished.
+pub(super) struct RequestTracker {
     start: Instant,
-    /// Milliseconds since `start` at the last activity.
+    in_flight: AtomicUsize,
+    started: AtomicU64,
+    /// Milliseconds since `start` at the last request start or end.
     last: AtomicU64,
 }
 
-impl Activity {
+impl RequestTracker {
+    pub(super) fn new() -> Arc<Self> {
+        Arc::new(RequestTracker {
+            start: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            started: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+        })
+    }
+
     fn touch(&self) {
         let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last.store(ms, Ordering::Relaxed);
+        self.last.fetch_max(ms, Ordering::Relaxed);
     }
 
-    /// Resolves once no bytes moved for `limit`.
-    pub(super) async fn idle_for(&self, limit: Duration) {
+    /// A request starts; it is in progress until the guard is dropped.
+    pub(super) fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.started.fetch_add(1, Ordering::Relaxed);
+        self.touch();
+        InFlight {
+            tracker: self.clone(),
+        }
+    }
+
+    pub(super) fn requests_started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Resolves when the connection is idle: no request within `first_request` of the
+    /// connection's start, or, after one, none in progress and none started or finished for
+    /// `idle`. While a request is in progress this only re-checks, every `idle`.
+    pub(super) async fn idle(&self, idle: Duration, first_request: Duration) {
         loop {
-            let last = self.start + Duration::from_millis(self.last.load(Ordering::Relaxed));
-            let deadline = last + limit;
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            let deadline = if self.in_flight() > 0 {
+                now + idle
+            } else if self.requests_started() == 0 {
+                self.start + first_request
+            } else {
+                self.start + Duration::from_millis(self.last.load(Ordering::Relaxed)) + idle
+            };
+            if self.in_flight() == 0 && now >= deadline {
                 return;
             }
-            tokio::time::sleep_until(deadline).await;
+            tokio::time::sleep_until(deadline.max(now + Duration::from_millis(1))).await;
         }
     }
 }
 
-impl<S> IdleIo<S> {
-    pub(super) fn new(inner: S) -> (Self, Arc<Activity>) {
-        let activity = Arc::new(Activity {
-            start: Instant::now(),
-            last: AtomicU64::new(0),
-        });
-        (
-            IdleIo {
-                inner,
-                activity: activity.clone(),
-            },
-            activity,
+/// A request in progress on its connection.
+pub(super) struct InFlight {
+    tracker: Arc<RequestTracker>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.tracker.touch();
+        self.tracker.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request in progress until the body is finished or
+/// dropped (streamed upstream bodies take as long as they take).
+pub struct TrackedBody {
+    inner: Body,
+    _in_flight: InFlight,
+}
+
+impl TrackedBody {
+    pub(super) fn new(inner: Body, in_flight: InFlight) -> Self {
+        TrackedBody {
+            inner,
+            _in_flight: in_flight,
+        }
+    }
+}
+
+impl HttpBody for TrackedBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Real time with short durations; only lower bounds are exact, upper bounds are generous
+    // (a loaded machine may be late, never early).
+
+    #[tokio::test]
+    async fn a_connection_without_requests_is_idle_at_the_first_request_deadline() {
+        let t = RequestTracker::new();
+        let begun = Instant::now();
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            t.idle(Duration::from_secs(60), Duration::from_millis(200)),
         )
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for IdleIo<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.activity.touch();
-        }
-        r
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for IdleIo<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, data);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
-        }
-        r
+        .await
+        .expect("idle by the first-request deadline, not the idle timeout");
+        assert!(begun.elapsed() >= Duration::from_millis(200));
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
-        }
-        r
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+    #[tokio::test]
+    async fn a_request_in_progress_is_never_idle_and_idleness_counts_from_its_end() {
+        let t = RequestTracker::new();
+        let guard = t.begin();
+        let watch = {
+            let t = t.clone();
+            tokio::spawn(async move {
+                t.idle(Duration::from_millis(100), Duration::from_millis(50))
+                    .await;
+                Instant::now()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!watch.is_finished(), "a request in progress keeps it open");
+        let ended = Instant::now();
+        drop(guard);
+        let idle_at = tokio::time::timeout(Duration::from_secs(20), watch)
+            .await
+            .expect("idle after the request")
+            .expect("watchdog");
+        assert!(
+            idle_at - ended >= Duration::from_millis(90),
+            "millisecond rounding at most"
+        );
+        assert_eq!(t.in_flight(), 0);
+        assert_eq!(t.requests_started(), 1);
     }
 }

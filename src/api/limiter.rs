@@ -1,0 +1,216 @@
+//! Keyed rate limiters (governor's GCRA) whose table of keys is bounded.
+//!
+//! governor's own keyed stores grow with every new key until `retain_recent` runs, and
+//! `retain_recent` only forgets keys that are back to full quota: a client cycling through
+//! IPv6 addresses (or through made-up user names) could fill memory between two sweeps. The
+//! store here holds at most `capacity` keys. When a new key would exceed it, the tenth of the
+//! table with the oldest theoretical arrival time (the keys closest to, or back at, full quota,
+//! so the ones whose forgetting costs least) is evicted, and the evictions are counted.
+//! Keys that are being limited hard have arrival times in the future and stay.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::nanos::Nanos;
+use governor::state::StateStore;
+use governor::state::keyed::ShrinkableKeyedStateStore;
+use governor::{Quota, RateLimiter};
+
+/// A keyed state store with at most `capacity` keys (see the module documentation).
+pub struct BoundedStore<K> {
+    map: Mutex<HashMap<K, u64>>,
+    capacity: usize,
+    evictions: Arc<AtomicU64>,
+}
+
+impl<K: Hash + Eq + Clone> BoundedStore<K> {
+    fn new(capacity: usize, evictions: Arc<AtomicU64>) -> Self {
+        BoundedStore {
+            map: Mutex::new(HashMap::new()),
+            capacity: capacity.max(1),
+            evictions,
+        }
+    }
+
+    /// Makes room for one new key: drops the tenth (at least one) of the keys with the
+    /// oldest theoretical arrival time.
+    fn evict(&self, map: &mut HashMap<K, u64>) {
+        let n = (map.len() / 10).max(1);
+        let mut tats: Vec<u64> = map.values().copied().collect();
+        let (_, &mut threshold, _) = tats.select_nth_unstable(n - 1);
+        let before = map.len();
+        // Ties at the threshold may take a few more keys with them; that is fine.
+        map.retain(|_, tat| *tat > threshold);
+        let evicted = before - map.len();
+        self.evictions.fetch_add(
+            u64::try_from(evicted).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+impl<K: Hash + Eq + Clone> StateStore for BoundedStore<K> {
+    type Key = K;
+
+    fn measure_and_replace<T, F, E>(&self, key: &K, f: F) -> Result<T, E>
+    where
+        F: Fn(Option<Nanos>) -> Result<(T, Nanos), E>,
+    {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        let previous = map.get(key).copied().filter(|n| *n > 0).map(Nanos::from);
+        let (outcome, tat) = f(previous)?;
+        let tat = u64::from(tat);
+        if let Some(v) = map.get_mut(key) {
+            *v = tat;
+        } else {
+            if map.len() >= self.capacity {
+                self.evict(&mut map);
+            }
+            map.insert(key.clone(), tat);
+        }
+        Ok(outcome)
+    }
+}
+
+impl<K: Hash + Eq + Clone> ShrinkableKeyedStateStore<K> for BoundedStore<K> {
+    fn retain_recent(&self, drop_below: Nanos) {
+        let drop_below = u64::from(drop_below);
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|_, tat| *tat > drop_below);
+        let keep = map.len().saturating_mul(2);
+        map.shrink_to(keep);
+    }
+
+    fn len(&self) -> usize {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `requests` per `period` per key, all of them available at once (burst), refilled evenly
+/// (GCRA), with a bounded table of keys.
+pub struct KeyedLimiter<K: Hash + Eq + Clone> {
+    limiter: RateLimiter<K, BoundedStore<K>, DefaultClock>,
+    clock: DefaultClock,
+    evictions: Arc<AtomicU64>,
+}
+
+impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
+    pub fn new(requests: u32, period: Duration, capacity: usize) -> Self {
+        let requests = NonZeroU32::new(requests).unwrap_or(NonZeroU32::MIN);
+        let period = period.max(Duration::from_secs(1));
+        let per_cell = period / requests.get();
+        let quota = Quota::with_period(per_cell.max(Duration::from_nanos(1)))
+            .unwrap_or_else(|| Quota::per_second(requests))
+            .allow_burst(requests);
+        let evictions = Arc::new(AtomicU64::new(0));
+        let clock = DefaultClock::default();
+        KeyedLimiter {
+            limiter: RateLimiter::new(
+                quota,
+                BoundedStore::new(capacity, evictions.clone()),
+                clock.clone(),
+            ),
+            clock,
+            evictions,
+        }
+    }
+
+    /// Takes one cell for `key`; when none is left, the whole seconds until one is (at
+    /// least 1, for `Retry-After`).
+    pub fn check(&self, key: &K) -> Result<(), u64> {
+        self.limiter.check_key(key).map_err(|not_until| {
+            let wait = not_until.wait_time_from(self.clock.now());
+            (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
+        })
+    }
+
+    /// Forgets the keys that are back to full quota (governor's housekeeping; STACK.md).
+    pub fn retain_recent(&self) {
+        self.limiter.retain_recent();
+    }
+
+    /// Keys held now.
+    pub fn len(&self) -> usize {
+        self.limiter.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.limiter.is_empty()
+    }
+
+    /// Keys evicted so far because the table was full (not those `retain_recent` forgot).
+    pub fn evictions(&self) -> u64 {
+        self.evictions.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quota_applies_per_key() {
+        let l = KeyedLimiter::new(2, Duration::from_secs(300), 100);
+        assert_eq!(l.check(&"a"), Ok(()));
+        assert_eq!(l.check(&"a"), Ok(()));
+        let retry = l.check(&"a").expect_err("third is over");
+        assert!((1..=150).contains(&retry), "{retry}");
+        assert_eq!(l.check(&"b"), Ok(()), "another key has its own quota");
+        assert_eq!(l.len(), 2);
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_evictions_are_counted() {
+        let l = KeyedLimiter::new(5, Duration::from_secs(300), 100);
+        for i in 0..1_000u32 {
+            assert_eq!(l.check(&i), Ok(()));
+            assert!(l.len() <= 100, "{} keys after {i}", l.len());
+        }
+        assert!(l.evictions() >= 900, "{} evictions", l.evictions());
+        assert_eq!(
+            l.evictions() + l.len() as u64,
+            1_000,
+            "every key is held or was evicted"
+        );
+    }
+
+    #[test]
+    fn a_key_being_limited_survives_eviction() {
+        let l = KeyedLimiter::new(3, Duration::from_secs(300), 50);
+        // The flooder uses its whole quota: its arrival time is the furthest in the future.
+        for _ in 0..3 {
+            assert_eq!(l.check(&u32::MAX), Ok(()));
+        }
+        assert!(l.check(&u32::MAX).is_err());
+        // Many one-off keys push the table over its bound again and again.
+        for i in 0..500u32 {
+            let _ = l.check(&i);
+        }
+        assert!(l.evictions() > 0);
+        assert!(
+            l.check(&u32::MAX).is_err(),
+            "the limited key was not forgotten"
+        );
+    }
+
+    #[test]
+    fn retain_recent_keeps_limited_keys() {
+        let l = KeyedLimiter::new(1, Duration::from_secs(300), 100);
+        assert_eq!(l.check(&"limited"), Ok(()));
+        l.retain_recent();
+        assert!(l.check(&"limited").is_err(), "still limited after a sweep");
+        assert_eq!(l.evictions(), 0, "a sweep is not an eviction");
+    }
+}
