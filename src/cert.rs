@@ -7,12 +7,14 @@
 
 pub mod auth_number;
 mod der;
+pub mod dn;
 pub mod input;
 mod name;
 pub mod qc;
 mod signature;
 
 pub use auth_number::{AuthNumber, PsdAuthNumber};
+pub use dn::{DnError, NormalizedName};
 pub use input::{MAX_INPUT_LEN, decode_certificate_chain, decode_certificate_input};
 pub use qc::{Psd2Role, Psd2Statement, QcStatementKind, QcStatements, QcType, RoleOfPsp};
 pub use signature::SignatureError;
