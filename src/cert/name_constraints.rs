@@ -62,7 +62,7 @@
 //!   a mailbox with two `@`) fails when the CA constrains that form.
 
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use x509_parser::prelude::{FromDer, X509Certificate};
 
@@ -522,7 +522,11 @@ fn read_base(name: &Tlv<'_>) -> Result<Base, NcError> {
         .ok_or_else(|| NcError::Der(format!("GeneralName with tag 0x{:02x}", name.tag)))?;
     let malformed = || NcError::MalformedConstraint {
         kind,
-        value: shown(&String::from_utf8_lossy(name.value)),
+        value: if kind == NameKind::IpAddress {
+            hex(name.value)
+        } else {
+            shown(&String::from_utf8_lossy(name.value))
+        },
     };
     let ascii = || {
         std::str::from_utf8(name.value)
@@ -742,18 +746,12 @@ fn mask_bits(mask: &[u8]) -> u32 {
 }
 
 fn ip_text(octets: &[u8]) -> String {
-    match octets.len() {
-        4 => octets
-            .iter()
-            .map(u8::to_string)
-            .collect::<Vec<_>>()
-            .join("."),
-        16 => octets
-            .chunks(2)
-            .map(|c| format!("{:x}", u16::from_be_bytes([c[0], c[1]])))
-            .collect::<Vec<_>>()
-            .join(":"),
-        _ => hex(octets),
+    if let Ok(v4) = <[u8; 4]>::try_from(octets) {
+        Ipv4Addr::from(v4).to_string()
+    } else if let Ok(v6) = <[u8; 16]>::try_from(octets) {
+        Ipv6Addr::from(v6).to_string()
+    } else {
+        hex(octets)
     }
 }
 
@@ -958,3 +956,6 @@ impl CertNames {
         &self.subject
     }
 }
+
+#[cfg(test)]
+mod tests;
