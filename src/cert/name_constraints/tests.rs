@@ -481,3 +481,374 @@ fn limbo_denial_of_service_cases_stop_at_the_comparison_budget() {
         eprintln!("{id}: refused in {:?}", started.elapsed());
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Edges, on hand-made values
+
+fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let len = content.len();
+    if len < 0x80 {
+        out.push(u8::try_from(len).expect("short"));
+    } else {
+        let octets: Vec<u8> = len
+            .to_be_bytes()
+            .into_iter()
+            .skip_while(|&b| b == 0)
+            .collect();
+        out.push(0x80 | u8::try_from(octets.len()).expect("few octets"));
+        out.extend(octets);
+    }
+    out.extend_from_slice(content);
+    out
+}
+
+/// `NameConstraints` with the given permitted and excluded `GeneralSubtree` contents.
+fn nc_value(permitted: Option<&[Vec<u8>]>, excluded: Option<&[Vec<u8>]>) -> Vec<u8> {
+    let mut seq = Vec::new();
+    if let Some(p) = permitted {
+        seq.extend(tlv(0xa0, &p.concat()));
+    }
+    if let Some(e) = excluded {
+        seq.extend(tlv(0xa1, &e.concat()));
+    }
+    tlv(0x30, &seq)
+}
+
+fn subtree(general_name: Vec<u8>) -> Vec<u8> {
+    tlv(0x30, &general_name)
+}
+
+fn dns(name: &str) -> Vec<u8> {
+    tlv(0x82, name.as_bytes())
+}
+
+fn names(presented: Vec<Presented>) -> CertNames {
+    CertNames {
+        subject: NormalizedName::from_der(&[0x30, 0x00]).expect("empty name"),
+        names: presented,
+    }
+}
+
+fn dns_name(s: &str) -> Presented {
+    Presented::from_general_name(&Tlv {
+        tag: 0x82,
+        value: s.as_bytes(),
+    })
+    .expect("a dNSName")
+}
+
+fn email(s: &str) -> Presented {
+    Presented::from_general_name(&Tlv {
+        tag: 0x81,
+        value: s.as_bytes(),
+    })
+    .expect("an rfc822Name")
+}
+
+fn parse_nc(value: &[u8]) -> Result<NameConstraints, NcError> {
+    NameConstraints::from_extension_value(value, true)
+}
+
+#[test]
+fn dns_constraints_add_labels_on_the_left_only_and_ignore_case() {
+    let nc = parse_nc(&nc_value(Some(&[subtree(dns("Example.COM"))]), None)).expect("valid");
+    for ok in ["example.com", "www.example.com", "a.b.EXAMPLE.com"] {
+        assert!(nc.check(&names(vec![dns_name(ok)])).is_ok(), "{ok}");
+    }
+    for refused in ["notexample.com", "example.com.evil", "com"] {
+        assert!(
+            matches!(
+                nc.check(&names(vec![dns_name(refused)])),
+                Err(NcError::NotPermitted { .. })
+            ),
+            "{refused}"
+        );
+    }
+}
+
+#[test]
+fn a_wildcard_san_is_permitted_only_if_all_its_names_are_and_excluded_if_any_is() {
+    let permit = |c: &str| Base::Dns(c.into()).permits(&dns_name("*.example.com"));
+    let exclude = |c: &str| Base::Dns(c.into()).excludes(&dns_name("*.example.com"));
+    assert!(permit("example.com"));
+    assert!(permit("com"));
+    assert!(permit(""));
+    assert!(
+        !permit("foo.example.com"),
+        "CVE-2025-61727, permitted variant"
+    );
+    assert!(exclude("bar.example.com"), "CVE-2025-61727");
+    assert!(exclude("example.com"));
+    assert!(
+        !exclude("a.bar.example.com"),
+        "two labels below cannot be matched by one `*`"
+    );
+    assert!(!exclude("other.com"));
+    assert!(!exclude("barexample.com"));
+}
+
+#[test]
+fn mailbox_host_and_domain_forms_of_rfc822_constraints() {
+    let rfc822 = |c: &str| {
+        read_base(&Tlv {
+            tag: 0x81,
+            value: c.as_bytes(),
+        })
+        .expect("valid constraint")
+    };
+    let mailbox = rfc822("Alice@Example.com");
+    assert!(mailbox.contains(&email("Alice@example.COM")));
+    assert!(
+        !mailbox.contains(&email("alice@example.com")),
+        "local part is case-sensitive"
+    );
+    let host = rfc822("example.com");
+    assert!(host.contains(&email("bob@EXAMPLE.com")));
+    assert!(!host.contains(&email("bob@mail.example.com")));
+    let domain = rfc822(".example.com");
+    assert!(domain.contains(&email("bob@mail.example.com")));
+    assert!(!domain.contains(&email("bob@example.com")));
+    assert!(!domain.contains(&email("bob@evilexample.com")));
+    for bad in [
+        "a@b@example.com",
+        "@example.com",
+        "..example.com",
+        "exa mple.com",
+        "",
+    ] {
+        assert!(
+            read_base(&Tlv {
+                tag: 0x81,
+                value: bad.as_bytes()
+            })
+            .is_err(),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn uri_names_are_checked_by_their_host_and_hostless_uris_fail_closed() {
+    assert_eq!(
+        uri_host("https://user@Host.Example.com:8443/p?q#f").as_deref(),
+        Some("host.example.com")
+    );
+    assert_eq!(
+        uri_host("ftp://invalidcertificates.gov:21/test37/").as_deref(),
+        Some("invalidcertificates.gov")
+    );
+    for no_host in [
+        "urn:isbn:0451450523",
+        "mailto:a@example.com",
+        "http://[::1]/",
+        "http://192.0.2.1/",
+        "http://example.com:port/",
+        "http://%65xample.com/",
+        "1http://example.com/",
+        "",
+    ] {
+        assert_eq!(uri_host(no_host), None, "{no_host}");
+    }
+    let nc = parse_nc(&nc_value(
+        Some(&[subtree(tlv(0x86, b".example.com"))]),
+        None,
+    ))
+    .expect("valid");
+    let uri = |u: &str| {
+        Presented::from_general_name(&Tlv {
+            tag: 0x86,
+            value: u.as_bytes(),
+        })
+        .expect("a URI")
+    };
+    assert!(
+        nc.check(&names(vec![uri("https://www.example.com/")]))
+            .is_ok()
+    );
+    assert!(nc.check(&names(vec![uri("https://example.com/")])).is_err());
+    assert!(matches!(
+        nc.check(&names(vec![uri("urn:example.com")])),
+        Err(NcError::MalformedName {
+            kind: NameKind::Uri,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn ip_constraints_need_a_contiguous_mask_and_match_within_their_family_only() {
+    let ip = |octets: &[u8]| subtree(tlv(0x87, octets));
+    let v4_net = ip(&[192, 0, 2, 0, 255, 255, 255, 0]);
+    let nc = parse_nc(&nc_value(Some(&[v4_net]), None)).expect("valid");
+    let addr = |o: &[u8]| names(vec![Presented::Ip(o.to_vec())]);
+    assert!(nc.check(&addr(&[192, 0, 2, 77])).is_ok());
+    assert!(nc.check(&addr(&[192, 0, 3, 1])).is_err());
+    // The IPv4-mapped IPv6 form of a permitted address is a different family: refused.
+    let mapped = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1];
+    assert!(matches!(
+        nc.check(&addr(&mapped)),
+        Err(NcError::NotPermitted { .. })
+    ));
+    for bad in [
+        ip(&[192, 0, 2, 0, 255, 0, 255, 0]),
+        ip(&[192, 0, 2, 0]),
+        ip(&[192, 0, 2, 0, 255, 255, 255]),
+    ] {
+        assert!(
+            matches!(
+                parse_nc(&nc_value(Some(&[bad]), None)),
+                Err(NcError::MalformedConstraint {
+                    kind: NameKind::IpAddress,
+                    ..
+                })
+            ),
+            "non-contiguous mask or wrong length"
+        );
+    }
+}
+
+#[test]
+fn the_extension_must_be_critical_non_empty_and_without_minimum_or_maximum() {
+    let one = [subtree(dns("example.com"))];
+    let good = nc_value(Some(&one), None);
+    assert!(matches!(
+        NameConstraints::from_extension_value(&good, false),
+        Err(NcError::NotCritical)
+    ));
+    assert!(matches!(parse_nc(&tlv(0x30, &[])), Err(NcError::Empty)));
+    assert!(matches!(
+        parse_nc(&nc_value(Some(&[]), Some(&[]))),
+        Err(NcError::Empty)
+    ));
+    assert!(matches!(
+        parse_nc(&nc_value(Some(&[]), Some(&one))),
+        Err(NcError::Empty)
+    ));
+
+    let with = |extra: &[u8]| {
+        nc_value(
+            Some(&[tlv(0x30, &[dns("example.com"), extra.to_vec()].concat())]),
+            None,
+        )
+    };
+    assert!(
+        parse_nc(&with(&[0x80, 0x01, 0x00])).is_ok(),
+        "explicit minimum 0 is read around"
+    );
+    assert!(matches!(
+        parse_nc(&with(&[0x80, 0x01, 0x01])),
+        Err(NcError::SubtreeBounds)
+    ));
+    assert!(matches!(
+        parse_nc(&with(&[0x81, 0x01, 0x02])),
+        Err(NcError::SubtreeBounds)
+    ));
+    assert!(matches!(
+        parse_nc(&with(&[0x04, 0x00])),
+        Err(NcError::Der(_))
+    ));
+
+    let mut trailing = good.clone();
+    trailing.push(0);
+    assert!(matches!(parse_nc(&trailing), Err(NcError::Der(_))));
+    assert!(matches!(
+        parse_nc(&nc_value(Some(&[subtree(tlv(0x89, b"x"))]), None)),
+        Err(NcError::Der(_))
+    ));
+    // Truncations of a valid value never panic.
+    for cut in 0..good.len() {
+        assert!(parse_nc(&good[..cut]).is_err());
+    }
+}
+
+#[test]
+fn names_of_a_form_the_ca_does_not_constrain_are_not_checked_even_when_malformed() {
+    let nc = parse_nc(&nc_value(
+        None,
+        Some(&[subtree(tlv(0x87, &[10, 0, 0, 0, 255, 0, 0, 0]))]),
+    ))
+    .expect("valid");
+    let presented = names(vec![
+        dns_name(".example.com"),
+        Presented::Unsupported(NameKind::OtherName),
+        Presented::Ip(vec![192, 0, 2, 1]),
+    ]);
+    assert!(nc.check(&presented).is_ok());
+    // The attacker's variant: the same malformed name under a CA that constrains its form.
+    let dns_nc = parse_nc(&nc_value(None, Some(&[subtree(dns("evil.example"))]))).expect("valid");
+    assert!(matches!(
+        dns_nc.check(&presented),
+        Err(NcError::MalformedName {
+            kind: NameKind::Dns,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn an_excluded_subtree_wins_over_a_permitted_one() {
+    let both = [subtree(dns("example.com"))];
+    let nc = parse_nc(&nc_value(
+        Some(&both),
+        Some(&[subtree(dns("admin.example.com"))]),
+    ))
+    .expect("valid");
+    assert!(nc.check(&names(vec![dns_name("www.example.com")])).is_ok());
+    assert!(matches!(
+        nc.check(&names(vec![dns_name("x.admin.example.com")])),
+        Err(NcError::Excluded { .. })
+    ));
+}
+
+#[test]
+fn one_budget_is_shared_by_every_check_of_a_path() {
+    let nc = parse_nc(&nc_value(
+        Some(&[subtree(dns("a.example")), subtree(dns("b.example"))]),
+        None,
+    ))
+    .expect("valid");
+    let leaf = names(vec![dns_name("x.b.example")]);
+    let mut budget = NcBudget { remaining: 3 };
+    assert!(
+        nc.check_with_budget(&leaf, &mut budget).is_ok(),
+        "two comparisons"
+    );
+    assert!(matches!(
+        nc.check_with_budget(&leaf, &mut budget),
+        Err(NcError::BudgetExceeded { .. })
+    ));
+}
+
+#[test]
+fn directory_name_constraints_apply_to_the_subject_unless_it_is_empty() {
+    // PKITS 4.13.14: empty subject, DN-constrained CA, the name is in an rfc822Name SAN.
+    let ee = pkits("ValidDNnameConstraintsTest14EE");
+    let names = CertNames::from_certificate_der(&ee).expect("names");
+    assert!(names.subject().is_empty());
+    assert!(names.names.iter().all(|n| n.kind() != NameKind::Directory));
+    let ca = NameConstraints::from_certificate_der(&pkits("nameConstraintsDN1subCA2Cert"))
+        .expect("valid")
+        .expect("present");
+    assert!(ca.check(&names).is_ok());
+    assert_eq!(ca.permitted().map(<[Subtree]>::len), Some(1));
+    assert!(ca.excluded().is_empty());
+    assert_eq!(
+        has_name_constraints(&pkits("nameConstraintsDN1subCA2Cert")),
+        Ok(true)
+    );
+    assert_eq!(has_name_constraints(&ee), Ok(false));
+    assert!(
+        NameConstraints::from_certificate_der(&ee)
+            .expect("parses")
+            .is_none()
+    );
+}
+
+#[test]
+fn error_messages_quote_names_briefly_and_printably() {
+    let long = format!("{}\u{7}.example", "a".repeat(300));
+    let s = shown(&long);
+    assert!(s.chars().count() <= MAX_SHOWN_CHARS + 1);
+    assert!(!s.chars().any(char::is_control));
+}
