@@ -16,7 +16,7 @@
 //! ```
 //!
 //! RFC 5280 section 7.1: "Conforming implementations MUST use the LDAP StringPrep profile
-//! (including insignificant space handling), as specified in [RFC4518], as the basis for
+//! (including insignificant space handling), as specified in \[RFC4518\], as the basis for
 //! comparison of distinguished name attributes encoded in either PrintableString or
 //! UTF8String." Like OpenSSL (`x509_name_canon`) we apply the same preparation to every
 //! string type a name may carry (TeletexString read as Latin-1, BMPString, UniversalString,
