@@ -7,13 +7,17 @@
 
 pub mod auth_number;
 mod der;
+pub mod dn;
 pub mod input;
 mod name;
+pub mod name_constraints;
 pub mod qc;
 mod signature;
 
 pub use auth_number::{AuthNumber, PsdAuthNumber};
+pub use dn::{DnError, NormalizedName};
 pub use input::{MAX_INPUT_LEN, decode_certificate_chain, decode_certificate_input};
+pub use name_constraints::{CertNames, NameConstraints, NcBudget, NcError, has_name_constraints};
 pub use qc::{Psd2Role, Psd2Statement, QcStatementKind, QcStatements, QcType, RoleOfPsp};
 pub use signature::SignatureError;
 pub(crate) use signature::verify_signed_data;
