@@ -44,6 +44,11 @@ pub struct PspCertificate {
     pub issuer_raw: Vec<u8>,
     /// DER of the subject `Name`, byte for byte.
     pub subject_raw: Vec<u8>,
+    /// The issuer name normalised for comparison (RFC 5280 section 7.1); `None` when the name
+    /// cannot be read that way (then only the bytes are compared).
+    pub issuer_name: Option<NormalizedName>,
+    /// The subject name normalised for comparison.
+    pub subject_name: Option<NormalizedName>,
     pub subject_cn: Option<String>,
     pub subject_o: Option<String>,
     pub subject_c: Option<String>,
@@ -327,6 +332,8 @@ fn parse_fields(der: &[u8]) -> Result<PspCertificate, CertError> {
         issuer: name::rfc4514(issuer),
         issuer_raw: issuer.as_raw().to_vec(),
         subject_raw: subject.as_raw().to_vec(),
+        issuer_name: NormalizedName::from_x509(issuer).ok(),
+        subject_name: NormalizedName::from_x509(subject).ok(),
         subject_cn: first_attribute(
             subject,
             OID_COMMON_NAME,
@@ -461,8 +468,8 @@ fn read_extensions(
 /// certificate if it encounters a critical extension it does not recognize"). Certificate
 /// policies are recognised: no policy is required of a path (the initial policy set is
 /// anyPolicy), so its content cannot change the outcome. Policy mappings, policy constraints
-/// and inhibitAnyPolicy are not processed and so are refused when critical, as are name
-/// constraints until they are enforced.
+/// and inhibitAnyPolicy are not processed and so are refused when critical. Name constraints
+/// are enforced by the path validator (`check::path`).
 const UNDERSTOOD_CRITICAL: &[&str] = &[
     OID_EXT_BASIC_CONSTRAINTS,
     OID_EXT_KEY_USAGE,
@@ -470,6 +477,7 @@ const UNDERSTOOD_CRITICAL: &[&str] = &[
     OID_EXT_CRL_DP,
     OID_EXT_SUBJECT_ALT_NAME,
     OID_EXT_CERTIFICATE_POLICIES,
+    OID_EXT_NAME_CONSTRAINTS,
     qc::OID_QC_STATEMENTS,
 ];
 

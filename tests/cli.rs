@@ -245,3 +245,33 @@ fn register_stats_counts_a_native_file() {
     assert!(out.contains("XX"), "{out}");
     assert!(out.contains("Payment Institution"), "{out}");
 }
+
+#[test]
+fn check_says_so_when_more_intermediates_are_given_than_a_path_is_built_from() {
+    // Nine --chain certificates: the check does not silently use the first eight; it builds
+    // no path and says why.
+    let ca = root().join("certs/ca/qtsp-issuing.pem");
+    let ca = ca.to_str().expect("utf-8 path");
+    let mut args = vec![
+        "check",
+        "--cert",
+        "certs/psp/valid.pem",
+        "--jurisdiction",
+        "XX",
+        "--offline",
+    ];
+    for _ in 0..9 {
+        args.extend(["--chain", ca]);
+    }
+    let o = psp_gateway(&args);
+    assert_eq!(o.status.code(), Some(0));
+    let v = stdout_json(&o);
+    assert_eq!(v["eIDAS"]["validity"]["validQTSP"], false, "{v:#}");
+    let codes: Vec<&str> = v["eIDAS"]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"chain_too_long"), "{v:#}");
+}

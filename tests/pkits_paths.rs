@@ -248,7 +248,6 @@ fn openssl_baseline() -> HashMap<String, String> {
 }
 
 #[test]
-#[ignore = "enabled once the verified-path validator lands (issue 10)"]
 fn pkits_sections_4_1_to_4_7_4_13_4_16_give_their_expected_outcome_or_a_recorded_divergence() {
     let mut sizes: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, s) in CASES {

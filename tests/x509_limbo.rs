@@ -133,7 +133,6 @@ fn run(tc: &Testcase) -> (Outcome, String) {
 }
 
 #[test]
-#[ignore = "enabled once the verified-path validator lands (issue 10)"]
 fn every_limbo_case_gives_its_expected_result_or_is_a_recorded_divergence() {
     let path = support::data("x509-limbo/limbo.json");
     let text = std::fs::read_to_string(&path).expect("limbo.json reads");

@@ -23,7 +23,10 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::cert::{PspCertificate, SignatureError};
+use crate::cert::{
+    CertNames, NameConstraints, NcBudget, NcError, PspCertificate, SignatureError,
+    has_name_constraints,
+};
 use crate::trust::TrustList;
 
 /// At most this many presented intermediates are accepted with a certificate. TLS peers and
@@ -110,6 +113,9 @@ pub enum PathError {
     /// The certificate is a CA certificate (basicConstraints cA true) or may sign
     /// certificates (keyUsage keyCertSign): a PSP's own certificate never is.
     CertificateIsCa,
+    /// A name of `subject` is outside the name constraints of an issuer above it, or the
+    /// constraints cannot be read or evaluated (RFC 5280 section 4.2.1.10).
+    NameConstraints { subject: String, error: String },
     /// A public key on the path is too weak or of a refused kind (RSA under 2048 bits or not
     /// in whole bytes, EC below P-256, DSA).
     Key { subject: String, why: String },
@@ -143,6 +149,9 @@ impl fmt::Display for PathError {
                 "the certificate is a CA certificate (basicConstraints cA or keyUsage keyCertSign), never a PSP's own"
             ),
             PathError::Key { subject, why } => write!(f, "the key of {subject}: {why}"),
+            PathError::NameConstraints { subject, error } => {
+                write!(f, "name constraints, at {subject}: {error}")
+            }
         }
     }
 }
@@ -436,7 +445,7 @@ impl Search<'_> {
 /// `candidate` carries `cert`'s issuer name, and no key identifier contradicts it: a
 /// proposal, never a binding.
 fn names_issuer(cert: &PspCertificate, candidate: &PspCertificate) -> bool {
-    if !same_name(&cert.issuer_raw, &candidate.subject_raw) {
+    if !same_name(cert, candidate) {
         return false;
     }
     match (&cert.authority_key_id, &candidate.subject_key_id) {
@@ -450,14 +459,19 @@ pub(crate) fn bound_by_key_id(cert: &PspCertificate, issuer: &PspCertificate) ->
     matches!((&cert.authority_key_id, &issuer.subject_key_id), (Some(a), Some(s)) if a == s)
 }
 
-/// Two names are the same name.
-fn same_name(a: &[u8], b: &[u8]) -> bool {
-    a == b
+/// `cert`'s issuer name is `candidate`'s subject name, compared as RFC 5280 section 7.1
+/// says (case, whitespace and string type do not matter: a QTSP's CA rollover that
+/// re-encodes its name still chains), or byte for byte when a name cannot be normalised.
+fn same_name(cert: &PspCertificate, candidate: &PspCertificate) -> bool {
+    match (&cert.issuer_name, &candidate.subject_name) {
+        (Some(issuer), Some(subject)) => issuer == subject,
+        _ => cert.issuer_raw == candidate.subject_raw,
+    }
 }
 
 /// Issuer and subject are the same name (RFC 5280 section 6.1: self-issued).
 fn is_self_issued(c: &PspCertificate) -> bool {
-    same_name(&c.issuer_raw, &c.subject_raw)
+    same_name(c, c)
 }
 
 fn is_ca(c: &PspCertificate) -> bool {
@@ -520,6 +534,60 @@ fn structure(
             && remaining.is_none_or(|(n, _)| q < n)
         {
             remaining = Some((q, ca));
+        }
+    }
+    name_constraints(leaf, presented, anchor, path)
+}
+
+/// RFC 5280 sections 6.1.3 (b), (c) and 6.1.4 (g): the name constraints of the trust-list
+/// issuer and of every intermediate hold for every certificate below it, except self-issued
+/// intermediates; the PSP's certificate is always checked, and may not carry name
+/// constraints itself (section 4.2.1.10: CA certificates only). One comparison budget for the
+/// whole path ([`NcBudget`]).
+fn name_constraints(
+    leaf: &PspCertificate,
+    presented: &[PspCertificate],
+    anchor: &PspCertificate,
+    path: &CandidatePath,
+) -> Result<(), PathError> {
+    let fault = |c: &PspCertificate, e: NcError| PathError::NameConstraints {
+        subject: c.subject.clone(),
+        error: e.to_string(),
+    };
+    if has_name_constraints(&leaf.der).map_err(|e| fault(leaf, e))? {
+        return Err(PathError::NameConstraints {
+            subject: leaf.subject.clone(),
+            error: "name constraints in a certificate that is not a CA (RFC 5280 section 4.2.1.10)"
+                .to_owned(),
+        });
+    }
+    let mut budget = NcBudget::default();
+    let mut in_force: Vec<NameConstraints> = Vec::new();
+    let below_anchor = path
+        .intermediates
+        .iter()
+        .rev()
+        .map(|&i| &presented[i])
+        .chain(std::iter::once(leaf));
+    if let Some(nc) =
+        NameConstraints::from_certificate_der(&anchor.der).map_err(|e| fault(anchor, e))?
+    {
+        in_force.push(nc);
+    }
+    for c in below_anchor {
+        let is_leaf = std::ptr::eq(c, leaf);
+        if !in_force.is_empty() && (is_leaf || !is_self_issued(c)) {
+            let names = CertNames::from_certificate_der(&c.der).map_err(|e| fault(c, e))?;
+            for nc in &in_force {
+                nc.check_with_budget(&names, &mut budget)
+                    .map_err(|e| fault(c, e))?;
+            }
+        }
+        if !is_leaf
+            && let Some(nc) =
+                NameConstraints::from_certificate_der(&c.der).map_err(|e| fault(c, e))?
+        {
+            in_force.push(nc);
         }
     }
     Ok(())

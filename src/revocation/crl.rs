@@ -36,7 +36,7 @@ use x509_parser::time::ASN1Time;
 use x509_parser::x509::{AlgorithmIdentifier, X509Name};
 
 use super::reason::{CrlReason, add, rfc3339};
-use crate::cert::{PspCertificate, SignatureError, verify_signed_data};
+use crate::cert::{NormalizedName, PspCertificate, SignatureError, verify_signed_data};
 
 // CRL extensions (RFC 5280 section 5.2) and CRL entry extensions (section 5.3), dotted.
 const OID_AUTHORITY_KEY_ID: &str = "2.5.29.35";
@@ -150,6 +150,8 @@ struct Scope {
 #[derive(Debug, Clone)]
 pub struct CrlIndex {
     issuer_name: Vec<u8>,
+    /// The issuer name normalised for comparison (RFC 5280 section 7.1), when it can be.
+    issuer_normalised: Option<NormalizedName>,
     signer_key_sha256: [u8; 32],
     issuer: String,
     this_update: OffsetDateTime,
@@ -175,7 +177,12 @@ impl CrlIndex {
         }
         // The cheap identity checks first, then the signature, and only then the entries:
         // nothing a forger sends is indexed.
-        if tbs.issuer != issuer.subject_raw.as_slice() {
+        if !same_name(
+            tbs.issuer,
+            NormalizedName::from_der(tbs.issuer).ok().as_ref(),
+            &issuer.subject_raw,
+            issuer.subject_name.as_ref(),
+        ) {
             return Err(CrlError::IssuerMismatch {
                 crl_issuer: name_text(tbs.issuer),
                 cert_issuer: issuer.subject.clone(),
@@ -241,6 +248,7 @@ impl CrlIndex {
 
         Ok(CrlIndex {
             issuer_name: tbs.issuer.to_vec(),
+            issuer_normalised: NormalizedName::from_der(tbs.issuer).ok(),
             signer_key_sha256: sha256(&issuer.spki),
             issuer: name_text(tbs.issuer),
             this_update: tbs.this_update,
@@ -278,7 +286,12 @@ impl CrlIndex {
     /// covers it and that the certificate's issuer name is the CRL's. Does not check currency
     /// (see [`CrlIndex::check_current`]).
     pub fn status(&self, cert: &PspCertificate) -> Result<CrlStatus, CrlError> {
-        if cert.issuer_raw != self.issuer_name {
+        if !same_name(
+            &self.issuer_name,
+            self.issuer_normalised.as_ref(),
+            &cert.issuer_raw,
+            cert.issuer_name.as_ref(),
+        ) {
             return Err(CrlError::IssuerMismatch {
                 crl_issuer: self.issuer.clone(),
                 cert_issuer: cert.issuer.clone(),
@@ -321,7 +334,12 @@ impl CrlIndex {
 
     /// Whether this CRL was verified with `issuer`'s name and key.
     pub fn verified_for(&self, issuer: &PspCertificate) -> bool {
-        self.issuer_name == issuer.subject_raw && self.signer_key_sha256 == sha256(&issuer.spki)
+        same_name(
+            &self.issuer_name,
+            self.issuer_normalised.as_ref(),
+            &issuer.subject_raw,
+            issuer.subject_name.as_ref(),
+        ) && self.signer_key_sha256 == sha256(&issuer.spki)
     }
 
     pub fn len(&self) -> usize {
@@ -376,6 +394,18 @@ fn decode(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, CrlError> {
         .decode(b64)
         .map(std::borrow::Cow::Owned)
         .map_err(|e| CrlError::Encoding(format!("PEM body: {e}")))
+}
+
+/// Two names are the same (RFC 5280 section 7.1 comparison, as the path builder does): the
+/// same bytes, or the same normalised name. A CA that re-encoded its name at a rollover
+/// still finds its CRL.
+fn same_name(
+    a_raw: &[u8],
+    a: Option<&NormalizedName>,
+    b_raw: &[u8],
+    b: Option<&NormalizedName>,
+) -> bool {
+    a_raw == b_raw || matches!((a, b), (Some(a), Some(b)) if a == b)
 }
 
 /// RFC 5280 section 5.2. Returns the cRLNumber (hex) and the scope.
