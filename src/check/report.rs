@@ -20,7 +20,7 @@ pub struct CheckReport {
     pub qtsp_jurisdiction: Option<String>,
     pub validity: Validity,
     /// Why `notRevoked` is what it is (revoked, or status unknown). Never on the wire.
-    pub revocation: super::revocation::RevocationStatus,
+    pub revocation: RevocationStatus,
     /// Checks that could not be completed (`eIDAS.errors`).
     pub errors: Vec<CertCheckError>,
     /// Why each flag came out as it did, for audits and `psp-gateway check --explain`.
@@ -28,6 +28,17 @@ pub struct CheckReport {
     pub explanation: Vec<String>,
     /// `homeRegister` and, when the jurisdiction differs from home, `hostRegister`.
     pub registers: RegisterResult,
+}
+
+/// What the revocation evidence establishes: `notRevoked` is true only for `Good`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevocationStatus {
+    /// At least one method gave a verified "not revoked" and none said revoked.
+    Good,
+    /// A method gave a verified "revoked".
+    Revoked,
+    /// No method could complete.
+    Unknown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -7,6 +7,7 @@
 
 use time::OffsetDateTime;
 
+pub use super::report::RevocationStatus;
 use super::report::{CertCheckError, ErrorCode};
 
 /// What one revocation method established.
@@ -27,17 +28,6 @@ pub enum MethodOutcome {
     /// The method could not complete; `reason` says why (no URL, fetch failed, bad signature,
     /// stale, OCSP `unknown` or `tryLater`, …).
     Failed { reason: String },
-}
-
-/// What the revocation evidence establishes: `notRevoked` is true only for `Good`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RevocationStatus {
-    /// At least one method gave a verified "not revoked" and none said revoked.
-    Good,
-    /// A method gave a verified "revoked".
-    Revoked,
-    /// No method could complete.
-    Unknown,
 }
 
 /// The evidence for both methods.
