@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use psp_gateway::trust::qualifications::{
+    Assert, CriteriaList, Criterion, Qualification, Qualifier,
+};
 use psp_gateway::trust::tsl::{
     self, ServiceKinds, ServiceStatus, TrustedList, TslError, TslService,
 };
@@ -187,14 +190,23 @@ fn the_ica_qwac_issuing_service_is_a_granted_qualified_ca_for_website_authentica
             esign: false
         }
     );
-    // The critical Qualifications extension (QCQSCDStatusAsInCert for three policy OIDs) is
-    // not interpreted by the parser; it is reported as such.
+    // The critical Qualifications extension is read: QCQSCDStatusAsInCert for a certificate
+    // with at least one of three I.CA policies. Nothing critical is left unread.
+    assert_eq!(current.unread_critical_extensions, Vec::<String>::new());
+    let policy = |oid: &str| Criterion::PolicySet(vec![oid.to_owned()]);
     assert_eq!(
-        current.unread_critical_extensions,
-        vec![
-            "{http://uri.etsi.org/TrstSvc/SvcInfoExt/eSigDir-1999-93-EC-TrustedList/#}Qualifications"
-                .to_owned()
-        ]
+        current.qualifications,
+        vec![Qualification {
+            qualifiers: vec![Qualifier::QcQscdStatusAsInCert],
+            criteria: CriteriaList {
+                assert: Assert::AtLeastOne,
+                criteria: vec![
+                    policy("1.3.6.1.4.1.23624.10.1.35.1.0"),
+                    policy("1.3.6.1.4.1.23624.10.1.40.1.0"),
+                    policy("1.3.6.1.4.1.23624.10.1.40.1.1"),
+                ],
+            },
+        }]
     );
 }
 

@@ -270,6 +270,7 @@ fn period_at_does_not_depend_on_the_order_of_a_hand_built_history() {
         starting,
         service_type: uri::SVCTYPE_CA_QC.to_owned(),
         additional_info: vec![],
+        qualifications: vec![],
         unread_critical_extensions: vec![],
     };
     let s = TslService {
