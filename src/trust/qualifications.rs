@@ -333,6 +333,16 @@ impl Criterion {
 }
 
 impl CriteriaList {
+    /// Whether the criteria select the certificate; `Err` with the reason when that cannot
+    /// be decided.
+    pub fn selects(&self, facts: &CertFacts<'_>) -> Result<bool, String> {
+        match self.matches(facts) {
+            Match::Yes => Ok(true),
+            Match::No => Ok(false),
+            Match::Unknown(why) => Err(why),
+        }
+    }
+
     fn matches(&self, facts: &CertFacts<'_>) -> Match {
         let mut unknown = None;
         let mut any_yes = false;
@@ -429,3 +439,6 @@ pub fn evaluate(
     }
     Ok(kinds)
 }
+
+#[cfg(test)]
+mod tests;

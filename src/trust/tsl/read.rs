@@ -422,7 +422,7 @@ fn oid_criterion(
             None => {
                 return Ok(Criterion::NotUnderstood(format!(
                     "{} with an identifier that is not an OID",
-                    expanded_name(node)
+                    node.tag_name().name()
                 )));
             }
         }
