@@ -478,3 +478,6 @@ fn read_capped(source_name: &str, path: &Path) -> Result<Vec<u8>, TrustLoadError
         error,
     })
 }
+
+#[cfg(test)]
+mod tests;
