@@ -71,8 +71,14 @@ pub struct PspCertificate {
     /// critical extension (RFC 5280 section 4.2), an extension marked critical that must not
     /// be, or a path-relevant extension that cannot be read. Empty for a usable certificate.
     pub extension_faults: Vec<String>,
-    /// `keyUsage` keyCertSign / cRLSign bits; `None` when the extension is absent.
+    /// `keyUsage` bits; `None` when the extension is absent.
     pub key_usage: Option<KeyUsage>,
+    /// certificatePolicies policy identifiers (2.5.29.32), dotted, in encoded order; empty
+    /// when the extension is absent (or unreadable, with a warning).
+    pub policies: Vec<String>,
+    /// The subject's attribute types, dotted, in encoded order (repeats kept), for the
+    /// trusted lists' `CertSubjectDNAttribute` criterion.
+    pub subject_attribute_types: Vec<String>,
     /// Subject key identifier, when present.
     pub subject_key_id: Option<Vec<u8>>,
     /// Authority key identifier's keyIdentifier, when present.
@@ -95,11 +101,19 @@ pub struct PspCertificate {
     pub warnings: Vec<String>,
 }
 
+/// The nine `keyUsage` bits (RFC 5280 section 4.2.1.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyUsage {
     pub digital_signature: bool,
+    /// Also called contentCommitment.
+    pub non_repudiation: bool,
+    pub key_encipherment: bool,
+    pub data_encipherment: bool,
+    pub key_agreement: bool,
     pub key_cert_sign: bool,
     pub crl_sign: bool,
+    pub encipher_only: bool,
+    pub decipher_only: bool,
 }
 
 /// Why bytes could not be read as a certificate.
@@ -357,6 +371,8 @@ fn parse_fields(der: &[u8]) -> Result<PspCertificate, CertError> {
         path_len_constraint: None,
         extension_faults: Vec::new(),
         key_usage: None,
+        policies: Vec::new(),
+        subject_attribute_types: name::attribute_types(subject),
         subject_key_id: None,
         authority_key_id: None,
         spki: tbs.public_key().raw.to_vec(),
@@ -399,8 +415,14 @@ fn read_extensions(
             (OID_EXT_KEY_USAGE, ParsedExtension::KeyUsage(ku)) => {
                 out.key_usage = Some(KeyUsage {
                     digital_signature: ku.digital_signature(),
+                    non_repudiation: ku.non_repudiation(),
+                    key_encipherment: ku.key_encipherment(),
+                    data_encipherment: ku.data_encipherment(),
+                    key_agreement: ku.key_agreement(),
                     key_cert_sign: ku.key_cert_sign(),
                     crl_sign: ku.crl_sign(),
+                    encipher_only: ku.encipher_only(),
+                    decipher_only: ku.decipher_only(),
                 });
             }
             (OID_EXT_EKU, _) => {
@@ -447,6 +469,16 @@ fn read_extensions(
                     "{} extension is malformed; read as absent",
                     extension_name(&oid)
                 ));
+            }
+            (OID_EXT_CERTIFICATE_POLICIES, ParsedExtension::CertificatePolicies(policies)) => {
+                out.policies = policies
+                    .iter()
+                    .map(|p| p.policy_id.to_id_string())
+                    .collect();
+            }
+            (OID_EXT_CERTIFICATE_POLICIES, _) => {
+                warnings
+                    .push("certificatePolicies extension is malformed; read as absent".to_owned());
             }
             (qc::OID_QC_STATEMENTS, _) => {
                 let (statements, qc_warnings) = qc::decode_qc_statements(ext.value, ext.critical);

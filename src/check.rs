@@ -462,18 +462,10 @@ fn approval(input: &CheckInput<'_>, trust: &TrustList, issuer: usize) -> Result<
             source.name, input.jurisdiction
         ));
     }
-    let Some(a) = t.approval_at(cert.not_before) else {
-        return Err(format!(
-            "the service had no status at the certificate's issuance ({})",
-            cert.not_before
-        ));
-    };
-    if !a.active {
-        return Err(format!(
-            "the service was `{}` at the certificate's issuance ({})",
-            a.status, cert.not_before
-        ));
-    }
+    // Status, critical extensions and the trusted list's Qualifications, judged at issuance.
+    let a = t
+        .approval_for(cert, cert.not_before)
+        .map_err(|e| e.to_string())?;
     let types = cert
         .qc
         .as_ref()
@@ -553,6 +545,8 @@ mod tests {
             active,
             kinds: kinds.iter().copied().collect::<BTreeSet<_>>(),
             status: if active { "granted" } else { "withdrawn" }.into(),
+            qualifications: Vec::new(),
+            not_understood: Vec::new(),
         }
     }
 

@@ -8,7 +8,31 @@
 //!
 //! Trusted-list XML signatures are not verified yet: a trusted-list file is trusted as the
 //! operator placed it.
+//!
+//! # What a trusted list says, honoured
+//!
+//! A trusted-list service becomes a [`TrustedIssuer`] whose [`Approval`] periods follow the
+//! service's status history (ETSI TS 119 612 clauses 5.5 and 5.6). For a PSP certificate,
+//! [`TrustedIssuer::approval_for`] judges the period in effect at the certificate's issuance:
+//!
+//! 1. The period must be active (`granted`, or a pre-eIDAS active status) and of type
+//!    `…/Svctype/CA/QC`, compared exactly.
+//! 2. A period whose `ServiceInformation` carries an extension marked critical that is not
+//!    understood approves nothing (clause 5.5.9: a relying party "shall not use" service
+//!    information with a critical extension it does not process). Understood are
+//!    `AdditionalServiceInformation` and `Qualifications`; anything else is named in
+//!    [`NotApproved::CriticalExtension`], noted once at load and logged as a warning.
+//! 3. The kinds the period approves come from `AdditionalServiceInformation`: exactly
+//!    `…/SvcInfoExt/ForWebSiteAuthentication` for web, `…/SvcInfoExt/ForeSeals` for seals
+//!    (whole-URI equality, never a suffix).
+//! 4. The period's `Qualifications` (clause 5.5.9.2) are applied to the certificate
+//!    ([`qualifications`]): where a `QualificationElement`'s criteria select it, `QCForWSA`
+//!    and `QCForESeal` replace the kinds of rule 3 for that certificate, `NotQualified`,
+//!    `QCForESig` and an unknown qualifier refuse it, and the (Q)SCD, `QCStatement` and
+//!    `QCForLegalPerson` qualifiers change nothing. Criteria that cannot be decided refuse
+//!    the certificate when their qualifiers would matter.
 
+pub mod qualifications;
 pub mod tsl;
 
 use std::collections::BTreeSet;
@@ -21,6 +45,7 @@ use time::OffsetDateTime;
 use crate::cert::{PspCertificate, input::decode_certificate_chain};
 use crate::config::{self, CertKind, Config, QcCompliancePolicy, TrustSourceConfig, UntypedPolicy};
 use crate::country::CountryCode;
+use qualifications::{CertFacts, Qualification};
 
 /// The `QTSPSource` values of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -86,6 +111,41 @@ pub struct Approval {
     pub kinds: BTreeSet<CertKind>,
     /// The status as the source wrote it, for explanations.
     pub status: String,
+    /// The `Qualifications` of this period (TS 119 612 clause 5.5.9.2), applied per
+    /// certificate by [`TrustedIssuer::approval_for`]; empty for configured issuers.
+    pub qualifications: Vec<Qualification>,
+    /// Critical extensions of this period that are not understood, as `{namespace}name`:
+    /// while any is listed the period approves nothing (clause 5.5.9).
+    pub not_understood: Vec<String>,
+}
+
+/// What an issuer's approval in effect at a certificate's issuance grants that certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalFor {
+    /// The kinds approved for this certificate: the period's kinds, or those its
+    /// `Qualifications` decide for the certificate.
+    pub kinds: BTreeSet<CertKind>,
+    /// The status as the source wrote it.
+    pub status: String,
+}
+
+/// Why an issuer does not approve a certificate (jurisdiction, kind and QC rules aside,
+/// which are the checker's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotApproved {
+    #[error("the service had no status at the certificate's issuance ({at})")]
+    NoStatus { at: OffsetDateTime },
+    #[error("the service was `{status}` at the certificate's issuance ({at})")]
+    Inactive { status: String, at: OffsetDateTime },
+    #[error(
+        "service extension {extension} is critical and not understood, so the service is not          used for its status at the certificate's issuance ({at})"
+    )]
+    CriticalExtension {
+        extension: String,
+        at: OffsetDateTime,
+    },
+    #[error("{0}")]
+    Qualification(#[from] qualifications::Refusal),
 }
 
 /// An approved issuer: its CA certificate, its source and its approval history.
@@ -106,6 +166,33 @@ impl TrustedIssuer {
         self.history
             .iter()
             .find(|a| a.from.is_none_or(|from| from <= t))
+    }
+
+    /// What the approval in effect at `at` (the certificate's issuance) grants `cert`: the
+    /// rules of the [module documentation](self).
+    pub fn approval_for(
+        &self,
+        cert: &PspCertificate,
+        at: OffsetDateTime,
+    ) -> Result<ApprovalFor, NotApproved> {
+        let a = self.approval_at(at).ok_or(NotApproved::NoStatus { at })?;
+        if !a.active {
+            return Err(NotApproved::Inactive {
+                status: a.status.clone(),
+                at,
+            });
+        }
+        if let Some(extension) = a.not_understood.first() {
+            return Err(NotApproved::CriticalExtension {
+                extension: extension.clone(),
+                at,
+            });
+        }
+        let decided = qualifications::evaluate(&a.qualifications, &CertFacts::of(cert))?;
+        Ok(ApprovalFor {
+            kinds: decided.unwrap_or_else(|| a.kinds.clone()),
+            status: a.status.clone(),
+        })
     }
 }
 
@@ -235,6 +322,8 @@ impl TrustList {
                         active: true,
                         kinds: issuer.kinds.iter().copied().collect(),
                         status: "approved by configuration".to_owned(),
+                        qualifications: Vec::new(),
+                        not_understood: Vec::new(),
                     }],
                 });
             }
@@ -257,6 +346,7 @@ impl TrustList {
             self.notes.push(format!("{}: {skipped}", path.display()));
         }
         let mut other_services = 0usize;
+        let mut qualified_services = 0usize;
         for service in &list.services {
             // Only services that issue qualified certificates can vouch for a QWAC or a
             // QSealC; a service's type may change over its history, so the type is judged
@@ -273,14 +363,13 @@ impl TrustList {
                 .history
                 .iter()
                 .map(|p| {
+                    // `kinds()` compares the whole URIs (tsl::uri), never a suffix.
+                    let offered = p.kinds();
                     let mut kinds = BTreeSet::new();
-                    if p.additional_info
-                        .iter()
-                        .any(|u| u.ends_with("/ForWebSiteAuthentication"))
-                    {
+                    if offered.web {
                         kinds.insert(CertKind::Web);
                     }
-                    if p.additional_info.iter().any(|u| u.ends_with("/ForeSeals")) {
+                    if offered.seal {
                         kinds.insert(CertKind::Seal);
                     }
                     Approval {
@@ -288,9 +377,43 @@ impl TrustList {
                         active: p.status.is_active() && p.service_type == SERVICE_TYPE_CA_QC,
                         kinds,
                         status: status_name(&p.status),
+                        qualifications: p.qualifications.clone(),
+                        not_understood: p.unread_critical_extensions.clone(),
                     }
                 })
                 .collect();
+            if history.iter().any(|a| !a.qualifications.is_empty()) {
+                qualified_services += 1;
+            }
+            let unusable: Vec<String> = service
+                .history
+                .iter()
+                .filter(|p| !p.unread_critical_extensions.is_empty())
+                .map(|p| {
+                    format!(
+                        "from {}: {}",
+                        p.starting,
+                        p.unread_critical_extensions.join(", ")
+                    )
+                })
+                .collect();
+            if !unusable.is_empty() {
+                // Logged here, once per load, rather than at every check it refuses.
+                tracing::warn!(
+                    trusted_list = %path.display(),
+                    service = %service.service_name,
+                    periods = unusable.len(),
+                    "trusted-list service carries critical extensions that are not understood; \
+                     it is not used for those periods"
+                );
+                self.notes.push(format!(
+                    "{}: service `{}`: critical extensions not understood, the service is not \
+                     used for these periods (TS 119 612 clause 5.5.9): {}",
+                    path.display(),
+                    service.service_name,
+                    unusable.join("; ")
+                ));
+            }
             for der in &service.certificates {
                 match PspCertificate::from_der(der.clone()) {
                     Ok(certificate) => self.issuers.push(TrustedIssuer {
@@ -311,6 +434,13 @@ impl TrustList {
                     )),
                 }
             }
+        }
+        if qualified_services > 0 {
+            self.notes.push(format!(
+                "{}: {qualified_services} CA/QC services carry Qualifications, applied to each \
+                 certificate they select",
+                path.display()
+            ));
         }
         if other_services > 0 {
             self.notes.push(format!(
@@ -348,3 +478,6 @@ fn read_capped(source_name: &str, path: &Path) -> Result<Vec<u8>, TrustLoadError
         error,
     })
 }
+
+#[cfg(test)]
+mod tests;

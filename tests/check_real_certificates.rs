@@ -297,3 +297,150 @@ kinds = ["web"]
     assert!(e.contains("not a CA certificate"), "{e}");
     assert!(e.contains("wrong"), "{e}");
 }
+
+/// The real Czech list with `edit` applied to the I.CA QWAC service (from its name to the end
+/// of its `TSPService`), written to a temporary file, as a trust source.
+fn edited_czech_list(name: &str, edit: impl Fn(&str) -> String) -> psp_gateway::TrustList {
+    let xml = std::fs::read_to_string(data("trusted-lists/CZ-tl_seq77_2019-08-23.xml"))
+        .expect("the CZ list is UTF-8");
+    let start = xml
+        .find("(104) I.CA - issuing qualified certificates for website authentication")
+        .expect("the I.CA QWAC service");
+    let end = start + xml[start..].find("</TSPService>").expect("its end");
+    let edited = format!("{}{}{}", &xml[..start], edit(&xml[start..end]), &xml[end..]);
+    assert_ne!(edited, xml, "{name}: the edit changed the list");
+    let path =
+        std::env::temp_dir().join(format!("psp-gateway-{}-cz-{name}.xml", std::process::id()));
+    std::fs::write(&path, edited).expect("temporary list written");
+    let t = trust(&format!(
+        r#"
+[[trust.sources]]
+name = "cz-tl-edited"
+qtsp_source = "EIDAS"
+qtsp_jurisdiction = "EEA"
+valid_for = ["EEA"]
+trusted_lists = ["{}"]
+"#,
+        path.display()
+    ));
+    let _ = std::fs::remove_file(&path);
+    t
+}
+
+const QSCD_AS_IN_CERT: &str =
+    r#"uri="http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCQSCDStatusAsInCert""#;
+
+#[test]
+fn the_czech_qwac_services_qualifications_are_read_and_leave_the_qwac_approved() {
+    // The real service carries a critical Qualifications extension (QCQSCDStatusAsInCert for
+    // certificates with one of three I.CA policies); the QWAC has one of them.
+    let cert = creditas();
+    assert_eq!(
+        cert.policies,
+        ["1.3.6.1.4.1.23624.10.1.40.1.1", "0.4.0.194112.1.4"]
+    );
+    let trust = trust(CZ_TL);
+    assert!(
+        trust
+            .notes()
+            .iter()
+            .all(|n| !n.contains("critical extensions not understood")),
+        "{:?}",
+        trust.notes()
+    );
+    let r = run(&trust, &cert, &[], "CZ", at("2020-01-15T00:00:00Z"));
+    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+}
+
+#[test]
+fn not_qualified_in_the_real_czech_list_withdraws_the_qwac_it_selects() {
+    let not_qualified = edited_czech_list("not-qualified", |svc| {
+        svc.replacen("QCQSCDStatusAsInCert", "NotQualified", 1)
+    });
+    let r = run(
+        &not_qualified,
+        &creditas(),
+        &[],
+        "CZ",
+        at("2020-01-15T00:00:00Z"),
+    );
+    assert!(!r.validity.valid_qtsp);
+    assert!(
+        r.explanation.iter().any(|e| e.contains("NotQualified")),
+        "{:#?}",
+        r.explanation
+    );
+
+    // The same qualifier for policies the QWAC does not carry changes nothing for it.
+    let elsewhere = edited_czech_list("not-qualified-elsewhere", |svc| {
+        svc.replacen("QCQSCDStatusAsInCert", "NotQualified", 1)
+            .replace(
+                "1.3.6.1.4.1.23624.10.1.40.1.1",
+                "1.3.6.1.4.1.23624.10.1.40.1.9",
+            )
+    });
+    let r = run(
+        &elsewhere,
+        &creditas(),
+        &[],
+        "CZ",
+        at("2020-01-15T00:00:00Z"),
+    );
+    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+}
+
+#[test]
+fn an_unknown_qualifier_in_the_real_czech_list_fails_closed_for_the_qwac() {
+    let t = edited_czech_list("unknown-qualifier", |svc| {
+        svc.replacen(
+            QSCD_AS_IN_CERT,
+            r#"uri="http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCForAnything""#,
+            1,
+        )
+    });
+    let r = run(&t, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
+    assert!(!r.validity.valid_qtsp);
+    assert!(
+        r.explanation
+            .iter()
+            .any(|e| e.contains("QCForAnything applies to this certificate and is not understood")),
+        "{:#?}",
+        r.explanation
+    );
+}
+
+#[test]
+fn an_unknown_critical_extension_in_the_real_czech_list_stops_the_service_being_used() {
+    let t = edited_czech_list("unknown-critical", |svc| {
+        svc.replacen(
+            "</ServiceInformationExtensions>",
+            r#"<Extension Critical="true"><x:NewRule xmlns:x="urn:example:new"/></Extension></ServiceInformationExtensions>"#,
+            1,
+        )
+    });
+    assert!(
+        t.notes().iter().any(|n| n.contains("(104) I.CA")
+            && n.contains("critical extensions not understood")
+            && n.contains("{urn:example:new}NewRule")),
+        "{:?}",
+        t.notes()
+    );
+    let r = run(&t, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
+    assert!(!r.validity.valid_qtsp);
+    assert!(
+        r.explanation.iter().any(|e| e
+            .contains("service extension {urn:example:new}NewRule is critical and not understood")),
+        "{:#?}",
+        r.explanation
+    );
+    // Marked non-critical, the same extension is ignored (clause 5.5.9).
+    let t = edited_czech_list("unknown-non-critical", |svc| {
+        svc.replacen(
+            "</ServiceInformationExtensions>",
+            r#"<Extension Critical="false"><x:NewRule xmlns:x="urn:example:new"/></Extension></ServiceInformationExtensions>"#,
+            1,
+        )
+    });
+    let r = run(&t, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
+    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+}

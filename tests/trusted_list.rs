@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use psp_gateway::trust::qualifications::{
+    Assert, CriteriaList, Criterion, Qualification, Qualifier,
+};
 use psp_gateway::trust::tsl::{
     self, ServiceKinds, ServiceStatus, TrustedList, TslError, TslService,
 };
@@ -187,14 +190,23 @@ fn the_ica_qwac_issuing_service_is_a_granted_qualified_ca_for_website_authentica
             esign: false
         }
     );
-    // The critical Qualifications extension (QCQSCDStatusAsInCert for three policy OIDs) is
-    // not interpreted by the parser; it is reported as such.
+    // The critical Qualifications extension is read: QCQSCDStatusAsInCert for a certificate
+    // with at least one of three I.CA policies. Nothing critical is left unread.
+    assert_eq!(current.unread_critical_extensions, Vec::<String>::new());
+    let policy = |oid: &str| Criterion::PolicySet(vec![oid.to_owned()]);
     assert_eq!(
-        current.unread_critical_extensions,
-        vec![
-            "{http://uri.etsi.org/TrstSvc/SvcInfoExt/eSigDir-1999-93-EC-TrustedList/#}Qualifications"
-                .to_owned()
-        ]
+        current.qualifications,
+        vec![Qualification {
+            qualifiers: vec![Qualifier::QcQscdStatusAsInCert],
+            criteria: CriteriaList {
+                assert: Assert::AtLeastOne,
+                criteria: vec![
+                    policy("1.3.6.1.4.1.23624.10.1.35.1.0"),
+                    policy("1.3.6.1.4.1.23624.10.1.40.1.0"),
+                    policy("1.3.6.1.4.1.23624.10.1.40.1.1"),
+                ],
+            },
+        }]
     );
 }
 
@@ -483,4 +495,72 @@ fn truncating_or_corrupting_the_irish_list_anywhere_never_panics() {
         answers += 1;
     }
     assert!(answers >= 150);
+}
+
+/// Per list: services with a `Qualifications` extension in some period, periods with one,
+/// each qualifier's short name with its count, and periods with a critical extension left
+/// unread.
+fn qualification_figures(tl: &TrustedList) -> (usize, usize, Vec<(String, usize)>, usize) {
+    let mut services = 0;
+    let mut periods = 0;
+    let mut qualifiers = std::collections::BTreeMap::<String, usize>::new();
+    let mut unread = 0;
+    for s in &tl.services {
+        if s.history.iter().any(|p| !p.qualifications.is_empty()) {
+            services += 1;
+        }
+        for p in &s.history {
+            if !p.qualifications.is_empty() {
+                periods += 1;
+            }
+            if !p.unread_critical_extensions.is_empty() {
+                unread += 1;
+            }
+            for q in p.qualifications.iter().flat_map(|q| &q.qualifiers) {
+                let short = q.uri().rsplit('/').next().unwrap_or_default().to_owned();
+                *qualifiers.entry(short).or_default() += 1;
+            }
+        }
+    }
+    (services, periods, qualifiers.into_iter().collect(), unread)
+}
+
+#[test]
+fn every_qualification_in_the_real_lists_is_understood_and_nothing_critical_is_left_unread() {
+    let count = |pairs: &[(&str, usize)]| -> Vec<(String, usize)> {
+        pairs.iter().map(|(q, n)| ((*q).to_owned(), *n)).collect()
+    };
+    // CZ: 18 CA/QC services, 33 periods with 34 extensions (the current status of
+    // "(78) I.CA - issuing qualified certificates" has two), every one marked critical.
+    assert_eq!(
+        qualification_figures(&parse_file(CZ)),
+        (
+            18,
+            33,
+            count(&[
+                ("QCNoQSCD", 7),
+                ("QCNoSSCD", 9),
+                ("QCQSCDManagedOnBehalf", 1),
+                ("QCQSCDStatusAsInCert", 15),
+                ("QCSSCDStatusAsInCert", 2),
+            ]),
+            0
+        )
+    );
+    // IE: one service, three periods, marked non-critical, read all the same.
+    assert_eq!(
+        qualification_figures(&parse_file(IE)),
+        (1, 3, count(&[("QCWithQSCD", 2), ("QCWithSSCD", 1)]), 0)
+    );
+    // Every qualifier in them is known and neutral: none changes an approval.
+    for file in [CZ, IE] {
+        let tl = parse_file(file);
+        for s in &tl.services {
+            for p in &s.history {
+                for q in p.qualifications.iter().flat_map(|q| &q.qualifiers) {
+                    assert!(q.is_neutral(), "{file}: {}: {q:?}", s.service_name);
+                }
+            }
+        }
+    }
 }

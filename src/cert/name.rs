@@ -109,6 +109,13 @@ fn hex_value(attr: &AttributeTypeAndValue<'_>) -> String {
     out
 }
 
+/// The attribute types of `name`, dotted, in encoded order (repeats kept).
+pub(crate) fn attribute_types(name: &X509Name<'_>) -> Vec<String> {
+    name.iter_attributes()
+        .map(|a| a.attr_type().to_id_string())
+        .collect()
+}
+
 /// The first attribute of type `oid` (dotted) in `name`, as text. A second one, or one that
 /// is not a readable string, is reported in `warnings` (`what` names it there).
 pub(crate) fn first_attribute(

@@ -27,7 +27,9 @@
 //!       │  ├─ ServiceStatus                           (5.5.4)  → StatusPeriod::status
 //!       │  ├─ StatusStartingTime                      (5.5.5)  → StatusPeriod::starting
 //!       │  └─ ServiceInformationExtensions/Extension  (5.5.9)
-//!       │     └─ AdditionalServiceInformation/URI     (5.5.9.4) → StatusPeriod::additional_info
+//!       │     ├─ ecc:Qualifications                   (5.5.9.2) → StatusPeriod::qualifications
+//!       │     ├─ AdditionalServiceInformation/URI     (5.5.9.4) → StatusPeriod::additional_info
+//!       │     └─ any other, if Critical="true"        → StatusPeriod::unread_critical_extensions
 //!       └─ ServiceHistory/ServiceHistoryInstance      (5.5.10, 5.6.1–5.6.6) → more periods
 //! ```
 //!
@@ -37,10 +39,19 @@
 //!
 //! **Not done here**: the XML signature (clause 5.7) is not verified. A [`TrustedList`] from
 //! [`parse`] is *unauthenticated* until the signature module has checked the same bytes against
-//! the scheme operator's certificate from the list of the lists. The `Qualifications`
-//! extension (5.5.9.2) is not interpreted either; periods record which critical extensions went
-//! unread ([`StatusPeriod::unread_critical_extensions`]) so a consumer can refuse to rely on
-//! what it does not understand, as clause 5.5.9 requires.
+//! the scheme operator's certificate from the list of the lists.
+//!
+//! **Extensions** (clause 5.5.9). `AdditionalServiceInformation` and `Qualifications` are
+//! read, whether marked critical or not; the `Qualifications` vocabulary is described in
+//! [`crate::trust::qualifications`]. Every other extension marked critical is recorded in
+//! [`StatusPeriod::unread_critical_extensions`], so that the consumer refuses to rely on a
+//! period it does not understand, as clause 5.5.9 requires. A `Qualifications` extension
+//! whose structure is broken (no `Qualifiers`, a `Qualifier` without `uri`, an `assert`
+//! outside `all | atLeastOne | none`, a `KeyUsageBit` that is not a boolean, nesting deeper
+//! than [`MAX_CRITERIA_DEPTH`]) skips the service, like any broken service field; a criterion
+//! whose *content* is not understood (an unknown element, an identifier that is not an OID)
+//! is kept as [`Criterion::NotUnderstood`](crate::trust::qualifications::Criterion) and
+//! refuses the certificates it could apply to.
 //!
 //! **Hostile input.** The input is capped at [`MAX_TSL_BYTES`] and [`MAX_XML_NODES`]; a
 //! document type declaration is refused (roxmltree's default `allow_dtd: false` rejects any
@@ -67,6 +78,8 @@ mod xsd;
 
 use time::OffsetDateTime;
 
+use super::qualifications::Qualification;
+
 /// The XML namespace of TS 119 612 trusted lists (Annex C; registered in Annex D.1).
 pub const TSL_NAMESPACE: &str = "http://uri.etsi.org/02231/v2#";
 
@@ -77,6 +90,20 @@ pub const TSL_NAMESPACE: &str = "http://uri.etsi.org/02231/v2#";
 /// lists small. 32 MiB leaves room for fifty times the CZ list while bounding what a hostile
 /// or broken server can make us spend (the parsed tree costs a small multiple of the input).
 pub const MAX_TSL_BYTES: usize = 32 * 1024 * 1024;
+
+/// Deepest nesting of `CriteriaList` in a `Qualifications` extension (the outer list is depth
+/// 1). The real CZ and IE lists never nest; the TS 119 612 examples nest once. Eight levels
+/// leave room for any honest list while keeping the recursive reader and evaluator shallow.
+pub const MAX_CRITERIA_DEPTH: usize = 8;
+
+/// The namespace of the `Qualifications` extension (TS 119 612 Annex C.2, `ecc:`).
+pub const ECC_NAMESPACE: &str =
+    "http://uri.etsi.org/TrstSvc/SvcInfoExt/eSigDir-1999-93-EC-TrustedList/#";
+/// TS 119 612 additional types (Annex C.3, `tslx:`): `CertSubjectDNAttribute`,
+/// `ExtendedKeyUsage`.
+pub const ADDITIONAL_TYPES_NAMESPACE: &str = "http://uri.etsi.org/02231/v2/additionaltypes#";
+/// XAdES 1.3.2 (ETSI EN 319 132-1), whose `Identifier` carries the OIDs of the criteria.
+pub const XADES_NAMESPACE: &str = "http://uri.etsi.org/01903/v1.3.2#";
 
 /// Most XML nodes (elements, text, comments…) [`parse`] builds before giving up.
 ///
@@ -220,9 +247,11 @@ pub struct StatusPeriod {
     /// Every `ServiceInformationExtensions/Extension/AdditionalServiceInformation/URI` of this
     /// period (clause 5.5.9.4), in document order.
     pub additional_info: Vec<String>,
-    /// Extensions marked `Critical="true"` that this module does not read (for example
-    /// `{http://uri.etsi.org/TrstSvc/SvcInfoExt/eSigDir-1999-93-EC-TrustedList/#}Qualifications`),
-    /// as `{namespace}localName`. Clause 5.5.9 says a relying party that does not understand
+    /// Every `Qualifications/QualificationElement` of this period (clause 5.5.9.2), in
+    /// document order, whether its extension is marked critical or not.
+    pub qualifications: Vec<Qualification>,
+    /// Extensions marked `Critical="true"` that this module does not read, as
+    /// `{namespace}localName`. Clause 5.5.9 says a relying party that does not understand
     /// a critical extension shall not rely on the service information.
     pub unread_critical_extensions: Vec<String>,
 }

@@ -74,6 +74,8 @@ pub fn trust_list(anchors: &[PspCertificate]) -> TrustList {
                 active: true,
                 kinds: BTreeSet::from([CertKind::Web, CertKind::Seal]),
                 status: "granted".into(),
+                qualifications: Vec::new(),
+                not_understood: Vec::new(),
             }],
         })
         .collect();

@@ -7,7 +7,13 @@
 use roxmltree::{Document, Node};
 
 use super::xsd;
-use super::{ServiceStatus, StatusPeriod, TSL_NAMESPACE, TrustedList, TslError, TslService};
+use super::{
+    ADDITIONAL_TYPES_NAMESPACE, ECC_NAMESPACE, MAX_CRITERIA_DEPTH, ServiceStatus, StatusPeriod,
+    TSL_NAMESPACE, TrustedList, TslError, TslService, XADES_NAMESPACE,
+};
+use crate::trust::qualifications::{
+    Assert, CriteriaList, Criterion, KeyUsageBit, Qualification, Qualifier,
+};
 
 /// The `xml:` namespace, for `xml:lang`.
 const XML_NAMESPACE: &str = "http://www.w3.org/XML/1998/namespace";
@@ -217,6 +223,7 @@ fn period(node: Node) -> Read<StatusPeriod> {
     let starting = date_time(one(node, "StatusStartingTime")?, "StatusStartingTime")?;
 
     let mut additional_info = Vec::new();
+    let mut qualifications = Vec::new();
     let mut unread_critical_extensions = Vec::new();
     if let Some(extensions) = optional(node, "ServiceInformationExtensions")? {
         for extension in all(extensions, "Extension") {
@@ -233,6 +240,9 @@ fn period(node: Node) -> Read<StatusPeriod> {
                     for u in all(content, "URI") {
                         additional_info.push(nonempty_text(u)?);
                     }
+                } else if is_in(content, ECC_NAMESPACE, "Qualifications") {
+                    // Clause 5.5.9.2.
+                    qualifications.extend(read_qualifications(content)?);
                 } else if critical {
                     let name = content.tag_name();
                     unread_critical_extensions.push(match name.namespace() {
@@ -248,8 +258,205 @@ fn period(node: Node) -> Read<StatusPeriod> {
         starting,
         service_type,
         additional_info,
+        qualifications,
         unread_critical_extensions,
     })
+}
+
+/// Clause 5.5.9.2: `Qualifications`, a sequence of one or more `QualificationElement`.
+fn read_qualifications(node: Node) -> Read<Vec<Qualification>> {
+    let mut out = Vec::new();
+    for element in elements(node) {
+        if !is_in(element, ECC_NAMESPACE, "QualificationElement") {
+            return Err(Problem::at(
+                element,
+                format!(
+                    "Qualifications holds {}, not a QualificationElement",
+                    expanded_name(element)
+                ),
+            ));
+        }
+        out.push(qualification_element(element)?);
+    }
+    if out.is_empty() {
+        return Err(Problem::at(
+            node,
+            "Qualifications has no QualificationElement",
+        ));
+    }
+    Ok(out)
+}
+
+/// `QualificationElement`: exactly one `Qualifiers` (one or more `Qualifier@uri`) and exactly
+/// one `CriteriaList`.
+fn qualification_element(element: Node) -> Read<Qualification> {
+    let qualifiers_node = one_in(element, ECC_NAMESPACE, "Qualifiers")?;
+    let mut qualifiers = Vec::new();
+    for q in elements(qualifiers_node) {
+        if !is_in(q, ECC_NAMESPACE, "Qualifier") {
+            return Err(Problem::at(
+                q,
+                format!("Qualifiers holds {}, not a Qualifier", expanded_name(q)),
+            ));
+        }
+        let uri = q
+            .attribute("uri")
+            .map(|u| u.trim_matches(xsd::is_xml_space))
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| Problem::at(q, "Qualifier has no uri"))?;
+        qualifiers.push(Qualifier::from_uri(uri));
+    }
+    if qualifiers.is_empty() {
+        return Err(Problem::at(qualifiers_node, "Qualifiers has no Qualifier"));
+    }
+    let criteria = criteria_list(one_in(element, ECC_NAMESPACE, "CriteriaList")?, 1)?;
+    Ok(Qualification {
+        qualifiers,
+        criteria,
+    })
+}
+
+/// `CriteriaList` at nesting `depth` (1 for the outer one).
+fn criteria_list(node: Node, depth: usize) -> Read<CriteriaList> {
+    if depth > MAX_CRITERIA_DEPTH {
+        return Err(Problem::at(
+            node,
+            format!("CriteriaList nested deeper than {MAX_CRITERIA_DEPTH} levels"),
+        ));
+    }
+    let assert = node
+        .attribute("assert")
+        .map(|a| a.trim_matches(xsd::is_xml_space))
+        .and_then(Assert::from_xml)
+        .ok_or_else(|| {
+            Problem::at(
+                node,
+                format!(
+                    "CriteriaList assert is {:?}, not all, atLeastOne or none",
+                    node.attribute("assert").map(xsd::excerpt)
+                ),
+            )
+        })?;
+    let mut criteria = Vec::new();
+    for c in elements(node) {
+        if is_in(c, ECC_NAMESPACE, "KeyUsage") {
+            criteria.push(key_usage(c)?);
+        } else if is_in(c, ECC_NAMESPACE, "PolicySet") {
+            let ids = children_in(c, ECC_NAMESPACE, "PolicyIdentifier").map(identifier);
+            criteria.push(oid_criterion(c, ids, Criterion::PolicySet)?);
+        } else if is_in(c, ECC_NAMESPACE, "CriteriaList") {
+            criteria.push(Criterion::List(criteria_list(c, depth + 1)?));
+        } else if is_in(c, ECC_NAMESPACE, "Description") {
+            // Text for people (clause 5.5.9.2.1); it selects nothing.
+        } else if is_in(c, ECC_NAMESPACE, "otherCriteriaList") {
+            for other in elements(c) {
+                criteria.push(other_criterion(other)?);
+            }
+        } else {
+            criteria.push(Criterion::NotUnderstood(expanded_name(c)));
+        }
+    }
+    Ok(CriteriaList { assert, criteria })
+}
+
+/// `KeyUsage`: up to nine `KeyUsageBit name="…"` booleans.
+fn key_usage(node: Node) -> Read<Criterion> {
+    let mut bits: Vec<(KeyUsageBit, bool)> = Vec::new();
+    for b in elements(node) {
+        if !is_in(b, ECC_NAMESPACE, "KeyUsageBit") {
+            return Ok(Criterion::NotUnderstood(expanded_name(b)));
+        }
+        let name = b.attribute("name").unwrap_or_default();
+        let Some(bit) = KeyUsageBit::from_name(name.trim_matches(xsd::is_xml_space)) else {
+            return Ok(Criterion::NotUnderstood(format!(
+                "KeyUsageBit {:?}",
+                xsd::excerpt(name)
+            )));
+        };
+        let value = match text(b).as_str() {
+            "true" | "1" => true,
+            "false" | "0" => false,
+            other => {
+                return Err(Problem::at(
+                    b,
+                    format!("KeyUsageBit `{}` is not a boolean", xsd::excerpt(other)),
+                ));
+            }
+        };
+        if bits.iter().any(|(seen, _)| *seen == bit) {
+            return Err(Problem::at(b, format!("KeyUsageBit {name} given twice")));
+        }
+        bits.push((bit, value));
+    }
+    if bits.is_empty() {
+        return Err(Problem::at(node, "KeyUsage has no KeyUsageBit"));
+    }
+    Ok(Criterion::KeyUsage(bits))
+}
+
+/// An element of `otherCriteriaList` (`xades:AnyType`): the two TS 119 612 Annex C.3 ones
+/// are read, anything else is not understood.
+fn other_criterion(node: Node) -> Read<Criterion> {
+    if is_in(node, ADDITIONAL_TYPES_NAMESPACE, "CertSubjectDNAttribute") {
+        let ids = children_in(node, ADDITIONAL_TYPES_NAMESPACE, "AttributeOID").map(identifier);
+        oid_criterion(node, ids, Criterion::SubjectDnAttributes)
+    } else if is_in(node, ADDITIONAL_TYPES_NAMESPACE, "ExtendedKeyUsage") {
+        let ids = children_in(node, ADDITIONAL_TYPES_NAMESPACE, "KeyPurposeId").map(identifier);
+        oid_criterion(node, ids, Criterion::ExtendedKeyUsage)
+    } else {
+        Ok(Criterion::NotUnderstood(expanded_name(node)))
+    }
+}
+
+/// A criterion made of OIDs: `make(oids)` when there is at least one and every one reads as
+/// an OID, `NotUnderstood` when one does not.
+fn oid_criterion(
+    node: Node,
+    ids: impl Iterator<Item = Read<Option<String>>>,
+    make: fn(Vec<String>) -> Criterion,
+) -> Read<Criterion> {
+    let mut oids = Vec::new();
+    for id in ids {
+        match id? {
+            Some(oid) => oids.push(oid),
+            None => {
+                return Ok(Criterion::NotUnderstood(format!(
+                    "{} with an identifier that is not an OID",
+                    node.tag_name().name()
+                )));
+            }
+        }
+    }
+    if oids.is_empty() {
+        return Err(Problem::at(
+            node,
+            format!("{} lists no identifier", node.tag_name().name()),
+        ));
+    }
+    Ok(make(oids))
+}
+
+/// `xades:ObjectIdentifierType`: its one `xades:Identifier`, as a dotted OID; `None` when the
+/// identifier is neither a dotted OID nor an `urn:oid:` URN (RFC 3061).
+fn identifier(node: Node) -> Read<Option<String>> {
+    let id = text(one_in(node, XADES_NAMESPACE, "Identifier")?);
+    let dotted = match id.get(..8) {
+        Some(prefix) if prefix.eq_ignore_ascii_case("urn:oid:") => &id[8..],
+        _ => id.as_str(),
+    };
+    Ok(is_dotted_oid(dotted).then(|| dotted.to_owned()))
+}
+
+/// Two or more arcs of decimal digits separated by dots, without leading zeros (as
+/// certificates' OIDs are printed, so that comparison is by string).
+fn is_dotted_oid(s: &str) -> bool {
+    let arcs: Vec<&str> = s.split('.').collect();
+    arcs.len() >= 2
+        && arcs.iter().all(|a| {
+            !a.is_empty()
+                && a.bytes().all(|b| b.is_ascii_digit())
+                && (a.len() == 1 || !a.starts_with('0'))
+        })
 }
 
 type Identity = (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<String>);
@@ -327,9 +534,46 @@ fn date_time(node: Node, what: &str) -> Read<time::OffsetDateTime> {
 
 /// Whether `node` is the TS 119 612 element `local`.
 fn is(node: Node, local: &str) -> bool {
-    node.is_element()
-        && node.tag_name().name() == local
-        && node.tag_name().namespace() == Some(TSL_NAMESPACE)
+    is_in(node, TSL_NAMESPACE, local)
+}
+
+/// Whether `node` is the element `local` of namespace `ns`.
+fn is_in(node: Node, ns: &str, local: &str) -> bool {
+    node.is_element() && node.tag_name().name() == local && node.tag_name().namespace() == Some(ns)
+}
+
+/// The child elements, of any namespace.
+fn elements<'a, 'i>(parent: Node<'a, 'i>) -> impl Iterator<Item = Node<'a, 'i>> {
+    parent.children().filter(Node::is_element)
+}
+
+/// The child elements `local` of namespace `ns`.
+fn children_in<'a, 'i>(
+    parent: Node<'a, 'i>,
+    ns: &'static str,
+    local: &'static str,
+) -> impl Iterator<Item = Node<'a, 'i>> {
+    parent.children().filter(move |c| is_in(*c, ns, local))
+}
+
+/// The child element `local` of namespace `ns`, which the schema requires exactly once.
+fn one_in<'a, 'i>(
+    parent: Node<'a, 'i>,
+    ns: &'static str,
+    local: &'static str,
+) -> Read<Node<'a, 'i>> {
+    let mut found = children_in(parent, ns, local);
+    match (found.next(), found.next()) {
+        (Some(node), None) => Ok(node),
+        (None, _) => Err(Problem::at(
+            parent,
+            format!("{} has no {local}", parent.tag_name().name()),
+        )),
+        (Some(_), Some(second)) => Err(Problem::at(
+            second,
+            format!("{} has more than one {local}", parent.tag_name().name()),
+        )),
+    }
 }
 
 /// The TS 119 612 child elements named `local`.

@@ -270,6 +270,7 @@ fn period_at_does_not_depend_on_the_order_of_a_hand_built_history() {
         starting,
         service_type: uri::SVCTYPE_CA_QC.to_owned(),
         additional_info: vec![],
+        qualifications: vec![],
         unread_critical_extensions: vec![],
     };
     let s = TslService {
@@ -695,4 +696,192 @@ fn other_status_uris_are_kept_and_never_active() {
         assert_eq!(s.uri(), u);
         assert!(!s.is_active(), "{u}");
     }
+}
+
+/// The `ecc:` namespace the real lists use for `Qualifications`.
+const ECC: &str = "http://uri.etsi.org/TrstSvc/SvcInfoExt/eSigDir-1999-93-EC-TrustedList/#";
+
+/// A service granted for web with `extension` (one `<Extension>`) added to its current status.
+fn service_with_extension(extension: &str) -> String {
+    let (_, b64) = cert_b64();
+    service(
+        "CA",
+        &b64,
+        uri::GRANTED,
+        "2019-01-25T00:00:00Z",
+        &[WEB],
+        &[history_instance(
+            uri::GRANTED,
+            "2016-06-30T22:00:00Z",
+            &[SEALS],
+        )],
+    )
+    .replacen(
+        "</ServiceInformationExtensions>",
+        &format!("{extension}</ServiceInformationExtensions>"),
+        1,
+    )
+}
+
+fn qualifications_extension(critical: bool, elements: &str) -> String {
+    format!(
+        r#"<Extension Critical="{critical}"><ecc:Qualifications xmlns:ecc="{ECC}" xmlns:xades="http://uri.etsi.org/01903/v1.3.2#" xmlns:tslx="http://uri.etsi.org/02231/v2/additionaltypes#">{elements}</ecc:Qualifications></Extension>"#
+    )
+}
+
+#[test]
+fn qualifications_are_read_with_every_criterion_kind_and_nesting() {
+    use crate::trust::qualifications::{
+        Assert, CriteriaList, Criterion, KeyUsageBit, Qualification, Qualifier,
+    };
+    let ext = qualifications_extension(
+        true,
+        r#"<ecc:QualificationElement>
+             <ecc:Qualifiers>
+               <ecc:Qualifier uri="http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCForWSA"/>
+               <ecc:Qualifier uri=" http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCWithQSCD "/>
+             </ecc:Qualifiers>
+             <ecc:CriteriaList assert="all">
+               <ecc:KeyUsage>
+                 <ecc:KeyUsageBit name="digitalSignature">true</ecc:KeyUsageBit>
+                 <ecc:KeyUsageBit name="nonRepudiation">0</ecc:KeyUsageBit>
+               </ecc:KeyUsage>
+               <ecc:PolicySet>
+                 <ecc:PolicyIdentifier><xades:Identifier Qualifier="OIDAsURN">urn:oid:1.2.3.4</xades:Identifier></ecc:PolicyIdentifier>
+                 <ecc:PolicyIdentifier><xades:Identifier>0.4.0.194112.1.4</xades:Identifier></ecc:PolicyIdentifier>
+               </ecc:PolicySet>
+               <ecc:CriteriaList assert="none">
+                 <ecc:PolicySet><ecc:PolicyIdentifier><xades:Identifier>1.2.3.5</xades:Identifier></ecc:PolicyIdentifier></ecc:PolicySet>
+               </ecc:CriteriaList>
+               <ecc:Description>people read this</ecc:Description>
+               <ecc:otherCriteriaList>
+                 <tslx:CertSubjectDNAttribute><tslx:AttributeOID><xades:Identifier>2.5.4.97</xades:Identifier></tslx:AttributeOID></tslx:CertSubjectDNAttribute>
+                 <tslx:ExtendedKeyUsage><tslx:KeyPurposeId><xades:Identifier>1.3.6.1.5.5.7.3.1</xades:Identifier></tslx:KeyPurposeId></tslx:ExtendedKeyUsage>
+                 <x:Mystery xmlns:x="urn:example:x"/>
+               </ecc:otherCriteriaList>
+               <ecc:PolicySet><ecc:PolicyIdentifier><xades:Identifier>http://example.com/policy</xades:Identifier></ecc:PolicyIdentifier></ecc:PolicySet>
+             </ecc:CriteriaList>
+           </ecc:QualificationElement>"#,
+    );
+    let tl = parse_str(&list(&service_with_extension(&ext))).expect("the list parses");
+    assert_eq!(tl.skipped, Vec::<String>::new());
+    let current = &tl.services[0].history[0];
+    assert_eq!(current.unread_critical_extensions, Vec::<String>::new());
+    assert_eq!(current.additional_info, vec![WEB.to_owned()]);
+    assert_eq!(
+        current.qualifications,
+        vec![Qualification {
+            qualifiers: vec![Qualifier::QcForWsa, Qualifier::QcWithQscd],
+            criteria: CriteriaList {
+                assert: Assert::All,
+                criteria: vec![
+                    Criterion::KeyUsage(vec![
+                        (KeyUsageBit::DigitalSignature, true),
+                        (KeyUsageBit::NonRepudiation, false),
+                    ]),
+                    Criterion::PolicySet(vec!["1.2.3.4".into(), "0.4.0.194112.1.4".into()]),
+                    Criterion::List(CriteriaList {
+                        assert: Assert::None,
+                        criteria: vec![Criterion::PolicySet(vec!["1.2.3.5".into()])],
+                    }),
+                    Criterion::SubjectDnAttributes(vec!["2.5.4.97".into()]),
+                    Criterion::ExtendedKeyUsage(vec!["1.3.6.1.5.5.7.3.1".into()]),
+                    Criterion::NotUnderstood("{urn:example:x}Mystery".into()),
+                    Criterion::NotUnderstood(
+                        "PolicySet with an identifier that is not an OID".into()
+                    ),
+                ],
+            },
+        }]
+    );
+    assert_eq!(
+        tl.services[0].history[1].qualifications,
+        vec![],
+        "a period's qualifications are its own"
+    );
+}
+
+#[test]
+fn qualifications_in_a_look_alike_namespace_stay_unread_and_critical() {
+    let ext = r#"<Extension Critical="true"><q:Qualifications xmlns:q="http://uri.etsi.org/TrstSvc/SvcInfoExt/eSigDir-1999-93-EC-TrustedList/"><q:QualificationElement/></q:Qualifications></Extension>"#;
+    let tl = parse_str(&list(&service_with_extension(ext))).expect("the list parses");
+    let current = &tl.services[0].history[0];
+    assert!(current.qualifications.is_empty());
+    assert_eq!(
+        current.unread_critical_extensions,
+        vec![
+            "{http://uri.etsi.org/TrstSvc/SvcInfoExt/eSigDir-1999-93-EC-TrustedList/}Qualifications"
+                .to_owned()
+        ]
+    );
+}
+
+#[test]
+fn a_structurally_broken_qualifications_extension_skips_its_service() {
+    let element = |qualifiers: &str, assert: &str| {
+        format!(
+            r#"<ecc:QualificationElement><ecc:Qualifiers>{qualifiers}</ecc:Qualifiers><ecc:CriteriaList assert="{assert}"/></ecc:QualificationElement>"#
+        )
+    };
+    let ok_qualifier =
+        r#"<ecc:Qualifier uri="http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/NotQualified"/>"#;
+    let nested = (0..9).fold(String::new(), |inner, _| {
+        format!(r#"<ecc:CriteriaList assert="all">{inner}</ecc:CriteriaList>"#)
+    });
+    let cases = [
+        (element(ok_qualifier, "some"), "CriteriaList assert"),
+        (element(ok_qualifier, "ALL"), "CriteriaList assert"),
+        (
+            element(r#"<ecc:Qualifier/>"#, "all"),
+            "Qualifier has no uri",
+        ),
+        (element("", "all"), "Qualifiers has no Qualifier"),
+        (
+            element(
+                r#"<x:Qualifier xmlns:x="urn:x" uri="http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCForWSA"/>"#,
+                "all",
+            ),
+            "not a Qualifier",
+        ),
+        (String::new(), "Qualifications has no QualificationElement"),
+        (
+            format!(
+                r#"<ecc:QualificationElement><ecc:Qualifiers>{ok_qualifier}</ecc:Qualifiers>{nested}</ecc:QualificationElement>"#
+            ),
+            "nested deeper than 8",
+        ),
+        (
+            format!(
+                r#"<ecc:QualificationElement><ecc:Qualifiers>{ok_qualifier}</ecc:Qualifiers><ecc:CriteriaList assert="all"><ecc:KeyUsage><ecc:KeyUsageBit name="crlSign">yes</ecc:KeyUsageBit></ecc:KeyUsage></ecc:CriteriaList></ecc:QualificationElement>"#
+            ),
+            "is not a boolean",
+        ),
+    ];
+    for (elements, expected) in cases {
+        // Non-critical too: a Qualifications that is read must be read whole.
+        let ext = qualifications_extension(false, &elements);
+        let tl = parse_str(&list(&service_with_extension(&ext))).expect("the list parses");
+        assert!(tl.services.is_empty(), "{expected}: {:?}", tl.services);
+        assert!(
+            tl.skipped[0].contains(expected),
+            "{expected}: {:?}",
+            tl.skipped
+        );
+    }
+}
+
+#[test]
+fn eight_levels_of_criteria_lists_are_read() {
+    let nested = (0..7).fold(String::new(), |inner, _| {
+        format!(r#"<ecc:CriteriaList assert="all">{inner}</ecc:CriteriaList>"#)
+    });
+    let ext = qualifications_extension(
+        true,
+        &format!(
+            r#"<ecc:QualificationElement><ecc:Qualifiers><ecc:Qualifier uri="urn:x"/></ecc:Qualifiers><ecc:CriteriaList assert="all">{nested}</ecc:CriteriaList></ecc:QualificationElement>"#
+        ),
+    );
+    let tl = parse_str(&list(&service_with_extension(&ext))).expect("the list parses");
+    assert_eq!(tl.skipped, Vec::<String>::new());
+    assert_eq!(tl.services[0].history[0].qualifications.len(), 1);
 }
