@@ -31,10 +31,10 @@ pub use revocation::{MethodOutcome, RevocationEvidence, RevocationStatus};
 use time::OffsetDateTime;
 
 use crate::cert::{PspCertificate, QcType};
-use crate::config::{CertKind, QcCompliancePolicy, UntypedPolicy};
 use crate::country::CountryCode;
 use crate::register::RegisterSnapshot;
 use crate::trust::TrustList;
+use crate::trust::{CertKind, QcCompliancePolicy, UntypedPolicy};
 
 /// What the check is asked.
 #[derive(Debug, Clone, Copy)]
@@ -210,7 +210,7 @@ pub fn report(
         }
     }
 
-    let not_revoked = revocation.combine(subject, &mut errors);
+    let not_revoked = self::revocation::combine(revocation, subject, &mut errors);
     for (method, outcome) in [("CRL", &revocation.crl), ("OCSP", &revocation.ocsp)] {
         explanation.push(match outcome {
             MethodOutcome::Good { evidence, .. } => format!("{method}: not revoked ({evidence})"),
@@ -518,7 +518,7 @@ mod tests {
     use time::macros::datetime;
 
     use super::*;
-    use crate::config::CertKind;
+    use crate::trust::CertKind;
     use crate::trust::{Approval, QtspSource, Source, TrustedIssuer};
 
     fn sandbox(rel: &str) -> PspCertificate {

@@ -5,14 +5,13 @@
 //! sandbox configuration works from any working directory.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::country::{self, CountryCode};
-use crate::trust::QtspSource;
+use crate::trust::{CertKind, QcCompliancePolicy, QtspSource, UntypedPolicy};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Deserialize)]
@@ -193,20 +192,6 @@ pub struct TrustSourceConfig {
     pub trusted_lists: Vec<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum QcCompliancePolicy {
-    Required,
-    Optional,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum UntypedPolicy {
-    Reject,
-    Accept,
-}
-
 /// A PEM file of one or more CA certificates approved by a source.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -214,25 +199,6 @@ pub struct PemIssuerConfig {
     pub pem: PathBuf,
     /// Certificate kinds these CAs may issue.
     pub kinds: Vec<CertKind>,
-}
-
-/// Kinds of PSD2 certificate an issuer may be approved for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CertKind {
-    /// Website authentication (QWAC; QcType web).
-    Web,
-    /// Electronic seals (QSealC; QcType eseal).
-    Seal,
-}
-
-impl fmt::Display for CertKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CertKind::Web => "website authentication",
-            CertKind::Seal => "electronic seals",
-        })
-    }
 }
 
 /// The check endpoint's listener.

@@ -18,6 +18,7 @@ pub mod crl;
 pub mod ocsp;
 
 mod checker;
+mod evidence;
 mod fetch;
 mod reason;
 
@@ -27,4 +28,5 @@ pub use checker::{
     UNKNOWN_ISSUER,
 };
 pub use config::{AllowDestinations, RevocationConfig, RevocationConfigError};
+pub use evidence::{MethodOutcome, RevocationEvidence, RevocationStatus};
 pub use reason::CrlReason;

@@ -32,8 +32,11 @@
 //!    `QCForLegalPerson` qualifiers change nothing. Criteria that cannot be decided refuse
 //!    the certificate when their qualifiers would matter.
 
+pub mod policy;
 pub mod qualifications;
 pub mod tsl;
+
+pub use policy::{CertKind, QcCompliancePolicy, UntypedPolicy};
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -43,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::cert::{PspCertificate, input::decode_certificate_chain};
-use crate::config::{self, CertKind, Config, QcCompliancePolicy, TrustSourceConfig, UntypedPolicy};
+use crate::config::{self, Config, TrustSourceConfig};
 use crate::country::CountryCode;
 use qualifications::{CertFacts, Qualification};
 

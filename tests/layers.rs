@@ -37,10 +37,8 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("admin", "config"),
     ("api", "config"),
     ("checker", "config"),
-    ("check", "config"),
     ("proxy", "config"),
     ("proxy", "api"),
-    ("revocation", "check"),
     ("trust", "config"),
 ];
 

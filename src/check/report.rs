@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::register::RegisterResult;
+use crate::revocation::RevocationStatus;
 use crate::trust::QtspSource;
 
 /// The outcome of a check. Outcomes are data: a certificate that fails a check is a report
@@ -28,17 +29,6 @@ pub struct CheckReport {
     pub explanation: Vec<String>,
     /// `homeRegister` and, when the jurisdiction differs from home, `hostRegister`.
     pub registers: RegisterResult,
-}
-
-/// What the revocation evidence establishes: `notRevoked` is true only for `Good`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RevocationStatus {
-    /// At least one method gave a verified "not revoked" and none said revoked.
-    Good,
-    /// A method gave a verified "revoked".
-    Revoked,
-    /// No method could complete.
-    Unknown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -27,11 +27,11 @@ use time::OffsetDateTime;
 
 use super::config::{RevocationConfig, RevocationConfigError};
 use super::crl::{CrlIndex, CrlStatus};
+use super::evidence::{MethodOutcome, RevocationEvidence};
 use super::fetch::{Fetcher, Limits};
 use super::ocsp::{self, OcspAnswer, OcspPolicy, OcspSigner, OcspStatus};
 use super::reason::{add, rfc3339, until};
 use crate::cert::PspCertificate;
-use crate::check::{MethodOutcome, RevocationEvidence};
 
 /// Reason when the certificate names no CRL distribution point.
 pub const NO_CRL_URL: &str = "the certificate names no CRL distribution point";

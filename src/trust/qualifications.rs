@@ -40,8 +40,8 @@
 
 use std::collections::BTreeSet;
 
+use super::CertKind;
 use crate::cert::{KeyUsage, PspCertificate};
-use crate::config::CertKind;
 
 /// The qualifier URIs of TS 119 612 clause 5.5.9.2.1 (Annex D.5, `SvcInfoExt`).
 pub mod uri {

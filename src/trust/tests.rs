@@ -8,7 +8,7 @@ use base64::Engine as _;
 use time::macros::datetime;
 
 use super::*;
-use crate::config::{QcCompliancePolicy, UntypedPolicy};
+use crate::trust::{QcCompliancePolicy, UntypedPolicy};
 
 const GRANTED: &str = tsl::uri::GRANTED;
 const WEB: &str = tsl::uri::FOR_WEB_SITE_AUTHENTICATION;

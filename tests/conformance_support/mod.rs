@@ -17,11 +17,11 @@ use psp_gateway::cert::PspCertificate;
 use psp_gateway::check::{
     self, CheckInput, CheckReport, MethodOutcome, RevocationEvidence, Snapshots,
 };
-use psp_gateway::config::{CertKind, QcCompliancePolicy, UntypedPolicy};
 use psp_gateway::register::RegisterSnapshot;
 use psp_gateway::revocation::config::{DEFAULT_CLOCK_SKEW, DEFAULT_CRL_GRACE};
 use psp_gateway::revocation::crl::{CrlError, CrlIndex, CrlStatus};
 use psp_gateway::trust::{Approval, QtspSource, Source, TrustList, TrustedIssuer};
+use psp_gateway::trust::{CertKind, QcCompliancePolicy, UntypedPolicy};
 use serde::Deserialize;
 use time::OffsetDateTime;
 

@@ -1,0 +1,94 @@
+//! Revocation evidence: what each method (CRL, OCSP) established for one certificate. The
+//! fetching and verifying that produce it are in [`super::RevocationChecker`]; the pure rule
+//! that turns it into `notRevoked` is the check's (`check::revocation`).
+
+use time::OffsetDateTime;
+
+/// What one revocation method established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MethodOutcome {
+    /// A verified, current, definitive answer: not revoked, until `valid_until` (the CRL's
+    /// or OCSP response's `nextUpdate`, or the cache's cap when it has none).
+    Good {
+        evidence: String,
+        valid_until: Option<OffsetDateTime>,
+    },
+    /// A verified answer: revoked.
+    Revoked {
+        at: Option<OffsetDateTime>,
+        reason: Option<String>,
+        evidence: String,
+    },
+    /// The method could not complete; `reason` says why (no URL, fetch failed, bad signature,
+    /// stale, OCSP `unknown` or `tryLater`, …).
+    Failed { reason: String },
+}
+
+/// The evidence for both methods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevocationEvidence {
+    pub crl: MethodOutcome,
+    pub ocsp: MethodOutcome,
+}
+
+impl RevocationEvidence {
+    /// No method was attempted, for `reason` (fail closed: `notRevoked` is false).
+    pub fn not_checked(reason: &str) -> Self {
+        RevocationEvidence {
+            crl: MethodOutcome::Failed {
+                reason: reason.to_owned(),
+            },
+            ocsp: MethodOutcome::Failed {
+                reason: reason.to_owned(),
+            },
+        }
+    }
+
+    /// Until when the evidence may be relied on: the earliest `valid_until` of a good answer.
+    /// `None` when no good answer carries one.
+    pub fn good_until(&self) -> Option<OffsetDateTime> {
+        [&self.crl, &self.ocsp]
+            .into_iter()
+            .filter_map(|o| match o {
+                MethodOutcome::Good { valid_until, .. } => *valid_until,
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Whether a method could not complete (its answer may be different a moment later).
+    pub fn has_failure(&self) -> bool {
+        [&self.crl, &self.ocsp]
+            .into_iter()
+            .any(|o| matches!(o, MethodOutcome::Failed { .. }))
+    }
+
+    /// What the evidence establishes, without the error entries.
+    pub fn status(&self) -> RevocationStatus {
+        let outcomes = [&self.crl, &self.ocsp];
+        if outcomes
+            .iter()
+            .any(|o| matches!(o, MethodOutcome::Revoked { .. }))
+        {
+            RevocationStatus::Revoked
+        } else if outcomes
+            .iter()
+            .any(|o| matches!(o, MethodOutcome::Good { .. }))
+        {
+            RevocationStatus::Good
+        } else {
+            RevocationStatus::Unknown
+        }
+    }
+}
+
+/// What the revocation evidence establishes: `notRevoked` is true only for `Good`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevocationStatus {
+    /// At least one method gave a verified "not revoked" and none said revoked.
+    Good,
+    /// A method gave a verified "revoked".
+    Revoked,
+    /// No method could complete.
+    Unknown,
+}
