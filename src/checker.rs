@@ -39,7 +39,7 @@ pub enum LoadError {
 impl ReferenceData {
     /// Loads the trust list and the registers named by `config`, completely or not at all.
     pub fn load(config: &Config, generation: u64) -> Result<ReferenceData, LoadError> {
-        let trust = TrustList::load(config)?;
+        let trust = config.load_trust()?;
         let (registers, _) = RegisterSnapshot::load(&config.registers, &config.base_dir)?;
         Ok(ReferenceData {
             trust,

@@ -18,7 +18,7 @@ use crate::config::{Config, JurisdictionSet, TrustSourceConfig};
 use crate::country::CountryCode;
 use crate::register::{self, RegisterSnapshot};
 use crate::revocation::RevocationChecker;
-use crate::trust::{QtspSource, TrustList};
+use crate::trust::QtspSource;
 
 /// Exit status for a usage or input error (clap uses the same for bad arguments).
 const EXIT_USAGE: u8 = 2;
@@ -339,7 +339,7 @@ fn run_register(command: RegisterCommand) -> Result<String, String> {
 
 fn run_config_check(path: &Path) -> Result<String, String> {
     let config = Config::load(path).map_err(|e| e.to_string())?;
-    let trust = TrustList::load(&config).map_err(|e| e.to_string())?;
+    let trust = config.load_trust().map_err(|e| e.to_string())?;
     let (registers, report) =
         RegisterSnapshot::load(&config.registers, &config.base_dir).map_err(|e| e.to_string())?;
     let mut summary = format!(

@@ -501,6 +501,36 @@ impl Config {
     }
 
     /// A path from the file, resolved against the file's directory.
+    /// The trust sources, with paths resolved against the file's directory.
+    pub fn trust_sources(&self) -> Vec<crate::trust::SourceSpec> {
+        self.trust
+            .sources
+            .iter()
+            .map(|sc| crate::trust::SourceSpec {
+                name: sc.name.clone(),
+                qtsp_source: sc.qtsp_source,
+                reported_jurisdiction: sc.qtsp_jurisdiction.clone(),
+                valid_for: expand(&sc.valid_for),
+                qc_compliance: sc.qc_compliance,
+                untyped: sc.untyped,
+                issuers: sc
+                    .issuers
+                    .iter()
+                    .map(|i| crate::trust::IssuerFile {
+                        path: self.resolve(&i.pem),
+                        kinds: i.kinds.clone(),
+                    })
+                    .collect(),
+                trusted_lists: sc.trusted_lists.iter().map(|p| self.resolve(p)).collect(),
+            })
+            .collect()
+    }
+
+    /// Loads the trust list the configuration names.
+    pub fn load_trust(&self) -> Result<crate::trust::TrustList, crate::trust::TrustLoadError> {
+        crate::trust::TrustList::load(&self.trust_sources())
+    }
+
     pub fn resolve(&self, p: &Path) -> PathBuf {
         if p.is_absolute() {
             p.to_owned()

@@ -46,7 +46,6 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::cert::{PspCertificate, input::decode_certificate_chain};
-use crate::config::{self, Config, TrustSourceConfig};
 use crate::country::CountryCode;
 use qualifications::{CertFacts, Qualification};
 
@@ -101,6 +100,31 @@ pub struct Source {
     pub valid_for: BTreeSet<CountryCode>,
     pub qc_compliance: QcCompliancePolicy,
     pub untyped: UntypedPolicy,
+}
+
+/// A trust source to load, as the configuration (or `check --trust`) describes it, with its
+/// file paths resolved and its jurisdictions expanded. Policies left `None` take the source
+/// kind's default: required QcCompliance and rejecting untyped certificates for the
+/// qualified schemes (`EIDAS`, `QTSP`), the opposite for the directory schemes.
+#[derive(Debug, Clone)]
+pub struct SourceSpec {
+    pub name: String,
+    pub qtsp_source: QtspSource,
+    pub reported_jurisdiction: String,
+    pub valid_for: BTreeSet<CountryCode>,
+    pub qc_compliance: Option<QcCompliancePolicy>,
+    pub untyped: Option<UntypedPolicy>,
+    /// PEM files of CA certificates approved by the source, each with its kinds.
+    pub issuers: Vec<IssuerFile>,
+    /// ETSI TS 119 612 trusted-list files.
+    pub trusted_lists: Vec<PathBuf>,
+}
+
+/// A PEM file of CA certificates and the kinds they are approved for.
+#[derive(Debug, Clone)]
+pub struct IssuerFile {
+    pub path: PathBuf,
+    pub kinds: Vec<CertKind>,
 }
 
 /// One approval period of an issuer: from `from` (inclusive) until the next newer period.
@@ -237,10 +261,11 @@ const MAX_TRUST_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
 impl TrustList {
     /// Loads every source of the configuration.
-    pub fn load(config: &Config) -> Result<TrustList, TrustLoadError> {
+    /// Loads every source, completely or not at all.
+    pub fn load(sources: &[SourceSpec]) -> Result<TrustList, TrustLoadError> {
         let mut list = TrustList::default();
-        for source in &config.trust.sources {
-            list.add_source(config, source)?;
+        for source in sources {
+            list.add_source(source)?;
         }
         Ok(list)
     }
@@ -275,18 +300,14 @@ impl TrustList {
         self.issuers.is_empty()
     }
 
-    fn add_source(
-        &mut self,
-        config: &Config,
-        sc: &TrustSourceConfig,
-    ) -> Result<(), TrustLoadError> {
+    fn add_source(&mut self, sc: &SourceSpec) -> Result<(), TrustLoadError> {
         let qualified = sc.qtsp_source.is_qualified_scheme();
         let index = self.sources.len();
         self.sources.push(Source {
             name: sc.name.clone(),
             qtsp_source: sc.qtsp_source,
-            reported_jurisdiction: sc.qtsp_jurisdiction.clone(),
-            valid_for: config::expand(&sc.valid_for),
+            reported_jurisdiction: sc.reported_jurisdiction.clone(),
+            valid_for: sc.valid_for.clone(),
             qc_compliance: sc.qc_compliance.unwrap_or(if qualified {
                 QcCompliancePolicy::Required
             } else {
@@ -299,7 +320,7 @@ impl TrustList {
             }),
         });
         for issuer in &sc.issuers {
-            let path = config.resolve(&issuer.pem);
+            let path = issuer.path.clone();
             let bytes = read_capped(&sc.name, &path)?;
             let invalid = |message: String| TrustLoadError::Invalid {
                 source_name: sc.name.clone(),
@@ -332,7 +353,7 @@ impl TrustList {
             }
         }
         for tl in &sc.trusted_lists {
-            let path = config.resolve(tl);
+            let path = tl.clone();
             let bytes = read_capped(&sc.name, &path)?;
             let list = tsl::parse(&bytes).map_err(|e| TrustLoadError::Invalid {
                 source_name: sc.name.clone(),

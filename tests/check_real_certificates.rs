@@ -293,7 +293,7 @@ pem = "../shared/data/psd2-certs/eszigno_test_qwac_psdfi.pem"
 kinds = ["web"]
 "#,
     );
-    let e = psp_gateway::TrustList::load(&c).unwrap_err().to_string();
+    let e = c.load_trust().unwrap_err().to_string();
     assert!(e.contains("not a CA certificate"), "{e}");
     assert!(e.contains("wrong"), "{e}");
 }

@@ -39,7 +39,6 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("checker", "config"),
     ("proxy", "config"),
     ("proxy", "api"),
-    ("trust", "config"),
 ];
 
 /// Folders whose files still import each other in a cycle (folder → the files on it).

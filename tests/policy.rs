@@ -21,7 +21,7 @@ struct Sandbox {
 fn sandbox() -> Sandbox {
     let config = Config::load(&root().join("gateway.toml")).expect("gateway.toml");
     Sandbox {
-        trust: TrustList::load(&config).expect("trust"),
+        trust: config.load_trust().expect("trust"),
         registers: RegisterSnapshot::load(&config.registers, &config.base_dir)
             .expect("registers")
             .0,

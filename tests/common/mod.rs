@@ -51,13 +51,13 @@ pub fn config(toml: &str) -> Config {
 }
 
 pub fn trust(toml: &str) -> TrustList {
-    TrustList::load(&config(toml)).expect("test trust list loads")
+    config(toml).load_trust().expect("test trust list loads")
 }
 
 /// The repository's sandbox configuration.
 pub fn sandbox_trust() -> TrustList {
     let c = Config::load(&root().join("gateway.toml")).expect("gateway.toml is valid");
-    TrustList::load(&c).expect("sandbox trust list loads")
+    c.load_trust().expect("sandbox trust list loads")
 }
 
 /// Runs the check with no revocation evidence (revocation is gathered at the edges).
