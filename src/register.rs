@@ -15,7 +15,13 @@
 //!
 //! The reference for the native format, the EBA mapping and the lookup decisions is
 //! `docs/registers.md`.
+//!
+//! The files import only the ones above them in this list, so there is no loop between them:
+//! `authorities` (NCA ids and EBA authority codes), `normalise`, `model` (with
+//! [`RegisterFormat`]), `report` (load reports and errors), `native` and `eba` (the readers;
+//! `eba` produces native registers), `config`, `snapshot`, `commands`, `lookup`.
 
+mod authorities;
 mod commands;
 mod config;
 mod eba;
@@ -26,16 +32,16 @@ mod normalise;
 mod report;
 mod snapshot;
 
+pub use authorities::{DEFAULT_EBA_AUTHORITIES, EbaAuthority};
 pub use commands::{ImportSummary, import_eba, import_eba_with, stats};
-pub use config::{RegisterConfig, RegisterFileConfig, RegisterFormat};
-pub use eba::{DEFAULT_EBA_AUTHORITIES, EbaAuthority};
+pub use config::{RegisterConfig, RegisterFileConfig};
 pub use lookup::{
     CategoryEntryBlock, HomeOutcome, PassportIn, PassportOut, RegisterBlock, RegisterResult,
     RegisterType, not_found_warning,
 };
 pub use model::{
     AuthStatus, Category, CategoryEntry, Entity, PassportInEntry, PaymentService, Register,
-    RegisterKind, ServiceSet,
+    RegisterFormat, RegisterKind, ServiceSet,
 };
 pub use native::{
     HomeAuthNumber, NATIVE_FORMAT_VERSION, NativeEntity, NativeEntry, NativeFile, NativePassportIn,

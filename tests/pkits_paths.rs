@@ -19,6 +19,7 @@
 //! where OpenSSL disagrees with the file-name prefix it is printed, and every disagreement of
 //! ours shows OpenSSL's verdict beside it.
 
+mod common;
 #[path = "conformance_support/mod.rs"]
 mod support;
 

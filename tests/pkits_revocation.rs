@@ -20,6 +20,7 @@
 //! Also worth knowing: 4.4.20 and 4.4.21 give the expected "invalid", but because a CRL
 //! signed by a separate key is never accepted, not because that key's certificate is revoked.
 
+mod common;
 #[path = "revocation_support/mod.rs"]
 mod support;
 

@@ -1,6 +1,7 @@
 //! The revocation checker against real HTTP responders on `127.0.0.1:0`: answers, faults,
 //! caching, coalescing and the fetch limits. Keys and certificates are generated here.
 
+mod common;
 #[path = "revocation_support/mod.rs"]
 mod support;
 

@@ -2,6 +2,7 @@
 //! the real CRLs of e-Szigno Test CA3 and the OBIE pre-production issuing CA
 //! (`../shared/data/`, see TEST-SUITES.md section 3 and psd2-certs/README.md).
 
+mod common;
 #[path = "revocation_support/mod.rs"]
 mod support;
 

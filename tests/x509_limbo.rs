@@ -13,6 +13,7 @@
 //! `tests/data/x509-limbo-divergences.toml`; any other disagreement fails the test, and so does
 //! an entry there that no longer diverges.
 
+mod common;
 #[path = "conformance_support/mod.rs"]
 mod support;
 

@@ -6,8 +6,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::config::RegisterFormat;
-use super::model::{AuthStatus, Category, Register};
+use super::model::{AuthStatus, Category, Register, RegisterFormat};
 use super::native::{read_native_file, write_native_file};
 use super::normalise::Normalisation;
 use super::report::{EbaReport, RegisterLoadError, RegisterSummary};

@@ -21,7 +21,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::eba::{parse_eba_code, parse_nca_id};
+use super::authorities::{parse_eba_code, parse_nca_id};
+use super::model::RegisterFormat;
 use super::normalise::{DEFAULT_RULES, NormaliseRule};
 use super::report::RegisterLoadError;
 
@@ -55,25 +56,6 @@ pub struct RegisterFileConfig {
     /// Reference normalisation for this file; default: the section's `normalise`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalise: Option<Vec<NormaliseRule>>,
-}
-
-/// The format of a register file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RegisterFormat {
-    /// This project's snapshot format (docs/registers.md).
-    Native,
-    /// The EBA "Payment Institutions and E-Money Institutions" register download (JSON).
-    Eba,
-}
-
-impl RegisterFormat {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            RegisterFormat::Native => "native",
-            RegisterFormat::Eba => "eba",
-        }
-    }
 }
 
 fn default_normalise() -> Vec<NormaliseRule> {

@@ -308,6 +308,25 @@ impl RegisterKind {
     }
 }
 
+/// The format of a register file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RegisterFormat {
+    /// This project's snapshot format (docs/registers.md).
+    Native,
+    /// The EBA "Payment Institutions and E-Money Institutions" register download (JSON).
+    Eba,
+}
+
+impl RegisterFormat {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RegisterFormat::Native => "native",
+            RegisterFormat::Eba => "eba",
+        }
+    }
+}
+
 /// One category in which an entity appears in its home register.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct CategoryEntry {

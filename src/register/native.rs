@@ -149,7 +149,7 @@ pub fn write_native_file(path: &Path, native: &NativeFile) -> Result<(), Registe
 /// Checks an NCA id (`CC-NCA`) against the register's country.
 fn check_nca_id(path: &Path, id: &str, country: CountryCode) -> Result<String, RegisterLoadError> {
     let upper = id.to_ascii_uppercase();
-    match super::eba::parse_nca_id(&upper) {
+    match super::authorities::parse_nca_id(&upper) {
         Some((cc, _)) if cc == country => Ok(upper),
         Some(_) => Err(RegisterLoadError::invalid(
             path,

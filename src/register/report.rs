@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::config::RegisterFormat;
+use super::model::RegisterFormat;
 use crate::country::CountryCode;
 
 /// Why a register snapshot could not be built. Every variant names the file; parse errors name

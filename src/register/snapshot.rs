@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use super::config::{RegisterConfig, RegisterFormat};
-use super::model::Register;
+use super::config::RegisterConfig;
+use super::model::{Register, RegisterFormat};
 use super::native::{NativeFile, build_register, read_native_file};
 use super::normalise::Normalisation;
 use super::report::{FileLoadReport, LoadReport, RegisterLoadError, RegisterSummary};

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod forge;
+pub mod openapi;
 pub mod service;
 pub mod test_pki;
 pub mod tls_client;

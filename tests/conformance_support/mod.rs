@@ -10,7 +10,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use psp_gateway::CountryCode;
 use psp_gateway::cert::PspCertificate;
@@ -25,21 +25,13 @@ use psp_gateway::trust::{CertKind, QcCompliancePolicy, UntypedPolicy};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
+/// From `tests/common` (the including test declares `mod common;`): one home for the path
+/// of the shared test material.
+#[allow(unused_imports)] // like the functions here, not every including test uses it
+pub use crate::common::data;
+
 /// The transaction jurisdiction of every case; the one trust source is valid for it.
 pub const JURISDICTION: &str = "DE";
-
-/// `../shared/data/<rel>`.
-pub fn data(rel: &str) -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    assert!(
-        p.exists(),
-        "{} is missing: the tests read ../shared/data beside the repository",
-        p.display()
-    );
-    p
-}
 
 /// A suite's verdict, in x509-limbo's words (PKITS "Valid" is SUCCESS, "Invalid" FAILURE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]

@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +35,12 @@ use x509_ocsp::{
     ResponderId, ResponseData, RevokedInfo, SingleResponse, Version,
 };
 
+// From `tests/common` (the including test declares `mod common;`): one home for the path of
+// the shared test material and for the DER TLV writer.
+#[allow(unused_imports)] // like the functions here, not every including test uses it
+pub use crate::common::data;
+use crate::common::forge::encode as tlv;
+
 /// The fixed validation time of the generated-PKI tests.
 pub const NOW: OffsetDateTime = time::macros::datetime!(2025-06-01 12:00 UTC);
 
@@ -48,19 +53,6 @@ pub fn at(s: &str) -> OffsetDateTime {
 
 pub fn hours(h: i64) -> time::Duration {
     time::Duration::hours(h)
-}
-
-/// `../shared/data/<rel>`.
-pub fn data(rel: &str) -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(rel);
-    assert!(
-        p.exists(),
-        "{} is missing: the tests read ../shared/data beside the repository",
-        p.display()
-    );
-    p
 }
 
 pub fn read(path: &std::path::Path) -> Vec<u8> {
@@ -216,20 +208,6 @@ fn aia_ocsp(urls: &[String]) -> CustomExtension {
         descriptions.extend(tlv(0x30, &[&ad_ocsp[..], &uri].concat()));
     }
     CustomExtension::from_oid_content(&[1, 3, 6, 1, 5, 5, 7, 1, 1], tlv(0x30, &descriptions))
-}
-
-fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-    let mut out = vec![tag];
-    let len = content.len();
-    if len < 0x80 {
-        out.push(len as u8);
-    } else if len < 0x100 {
-        out.extend([0x81, len as u8]);
-    } else {
-        out.extend([0x82, (len >> 8) as u8, len as u8]);
-    }
-    out.extend_from_slice(content);
-    out
 }
 
 pub fn hex(bytes: &[u8]) -> String {
