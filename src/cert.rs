@@ -172,10 +172,7 @@ impl PspCertificate {
             });
         }
         let parsed = parse_fields(&der)?;
-        let fingerprint = ring::digest::digest(&ring::digest::SHA256, &der);
-        let mut fingerprint_sha256 = [0u8; 32];
-        // A SHA-256 digest is always 32 bytes, so the lengths match.
-        fingerprint_sha256.copy_from_slice(fingerprint.as_ref());
+        let fingerprint_sha256 = crate::hex::sha256(&der);
         Ok(PspCertificate {
             der,
             fingerprint_sha256,
@@ -202,7 +199,7 @@ impl PspCertificate {
     /// print it (`2608759`, `8`). A negative serial (forbidden by RFC 5280, section 4.1.2.2)
     /// shows its two's-complement octets. Revocation lookups use [`Self::serial`], not this.
     pub fn serial_hex(&self) -> String {
-        let hex: String = self.serial.iter().map(|b| format!("{b:02X}")).collect();
+        let hex = crate::hex::upper(&self.serial);
         let trimmed = hex.trim_start_matches('0');
         if trimmed.is_empty() {
             "0".to_owned()
@@ -213,10 +210,7 @@ impl PspCertificate {
 
     /// The SHA-256 fingerprint in lower-case hex.
     pub fn fingerprint_hex(&self) -> String {
-        self.fingerprint_sha256
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::hex::lower(&self.fingerprint_sha256)
     }
 
     /// Verifies that this certificate was signed by the key in `issuer_spki_der` (a DER

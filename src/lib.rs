@@ -14,6 +14,7 @@ pub mod checker;
 pub mod cli;
 pub mod config;
 pub mod country;
+pub mod hex;
 pub mod policy;
 pub mod proxy;
 pub mod register;

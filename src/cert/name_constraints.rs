@@ -523,7 +523,7 @@ fn read_base(name: &Tlv<'_>) -> Result<Base, NcError> {
     let malformed = || NcError::MalformedConstraint {
         kind,
         value: if kind == NameKind::IpAddress {
-            hex(name.value)
+            crate::hex::lower(name.value)
         } else {
             shown(&String::from_utf8_lossy(name.value))
         },
@@ -596,7 +596,7 @@ fn read_base(name: &Tlv<'_>) -> Result<Base, NcError> {
             if !is_contiguous_mask(mask) {
                 return Err(NcError::MalformedConstraint {
                     kind,
-                    value: format!("{}/{}", ip_text(network), hex(mask)),
+                    value: format!("{}/{}", ip_text(network), crate::hex::lower(mask)),
                 });
             }
             Base::Ip {
@@ -751,12 +751,8 @@ fn ip_text(octets: &[u8]) -> String {
     } else if let Ok(v6) = <[u8; 16]>::try_from(octets) {
         Ipv6Addr::from(v6).to_string()
     } else {
-        hex(octets)
+        crate::hex::lower(octets)
     }
-}
-
-fn hex(octets: &[u8]) -> String {
-    octets.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A name as it may appear in an error: printable, and not longer than
@@ -844,14 +840,14 @@ impl Presented {
                 4 | 16 => Presented::Ip(name.value.to_vec()),
                 _ => Presented::Malformed {
                     kind,
-                    text: hex(name.value),
+                    text: crate::hex::lower(name.value),
                 },
             },
             NameKind::Directory => match NormalizedName::from_der(name.value) {
                 Ok(dn) => Presented::Directory(dn),
                 Err(_) => Presented::Malformed {
                     kind,
-                    text: hex(name.value),
+                    text: crate::hex::lower(name.value),
                 },
             },
             NameKind::OtherName

@@ -345,7 +345,7 @@ impl Inner {
             };
         }
         let key = OcspKey {
-            issuer_key: sha256(&issuer.spki),
+            issuer_key: crate::hex::sha256(&issuer.spki),
             serial: cert.serial.clone(),
             responders: cert
                 .ocsp_urls
@@ -511,7 +511,7 @@ impl Inner {
     ) -> Result<Arc<CrlIndex>, String> {
         let key = CrlKey {
             url: url.to_owned(),
-            issuer_key: sha256(&issuer.spki),
+            issuer_key: crate::hex::sha256(&issuer.spki),
         };
         let mut last = String::new();
         for _ in 0..2 {
@@ -721,11 +721,4 @@ fn random_nonce() -> Option<Vec<u8>> {
     let mut nonce = vec![0u8; ocsp::NONCE_LEN];
     ring::rand::SystemRandom::new().fill(&mut nonce).ok()?;
     Some(nonce)
-}
-
-fn sha256(data: &[u8]) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, data);
-    let mut out = [0u8; 32];
-    out.copy_from_slice(d.as_ref());
-    out
 }

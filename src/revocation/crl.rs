@@ -249,7 +249,7 @@ impl CrlIndex {
         Ok(CrlIndex {
             issuer_name: tbs.issuer.to_vec(),
             issuer_normalised: NormalizedName::from_der(tbs.issuer).ok(),
-            signer_key_sha256: sha256(&issuer.spki),
+            signer_key_sha256: crate::hex::sha256(&issuer.spki),
             issuer: name_text(tbs.issuer),
             this_update: tbs.this_update,
             next_update,
@@ -339,7 +339,7 @@ impl CrlIndex {
             self.issuer_normalised.as_ref(),
             &issuer.subject_raw,
             issuer.subject_name.as_ref(),
-        ) && self.signer_key_sha256 == sha256(&issuer.spki)
+        ) && self.signer_key_sha256 == crate::hex::sha256(&issuer.spki)
     }
 
     pub fn len(&self) -> usize {
@@ -427,7 +427,7 @@ fn read_crl_extensions(
             OID_CRL_NUMBER if ext.critical => return Err(CrlError::CriticalCrlNumber),
             OID_CRL_NUMBER => match parsed {
                 ParsedExtension::CRLNumber(n) => {
-                    crl_number = Some(hex(&n.to_bytes_be()));
+                    crl_number = Some(crate::hex::upper(&n.to_bytes_be()));
                 }
                 _ => return Err(CrlError::MalformedExtension(oid)),
             },
@@ -507,7 +507,7 @@ fn read_entry_extensions(
             OID_CERTIFICATE_ISSUER => return Err(CrlError::IndirectCrl),
             _ if ext.critical => {
                 return Err(CrlError::UnsupportedCriticalEntryExtension {
-                    serial: hex(serial),
+                    serial: crate::hex::upper(serial),
                     oid,
                 });
             }
@@ -798,17 +798,6 @@ impl<'a> Tlvs<'a> {
     fn expect(&mut self, field: &str, tag: u8) -> Result<&'a [u8], CrlError> {
         require(self.next_tlv()?, field, tag)
     }
-}
-
-fn sha256(data: &[u8]) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, data);
-    let mut out = [0u8; 32];
-    out.copy_from_slice(d.as_ref());
-    out
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
 
 #[cfg(test)]

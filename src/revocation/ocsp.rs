@@ -447,7 +447,7 @@ impl ResponderName {
             ResponderName::ByName(der) => x509_parser::x509::X509Name::from_der(der)
                 .map(|(_, n)| n.to_string())
                 .unwrap_or_else(|_| "an unreadable name".to_owned()),
-            ResponderName::ByKey(hash) => format!("key hash {}", hex(hash)),
+            ResponderName::ByKey(hash) => format!("key hash {}", crate::hex::upper(hash)),
         }
     }
 }
@@ -883,10 +883,6 @@ fn authorised_responder(
         ));
     }
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
 
 #[cfg(test)]

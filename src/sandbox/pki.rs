@@ -258,7 +258,7 @@ fn build_ca(
         crl_url: urls.crl(spec.name),
         ocsp_url: urls.ocsp(spec.name),
         ca_issuers_url: urls.ca_issuers(spec.name),
-        subject_key_id: upper_hex(&subject_key_id),
+        subject_key_id: crate::hex::upper(&subject_key_id),
         not_before: CA_NOT_BEFORE,
         not_after: CA_NOT_AFTER,
     };
@@ -365,7 +365,7 @@ fn build_psp(
         key: key_path,
         key_algorithm: spec.key,
         issuer: ca.name.to_owned(),
-        serial: upper_hex(serial.as_ref()),
+        serial: crate::hex::upper(serial.as_ref()),
         auth_number: spec.auth_number.to_owned(),
         organisation: spec.organisation.to_owned(),
         common_name,
@@ -601,10 +601,6 @@ impl Urls<'_> {
     fn ca_issuers(&self, ca_name: &str) -> String {
         format!("{}/ca/{ca_name}.crt", self.0)
     }
-}
-
-fn upper_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
 
 /// RFC 7468 section 5: base64 in lines of 64 characters between the CERTIFICATE labels.
