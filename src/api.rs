@@ -28,10 +28,10 @@ use hyper::{Request, Response};
 use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
-use crate::checker::Checker;
 use crate::config::{ApiConfig, Config};
 use crate::country::CountryCode;
 use crate::server::{Body, Cidr, ConnInfo, client_address, full, json_response, source_key};
+use crate::service::CheckService;
 
 pub use auth::{AuthFailure, Authenticator, LoginLimits};
 pub use error::ApiError;
@@ -69,7 +69,7 @@ const MAX_REFERENCE_LEN: usize = 256;
 
 /// Everything the endpoint needs, built once at start-up.
 pub struct ApiState {
-    pub checker: Arc<Checker>,
+    pub service: Arc<CheckService>,
     pub auth: Authenticator,
     /// Requests per source key ([`source_key`]).
     pub limiter: KeyedLimiter<IpAddr>,
@@ -82,9 +82,9 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    pub fn new(config: &Config, api: &ApiConfig, checker: Arc<Checker>) -> ApiState {
+    pub fn new(config: &Config, api: &ApiConfig, service: Arc<CheckService>) -> ApiState {
         ApiState {
-            checker,
+            service,
             auth: Authenticator::new(&api.credentials, LoginLimits::from_config(api)),
             limiter: KeyedLimiter::new(
                 api.rate_limit.requests,
@@ -203,7 +203,7 @@ async fn respond(
     let fingerprint = certificate.fingerprint_hex();
 
     let report = state
-        .checker
+        .service
         .check(
             Arc::new(certificate),
             Arc::new(Vec::new()),

@@ -10,7 +10,6 @@ pub mod api;
 pub mod app;
 pub mod cert;
 pub mod check;
-pub mod checker;
 pub mod cli;
 pub mod config;
 pub mod country;
@@ -20,6 +19,7 @@ pub mod register;
 pub mod revocation;
 pub mod sandbox;
 pub mod server;
+pub mod service;
 pub mod telemetry;
 pub mod trust;
 

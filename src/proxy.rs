@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  path ─▶ route ─▶ identity ─▶ check (cached) ─▶ access rule ─▶ forward ──▶ bank API
-//!  (norm-  (path,    (handshake    (checker)        (policy:      (identity
+//!  (norm-  (path,    (handshake    (service)        (policy:      (identity
 //!  alised)  method)   chain, or                      Permit or     headers,
 //!                     header from                    Rejection)    streaming)
 //!                     a trusted LB)
@@ -36,11 +36,11 @@ use time::OffsetDateTime;
 use crate::api::new_request_id;
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
-use crate::checker::Checker;
 use crate::config::Config;
 use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection};
 use crate::register::ServiceSet;
 use crate::server::{Body, Cidr, ConnInfo};
+use crate::service::CheckService;
 
 pub use config::{Dialect, GatewayConfig, IdentitySource};
 pub use dialect::Failure;
@@ -68,7 +68,7 @@ impl Route {
 
 /// Everything the gateway needs, built once at start-up.
 pub struct GatewayState {
-    checker: Arc<Checker>,
+    service: Arc<CheckService>,
     policy: Policy,
     /// Longest prefix first.
     routes: Vec<Route>,
@@ -91,7 +91,7 @@ impl GatewayState {
     pub fn new(
         config: &Config,
         g: &GatewayConfig,
-        checker: Arc<Checker>,
+        service: Arc<CheckService>,
         upstream_url: &str,
     ) -> Result<GatewayState, String> {
         let mut routes: Vec<Route> = g
@@ -117,7 +117,7 @@ impl GatewayState {
             std::time::Duration::from_millis(g.upstream_timeout_ms),
         )?;
         Ok(GatewayState {
-            checker,
+            service,
             policy: Policy {
                 jurisdiction: g.jurisdiction,
                 cross_border: g
@@ -240,7 +240,7 @@ async fn admit_and_forward(
         .collect();
 
     let report = state
-        .checker
+        .service
         .check(
             certificate.clone(),
             Arc::new(intermediates),
