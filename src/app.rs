@@ -21,7 +21,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
 use crate::config::{Config, TlsFiles};
-use crate::proxy::GatewayState;
+use crate::gateway::GatewayState;
 use crate::server::{self, Handler};
 use crate::service::{CheckService, ReferenceData};
 
@@ -117,8 +117,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let gateway_tls = match config.gateway.as_ref() {
         Some(g) => match &g.tls {
             Some(files) => {
-                let verifier = crate::proxy::tls::AcceptAnyWellFormedChain::new(
-                    g.client_certificate == crate::proxy::config::ClientCertificateMode::Required,
+                let verifier = crate::gateway::tls::AcceptAnyWellFormedChain::new(
+                    g.client_certificate == crate::gateway::config::ClientCertificateMode::Required,
                 );
                 let tls = server_tls_config(&config, files, Some(verifier))?;
                 Some(TlsAcceptor::from(Arc::new(tls)))
@@ -198,7 +198,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             listener,
             None,
             limits,
-            crate::proxy::echo::handler(),
+            crate::gateway::echo::handler(),
             shutdown_rx.clone(),
         )));
     }
@@ -215,7 +215,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         );
         let handler: Handler = Arc::new(move |req: Request<_>, conn| {
             let state = state.clone();
-            Box::pin(async move { crate::proxy::handle(state, req, conn).await })
+            Box::pin(async move { crate::gateway::handle(state, req, conn).await })
         });
         tracing::info!(
             addr = ?running.gateway,

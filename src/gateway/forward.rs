@@ -26,7 +26,7 @@ use crate::policy::Permit;
 use crate::server::{Body, BodyError};
 
 /// Hop-by-hop headers (RFC 9110 section 7.6.1), plus `proxy-connection` and
-/// `proxy-authorization`, which only concern the hop to this proxy.
+/// `proxy-authorization`, which only concern the hop to this gateway.
 const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "proxy-connection",
