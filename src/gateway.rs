@@ -33,13 +33,12 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use time::OffsetDateTime;
 
-use crate::api::new_request_id;
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
 use crate::config::Config;
 use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection};
 use crate::register::ServiceSet;
-use crate::server::{Body, Cidr, ConnInfo};
+use crate::server::{Body, Cidr, ConnInfo, new_request_id};
 use crate::service::CheckService;
 
 pub use config::{Dialect, GatewayConfig, IdentitySource};
