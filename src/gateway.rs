@@ -195,7 +195,10 @@ pub async fn handle(
                 reason = failure.code(),
                 detail = match &failure {
                     Failure::PathRefused(r) => r.code(),
-                    _ => "",
+                    Failure::Refused(_)
+                    | Failure::RouteUnknown
+                    | Failure::UpstreamUnavailable
+                    | Failure::UpstreamTimeout => "",
                 },
                 "gateway refused"
             );
@@ -288,24 +291,32 @@ async fn admit_and_forward(
         configured: &state.strip_headers,
     };
     let upstream_req = forward::prepare(&state.upstream, req, path, &hop, strip, identity)
-        .map_err(|e| {
-            tracing::error!(check_id = %check_id, error = %e, "cannot build the upstream request");
-            Failure::UpstreamUnavailable
-        })?;
+        .map_err(|e| forward_failure(e, check_id))?;
     state
         .upstream
         .send(upstream_req)
         .await
-        .map_err(|e| match e {
-            ForwardError::Timeout => {
-                tracing::warn!(check_id = %check_id, "upstream timed out");
-                Failure::UpstreamTimeout
-            }
-            ForwardError::Unavailable(e) => {
-                tracing::warn!(check_id = %check_id, error = %e, "upstream unavailable");
-                Failure::UpstreamUnavailable
-            }
-        })
+        .map_err(|e| forward_failure(e, check_id))
+}
+
+/// Every forwarding error, logged with its detail and mapped to the failure the client sees:
+/// the upstream unreachable or broken is 502, its silence 504. A request that cannot be built
+/// is 502 as well (it names the upstream's URI, which comes from the configuration).
+fn forward_failure(error: ForwardError, check_id: &str) -> Failure {
+    match error {
+        ForwardError::RequestBuild(detail) => {
+            tracing::error!(check_id = %check_id, error = %detail, "cannot build the upstream request");
+            Failure::UpstreamUnavailable
+        }
+        ForwardError::Connect(detail) | ForwardError::Protocol(detail) => {
+            tracing::warn!(check_id = %check_id, error = %detail, "upstream unavailable");
+            Failure::UpstreamUnavailable
+        }
+        ForwardError::Timeout => {
+            tracing::warn!(check_id = %check_id, "upstream timed out");
+            Failure::UpstreamTimeout
+        }
+    }
 }
 
 /// One audit record per decision of the access rule, with the check's details.
