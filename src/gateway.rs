@@ -250,8 +250,10 @@ async fn admit_and_forward(
             OffsetDateTime::now_utc(),
         )
         .await;
-    let decision = match policy::decide(&state.policy, report.clone(), &certificate, required) {
-        Err(rejection) if state.report_only => {
+    let decision = if state.report_only {
+        let permit =
+            policy::decide_report_only(&state.policy, report.clone(), &certificate, required);
+        if let Some(rejection) = permit.not_enforced() {
             tracing::warn!(
                 target: "audit",
                 check_id = %check_id,
@@ -259,9 +261,10 @@ async fn admit_and_forward(
                 reason = rejection.reason.code(),
                 "report-only: would have refused, forwarding"
             );
-            Ok(Permit::report_only(report.clone(), rejection))
         }
-        other => other,
+        Ok(permit)
+    } else {
+        policy::decide(&state.policy, report.clone(), &certificate, required)
     };
     audit_decision(
         check_id,

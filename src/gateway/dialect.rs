@@ -41,11 +41,7 @@ impl Failure {
     fn parts(&self) -> (StatusCode, &'static str, &'static str, String) {
         match self {
             Failure::Refused(r) => {
-                let status = if r.reason.is_certificate_problem() {
-                    StatusCode::UNAUTHORIZED
-                } else {
-                    StatusCode::FORBIDDEN
-                };
+                let status = r.reason.status();
                 let bg = match r.reason {
                     Reason::CertificateMissing => "CERTIFICATE_MISSING",
                     Reason::CertificateExpired => "CERTIFICATE_EXPIRED",
