@@ -422,6 +422,8 @@ fn as_services(published: ServiceSet, kind: RegisterKind) -> ServiceSet {
                     4 => {
                         s.insert(PaymentService::PAYMENT_INITIATION);
                     }
+                    // A number, not an enum: tiers 1 and 2 and any other number stand for no
+                    // PSD2 service (see above), so nothing is granted.
                     _ => {}
                 }
             }
