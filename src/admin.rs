@@ -10,13 +10,13 @@ use hyper::{Request, Response};
 use http_body_util::{BodyExt, Limited};
 use time::OffsetDateTime;
 
-use crate::checker::Checker;
 use crate::config::Config;
 use crate::sandbox::SandboxResponder;
 use crate::server::{Body, full};
+use crate::service::CheckService;
 
 pub struct AdminState {
-    checker: Arc<Checker>,
+    service: Arc<CheckService>,
     /// The sandbox CAs' CRL and OCSP responder, when the sandbox is on.
     responder: Option<SandboxResponder>,
 }
@@ -26,14 +26,14 @@ pub struct AdminState {
 const MAX_ADMIN_BODY: usize = 64 * 1024;
 
 impl AdminState {
-    pub fn new(config: &Config, checker: Arc<Checker>) -> Result<AdminState, String> {
+    pub fn new(config: &Config, service: Arc<CheckService>) -> Result<AdminState, String> {
         let responder = if config.sandbox.enabled {
             let dir = config.resolve(&config.sandbox.certs);
             Some(SandboxResponder::load(&dir).map_err(|e| e.to_string())?)
         } else {
             None
         };
-        Ok(AdminState { checker, responder })
+        Ok(AdminState { service, responder })
     }
 }
 
@@ -65,7 +65,7 @@ pub async fn handle(state: Arc<AdminState>, req: Request<Incoming>) -> Response<
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => {
-            let data = state.checker.data();
+            let data = state.service.data();
             let mut problems = Vec::new();
             if data.trust.is_empty() {
                 problems.push("the trust list holds no issuer");

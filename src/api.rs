@@ -28,10 +28,12 @@ use hyper::{Request, Response};
 use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
-use crate::checker::Checker;
 use crate::config::{ApiConfig, Config};
 use crate::country::CountryCode;
-use crate::server::{Body, Cidr, ConnInfo, client_address, full, json_response, source_key};
+use crate::server::{
+    Body, Cidr, ConnInfo, client_address, full, json_response, new_request_id, source_key,
+};
+use crate::service::CheckService;
 
 pub use auth::{AuthFailure, Authenticator, LoginLimits};
 pub use error::ApiError;
@@ -69,7 +71,7 @@ const MAX_REFERENCE_LEN: usize = 256;
 
 /// Everything the endpoint needs, built once at start-up.
 pub struct ApiState {
-    pub checker: Arc<Checker>,
+    pub service: Arc<CheckService>,
     pub auth: Authenticator,
     /// Requests per source key ([`source_key`]).
     pub limiter: KeyedLimiter<IpAddr>,
@@ -82,9 +84,9 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    pub fn new(config: &Config, api: &ApiConfig, checker: Arc<Checker>) -> ApiState {
+    pub fn new(config: &Config, api: &ApiConfig, service: Arc<CheckService>) -> ApiState {
         ApiState {
-            checker,
+            service,
             auth: Authenticator::new(&api.credentials, LoginLimits::from_config(api)),
             limiter: KeyedLimiter::new(
                 api.rate_limit.requests,
@@ -203,7 +205,7 @@ async fn respond(
     let fingerprint = certificate.fingerprint_hex();
 
     let report = state
-        .checker
+        .service
         .check(
             Arc::new(certificate),
             Arc::new(Vec::new()),
@@ -303,30 +305,4 @@ fn jurisdiction(
         return Err(ApiError::JurisdictionInvalid(value));
     }
     Ok(code)
-}
-
-/// A random UUID (version 4) for the error `id` and `x-request-id`.
-pub fn new_request_id() -> String {
-    use ring::rand::SecureRandom;
-    static FALLBACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut b = [0u8; 16];
-    if ring::rand::SystemRandom::new().fill(&mut b).is_err() {
-        // The OS generator failed: ids must stay unique, so fall back to time and a counter.
-        tracing::error!("the system random generator failed");
-        let n = FALLBACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let t = OffsetDateTime::now_utc().unix_timestamp_nanos();
-        b[..8].copy_from_slice(&n.to_be_bytes());
-        b[8..].copy_from_slice(&(t as u64).to_be_bytes());
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
 }

@@ -20,10 +20,10 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
-use crate::checker::{Checker, ReferenceData};
 use crate::config::{Config, TlsFiles};
-use crate::proxy::GatewayState;
+use crate::gateway::GatewayState;
 use crate::server::{self, Handler};
+use crate::service::{CheckService, ReferenceData};
 
 /// How often the rate-limit tables (requests per source, logins per source and per user name)
 /// forget keys that are back to full quota (governor keeps them otherwise: STACK.md; the
@@ -37,7 +37,7 @@ pub struct Running {
     /// The sandbox echo upstream, when configured.
     pub echo: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
-    pub checker: Arc<Checker>,
+    pub service: Arc<CheckService>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -56,7 +56,7 @@ impl Running {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("{0}")]
-    Data(#[from] crate::checker::LoadError),
+    Data(#[from] crate::service::LoadError),
     #[error("{what} {path}: {message}")]
     Tls {
         what: &'static str,
@@ -97,9 +97,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     });
     let revocation = crate::revocation::RevocationChecker::new(&config.revocation)
         .map_err(|e| StartError::Revocation(e.to_string()))?;
-    let checker = Arc::new(Checker::new(
+    let service = Arc::new(CheckService::new(
         data,
-        crate::checker::Revocation::Fetch(revocation),
+        crate::service::Revocation::Fetch(revocation),
         Duration::from_secs(ttl),
         entries,
     ));
@@ -117,8 +117,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let gateway_tls = match config.gateway.as_ref() {
         Some(g) => match &g.tls {
             Some(files) => {
-                let verifier = crate::proxy::tls::AcceptAnyWellFormedChain::new(
-                    g.client_certificate == crate::proxy::config::ClientCertificateMode::Required,
+                let verifier = crate::gateway::tls::AcceptAnyWellFormedChain::new(
+                    g.client_certificate == crate::gateway::config::ClientCertificateMode::Required,
                 );
                 let tls = server_tls_config(&config, files, Some(verifier))?;
                 Some(TlsAcceptor::from(Arc::new(tls)))
@@ -155,14 +155,14 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         gateway: None,
         echo: None,
         admin: None,
-        checker: checker.clone(),
+        service: service.clone(),
         shutdown,
         tasks: Vec::new(),
     };
 
     if let (Some(listener), Some(api)) = (api_listener, &config.api) {
         running.api = listener.local_addr().ok();
-        let state = Arc::new(ApiState::new(&config, api, checker.clone()));
+        let state = Arc::new(ApiState::new(&config, api, service.clone()));
         let sweep_state = state.clone();
         let mut sweep_shutdown = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {
@@ -198,7 +198,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             listener,
             None,
             limits,
-            crate::proxy::echo::handler(),
+            crate::gateway::echo::handler(),
             shutdown_rx.clone(),
         )));
     }
@@ -210,12 +210,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             None => g.upstream.clone(),
         };
         let state = Arc::new(
-            GatewayState::new(&config, g, checker.clone(), &upstream)
+            GatewayState::new(&config, g, service.clone(), &upstream)
                 .map_err(StartError::Gateway)?,
         );
         let handler: Handler = Arc::new(move |req: Request<_>, conn| {
             let state = state.clone();
-            Box::pin(async move { crate::proxy::handle(state, req, conn).await })
+            Box::pin(async move { crate::gateway::handle(state, req, conn).await })
         });
         tracing::info!(
             addr = ?running.gateway,
@@ -235,7 +235,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     if let Some(listener) = admin_listener {
         running.admin = listener.local_addr().ok();
         let state =
-            Arc::new(AdminState::new(&config, checker.clone()).map_err(StartError::Sandbox)?);
+            Arc::new(AdminState::new(&config, service.clone()).map_err(StartError::Sandbox)?);
         let handler: Handler = Arc::new(move |req: Request<_>, _conn| {
             let state = state.clone();
             Box::pin(async move { admin::handle(state, req).await })
@@ -309,8 +309,8 @@ pub(crate) fn server_tls_config(
 /// Runs the service from a configuration file until SIGTERM or SIGINT.
 pub async fn run(config_path: &Path, config: Config) -> Result<(), StartError> {
     let running = start(config).await?;
-    let checker = running.checker.clone();
-    wait_for_signals(config_path, &checker).await;
+    let service = running.service.clone();
+    wait_for_signals(config_path, &service).await;
     tracing::info!("shutting down: draining connections");
     running.stop().await;
     tracing::info!("stopped");
@@ -318,7 +318,7 @@ pub async fn run(config_path: &Path, config: Config) -> Result<(), StartError> {
 }
 
 #[cfg(unix)]
-async fn wait_for_signals(config_path: &Path, checker: &Checker) {
+async fn wait_for_signals(config_path: &Path, service: &CheckService) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -333,18 +333,18 @@ async fn wait_for_signals(config_path: &Path, checker: &Checker) {
         tokio::select! {
             _ = term.recv() => return,
             _ = int.recv() => return,
-            _ = hup.recv() => reload(config_path, checker),
+            _ = hup.recv() => reload(config_path, service),
         }
     }
 }
 
 #[cfg(not(unix))]
-async fn wait_for_signals(_config_path: &Path, _checker: &Checker) {
+async fn wait_for_signals(_config_path: &Path, _checker: &CheckService) {
     let _ = tokio::signal::ctrl_c().await;
 }
 
 /// Re-reads the configuration file's reference data; on any error the current data stays.
-pub fn reload(config_path: &Path, checker: &Checker) {
+pub fn reload(config_path: &Path, service: &CheckService) {
     let config = match Config::load(config_path) {
         Ok(c) => c,
         Err(e) => {
@@ -352,7 +352,7 @@ pub fn reload(config_path: &Path, checker: &Checker) {
             return;
         }
     };
-    match checker.reload(&config) {
+    match service.reload(&config) {
         Ok(generation) => tracing::info!(generation, "reference data reloaded"),
         Err(e) => tracing::error!(error = %e, "reload failed; current data kept"),
     }

@@ -13,11 +13,11 @@ use crate::cert::input::decode_certificate_chain;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::checker::{Checker, ReferenceData, Revocation};
 use crate::config::{Config, JurisdictionSet, TrustSourceConfig};
 use crate::country::CountryCode;
 use crate::register::{self, RegisterSnapshot};
 use crate::revocation::RevocationChecker;
+use crate::service::{CheckService, ReferenceData, Revocation};
 use crate::trust::QtspSource;
 
 /// Exit status for a usage or input error (clap uses the same for bad arguments).
@@ -283,12 +283,12 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
 
     // The same service the listeners use: revocation evidence is fetched (CRL and OCSP, per
     // the configuration's [revocation] rules) for issuers the trust list knows.
-    let checker = Checker::new(data, revocation, Duration::ZERO, 1);
+    let service = CheckService::new(data, revocation, Duration::ZERO, 1);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let report = runtime.block_on(checker.check(
+    let report = runtime.block_on(service.check(
         Arc::new(certificate),
         Arc::new(intermediates),
         args.jurisdiction,

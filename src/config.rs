@@ -33,7 +33,7 @@ pub struct Config {
     pub api: Option<ApiConfig>,
     /// The gateway listener in front of the bank's API; off when absent.
     #[serde(default)]
-    pub gateway: Option<crate::proxy::GatewayConfig>,
+    pub gateway: Option<crate::gateway::GatewayConfig>,
     /// The admin listener (`/healthz`, `/readyz`, sandbox CRL/OCSP); off when absent.
     #[serde(default)]
     pub admin: Option<AdminConfig>,

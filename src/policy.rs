@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
+use http::StatusCode;
 use serde::Deserialize;
 
 use crate::cert::{Psd2Role, PspCertificate};
@@ -109,14 +110,30 @@ impl Reason {
     /// Whether the access rule decided it after a check ran (rather than the call arriving
     /// without a usable certificate).
     pub fn is_decided_by_rule(&self) -> bool {
-        !matches!(
-            self,
-            Reason::CertificateMissing | Reason::CertificateUnreadable
-        )
+        match self {
+            Reason::CertificateMissing | Reason::CertificateUnreadable => false,
+            Reason::SignatureInvalid
+            | Reason::IssuerNotApproved
+            | Reason::CertificateRevoked
+            | Reason::CertificateExpired
+            | Reason::RevocationUnknown
+            | Reason::Denied
+            | Reason::NotAllowed
+            | Reason::NotInRegister
+            | Reason::NotAuthorised
+            | Reason::ServicesNotCovered
+            | Reason::NotPassported
+            | Reason::NoTemporaryPermission
+            | Reason::CrossBorderRefused
+            | Reason::RolesNotCovered => true,
+        }
     }
 
-    /// Certificate problems are 401; register and role problems 403.
-    pub fn is_certificate_problem(&self) -> bool {
+    /// The HTTP status of a refusal for this reason, in every response dialect: the one table
+    /// of 401 and 403. Certificate problems (missing, unreadable, not trusted, revoked,
+    /// expired, status unknown, or blocked by the allow and deny lists) are 401; register and
+    /// role problems 403.
+    pub fn status(&self) -> StatusCode {
         match self {
             Reason::CertificateMissing
             | Reason::CertificateUnreadable
@@ -126,14 +143,14 @@ impl Reason {
             | Reason::CertificateExpired
             | Reason::RevocationUnknown
             | Reason::Denied
-            | Reason::NotAllowed => true,
+            | Reason::NotAllowed => StatusCode::UNAUTHORIZED,
             Reason::NotInRegister
             | Reason::NotAuthorised
             | Reason::ServicesNotCovered
             | Reason::NotPassported
             | Reason::NoTemporaryPermission
             | Reason::CrossBorderRefused
-            | Reason::RolesNotCovered => false,
+            | Reason::RolesNotCovered => StatusCode::FORBIDDEN,
         }
     }
 }
@@ -160,7 +177,7 @@ impl Rejection {
     }
 }
 
-/// Leave to forward one call. Only [`decide`] and [`Permit::report_only`] make one.
+/// Leave to forward one call. Only [`decide`] and [`decide_report_only`] make one.
 #[derive(Debug, Clone)]
 pub struct Permit {
     report: Arc<CheckReport>,
@@ -174,7 +191,7 @@ pub struct Permit {
 impl Permit {
     /// Report-only mode: forward although the rule refused; the refusal travels with the
     /// permit so that it is logged and signalled to the upstream.
-    pub fn report_only(report: Arc<CheckReport>, rejection: Rejection) -> Permit {
+    fn report_only(report: Arc<CheckReport>, rejection: Rejection) -> Permit {
         Permit {
             report,
             services: ServiceSet::EMPTY,
@@ -241,7 +258,9 @@ pub fn decide(
     // Hub directories publish permission tiers, not services.
     let home_kind = match &report.registers.home_outcome {
         HomeOutcome::Found { kind, .. } => *kind,
-        _ => RegisterKind::Psd2,
+        HomeOutcome::NotPsdForm | HomeOutcome::NoRegister { .. } | HomeOutcome::NotFound { .. } => {
+            RegisterKind::Psd2
+        }
     };
     let services = |e: &CategoryEntryBlock| as_services(e.psp_payment_services, home_kind);
     let covering: Vec<&CategoryEntryBlock> = accepted
@@ -335,6 +354,22 @@ pub fn decide(
     })
 }
 
+/// The rule in report-only mode (`danger.gateway_report_only`): the permit of [`decide`], or
+/// when it refuses, a permit that carries the refusal it did not enforce
+/// ([`Permit::not_enforced`]), for the audit log and the upstream's report-only header. The
+/// refusal's services are empty: no service is asserted for a PSP the rule refused.
+pub fn decide_report_only(
+    policy: &Policy,
+    report: Arc<CheckReport>,
+    certificate: &PspCertificate,
+    required: ServiceSet,
+) -> Permit {
+    match decide(policy, report.clone(), certificate, required) {
+        Ok(permit) => permit,
+        Err(rejection) => Permit::report_only(report, rejection),
+    }
+}
+
 /// Step 1: the four flags, first failure wins in a fixed order.
 fn certificate_flags(report: &CheckReport) -> Result<(), Rejection> {
     let v = &report.validity;
@@ -387,6 +422,8 @@ fn as_services(published: ServiceSet, kind: RegisterKind) -> ServiceSet {
                     4 => {
                         s.insert(PaymentService::PAYMENT_INITIATION);
                     }
+                    // A number, not an enum: tiers 1 and 2 and any other number stand for no
+                    // PSD2 service (see above), so nothing is granted.
                     _ => {}
                 }
             }

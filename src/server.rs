@@ -1,4 +1,6 @@
-//! Serving HTTP on a listener: the plumbing every listener shares (API, gateway, admin).
+//! Serving HTTP on a listener: the plumbing every listener shares (API, gateway, admin), and the
+//! HTTP pieces more than one face uses (request ids, the contract's error body, JSON
+//! responses), so that no face imports another.
 //!
 //! ```text
 //!  accept ─▶ connection permit ─▶ per-source cap ─▶ TCP_NODELAY ─▶ [TLS handshake, bounded]
@@ -16,10 +18,14 @@
 //! here; tokio-rustls has no handshake timeout of its own, so the accept is wrapped in one.
 
 mod cidr;
+mod error_body;
 mod idle;
+mod request_id;
 
 pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
+pub use error_body::contract_error;
 pub use idle::TrackedBody;
+pub use request_id::new_request_id;
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -9,8 +9,8 @@ use common::service::*;
 use common::test_pki::{test_config, test_pki};
 use common::*;
 use http::{Method, StatusCode};
-use psp_gateway::checker::{Checker, ReferenceData, Revocation};
 use psp_gateway::revocation::RevocationChecker;
+use psp_gateway::service::{CheckService, ReferenceData, Revocation};
 
 const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
 
@@ -41,14 +41,14 @@ async fn check(addr: std::net::SocketAddr, eidas: &str, jurisdiction: &str) -> R
 /// any HTTP: the endpoint must add nothing and lose nothing.
 async fn expected_body(name: &str, jurisdiction: &str) -> serde_json::Value {
     let config = test_config(|t| t);
-    let checker = Checker::new(
+    let service = CheckService::new(
         ReferenceData::load(&config, 1).expect("reference data"),
         Revocation::Fetch(RevocationChecker::new(&config.revocation).expect("revocation")),
         std::time::Duration::ZERO,
         1,
     );
     let cert = load_cert(&test_pki().psp(name));
-    let report = checker
+    let report = service
         .check(
             std::sync::Arc::new(cert),
             std::sync::Arc::new(Vec::new()),

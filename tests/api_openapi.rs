@@ -1066,7 +1066,7 @@ async fn every_error_of_the_table_conforms_to_its_status() {
     let anchors = all_anchors();
     let mut produced = BTreeSet::new();
     for error in every_api_error() {
-        let id = psp_gateway::api::new_request_id();
+        let id = psp_gateway::server::new_request_id();
         let response = error.response(&id, LINK_BASE);
         let status = response.status();
         let headers = response.headers().clone();

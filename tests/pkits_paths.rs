@@ -10,7 +10,7 @@
 //! SUCCESS, `Invalid` → FAILURE), PKITS's default settings.
 //!
 //! Revocation: the gateway checks the revocation of the certificate it is given, not of the
-//! CAs above it (`checker.rs`: evidence for `revocation_issuer()` only). For every case the
+//! CAs above it (`service.rs`: evidence for `revocation_issuer()` only). For every case the
 //! harness evaluates the leaf's CRLs with the product's CRL code and counts notRevoked, so a
 //! leaf without a usable CRL is invalid, as PKITS wants. Cases whose point is a CA's
 //! revocation are recorded divergences (`tests/data/pkits-divergences.toml`).

@@ -146,7 +146,10 @@ fn certificate_problems_are_named_in_a_fixed_order() {
         Err(Reason::RevocationUnknown),
         "no verified evidence: fail closed"
     );
-    assert!(Reason::RevocationUnknown.is_certificate_problem());
+    assert_eq!(
+        Reason::RevocationUnknown.status(),
+        http::StatusCode::UNAUTHORIZED
+    );
 }
 
 #[test]
@@ -167,7 +170,10 @@ fn register_problems_are_refused() {
         Err(Reason::ServicesNotCovered),
         "the register's services count, not the certificate's roles"
     );
-    assert!(!Reason::ServicesNotCovered.is_certificate_problem());
+    assert_eq!(
+        Reason::ServicesNotCovered.status(),
+        http::StatusCode::FORBIDDEN
+    );
     let mut only_authorised = rule("XX");
     only_authorised.accepted_statuses = vec![AuthStatus::Authorised];
     assert_eq!(

@@ -28,9 +28,9 @@ fn write_config(dir: &std::path::Path, registers_xx: &str) -> std::path::PathBuf
 #[tokio::test]
 async fn a_failed_reload_keeps_the_current_data_and_a_good_one_swaps_it_whole() {
     let running = start(test_config(|t| t)).await;
-    let checker = running.checker.clone();
-    assert_eq!(checker.data().generation, 1);
-    let before = checker.data().registers.registers().len();
+    let service = running.service.clone();
+    assert_eq!(service.data().generation, 1);
+    let before = service.data().registers.registers().len();
 
     let dir = std::env::temp_dir().join(format!("psp-gateway-reload-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
@@ -40,28 +40,28 @@ async fn a_failed_reload_keeps_the_current_data_and_a_good_one_swaps_it_whole() 
     let broken = dir.join("XX-broken.json");
     std::fs::write(&broken, &good[..good.len() / 2]).expect("write");
     let path = write_config(&dir, &broken.display().to_string());
-    app::reload(&path, &checker);
+    app::reload(&path, &service);
     assert_eq!(
-        checker.data().generation,
+        service.data().generation,
         1,
         "a failed reload is not applied"
     );
-    assert_eq!(checker.data().registers.registers().len(), before);
+    assert_eq!(service.data().registers.registers().len(), before);
 
     // A configuration that does not parse: refused too.
     let bad_toml = dir.join("bad.toml");
     std::fs::write(&bad_toml, "[checks\n").expect("write");
-    app::reload(&bad_toml, &checker);
-    assert_eq!(checker.data().generation, 1);
+    app::reload(&bad_toml, &service);
+    assert_eq!(service.data().generation, 1);
 
     // A good one: a new generation, every part loaded.
     let copy = dir.join("XX.json");
     std::fs::write(&copy, &good).expect("write");
     let path = write_config(&dir, &copy.display().to_string());
-    app::reload(&path, &checker);
-    assert_eq!(checker.data().generation, 2);
-    assert_eq!(checker.data().registers.registers().len(), before);
-    assert!(!checker.data().trust.is_empty());
+    app::reload(&path, &service);
+    assert_eq!(service.data().generation, 2);
+    assert_eq!(service.data().registers.registers().len(), before);
+    assert!(!service.data().trust.is_empty());
 
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

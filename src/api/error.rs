@@ -1,12 +1,11 @@
 //! The endpoint's error table: every failure, its status, its code and its title, in one
 //! exhaustive `match` (a new failure forces a decision). Bodies are the contract's
-//! `{"errors":[{"id","code","title","link"}]}` with a unique `id`, also sent as `x-request-id`.
+//! `{"errors":[{"id","code","title","link"}]}` ([`crate::server::contract_error`]) with a
+//! unique `id`, also sent as `x-request-id`.
 
+use crate::server::{Body, contract_error};
 use http::{HeaderValue, StatusCode, header};
 use hyper::Response;
-use serde::Serialize;
-
-use crate::server::{Body, json_response};
 
 /// A request the endpoint refuses, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,16 +119,7 @@ impl ApiError {
     /// The error response, with `id` = `request_id`.
     pub fn response(&self, request_id: &str, link_base: &str) -> Response<Body> {
         let (status, code, title) = self.parts();
-        let body = ErrorBody {
-            errors: [ErrorObject {
-                id: request_id,
-                code,
-                title: &title,
-                link: format!("{link_base}{code}"),
-            }],
-        };
-        let json = serde_json::to_vec(&body).unwrap_or_default();
-        let mut response = json_response(status, json, request_id);
+        let mut response = contract_error(status, request_id, code, &title, link_base);
         let headers = response.headers_mut();
         match self {
             ApiError::MethodNotAllowed => {
@@ -161,17 +151,4 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         self.parts().1
     }
-}
-
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    errors: [ErrorObject<'a>; 1],
-}
-
-#[derive(Serialize)]
-struct ErrorObject<'a> {
-    id: &'a str,
-    code: &'static str,
-    title: &'a str,
-    link: String,
 }

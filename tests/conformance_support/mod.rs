@@ -1,12 +1,12 @@
 //! What the conformance harnesses (`tests/x509_limbo.rs`, `tests/pkits_paths.rs`) share: how a
 //! peer suite's case is put to the real check core, and how known divergences are recorded.
 //!
-//! The check core is driven as a black box, through the same calls the gateway's checker makes
-//! (`resolve_issuer`, then revocation evidence for the issuer it names, then `report`). The
-//! suite's trust anchors become the issuers of one trust source; the case passes when
-//! `validQTSP && validSignature && notExpired`, and also `notRevoked` when the case brings
-//! CRLs. Everything that builds product values is in [`trust_list`] and [`run_case`], so an API
-//! change touches only these two functions.
+//! The check core is driven as a black box, through the same calls the checking service
+//! (`src/service.rs`) makes (`resolve_issuer`, then revocation evidence for the issuer it
+//! names, then `report`). The suite's trust anchors become the issuers of one trust source;
+//! the case passes when `validQTSP && validSignature && notExpired`, and also `notRevoked`
+//! when the case brings CRLs. Everything that builds product values is in [`trust_list`] and
+//! [`run_case`], so an API change touches only these two functions.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -160,7 +160,7 @@ pub fn run_case(
         trust: &trust,
         registers: &registers,
     };
-    // As the gateway's checker does: resolve first, to know whose CRLs may be used.
+    // As the checking service does: resolve first, to know whose CRLs may be used.
     let resolution = check::resolve_issuer(&input, &trust);
     let evidence = match crls {
         None => RevocationEvidence::not_checked("no revocation data in this case"),

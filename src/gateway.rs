@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  path ─▶ route ─▶ identity ─▶ check (cached) ─▶ access rule ─▶ forward ──▶ bank API
-//!  (norm-  (path,    (handshake    (checker)        (policy:      (identity
+//!  (norm-  (path,    (handshake    (service)        (policy:      (identity
 //!  alised)  method)   chain, or                      Permit or     headers,
 //!                     header from                    Rejection)    streaming)
 //!                     a trusted LB)
@@ -33,14 +33,13 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use time::OffsetDateTime;
 
-use crate::api::new_request_id;
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
-use crate::checker::Checker;
 use crate::config::Config;
 use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection};
 use crate::register::ServiceSet;
-use crate::server::{Body, Cidr, ConnInfo};
+use crate::server::{Body, Cidr, ConnInfo, new_request_id};
+use crate::service::CheckService;
 
 pub use config::{Dialect, GatewayConfig, IdentitySource};
 pub use dialect::Failure;
@@ -68,7 +67,7 @@ impl Route {
 
 /// Everything the gateway needs, built once at start-up.
 pub struct GatewayState {
-    checker: Arc<Checker>,
+    service: Arc<CheckService>,
     policy: Policy,
     /// Longest prefix first.
     routes: Vec<Route>,
@@ -91,7 +90,7 @@ impl GatewayState {
     pub fn new(
         config: &Config,
         g: &GatewayConfig,
-        checker: Arc<Checker>,
+        service: Arc<CheckService>,
         upstream_url: &str,
     ) -> Result<GatewayState, String> {
         let mut routes: Vec<Route> = g
@@ -117,7 +116,7 @@ impl GatewayState {
             std::time::Duration::from_millis(g.upstream_timeout_ms),
         )?;
         Ok(GatewayState {
-            checker,
+            service,
             policy: Policy {
                 jurisdiction: g.jurisdiction,
                 cross_border: g
@@ -196,7 +195,10 @@ pub async fn handle(
                 reason = failure.code(),
                 detail = match &failure {
                     Failure::PathRefused(r) => r.code(),
-                    _ => "",
+                    Failure::Refused(_)
+                    | Failure::RouteUnknown
+                    | Failure::UpstreamUnavailable
+                    | Failure::UpstreamTimeout => "",
                 },
                 "gateway refused"
             );
@@ -240,7 +242,7 @@ async fn admit_and_forward(
         .collect();
 
     let report = state
-        .checker
+        .service
         .check(
             certificate.clone(),
             Arc::new(intermediates),
@@ -248,8 +250,10 @@ async fn admit_and_forward(
             OffsetDateTime::now_utc(),
         )
         .await;
-    let decision = match policy::decide(&state.policy, report.clone(), &certificate, required) {
-        Err(rejection) if state.report_only => {
+    let decision = if state.report_only {
+        let permit =
+            policy::decide_report_only(&state.policy, report.clone(), &certificate, required);
+        if let Some(rejection) = permit.not_enforced() {
             tracing::warn!(
                 target: "audit",
                 check_id = %check_id,
@@ -257,9 +261,10 @@ async fn admit_and_forward(
                 reason = rejection.reason.code(),
                 "report-only: would have refused, forwarding"
             );
-            Ok(Permit::report_only(report.clone(), rejection))
         }
-        other => other,
+        Ok(permit)
+    } else {
+        policy::decide(&state.policy, report.clone(), &certificate, required)
     };
     audit_decision(
         check_id,
@@ -289,24 +294,32 @@ async fn admit_and_forward(
         configured: &state.strip_headers,
     };
     let upstream_req = forward::prepare(&state.upstream, req, path, &hop, strip, identity)
-        .map_err(|e| {
-            tracing::error!(check_id = %check_id, error = %e, "cannot build the upstream request");
-            Failure::UpstreamUnavailable
-        })?;
+        .map_err(|e| forward_failure(e, check_id))?;
     state
         .upstream
         .send(upstream_req)
         .await
-        .map_err(|e| match e {
-            ForwardError::Timeout => {
-                tracing::warn!(check_id = %check_id, "upstream timed out");
-                Failure::UpstreamTimeout
-            }
-            ForwardError::Unavailable(e) => {
-                tracing::warn!(check_id = %check_id, error = %e, "upstream unavailable");
-                Failure::UpstreamUnavailable
-            }
-        })
+        .map_err(|e| forward_failure(e, check_id))
+}
+
+/// Every forwarding error, logged with its detail and mapped to the failure the client sees:
+/// the upstream unreachable or broken is 502, its silence 504. A request that cannot be built
+/// is 502 as well (it names the upstream's URI, which comes from the configuration).
+fn forward_failure(error: ForwardError, check_id: &str) -> Failure {
+    match error {
+        ForwardError::RequestBuild(detail) => {
+            tracing::error!(check_id = %check_id, error = %detail, "cannot build the upstream request");
+            Failure::UpstreamUnavailable
+        }
+        ForwardError::Connect(detail) | ForwardError::Protocol(detail) => {
+            tracing::warn!(check_id = %check_id, error = %detail, "upstream unavailable");
+            Failure::UpstreamUnavailable
+        }
+        ForwardError::Timeout => {
+            tracing::warn!(check_id = %check_id, "upstream timed out");
+            Failure::UpstreamTimeout
+        }
+    }
 }
 
 /// One audit record per decision of the access rule, with the check's details.

@@ -8,7 +8,8 @@
 //!   `{"Code":"401","Id":<check id>,"Message":…,"Errors":[{"ErrorCode":…,"Message":…}]}`.
 //!   The OB enumeration has no certificate codes: `ErrorCode` carries the Berlin Group-style
 //!   code prefixed `PSPGW.` (documented in docs/errors.md), except where OB has one.
-//! - The contract's `{"errors":[{"id","code","title","link"}]}`.
+//! - The contract's `{"errors":[{"id","code","title","link"}]}`, built by
+//!   [`crate::server::contract_error`] as the check endpoint's errors are.
 
 use http::StatusCode;
 use hyper::Response;
@@ -17,7 +18,7 @@ use serde_json::json;
 use super::config::Dialect;
 use super::path::PathRefusal;
 use crate::policy::{Reason, Rejection};
-use crate::server::{Body, json_response};
+use crate::server::{Body, contract_error, json_response};
 
 /// Every way the gateway refuses or fails a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,11 +41,7 @@ impl Failure {
     fn parts(&self) -> (StatusCode, &'static str, &'static str, String) {
         match self {
             Failure::Refused(r) => {
-                let status = if r.reason.is_certificate_problem() {
-                    StatusCode::UNAUTHORIZED
-                } else {
-                    StatusCode::FORBIDDEN
-                };
+                let status = r.reason.status();
                 let bg = match r.reason {
                     Reason::CertificateMissing => "CERTIFICATE_MISSING",
                     Reason::CertificateExpired => "CERTIFICATE_EXPIRED",
@@ -121,14 +118,9 @@ impl Failure {
                     "Message": text,
                 }]
             }),
-            Dialect::Contract => json!({
-                "errors": [{
-                    "id": check_id,
-                    "code": code,
-                    "title": text,
-                    "link": format!("{link_base}{code}"),
-                }]
-            }),
+            Dialect::Contract => {
+                return contract_error(status, check_id, code, &text, link_base);
+            }
         };
         json_response(status, body.to_string(), check_id)
     }

@@ -91,7 +91,7 @@ pub enum Revocation {
 pub const OFFLINE: &str = "revocation evidence not fetched: offline check (--offline)";
 
 /// The checking service.
-pub struct Checker {
+pub struct CheckService {
     data: ArcSwap<ReferenceData>,
     revocation: Revocation,
     cache: moka::future::Cache<Key, Cached>,
@@ -103,14 +103,14 @@ pub struct Checker {
 /// same order of time).
 const FAILED_EVIDENCE_TTL: Duration = Duration::from_secs(30);
 
-impl Checker {
+impl CheckService {
     pub fn new(
         data: ReferenceData,
         revocation: Revocation,
         result_ttl: Duration,
         max_entries: u64,
-    ) -> Checker {
-        Checker {
+    ) -> CheckService {
+        CheckService {
             data: ArcSwap::from_pointee(data),
             revocation,
             cache: moka::future::Cache::builder()

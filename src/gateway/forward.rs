@@ -26,7 +26,7 @@ use crate::policy::Permit;
 use crate::server::{Body, BodyError};
 
 /// Hop-by-hop headers (RFC 9110 section 7.6.1), plus `proxy-connection` and
-/// `proxy-authorization`, which only concern the hop to this proxy.
+/// `proxy-authorization`, which only concern the hop to this gateway.
 const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "proxy-connection",
@@ -73,10 +73,20 @@ pub const OVERRIDE_HEADERS: [&str; 10] = [
     "x-method-override",
 ];
 
-/// Why a call could not be forwarded.
-#[derive(Debug)]
+/// Why a call could not be forwarded. The gateway maps each one to its status in one
+/// exhaustive `match` (`gateway::forward_failure`); the `String`s are the detail for the log,
+/// never sent to the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ForwardError {
-    Unavailable(String),
+    /// The upstream request could not be built from the inbound one (its URI or a header).
+    RequestBuild(String),
+    /// No connection to the upstream: refused, unreachable, name resolution, TLS handshake,
+    /// or over `gateway.upstream_connect_timeout_ms`.
+    Connect(String),
+    /// A connection was made but the exchange failed: closed early, or a response that
+    /// cannot be read.
+    Protocol(String),
+    /// No response within `gateway.upstream_timeout_ms`.
     Timeout,
 }
 
@@ -146,7 +156,8 @@ impl Upstream {
         let sent = tokio::time::timeout(self.timeout, self.client.request(req)).await;
         let response = match sent {
             Err(_) => return Err(ForwardError::Timeout),
-            Ok(Err(e)) => return Err(ForwardError::Unavailable(e.to_string())),
+            Ok(Err(e)) if e.is_connect() => return Err(ForwardError::Connect(e.to_string())),
+            Ok(Err(e)) => return Err(ForwardError::Protocol(e.to_string())),
             Ok(Ok(r)) => r,
         };
         let (mut parts, body) = response.into_parts();
@@ -208,7 +219,7 @@ pub fn prepare(
     hop: &Hop,
     strip: Strip<'_>,
     identity: Identity<'_>,
-) -> Result<Request<Body>, http::Error> {
+) -> Result<Request<Body>, ForwardError> {
     let names = strip.names;
     let Identity {
         permit,
@@ -222,7 +233,9 @@ pub fn prepare(
             .authority()
             .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
     });
-    parts.uri = upstream.uri_for(path, parts.uri.query())?;
+    parts.uri = upstream
+        .uri_for(path, parts.uri.query())
+        .map_err(|e| ForwardError::RequestBuild(e.to_string()))?;
     parts.version = Version::HTTP_11;
     let h = &mut parts.headers;
     remove_hop_by_hop(h);
