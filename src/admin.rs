@@ -10,7 +10,6 @@ use hyper::{Request, Response};
 use http_body_util::{BodyExt, Limited};
 use time::OffsetDateTime;
 
-use crate::config::Config;
 use crate::sandbox::SandboxResponder;
 use crate::server::{Body, full};
 use crate::service::CheckService;
@@ -26,12 +25,15 @@ pub struct AdminState {
 const MAX_ADMIN_BODY: usize = 64 * 1024;
 
 impl AdminState {
-    pub fn new(config: &Config, service: Arc<CheckService>) -> Result<AdminState, String> {
-        let responder = if config.sandbox.enabled {
-            let dir = config.resolve(&config.sandbox.certs);
-            Some(SandboxResponder::load(&dir).map_err(|e| e.to_string())?)
-        } else {
-            None
+    /// `sandbox_certs`: the sandbox PKI directory whose CRLs and OCSP answers the listener
+    /// serves, when the sandbox is enabled.
+    pub fn new(
+        sandbox_certs: Option<&std::path::Path>,
+        service: Arc<CheckService>,
+    ) -> Result<AdminState, String> {
+        let responder = match sandbox_certs {
+            Some(dir) => Some(SandboxResponder::load(dir).map_err(|e| e.to_string())?),
+            None => None,
         };
         Ok(AdminState { service, responder })
     }

@@ -15,6 +15,7 @@
 //! 6. the check (cached), and the 200 body.
 
 pub mod auth;
+pub mod config;
 pub mod error;
 pub mod limiter;
 
@@ -28,7 +29,6 @@ use hyper::{Request, Response};
 use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
-use crate::config::{ApiConfig, Config};
 use crate::country::CountryCode;
 use crate::server::{
     Body, Cidr, ConnInfo, client_address, full, json_response, new_request_id, source_key,
@@ -36,6 +36,7 @@ use crate::server::{
 use crate::service::CheckService;
 
 pub use auth::{AuthFailure, Authenticator, LoginLimits};
+pub use config::{ApiConfig, Credential, FailedLoginConfig, RateLimitConfig};
 pub use error::ApiError;
 pub use limiter::KeyedLimiter;
 
@@ -84,7 +85,14 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    pub fn new(config: &Config, api: &ApiConfig, service: Arc<CheckService>) -> ApiState {
+    /// The endpoint's state: its `[api]` settings, the transaction jurisdictions it accepts
+    /// and the base of its error links (`[checks]`), and the checking service.
+    pub fn new(
+        api: &ApiConfig,
+        valid_jurisdictions: std::collections::BTreeSet<CountryCode>,
+        error_link_base: String,
+        service: Arc<CheckService>,
+    ) -> ApiState {
         ApiState {
             service,
             auth: Authenticator::new(&api.credentials, LoginLimits::from_config(api)),
@@ -95,9 +103,9 @@ impl ApiState {
             ),
             ipv6_prefix: api.rate_limit.ipv6_prefix,
             trusted_proxies: api.trusted_proxies.clone(),
-            valid_jurisdictions: config.checks.valid_jurisdictions(),
+            valid_jurisdictions,
             max_eidas_header_bytes: api.max_eidas_header_bytes,
-            error_link_base: config.checks.error_link_base.clone(),
+            error_link_base,
         }
     }
 }

@@ -20,8 +20,9 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
-use crate::config::{Config, TlsFiles};
+use crate::config::Config;
 use crate::gateway::GatewayState;
+use crate::server::TlsFiles;
 use crate::server::{self, Handler};
 use crate::service::{CheckService, ReferenceData};
 
@@ -85,7 +86,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             "fail-closed default relaxed by configuration"
         );
     }
-    let data = ReferenceData::load(&config, 1)?;
+    let data = ReferenceData::load(&config.data_sources(), 1)?;
     tracing::info!(
         trust_sources = data.trust.sources().len(),
         trusted_issuers = data.trust.issuers().len(),
@@ -162,7 +163,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 
     if let (Some(listener), Some(api)) = (api_listener, &config.api) {
         running.api = listener.local_addr().ok();
-        let state = Arc::new(ApiState::new(&config, api, service.clone()));
+        let state = Arc::new(ApiState::new(
+            api,
+            config.checks.valid_jurisdictions(),
+            config.checks.error_link_base.clone(),
+            service.clone(),
+        ));
         let sweep_state = state.clone();
         let mut sweep_shutdown = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {
@@ -205,14 +211,19 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 
     if let (Some(listener), Some(g)) = (gateway_listener, &config.gateway) {
         running.gateway = listener.local_addr().ok();
-        let upstream = match running.echo {
-            Some(addr) => format!("http://{addr}"),
-            None => g.upstream.clone(),
+        let around = crate::gateway::Surroundings {
+            upstream_url: match running.echo {
+                Some(addr) => format!("http://{addr}"),
+                None => g.upstream.clone(),
+            },
+            upstream_ca: g.upstream_ca.as_deref().map(|p| config.resolve(p)),
+            report_only: config.danger.gateway_report_only,
+            forward_unmatched_routes: config.danger.forward_unmatched_routes,
+            error_link_base: config.checks.error_link_base.clone(),
         };
-        let state = Arc::new(
-            GatewayState::new(&config, g, service.clone(), &upstream)
-                .map_err(StartError::Gateway)?,
-        );
+        let upstream = around.upstream_url.clone();
+        let state =
+            Arc::new(GatewayState::new(g, around, service.clone()).map_err(StartError::Gateway)?);
         let handler: Handler = Arc::new(move |req: Request<_>, conn| {
             let state = state.clone();
             Box::pin(async move { crate::gateway::handle(state, req, conn).await })
@@ -234,8 +245,17 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 
     if let Some(listener) = admin_listener {
         running.admin = listener.local_addr().ok();
-        let state =
-            Arc::new(AdminState::new(&config, service.clone()).map_err(StartError::Sandbox)?);
+        let state = Arc::new(
+            AdminState::new(
+                config
+                    .sandbox
+                    .enabled
+                    .then(|| config.resolve(&config.sandbox.certs))
+                    .as_deref(),
+                service.clone(),
+            )
+            .map_err(StartError::Sandbox)?,
+        );
         let handler: Handler = Arc::new(move |req: Request<_>, _conn| {
             let state = state.clone();
             Box::pin(async move { admin::handle(state, req).await })
@@ -352,7 +372,7 @@ pub fn reload(config_path: &Path, service: &CheckService) {
             return;
         }
     };
-    match service.reload(&config) {
+    match service.reload(&config.data_sources()) {
         Ok(generation) => tracing::info!(generation, "reference data reloaded"),
         Err(e) => tracing::error!(error = %e, "reload failed; current data kept"),
     }

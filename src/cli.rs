@@ -259,7 +259,7 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
             trusted_lists: vec![path],
         });
     }
-    let data = ReferenceData::load(&config, 1).map_err(|e| e.to_string())?;
+    let data = ReferenceData::load(&config.data_sources(), 1).map_err(|e| e.to_string())?;
     let revocation = if args.offline {
         Revocation::Offline
     } else {

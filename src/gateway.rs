@@ -35,7 +35,6 @@ use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
-use crate::config::Config;
 use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection};
 use crate::register::ServiceSet;
 use crate::server::{Body, Cidr, ConnInfo, new_request_id};
@@ -85,13 +84,26 @@ pub struct GatewayState {
     link_base: String,
 }
 
+/// What the gateway takes from outside its own `[gateway]` section: where its upstream is,
+/// the `[danger]` relaxations that concern it, and the base of error links (`[checks]`).
+#[derive(Debug, Clone)]
+pub struct Surroundings {
+    /// The configured upstream, or the sandbox echo's address.
+    pub upstream_url: String,
+    /// `upstream_ca`, resolved against the configuration file's directory.
+    pub upstream_ca: Option<std::path::PathBuf>,
+    /// `danger.gateway_report_only`.
+    pub report_only: bool,
+    /// `danger.forward_unmatched_routes`.
+    pub forward_unmatched_routes: bool,
+    pub error_link_base: String,
+}
+
 impl GatewayState {
-    /// `upstream_url` is the configured upstream, or the sandbox echo's address.
     pub fn new(
-        config: &Config,
         g: &GatewayConfig,
+        around: Surroundings,
         service: Arc<CheckService>,
-        upstream_url: &str,
     ) -> Result<GatewayState, String> {
         let mut routes: Vec<Route> = g
             .routes
@@ -107,11 +119,8 @@ impl GatewayState {
             .collect();
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         let upstream = Upstream::new(
-            upstream_url,
-            g.upstream_ca
-                .as_deref()
-                .map(|p| config.resolve(p))
-                .as_deref(),
+            &around.upstream_url,
+            around.upstream_ca.as_deref(),
             std::time::Duration::from_millis(g.upstream_connect_timeout_ms),
             std::time::Duration::from_millis(g.upstream_timeout_ms),
         )?;
@@ -145,9 +154,9 @@ impl GatewayState {
                 })
                 .collect::<Result<_, _>>()?,
             upstream,
-            report_only: config.danger.gateway_report_only,
-            forward_unmatched: config.danger.forward_unmatched_routes,
-            link_base: config.checks.error_link_base.clone(),
+            report_only: around.report_only,
+            forward_unmatched: around.forward_unmatched_routes,
+            link_base: around.error_link_base,
         })
     }
 

@@ -388,3 +388,11 @@ async fn serve_connection<S>(
         }
     }
 }
+
+/// A server certificate chain and its private key (PEM files).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}

@@ -2,6 +2,7 @@
 //! snapshots (swapped atomically on reload), gathers revocation evidence, runs the core and
 //! caches results. The endpoint, the gateway and the CLI all check through it.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,11 +11,10 @@ use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
 use crate::check::{self, CheckInput, CheckReport, RevocationEvidence, Snapshots};
-use crate::config::Config;
 use crate::country::CountryCode;
-use crate::register::{RegisterLoadError, RegisterSnapshot};
+use crate::register::{RegisterConfig, RegisterLoadError, RegisterSnapshot};
 use crate::revocation::RevocationChecker;
-use crate::trust::{TrustList, TrustLoadError};
+use crate::trust::{SourceSpec, TrustList, TrustLoadError};
 
 /// One consistent set of reference data.
 #[derive(Debug)]
@@ -36,11 +36,21 @@ pub enum LoadError {
     Registers(#[from] RegisterLoadError),
 }
 
+/// Where the reference data comes from: the trust sources and the register files, as the
+/// configuration names them (`Config::data_sources`).
+#[derive(Debug, Clone)]
+pub struct DataSources {
+    pub trust: Vec<SourceSpec>,
+    pub registers: RegisterConfig,
+    /// The directory register paths are relative to.
+    pub base_dir: PathBuf,
+}
+
 impl ReferenceData {
-    /// Loads the trust list and the registers named by `config`, completely or not at all.
-    pub fn load(config: &Config, generation: u64) -> Result<ReferenceData, LoadError> {
-        let trust = config.load_trust()?;
-        let (registers, _) = RegisterSnapshot::load(&config.registers, &config.base_dir)?;
+    /// Loads the trust list and the registers, completely or not at all.
+    pub fn load(sources: &DataSources, generation: u64) -> Result<ReferenceData, LoadError> {
+        let trust = TrustList::load(&sources.trust)?;
+        let (registers, _) = RegisterSnapshot::load(&sources.registers, &sources.base_dir)?;
         Ok(ReferenceData {
             trust,
             registers: registers.with_generation(generation),
@@ -134,11 +144,11 @@ impl CheckService {
         self.data.load_full()
     }
 
-    /// Reloads the reference data from `config`. On failure the current data stays in use and
-    /// the error is returned for the caller to report.
-    pub fn reload(&self, config: &Config) -> Result<u64, LoadError> {
+    /// Reloads the reference data from `sources`. On failure the current data stays in use
+    /// and the error is returned for the caller to report.
+    pub fn reload(&self, sources: &DataSources) -> Result<u64, LoadError> {
         let next = self.data.load().generation + 1;
-        let data = ReferenceData::load(config, next)?;
+        let data = ReferenceData::load(sources, next)?;
         self.data.store(Arc::new(data));
         Ok(next)
     }

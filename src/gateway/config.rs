@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::config::TlsFiles;
 use crate::country::CountryCode;
 use crate::policy::CrossBorderRule;
 use crate::register::{AuthStatus, ServiceSet};
 use crate::server::Cidr;
+use crate::server::TlsFiles;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
