@@ -84,7 +84,7 @@ pub enum TrustOutcome {
     /// `issuer` (index into [`TrustList::issuers`]) approves the certificate.
     Approved { issuer: usize },
     /// The issuer is in the trust list but does not approve this certificate here.
-    NotApproved { issuer: usize, reason: String },
+    NotApproved { issuer: usize, reason: Refusal },
     /// No trust-list issuer is the certificate's issuer.
     Unknown,
 }
@@ -450,22 +450,50 @@ pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolu
     }
 }
 
+/// Why a trust-list issuer does not approve the certificate here (the path to it may still be
+/// verified: `QTSPSource` is reported, `validQTSP` is false).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("trust source `{source_name}` is not approved for jurisdiction {jurisdiction}")]
+    Jurisdiction {
+        source_name: String,
+        jurisdiction: CountryCode,
+    },
+    /// The service's status, critical extensions or Qualifications at issuance.
+    #[error(transparent)]
+    Service(#[from] crate::trust::NotApproved),
+    #[error(
+        "QcType esign: an electronic-signature certificate is neither a website nor a seal certificate"
+    )]
+    ElectronicSignature,
+    #[error(
+        "the certificate has no QcType web or eseal, and trust source `{source_name}` rejects untyped certificates"
+    )]
+    Untyped { source_name: String },
+    #[error("the service is approved for no certificate kind")]
+    NoKind,
+    #[error("the service is not approved for {kind}")]
+    Kind { kind: CertKind },
+    #[error(
+        "the certificate has no QcCompliance statement, which trust source `{source_name}` requires"
+    )]
+    QcCompliance { source_name: String },
+}
+
 /// Whether trust-list issuer `issuer` approves the certificate for this jurisdiction; the
 /// reason when it does not.
-fn approval(input: &CheckInput<'_>, trust: &TrustList, issuer: usize) -> Result<(), String> {
+fn approval(input: &CheckInput<'_>, trust: &TrustList, issuer: usize) -> Result<(), Refusal> {
     let cert = input.certificate;
     let t = &trust.issuers()[issuer];
     let source = &trust.sources()[t.source];
     if !source.valid_for.contains(&input.jurisdiction) {
-        return Err(format!(
-            "trust source `{}` is not approved for jurisdiction {}",
-            source.name, input.jurisdiction
-        ));
+        return Err(Refusal::Jurisdiction {
+            source_name: source.name.clone(),
+            jurisdiction: input.jurisdiction,
+        });
     }
     // Status, critical extensions and the trusted list's Qualifications, judged at issuance.
-    let a = t
-        .approval_for(cert, cert.not_before)
-        .map_err(|e| e.to_string())?;
+    let a = t.approval_for(cert, cert.not_before)?;
     let types = cert
         .qc
         .as_ref()
@@ -477,7 +505,7 @@ fn approval(input: &CheckInput<'_>, trust: &TrustList, issuer: usize) -> Result<
             QcType::Web => kinds.push(CertKind::Web),
             QcType::ESeal => kinds.push(CertKind::Seal),
             QcType::ESign => {
-                return Err("QcType esign: an electronic-signature certificate is neither a website nor a seal certificate".to_owned());
+                return Err(Refusal::ElectronicSignature);
             }
             QcType::Other(_) => {}
         }
@@ -485,27 +513,25 @@ fn approval(input: &CheckInput<'_>, trust: &TrustList, issuer: usize) -> Result<
     if kinds.is_empty() {
         match source.untyped {
             UntypedPolicy::Reject => {
-                return Err(format!(
-                    "the certificate has no QcType web or eseal, and trust source `{}` rejects untyped certificates",
-                    source.name
-                ));
+                return Err(Refusal::Untyped {
+                    source_name: source.name.clone(),
+                });
             }
             UntypedPolicy::Accept if a.kinds.is_empty() => {
-                return Err("the service is approved for no certificate kind".to_owned());
+                return Err(Refusal::NoKind);
             }
             UntypedPolicy::Accept => {}
         }
     }
     if let Some(k) = kinds.iter().find(|k| !a.kinds.contains(k)) {
-        return Err(format!("the service is not approved for {k}"));
+        return Err(Refusal::Kind { kind: *k });
     }
     if source.qc_compliance == QcCompliancePolicy::Required
         && !cert.qc.as_ref().is_some_and(|q| q.has_compliance())
     {
-        return Err(format!(
-            "the certificate has no QcCompliance statement, which trust source `{}` requires",
-            source.name
-        ));
+        return Err(Refusal::QcCompliance {
+            source_name: source.name.clone(),
+        });
     }
     Ok(())
 }
@@ -572,7 +598,7 @@ mod tests {
 
     fn reason(o: TrustOutcome) -> String {
         match o {
-            TrustOutcome::NotApproved { reason, .. } => reason,
+            TrustOutcome::NotApproved { reason, .. } => reason.to_string(),
             other => panic!("expected NotApproved, got {other:?}"),
         }
     }

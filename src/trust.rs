@@ -165,7 +165,7 @@ pub enum NotApproved {
     #[error("the service was `{status}` at the certificate's issuance ({at})")]
     Inactive { status: String, at: OffsetDateTime },
     #[error(
-        "service extension {extension} is critical and not understood, so the service is not          used for its status at the certificate's issuance ({at})"
+        "service extension {extension} is critical and not understood, so the service is not used for its status at the certificate's issuance ({at})"
     )]
     CriticalExtension {
         extension: String,
