@@ -129,30 +129,52 @@ impl Reason {
         }
     }
 
-    /// The HTTP status of a refusal for this reason, in every response dialect: the one table
-    /// of 401 and 403. Certificate problems (missing, unreadable, not trusted, revoked,
-    /// expired, status unknown, or blocked by the allow and deny lists) are 401; register and
-    /// role problems 403.
-    pub fn status(&self) -> StatusCode {
+    /// What kind of problem the reason is: the one table behind every status and wire code.
+    /// Certificate problems (missing, unreadable, not trusted, revoked, expired, status
+    /// unknown, or blocked by the allow and deny lists) against register and role problems.
+    pub fn kind(&self) -> ReasonKind {
         match self {
-            Reason::CertificateMissing
-            | Reason::CertificateUnreadable
+            Reason::CertificateMissing => ReasonKind::CertificateMissing,
+            Reason::CertificateExpired => ReasonKind::CertificateExpired,
+            Reason::CertificateRevoked => ReasonKind::CertificateRevoked,
+            Reason::Denied | Reason::NotAllowed => ReasonKind::CertificateBlocked,
+            Reason::CertificateUnreadable
             | Reason::SignatureInvalid
             | Reason::IssuerNotApproved
-            | Reason::CertificateRevoked
-            | Reason::CertificateExpired
-            | Reason::RevocationUnknown
-            | Reason::Denied
-            | Reason::NotAllowed => StatusCode::UNAUTHORIZED,
+            | Reason::RevocationUnknown => ReasonKind::CertificateInvalid,
             Reason::NotInRegister
             | Reason::NotAuthorised
             | Reason::ServicesNotCovered
             | Reason::NotPassported
             | Reason::NoTemporaryPermission
             | Reason::CrossBorderRefused
-            | Reason::RolesNotCovered => StatusCode::FORBIDDEN,
+            | Reason::RolesNotCovered => ReasonKind::RegisterOrRole,
         }
     }
+
+    /// The HTTP status of a refusal for this reason, in every response dialect: certificate
+    /// problems 401, register and role problems 403.
+    pub fn status(&self) -> StatusCode {
+        match self.kind() {
+            ReasonKind::CertificateMissing
+            | ReasonKind::CertificateExpired
+            | ReasonKind::CertificateRevoked
+            | ReasonKind::CertificateBlocked
+            | ReasonKind::CertificateInvalid => StatusCode::UNAUTHORIZED,
+            ReasonKind::RegisterOrRole => StatusCode::FORBIDDEN,
+        }
+    }
+}
+
+/// The kinds of refusal reason ([`Reason::kind`]); each wire dialect names them its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasonKind {
+    CertificateMissing,
+    CertificateExpired,
+    CertificateRevoked,
+    CertificateBlocked,
+    CertificateInvalid,
+    RegisterOrRole,
 }
 
 impl fmt::Display for Reason {

@@ -36,8 +36,9 @@ use super::der;
 /// certificate a proxy can forward is refused here.
 pub const MAX_INPUT_LEN: usize = 64 * 1024;
 
+/// The PEM label of certificates (RFC 7468 section 5).
+const CERTIFICATE: &str = "CERTIFICATE";
 const PEM_BEGIN: &[u8] = b"-----BEGIN CERTIFICATE-----";
-const PEM_END: &[u8] = b"-----END CERTIFICATE-----";
 const PEM_ANY_BEGIN: &[u8] = b"-----BEGIN ";
 const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
 
@@ -101,7 +102,7 @@ fn decode(input: &[u8], want: Want) -> Result<Vec<Vec<u8>>, CertError> {
     }
 
     if find(&text, PEM_BEGIN).is_some() {
-        return decode_pem_blocks(&text, want);
+        return decode_pem_blocks(&text, CERTIFICATE, want);
     }
     if find(&text, PEM_ANY_BEGIN).is_some() {
         return Err(CertError::Encoding(
@@ -134,13 +135,35 @@ fn percent_decode_if_escaped(input: &[u8]) -> Vec<u8> {
     }
 }
 
-fn decode_pem_blocks(text: &[u8], want: Want) -> Result<Vec<Vec<u8>>, CertError> {
+/// The one PEM reader (RFC 7468): a DER value labelled `label` at the start of `input`
+/// (after whitespace), read with the same tolerant Base64 as certificates. `Ok(None)` when the
+/// input does not start with that PEM label (the caller then takes it as DER). CRLs use it.
+pub fn decode_pem(input: &[u8], label: &str) -> Result<Option<Vec<u8>>, CertError> {
+    let trimmed = input.trim_ascii_start();
+    let begin = format!("-----BEGIN {label}-----");
+    if !trimmed.starts_with(begin.as_bytes()) {
+        return Ok(None);
+    }
+    if !is_text(trimmed) {
+        return Err(CertError::Encoding(format!(
+            "PEM {label} input is not ASCII text"
+        )));
+    }
+    Ok(decode_pem_blocks(trimmed, label, Want::First)?
+        .into_iter()
+        .next())
+}
+
+fn decode_pem_blocks(text: &[u8], label: &str, want: Want) -> Result<Vec<Vec<u8>>, CertError> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end_line = format!("-----END {label}-----");
+    let (begin, end_line) = (begin.as_bytes(), end_line.as_bytes());
     let mut certs = Vec::new();
     let mut rest = text;
-    while let Some(start) = find(rest, PEM_BEGIN) {
-        let after_begin = &rest[start + PEM_BEGIN.len()..];
-        let end = find(after_begin, PEM_END).ok_or_else(|| {
-            CertError::Encoding("PEM CERTIFICATE block has no END line (truncated?)".to_owned())
+    while let Some(start) = find(rest, begin) {
+        let after_begin = &rest[start + begin.len()..];
+        let end = find(after_begin, end_line).ok_or_else(|| {
+            CertError::Encoding(format!("PEM {label} block has no END line (truncated?)"))
         })?;
         let body = &after_begin[..end];
         let der = decode_base64_der(body)?;
@@ -148,7 +171,7 @@ fn decode_pem_blocks(text: &[u8], want: Want) -> Result<Vec<Vec<u8>>, CertError>
             .map_err(|e| CertError::Encoding(format!("PEM block {}: {e}", certs.len() + 1)))?;
         if framed.len() != 1 {
             return Err(CertError::Encoding(format!(
-                "PEM block {} holds {} DER values, not one certificate",
+                "PEM block {} holds {} DER values, not one {label}",
                 certs.len() + 1,
                 framed.len()
             )));
@@ -157,7 +180,7 @@ fn decode_pem_blocks(text: &[u8], want: Want) -> Result<Vec<Vec<u8>>, CertError>
         if want == Want::First {
             break;
         }
-        rest = &after_begin[end + PEM_END.len()..];
+        rest = &after_begin[end + end_line.len()..];
     }
     Ok(certs)
 }

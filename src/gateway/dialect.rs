@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::config::Dialect;
 use super::path::PathRefusal;
-use crate::policy::{Reason, Rejection};
+use crate::policy::{ReasonKind, Rejection};
 use crate::server::{Body, contract_error, json_response};
 
 /// Every way the gateway refuses or fails a call.
@@ -42,22 +42,13 @@ impl Failure {
         match self {
             Failure::Refused(r) => {
                 let status = r.reason.status();
-                let bg = match r.reason {
-                    Reason::CertificateMissing => "CERTIFICATE_MISSING",
-                    Reason::CertificateExpired => "CERTIFICATE_EXPIRED",
-                    Reason::CertificateRevoked => "CERTIFICATE_REVOKED",
-                    Reason::Denied | Reason::NotAllowed => "CERTIFICATE_BLOCKED",
-                    Reason::CertificateUnreadable
-                    | Reason::SignatureInvalid
-                    | Reason::IssuerNotApproved
-                    | Reason::RevocationUnknown => "CERTIFICATE_INVALID",
-                    Reason::NotInRegister
-                    | Reason::NotAuthorised
-                    | Reason::ServicesNotCovered
-                    | Reason::NotPassported
-                    | Reason::NoTemporaryPermission
-                    | Reason::CrossBorderRefused
-                    | Reason::RolesNotCovered => "ROLE_INVALID",
+                let bg = match r.reason.kind() {
+                    ReasonKind::CertificateMissing => "CERTIFICATE_MISSING",
+                    ReasonKind::CertificateExpired => "CERTIFICATE_EXPIRED",
+                    ReasonKind::CertificateRevoked => "CERTIFICATE_REVOKED",
+                    ReasonKind::CertificateBlocked => "CERTIFICATE_BLOCKED",
+                    ReasonKind::CertificateInvalid => "CERTIFICATE_INVALID",
+                    ReasonKind::RegisterOrRole => "ROLE_INVALID",
                 };
                 (status, bg, r.reason.code(), r.detail.clone())
             }

@@ -27,7 +27,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use base64::Engine as _;
 use der::{Decode as _, Header, Reader as _, SliceReader};
 use time::OffsetDateTime;
 use x509_parser::extensions::{DistributionPointName, GeneralName, ParsedExtension, X509Extension};
@@ -51,8 +50,8 @@ const OID_INVALIDITY_DATE: &str = "2.5.29.24";
 const OID_HOLD_INSTRUCTION_CODE: &str = "2.5.29.23";
 const OID_CERTIFICATE_ISSUER: &str = "2.5.29.29";
 
-const PEM_BEGIN: &str = "-----BEGIN X509 CRL-----";
-const PEM_END: &str = "-----END X509 CRL-----";
+/// The PEM label of CRLs (RFC 7468 section 6).
+const PEM_LABEL: &str = "X509 CRL";
 
 /// Bytes of index per entry beyond the serial's octets, for the cache's weigher: the boxed
 /// serial's pointer and length and its allocation, the entry, the hash table's control byte
@@ -375,25 +374,15 @@ impl CrlIndex {
     }
 }
 
-/// DER as is; PEM (`-----BEGIN X509 CRL-----`) decoded. Distribution points are supposed to
-/// serve DER (RFC 5280 section 4.2.1.13) but some serve PEM.
+/// DER as is; PEM (`-----BEGIN X509 CRL-----`) decoded by the one PEM reader
+/// ([`crate::cert::input::decode_pem`]). Distribution points are supposed to serve DER (RFC
+/// 5280 section 4.2.1.13) but some serve PEM.
 fn decode(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, CrlError> {
-    let trimmed = bytes.trim_ascii_start();
-    if !trimmed.starts_with(PEM_BEGIN.as_bytes()) {
-        return Ok(std::borrow::Cow::Borrowed(bytes));
+    match crate::cert::input::decode_pem(bytes, PEM_LABEL) {
+        Ok(Some(der)) => Ok(std::borrow::Cow::Owned(der)),
+        Ok(None) => Ok(std::borrow::Cow::Borrowed(bytes)),
+        Err(e) => Err(CrlError::Encoding(e.to_string())),
     }
-    let text = std::str::from_utf8(trimmed)
-        .map_err(|_| CrlError::Encoding("PEM that is not ASCII".to_owned()))?;
-    let body = text
-        .strip_prefix(PEM_BEGIN)
-        .and_then(|rest| rest.split_once(PEM_END))
-        .map(|(body, _)| body)
-        .ok_or_else(|| CrlError::Encoding(format!("PEM without {PEM_END}")))?;
-    let b64: String = body.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .map(std::borrow::Cow::Owned)
-        .map_err(|e| CrlError::Encoding(format!("PEM body: {e}")))
 }
 
 /// Two names are the same (RFC 5280 section 7.1 comparison, as the path builder does): the
@@ -808,9 +797,9 @@ mod tests {
     fn pem_armour_is_removed_and_der_passes_through() {
         let der = [0x30u8, 0x03, 0x02, 0x01, 0x05];
         assert_eq!(decode(&der).expect("DER").as_ref(), &der);
-        let pem = format!("\n{PEM_BEGIN}\nMAMCAQU=\n{PEM_END}\n");
+        let pem = format!("\n-----BEGIN {PEM_LABEL}-----\nMAMCAQU=\n-----END {PEM_LABEL}-----\n");
         assert_eq!(decode(pem.as_bytes()).expect("PEM").as_ref(), &der);
-        let broken = format!("{PEM_BEGIN}\nMAMCAQU=\n");
+        let broken = format!("-----BEGIN {PEM_LABEL}-----\nMAMCAQU=\n");
         assert!(matches!(
             decode(broken.as_bytes()),
             Err(CrlError::Encoding(_))
