@@ -1,6 +1,6 @@
 //! Revocation: CRL and OCSP, fetched, verified, cached, fail closed (DESIGN.md sections 3
 //! and 6). This is an edge: it does network I/O. What it produces,
-//! [`RevocationEvidence`](crate::check::RevocationEvidence), is combined into `notRevoked` by
+//! [`RevocationEvidence`], is combined into `notRevoked` by
 //! the pure rule in [`crate::check::revocation`].
 //!
 //! - [`ocsp`]: RFC 6960 request building and response verification (pure).

@@ -9,7 +9,7 @@
 //!                          request-level idle watchdog + shutdown ◀── hyper (h1 + h2)
 //! ```
 //!
-//! Idleness is measured in requests, not bytes ([`idle`]): HTTP/2 PING and SETTINGS frames do
+//! Idleness is measured in requests, not bytes (`server::idle`): HTTP/2 PING and SETTINGS frames do
 //! not keep a connection open, so clients that send only those cannot hold the connection
 //! slots.
 //!

@@ -7,7 +7,7 @@
 //! - at most `api.max_concurrent_password_checks` verifications run at once; a request over
 //!   the cap waits up to [`PASSWORD_CHECK_WAIT`] for a turn, then is refused
 //!   ([`AuthFailure::Busy`], 503 with `Retry-After`). Each slot owns its argon2 working
-//!   memory, allocated once and reused ([`verify_in`]): letting argon2 allocate per call left
+//!   memory, allocated once and reused (`verify_in`): letting argon2 allocate per call left
 //!   each verification's 19 MiB resident in the allocator's per-thread arenas (measured: 21
 //!   verifications, 2 at a time, still raised the peak RSS by 417 MiB);
 //! - every verification takes one cell of a quota per source address and one per user name
