@@ -297,36 +297,8 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
         ));
     };
 
-    // Reference URI="": the whole document minus the signature.
-    if whole.attribute("URI") != Some("") {
-        return Err(structure(format!(
-            "the document Reference has URI=\"{}\", expected URI=\"\"",
-            whole.attribute("URI").unwrap_or("(none)")
-        )));
-    }
-    let listed = transforms(whole)?;
-    let method = match listed.as_slice() {
-        [enveloped] if *enveloped == ENVELOPED_SIGNATURE => c14n::Method::Inclusive,
-        [enveloped, c] if *enveloped == ENVELOPED_SIGNATURE => c14n::Method::from_uri(c)
-            .ok_or_else(|| XmlSigError::Unsupported {
-                what: "Transform of Reference URI=\"\"",
-                value: (*c).to_owned(),
-            })?,
-        _ => {
-            return Err(XmlSigError::Unsupported {
-                what: "Transforms of Reference URI=\"\"",
-                value: format!(
-                    "{listed:?} (expected enveloped-signature, then one canonicalisation)"
-                ),
-            });
-        }
-    };
-    // A same-document reference drops comments (XML-DSig 1.0 section 4.3.3.3).
-    let bytes = c14n::canonicalize(doc.root(), Some(signature.id()), method, false)
-        .map_err(|e| structure(e.to_string()))?;
-    let document_digest = check_digest(whole, "", &bytes)?;
-
-    // Reference to the SignedProperties: must be this signature's own.
+    // Reference to the SignedProperties: must be this signature's own. Resolved before any
+    // digest is computed, so a wrapping attempt is named as such.
     let uri = props.attribute("URI").unwrap_or("");
     let Some(id) = uri.strip_prefix('#').filter(|id| !id.is_empty()) else {
         return Err(XmlSigError::BadReferenceTarget {
@@ -362,6 +334,35 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
                 .to_owned(),
         });
     }
+    // Reference URI="": the whole document minus the signature.
+    if whole.attribute("URI") != Some("") {
+        return Err(structure(format!(
+            "the document Reference has URI=\"{}\", expected URI=\"\"",
+            whole.attribute("URI").unwrap_or("(none)")
+        )));
+    }
+    let listed = transforms(whole)?;
+    let method = match listed.as_slice() {
+        [enveloped] if *enveloped == ENVELOPED_SIGNATURE => c14n::Method::Inclusive,
+        [enveloped, c] if *enveloped == ENVELOPED_SIGNATURE => c14n::Method::from_uri(c)
+            .ok_or_else(|| XmlSigError::Unsupported {
+                what: "Transform of Reference URI=\"\"",
+                value: (*c).to_owned(),
+            })?,
+        _ => {
+            return Err(XmlSigError::Unsupported {
+                what: "Transforms of Reference URI=\"\"",
+                value: format!(
+                    "{listed:?} (expected enveloped-signature, then one canonicalisation)"
+                ),
+            });
+        }
+    };
+    // A same-document reference drops comments (XML-DSig 1.0 section 4.3.3.3).
+    let bytes = c14n::canonicalize(doc.root(), Some(signature.id()), method, false)
+        .map_err(|e| structure(e.to_string()))?;
+    let document_digest = check_digest(whole, "", &bytes)?;
+
     let listed = transforms(props)?;
     let method = match listed.as_slice() {
         [] => c14n::Method::Inclusive,

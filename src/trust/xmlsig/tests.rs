@@ -30,3 +30,280 @@ fn the_real_ie_list_and_both_lists_of_the_lists_verify() {
         assert_eq!(v.document_digest, method_digest, "{file}");
     }
 }
+
+const CZ: &str = "CZ-tl_seq77_2019-08-23.xml";
+
+fn cz() -> String {
+    String::from_utf8(data(CZ)).expect("CZ is UTF-8")
+}
+
+/// The `<ds:Signature …>…</ds:Signature>` text of `xml`.
+fn signature_text(xml: &str) -> &str {
+    let start = xml.find("<ds:Signature ").expect("signature start");
+    let end = xml.find("</ds:Signature>").expect("signature end") + "</ds:Signature>".len();
+    &xml[start..end]
+}
+
+fn refused(xml: &str) -> XmlSigError {
+    match verify_bytes(xml.as_bytes()) {
+        Ok(v) => panic!("accepted, signed by {:?}", v.signer.subject_cn),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn the_broken_cz_copy_is_refused_naming_the_document_reference() {
+    let err = verify_bytes(&data("CZ-tl_seq77_broken-sig.xml")).expect_err("broken CZ");
+    assert_eq!(err, XmlSigError::DigestMismatch { uri: String::new() });
+    assert_eq!(err.to_string(), "reference URI=\"\" digest mismatch");
+}
+
+#[test]
+fn an_edited_service_status_breaks_the_document_digest() {
+    let xml = cz().replacen(
+        "Svcstatus/withdrawn</ServiceStatus>",
+        "Svcstatus/granted</ServiceStatus>",
+        1,
+    );
+    assert_ne!(xml, cz());
+    assert_eq!(
+        refused(&xml),
+        XmlSigError::DigestMismatch { uri: String::new() }
+    );
+}
+
+#[test]
+fn a_signature_moved_below_the_root_is_refused() {
+    let original = cz();
+    let sig = signature_text(&original).to_owned();
+    let xml = original.replacen(&sig, "", 1).replacen(
+        "<SchemeInformation>",
+        &format!("<SchemeInformation>{sig}"),
+        1,
+    );
+    let err = refused(&xml);
+    assert!(
+        err.to_string()
+            .contains("not a child of the TrustServiceStatusList root"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_duplicated_signature_is_refused() {
+    let original = cz();
+    let sig = signature_text(&original).to_owned();
+    let xml = original.replacen(&sig, &format!("{sig}{sig}"), 1);
+    let err = refused(&xml);
+    assert!(err.to_string().contains("2 ds:Signature elements"), "{err}");
+}
+
+#[test]
+fn a_second_list_wrapped_inside_the_signature_is_refused() {
+    // Inside ds:Object the wrapped list is outside the document digest (enveloped
+    // signature): a reader that took the first TrustServiceStatusList it met, or one from a
+    // second parse, could be fooled. Refused before any digest.
+    let xml = cz().replacen(
+        "</ds:Signature>",
+        "<ds:Object><TrustServiceStatusList xmlns=\"http://uri.etsi.org/02231/v2#\"/></ds:Object></ds:Signature>",
+        1,
+    );
+    let err = refused(&xml);
+    assert!(
+        err.to_string()
+            .contains("2 TrustServiceStatusList elements in the document"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_root_that_is_not_a_trusted_list_is_refused() {
+    let xml = format!(
+        "<Wrapper xmlns=\"urn:x\">{}</Wrapper>",
+        cz().trim_start_matches("<?xml version=\"1.0\" encoding=\"utf-8\"?>")
+    );
+    let err = refused(&xml);
+    assert!(err.to_string().contains("root element is not"), "{err}");
+}
+
+#[test]
+fn signed_properties_id_pointing_to_a_look_alike_outside_the_signature_is_refused() {
+    let original = cz();
+    let id = "SignedProperties-1536489189";
+    // The real SignedProperties keeps its content but loses its Id; a look-alike with the Id
+    // sits in the list itself.
+    let xml = original
+        .replacen(&format!("Id=\"{id}\""), "Id=\"renamed\"", 1)
+        .replacen(
+            "<SchemeInformation>",
+            &format!(
+                "<SchemeInformation><xades:SignedProperties xmlns:xades=\"http://uri.etsi.org/01903/v1.3.2#\" Id=\"{id}\"/>"
+            ),
+            1,
+        );
+    let err = refused(&xml);
+    assert!(
+        matches!(&err, XmlSigError::BadReferenceTarget { uri, .. } if uri == &format!("#{id}")),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("does not point to xades:SignedProperties")
+    );
+}
+
+#[test]
+fn a_second_element_with_the_signed_properties_id_is_refused() {
+    let id = "SignedProperties-1536489189";
+    let xml = cz().replacen(
+        "<SchemeInformation>",
+        &format!("<SchemeInformation><Look Id=\"{id}\"/>"),
+        1,
+    );
+    let err = refused(&xml);
+    assert!(err.to_string().contains("2 elements carry Id"), "{err}");
+}
+
+#[test]
+fn a_keyinfo_certificate_not_named_by_signing_certificate_is_refused() {
+    // KeyInfo is not covered by a reference in the real lists: swap in another certificate
+    // of the same list (a service's), as an attacker holding that key would.
+    let original = cz();
+    let other_start = original
+        .find("<X509Certificate>")
+        .expect("a service certificate")
+        + "<X509Certificate>".len();
+    let other_end = other_start + original[other_start..].find('<').expect("end");
+    let other = original[other_start..other_end].to_owned();
+    let sig_start = original
+        .find("<ds:X509Certificate>")
+        .expect("KeyInfo certificate")
+        + "<ds:X509Certificate>".len();
+    let sig_end = sig_start + original[sig_start..].find('<').expect("end");
+    let xml = format!(
+        "{}{}{}",
+        &original[..sig_start],
+        other,
+        &original[sig_end..]
+    );
+    let err = refused(&xml);
+    assert!(
+        matches!(err, XmlSigError::SigningCertificateMismatch(_)),
+        "{err}"
+    );
+}
+
+#[test]
+fn algorithms_outside_the_allow_list_are_refused() {
+    let cases = [
+        (
+            "xmldsig-more#rsa-sha256\"",
+            "xmldsig#rsa-sha1\"",
+            "SignatureMethod",
+        ),
+        (
+            "<ds:DigestMethod Algorithm=\"http://www.w3.org/2001/04/xmlenc#sha256\"/>",
+            "<ds:DigestMethod Algorithm=\"http://www.w3.org/2000/09/xmldsig#sha1\"/>",
+            "DigestMethod",
+        ),
+        (
+            "<ds:CanonicalizationMethod Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"/>",
+            "<ds:CanonicalizationMethod Algorithm=\"http://www.w3.org/2006/12/xml-c14n11\"/>",
+            "CanonicalizationMethod",
+        ),
+        (
+            "<ds:CanonicalizationMethod Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"/>",
+            "<ds:CanonicalizationMethod Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"><ec:InclusiveNamespaces xmlns:ec=\"http://www.w3.org/2001/10/xml-exc-c14n#\" PrefixList=\"ds\"/></ds:CanonicalizationMethod>",
+            "InclusiveNamespaces",
+        ),
+        (
+            "<ds:Transform Algorithm=\"http://www.w3.org/2000/09/xmldsig#enveloped-signature\"/>",
+            "<ds:Transform Algorithm=\"http://www.w3.org/TR/1999/REC-xpath-19991116\"/><ds:Transform Algorithm=\"http://www.w3.org/2000/09/xmldsig#enveloped-signature\"/>",
+            "Transforms of Reference URI=\"\"",
+        ),
+    ];
+    for (from, to, named) in cases {
+        let original = cz();
+        assert!(original.contains(from), "{from}");
+        let err = refused(&original.replacen(from, to, 1));
+        assert!(
+            matches!(err, XmlSigError::Unsupported { .. }),
+            "{to}: {err}"
+        );
+        assert!(err.to_string().contains(named), "{named}: {err}");
+    }
+}
+
+#[test]
+fn an_edited_signature_value_or_signed_info_does_not_verify() {
+    let original = cz();
+    let start = original.find("<ds:SignatureValue").expect("SignatureValue");
+    let start = start + original[start..].find('>').expect("tag end") + 1;
+    let mut bytes = original.clone().into_bytes();
+    bytes[start + 10] = if bytes[start + 10] == b'A' {
+        b'B'
+    } else {
+        b'A'
+    };
+    let err = verify_bytes(&bytes).expect_err("edited SignatureValue");
+    assert_eq!(
+        err,
+        XmlSigError::Signature(SignatureError::Invalid),
+        "{err}"
+    );
+
+    // A Reference Id is covered by the signature, not by any digest.
+    let xml = original.replacen(
+        "Id=\"id-LockItSignatureReference-1x1637019229\"",
+        "Id=\"id-other\"",
+        1,
+    );
+    assert_eq!(
+        refused(&xml),
+        XmlSigError::Signature(SignatureError::Invalid)
+    );
+}
+
+#[test]
+fn a_document_type_declaration_is_refused() {
+    let xml = cz().replacen(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>",
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?><!DOCTYPE x [<!ENTITY e \"granted\">]>",
+        1,
+    );
+    assert!(matches!(refused(&xml), XmlSigError::NotXml(_)));
+}
+
+#[test]
+fn comments_and_whitespace_changes_outside_the_signature_are_judged_like_c14n_does() {
+    // A comment is not part of a same-document reference: adding one keeps the digest.
+    let xml = cz().replacen("<SchemeInformation>", "<SchemeInformation><!-- note -->", 1);
+    verify_bytes(xml.as_bytes()).expect("a comment does not change the canonical form");
+    // Whitespace in content does.
+    let xml = cz().replacen("<SchemeInformation>", "<SchemeInformation> ", 1);
+    assert_eq!(
+        refused(&xml),
+        XmlSigError::DigestMismatch { uri: String::new() }
+    );
+}
+
+#[test]
+fn the_tree_that_was_verified_is_the_tree_the_reader_gets() {
+    let bytes = data(CZ);
+    let doc = parse_document(&bytes).expect("parses");
+    let verified = verify(&doc).expect("verifies");
+    assert_eq!(
+        verified.signature_algorithm,
+        SignatureAlgorithm::RsaPkcs1(DigestAlgorithm::Sha256)
+    );
+    assert_eq!(verified.canonicalization, Canonicalization::Exclusive);
+    assert_eq!(
+        verified.signer.subject_cn.as_deref(),
+        Some("Ing. Radomír Šimek")
+    );
+    assert!(verified.signing_time.is_some());
+    assert_eq!(
+        doc.root_element().tag_name().name(),
+        "TrustServiceStatusList"
+    );
+}
