@@ -307,3 +307,129 @@ fn the_tree_that_was_verified_is_the_tree_the_reader_gets() {
         "TrustServiceStatusList"
     );
 }
+
+/// RSA-PSS (RFC 6931 `sha256-rsa-MGF1`), which xmlsec1 1.2 cannot make: the document and
+/// SignedInfo are canonicalised here (the canonicaliser is checked against xmlsec1 in
+/// tests/trusted_list_signatures.rs) and the signature is made by the `openssl` CLI, with an
+/// rsaEncryption key and with an id-RSASSA-PSS key as the German list's signer has.
+#[test]
+fn rsa_pss_signatures_made_by_openssl_verify_with_rsa_and_rsa_pss_keys() {
+    use base64::Engine as _;
+    use std::process::Command;
+
+    let dir = std::env::temp_dir().join(format!("xmlsig-pss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let run = |cmd: &mut Command| {
+        let out = cmd
+            .output()
+            .expect("openssl runs (scripts/test installs it)");
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    for (name, newkey) in [("rsa", "rsa:2048"), ("rsa-pss", "rsa-pss")] {
+        let key = dir.join(format!("{name}.key"));
+        let cert = dir.join(format!("{name}.der"));
+        let mut req = Command::new("openssl");
+        req.args([
+            "req",
+            "-x509",
+            "-nodes",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=PSS signer",
+        ])
+        .args(["-newkey", newkey]);
+        if newkey == "rsa-pss" {
+            req.args(["-pkeyopt", "rsa_keygen_bits:2048"]);
+        }
+        run(req
+            .arg("-keyout")
+            .arg(&key)
+            .args(["-outform", "DER", "-out"])
+            .arg(&cert));
+        let cert_der = std::fs::read(&cert).expect("certificate");
+        let cert_digest = b64(ring::digest::digest(&ring::digest::SHA256, &cert_der).as_ref());
+
+        let template = format!(
+            "<TrustServiceStatusList xmlns=\"http://uri.etsi.org/02231/v2#\"><SchemeInformation><TSLSequenceNumber>1</TSLSequenceNumber></SchemeInformation>\
+             <ds:Signature xmlns:ds=\"http://www.w3.org/2000/09/xmldsig#\" Id=\"s\"><ds:SignedInfo>\
+             <ds:CanonicalizationMethod Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"/>\
+             <ds:SignatureMethod Algorithm=\"http://www.w3.org/2007/05/xmldsig-more#sha256-rsa-MGF1\"/>\
+             <ds:Reference URI=\"\"><ds:Transforms><ds:Transform Algorithm=\"{ENVELOPED_SIGNATURE}\"/><ds:Transform Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"/></ds:Transforms>\
+             <ds:DigestMethod Algorithm=\"http://www.w3.org/2001/04/xmlenc#sha256\"/><ds:DigestValue>DOC</ds:DigestValue></ds:Reference>\
+             <ds:Reference Type=\"{SIGNED_PROPERTIES_TYPE}\" URI=\"#p\"><ds:Transforms><ds:Transform Algorithm=\"http://www.w3.org/2001/10/xml-exc-c14n#\"/></ds:Transforms>\
+             <ds:DigestMethod Algorithm=\"http://www.w3.org/2001/04/xmlenc#sha256\"/><ds:DigestValue>PROPS</ds:DigestValue></ds:Reference>\
+             </ds:SignedInfo><ds:SignatureValue>SIG</ds:SignatureValue><ds:KeyInfo><ds:X509Data><ds:X509Certificate>{cert}</ds:X509Certificate></ds:X509Data></ds:KeyInfo>\
+             <ds:Object><xades:QualifyingProperties xmlns:xades=\"{XADES_NAMESPACE}\" Target=\"#s\"><xades:SignedProperties Id=\"p\"><xades:SignedSignatureProperties>\
+             <xades:SigningCertificateV2><xades:Cert><xades:CertDigest><ds:DigestMethod Algorithm=\"http://www.w3.org/2001/04/xmlenc#sha256\"/><ds:DigestValue>{cert_digest}</ds:DigestValue></xades:CertDigest></xades:Cert></xades:SigningCertificateV2>\
+             </xades:SignedSignatureProperties></xades:SignedProperties></xades:QualifyingProperties></ds:Object></ds:Signature></TrustServiceStatusList>",
+            cert = b64(&cert_der),
+        );
+        let digest_of = |xml: &str, whole: bool| {
+            let doc = roxmltree::Document::parse(xml).expect("template");
+            let sig = doc
+                .descendants()
+                .find(|n| is(*n, DSIG_NAMESPACE, "Signature"))
+                .expect("signature");
+            let bytes = if whole {
+                c14n::canonicalize(doc.root(), Some(sig.id()), c14n::Method::Exclusive, false)
+            } else {
+                let props = doc
+                    .descendants()
+                    .find(|n| is(*n, XADES_NAMESPACE, "SignedProperties"))
+                    .expect("props");
+                c14n::canonicalize(props, None, c14n::Method::Exclusive, false)
+            }
+            .expect("c14n");
+            b64(ring::digest::digest(&ring::digest::SHA256, &bytes).as_ref())
+        };
+        let filled = template
+            .replacen("DOC", &digest_of(&template, true), 1)
+            .replacen("PROPS", &digest_of(&template, false), 1);
+        let signed_info = {
+            let doc = roxmltree::Document::parse(&filled).expect("filled");
+            let si = doc
+                .descendants()
+                .find(|n| is(*n, DSIG_NAMESPACE, "SignedInfo"))
+                .expect("SignedInfo");
+            c14n::canonicalize(si, None, c14n::Method::Exclusive, false).expect("c14n")
+        };
+        let data = dir.join(format!("{name}.signedinfo"));
+        let sig = dir.join(format!("{name}.sig"));
+        std::fs::write(&data, &signed_info).expect("write");
+        run(Command::new("openssl")
+            .args(["dgst", "-sha256", "-sign"])
+            .arg(&key)
+            .args([
+                "-sigopt",
+                "rsa_padding_mode:pss",
+                "-sigopt",
+                "rsa_pss_saltlen:digest",
+                "-sigopt",
+                "rsa_mgf1_md:sha256",
+                "-out",
+            ])
+            .arg(&sig)
+            .arg(&data));
+        let value = b64(&std::fs::read(&sig).expect("signature"));
+        let xml = filled.replacen("SIG", &value, 1);
+        let v = verify_bytes(xml.as_bytes()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            v.signature_algorithm,
+            SignatureAlgorithm::RsaPss(DigestAlgorithm::Sha256)
+        );
+        // The same signature under the PKCS#1 v1.5 name does not verify.
+        let relabelled = xml.replacen(
+            "http://www.w3.org/2007/05/xmldsig-more#sha256-rsa-MGF1",
+            "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256",
+            1,
+        );
+        assert!(verify_bytes(relabelled.as_bytes()).is_err(), "{name}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
