@@ -32,6 +32,7 @@
 //! input text through the node positions roxmltree records. The traversal is iterative, so a
 //! deeply nested hostile document cannot overflow the stack.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use roxmltree::{Node, NodeId, NodeType};
@@ -119,7 +120,7 @@ pub fn canonicalize<'a, 'i: 'a>(
     let mut out = Vec::new();
     let text = apex.document().input_text();
     // Declarations output by each open element, innermost last.
-    let mut rendered: Vec<Vec<Decl<'a>>> = Vec::new();
+    let mut rendered = Rendered::default();
     let at_document = apex.node_type() == NodeType::Root;
     let mut seen_document_element = false;
 
@@ -247,22 +248,48 @@ fn split_qname<'t>(qname: &'t str, local: &str) -> Result<Option<&'t str>, C14nE
     Ok(prefix)
 }
 
-/// The namespace URI that output ancestors have declared for `prefix`; the empty string for
-/// the default namespace when none has been declared.
-fn in_effect<'a>(rendered: &[Vec<Decl<'a>>], prefix: Option<&str>) -> Option<&'a str> {
-    for frame in rendered.iter().rev() {
-        if let Some((_, uri)) = frame.iter().find(|(p, _)| *p == prefix) {
-            return Some(uri);
+/// The namespace declarations in effect from output ancestors, with what each open element
+/// changed, so that a lookup costs the same at any depth (a stack searched frame by frame
+/// would make a deeply nested hostile document quadratic).
+#[derive(Default)]
+struct Rendered<'a> {
+    in_effect: HashMap<Option<&'a str>, &'a str>,
+    undo: Vec<Vec<(Option<&'a str>, Option<&'a str>)>>,
+}
+
+impl<'a> Rendered<'a> {
+    /// The URI output ancestors declared for `prefix`; the empty string for the default
+    /// namespace when none was declared.
+    fn get(&self, prefix: Option<&'a str>) -> Option<&'a str> {
+        match self.in_effect.get(&prefix) {
+            Some(uri) => Some(uri),
+            None => prefix.is_none().then_some(""),
         }
     }
-    prefix.is_none().then_some("")
+
+    fn open(&mut self, frame: &[Decl<'a>]) {
+        let undo = frame
+            .iter()
+            .map(|(p, uri)| (*p, self.in_effect.insert(*p, uri)))
+            .collect();
+        self.undo.push(undo);
+    }
+
+    fn close(&mut self) {
+        for (p, previous) in self.undo.pop().unwrap_or_default().into_iter().rev() {
+            match previous {
+                Some(uri) => self.in_effect.insert(p, uri),
+                None => self.in_effect.remove(&p),
+            };
+        }
+    }
 }
 
 fn write_start_tag<'a, 'i: 'a>(
     out: &mut Vec<u8>,
     text: &'a str,
     node: Node<'a, 'i>,
-    rendered: &mut Vec<Vec<Decl<'a>>>,
+    rendered: &mut Rendered<'a>,
     method: Method,
     is_apex: bool,
 ) -> Result<(), C14nError> {
@@ -301,7 +328,7 @@ fn write_start_tag<'a, 'i: 'a>(
     }
     let mut frame: Vec<Decl<'a>> = Vec::new();
     for (p, uri) in candidates {
-        if in_effect(rendered, p) != Some(uri) {
+        if rendered.get(p) != Some(uri) {
             frame.push((p, uri));
         }
     }
@@ -352,7 +379,7 @@ fn write_start_tag<'a, 'i: 'a>(
         out.push(b'"');
     }
     out.push(b'>');
-    rendered.push(frame);
+    rendered.open(&frame);
     Ok(())
 }
 
@@ -360,13 +387,13 @@ fn write_end_tag<'a>(
     out: &mut Vec<u8>,
     text: &'a str,
     node: Node<'_, '_>,
-    rendered: &mut Vec<Vec<Decl<'a>>>,
+    rendered: &mut Rendered<'a>,
 ) -> Result<(), C14nError> {
     let prefix = element_prefix(text, node)?;
     out.extend_from_slice(b"</");
     write_qname(out, prefix, node.tag_name().name());
     out.push(b'>');
-    rendered.pop();
+    rendered.close();
     Ok(())
 }
 
@@ -459,5 +486,26 @@ mod tests {
             c14n(xml, Method::Exclusive),
             "<r><s:x xmlns:s=\"urn:s\"></s:x></r>"
         );
+    }
+
+    #[test]
+    fn deep_nesting_neither_overflows_the_stack_nor_turns_quadratic() {
+        const DEPTH: usize = 100_000;
+        let xml = format!(
+            "<a:r xmlns:a=\"urn:a\" xmlns=\"urn:d\">{}{}</a:r>",
+            "<a:e><e>".repeat(DEPTH),
+            "</e></a:e>".repeat(DEPTH)
+        );
+        let options = roxmltree::ParsingOptions {
+            nodes_limit: u32::MAX,
+            ..roxmltree::ParsingOptions::default()
+        };
+        let doc = roxmltree::Document::parse_with_options(&xml, options).expect("test XML");
+        let started = std::time::Instant::now();
+        let out = canonicalize(doc.root(), None, Method::Exclusive, false).expect("c14n");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        let out = String::from_utf8(out).expect("UTF-8");
+        assert!(out.starts_with("<a:r xmlns:a=\"urn:a\"><a:e><e xmlns=\"urn:d\"><a:e><e>"));
+        assert_eq!(out.matches("xmlns").count(), 2);
     }
 }
