@@ -16,7 +16,8 @@
 //!    transform and at most one canonicalisation (the whole document minus the signature),
 //!    and `Type="http://uri.etsi.org/01903#SignedProperties"` with `URI="#id"` naming exactly
 //!    one element of the document, which must be the `xades:SignedProperties` in this
-//!    signature's `ds:Object/xades:QualifyingProperties`. Digests: SHA-256, SHA-384, SHA-512.
+//!    signature's `ds:Object/xades:QualifyingProperties`, whose `Target` names this
+//!    signature's `Id`. Digests: SHA-256, SHA-384, SHA-512.
 //! 4. The signer certificate is the single `ds:X509Certificate` of `KeyInfo`; its digest
 //!    appears in `xades:SigningCertificate` or `xades:SigningCertificateV2`.
 //! 5. The `SignatureValue` verifies over the canonicalised `SignedInfo` with that
@@ -333,6 +334,17 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
                      ds:Object/xades:QualifyingProperties"
                 .to_owned(),
         });
+    }
+    // XAdES (EN 319 132-1 section 4.3.1): QualifyingProperties' Target names the signature
+    // it qualifies; the Signature's Id is not covered by any digest, Target is.
+    let target_attr = qualifying.and_then(|q| q.attribute("Target"));
+    let signature_id = signature.attribute("Id");
+    if target_attr.is_none() || target_attr.and_then(|t| t.strip_prefix('#')) != signature_id {
+        return Err(structure(format!(
+            "xades:QualifyingProperties Target={:?} does not name this ds:Signature (Id={:?})",
+            target_attr.unwrap_or("(none)"),
+            signature_id.unwrap_or("(none)")
+        )));
     }
     // Reference URI="": the whole document minus the signature.
     if whole.attribute("URI") != Some("") {

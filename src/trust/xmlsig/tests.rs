@@ -433,3 +433,47 @@ fn rsa_pss_signatures_made_by_openssl_verify_with_rsa_and_rsa_pss_keys() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn no_single_byte_edit_of_the_signature_panics_and_signed_parts_are_all_refused() {
+    let original = data(CZ);
+    let text = cz();
+    let start = text.find("<ds:Signature ").expect("signature");
+    let end = text.find("</ds:Signature>").expect("end") + "</ds:Signature>".len();
+    // KeyInfo is not signed in the real lists: an edit there may leave a valid signature.
+    let key_info =
+        text.find("<ds:KeyInfo").expect("KeyInfo")..text.find("</ds:KeyInfo>").expect("end");
+    let mut refused = 0;
+    for at in (start..end).step_by(97) {
+        for replacement in [b'x', b'<', 0xff] {
+            let mut bytes = original.clone();
+            if bytes[at] == replacement {
+                continue;
+            }
+            bytes[at] = replacement;
+            match verify_bytes(&bytes) {
+                Err(_) => refused += 1,
+                Ok(_) => assert!(
+                    key_info.contains(&at),
+                    "an edit at byte {at} outside KeyInfo was accepted"
+                ),
+            }
+        }
+    }
+    assert!(refused > 150, "{refused}");
+}
+
+#[test]
+fn a_signature_whose_id_the_signed_properties_do_not_target_is_refused() {
+    let xml = cz().replacen(
+        "<ds:Signature xmlns:ds=\"http://www.w3.org/2000/09/xmldsig#\" Id=\"Signature-1217271300\"",
+        "<ds:Signature xmlns:ds=\"http://www.w3.org/2000/09/xmldsig#\" Id=\"Signature-other\"",
+        1,
+    );
+    let err = refused(&xml);
+    assert!(
+        err.to_string()
+            .contains("Target=\"#Signature-1217271300\" does not name this ds:Signature"),
+        "{err}"
+    );
+}
