@@ -4,7 +4,7 @@
 //! Signature wrapping attacks work when the bytes that were digested and the elements that
 //! are read are not the same: a second parse, a sibling list, a look-alike `Id`. Here
 //! [`verify`] takes the very [`roxmltree::Document`] the caller will read, canonicalises
-//! its own nodes ([`c14n`]) and requires the shape of TS 119 612 and XAdES exactly, failing
+//! its own nodes (module `c14n`) and requires the shape of TS 119 612 and XAdES exactly, failing
 //! closed on anything else:
 //!
 //! 1. The root element is the one `TrustServiceStatusList` (TS 119 612 namespace) of the
