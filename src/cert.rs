@@ -12,7 +12,7 @@ pub mod input;
 mod name;
 pub mod name_constraints;
 pub mod qc;
-mod signature;
+pub(crate) mod signature;
 
 pub use auth_number::{AuthNumber, PsdAuthNumber};
 pub use dn::{DnError, NormalizedName};

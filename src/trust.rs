@@ -35,6 +35,7 @@
 pub mod policy;
 pub mod qualifications;
 pub mod tsl;
+pub mod xmlsig;
 
 pub use policy::{CertKind, QcCompliancePolicy, UntypedPolicy};
 

@@ -23,7 +23,7 @@
 //! signatures are reported as unsupported rather than as invalid, so a report can say why.
 
 use x509_parser::prelude::{FromDer, SubjectPublicKeyInfo, X509Certificate};
-use x509_parser::public_key::PublicKey;
+use x509_parser::public_key::{PublicKey, RSAPublicKey};
 use x509_parser::signature_algorithm::RsaSsaPssParams;
 use x509_parser::x509::AlgorithmIdentifier;
 
@@ -207,6 +207,85 @@ pub(crate) fn verify_signed_data(
         .map_err(|_| SignatureError::Invalid)
 }
 
+/// The hash of a signature scheme named outside ASN.1 (by an XML-DSig algorithm URI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SchemeHash {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+/// A signature scheme named outside ASN.1, under the same policy as [`choose_algorithm`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    /// RSASSA-PKCS1-v1_5 (RFC 8017 section 8.2).
+    RsaPkcs1(SchemeHash),
+    /// RSASSA-PSS with MGF1 over the same hash and a salt as long as the hash (RFC 6931
+    /// section 2.3.10 for XML-DSig).
+    RsaPss(SchemeHash),
+    /// ECDSA with the signature as the fixed-length concatenation r || s (XML-DSig 1.1
+    /// section 6.4.3), not DER.
+    EcdsaFixed(SchemeHash),
+}
+
+/// Verifies `signature` over `message` with the key in `signer_spki_der` under `scheme`:
+/// RSA keys of 2048 to 8192 bits (an id-RSASSA-PSS key too for PSS), ECDSA on P-256 with
+/// SHA-256 or on P-384 with SHA-384 (ring has no fixed-length verifier for the crossed pairs).
+pub(crate) fn verify_with_scheme(
+    message: &[u8],
+    scheme: Scheme,
+    signature: &[u8],
+    signer_spki_der: &[u8],
+) -> Result<(), SignatureError> {
+    let spki = match SubjectPublicKeyInfo::from_der(signer_spki_der) {
+        Ok(([], spki)) => spki,
+        Ok(_) => {
+            return Err(SignatureError::BadIssuerKey(
+                "trailing bytes after the SubjectPublicKeyInfo".to_owned(),
+            ));
+        }
+        Err(e) => return Err(SignatureError::BadIssuerKey(e.to_string())),
+    };
+    if spki.subject_public_key.unused_bits != 0 {
+        return Err(SignatureError::BadIssuerKey(
+            "subjectPublicKey BIT STRING has unused bits".to_owned(),
+        ));
+    }
+    let chosen: &'static dyn VerificationAlgorithm = match scheme {
+        Scheme::RsaPkcs1(hash) => {
+            require_rsa_key(&spki)?;
+            match hash {
+                SchemeHash::Sha256 => &signature::RSA_PKCS1_2048_8192_SHA256,
+                SchemeHash::Sha384 => &signature::RSA_PKCS1_2048_8192_SHA384,
+                SchemeHash::Sha512 => &signature::RSA_PKCS1_2048_8192_SHA512,
+            }
+        }
+        Scheme::RsaPss(hash) => {
+            require_rsa_key_of(&spki, true)?;
+            match hash {
+                SchemeHash::Sha256 => &signature::RSA_PSS_2048_8192_SHA256,
+                SchemeHash::Sha384 => &signature::RSA_PSS_2048_8192_SHA384,
+                SchemeHash::Sha512 => &signature::RSA_PSS_2048_8192_SHA512,
+            }
+        }
+        Scheme::EcdsaFixed(hash) => {
+            let curve = ec_curve(&spki)?;
+            match (curve.as_str(), hash) {
+                (CURVE_P256, SchemeHash::Sha256) => &signature::ECDSA_P256_SHA256_FIXED,
+                (CURVE_P384, SchemeHash::Sha384) => &signature::ECDSA_P384_SHA384_FIXED,
+                (c, h) => {
+                    return Err(SignatureError::UnsupportedAlgorithm(format!(
+                        "ECDSA with {h:?} on curve {c}"
+                    )));
+                }
+            }
+        }
+    };
+    signature::UnparsedPublicKey::new(chosen, &spki.subject_public_key.data)
+        .verify(message, signature)
+        .map_err(|_| SignatureError::Invalid)
+}
+
 /// Same OID and same parameters (tag and content).
 fn same_algorithm(a: &AlgorithmIdentifier<'_>, b: &AlgorithmIdentifier<'_>) -> bool {
     let params = |x: &AlgorithmIdentifier<'_>| {
@@ -293,20 +372,41 @@ fn require_null_or_absent_params(
 
 /// The issuer key must be an rsaEncryption key of 2048 to 8192 bits.
 fn require_rsa_key(spki: &SubjectPublicKeyInfo<'_>) -> Result<(), SignatureError> {
+    require_rsa_key_of(spki, false)
+}
+
+/// An RSA key of 2048 to 8192 bits: rsaEncryption, or also id-RSASSA-PSS (RFC 4055 section
+/// 1.2, whose key is the same RSAPublicKey) when `allow_pss_key`. The parameters of an
+/// id-RSASSA-PSS key, which may restrict the hash, are not read: the signature's own
+/// algorithm is already restricted by the policy.
+fn require_rsa_key_of(
+    spki: &SubjectPublicKeyInfo<'_>,
+    allow_pss_key: bool,
+) -> Result<(), SignatureError> {
     let key_alg = spki.algorithm.algorithm.to_id_string();
-    if key_alg != RSA_ENCRYPTION {
+    let modulus = if key_alg == RSA_ENCRYPTION {
+        match spki.parsed() {
+            Ok(PublicKey::RSA(rsa)) => rsa.modulus,
+            Ok(_) => {
+                return Err(SignatureError::BadIssuerKey(
+                    "rsaEncryption key that is not an RSAPublicKey".to_owned(),
+                ));
+            }
+            Err(e) => return Err(SignatureError::BadIssuerKey(e.to_string())),
+        }
+    } else if allow_pss_key && key_alg == RSASSA_PSS {
+        match RSAPublicKey::from_der(&spki.subject_public_key.data) {
+            Ok(([], rsa)) => rsa.modulus,
+            _ => {
+                return Err(SignatureError::BadIssuerKey(
+                    "id-RSASSA-PSS key that is not an RSAPublicKey".to_owned(),
+                ));
+            }
+        }
+    } else {
         return Err(SignatureError::BadIssuerKey(format!(
             "RSA signature but issuer key algorithm {key_alg}"
         )));
-    }
-    let modulus = match spki.parsed() {
-        Ok(PublicKey::RSA(rsa)) => rsa.modulus,
-        Ok(_) => {
-            return Err(SignatureError::BadIssuerKey(
-                "rsaEncryption key that is not an RSAPublicKey".to_owned(),
-            ));
-        }
-        Err(e) => return Err(SignatureError::BadIssuerKey(e.to_string())),
     };
     let bits = bit_length(modulus);
     if bits < MIN_RSA_BITS {

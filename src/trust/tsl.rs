@@ -38,8 +38,10 @@
 //! `X509Certificate`, an extension's own vocabulary) is never taken for a TL element.
 //!
 //! **Not done here**: the XML signature (clause 5.7) is not verified. A [`TrustedList`] from
-//! [`parse`] is *unauthenticated* until the signature module has checked the same bytes against
-//! the scheme operator's certificate from the list of the lists.
+//! [`parse`] is *unauthenticated*. To authenticate one, parse once
+//! ([`super::xmlsig::parse_document`]), verify that tree ([`super::xmlsig::verify`]), compare
+//! the signer with the scheme operator's certificates from the configuration or the list of
+//! the lists, and read the same tree with [`read_document`] (not yet done when lists load).
 //!
 //! **Extensions** (clause 5.5.9). `AdditionalServiceInformation` and `Qualifications` are
 //! read, whether marked critical or not; the `Qualifications` vocabulary is described in
@@ -408,6 +410,12 @@ pub fn parse(xml: &[u8]) -> Result<TrustedList, TslError> {
     let doc =
         roxmltree::Document::parse_with_options(text, options).map_err(|e| xml_error(text, &e))?;
     read::trusted_list(&doc)
+}
+
+/// Reads a trusted list from a tree already parsed (by [`super::xmlsig::parse_document`], so
+/// that the tree whose signature was verified is the tree that is read).
+pub fn read_document(doc: &roxmltree::Document<'_>) -> Result<TrustedList, TslError> {
+    read::trusted_list(doc)
 }
 
 /// A roxmltree error as a [`TslError`], with a position even where roxmltree has none.
