@@ -13,12 +13,12 @@ use crate::cert::input::decode_certificate_chain;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, JurisdictionSet, TrustSourceConfig};
-use crate::country::CountryCode;
+use crate::config::Config;
+use crate::country::{self, CountryCode};
 use crate::register::{self, RegisterSnapshot};
 use crate::revocation::RevocationChecker;
 use crate::service::{CheckService, ReferenceData, Revocation};
-use crate::trust::QtspSource;
+use crate::trust::{ListSigners, QtspSource, SourceSpec, TrustedListFile};
 
 /// Exit status for a usage or input error (clap uses the same for bad arguments).
 const EXIT_USAGE: u8 = 2;
@@ -239,27 +239,38 @@ fn fail(code: u8, message: &str) -> ExitCode {
 }
 
 fn run_check(args: &CheckArgs) -> Result<(), String> {
-    let mut config = match &args.config {
+    let config = match &args.config {
         Some(path) => Config::load(path).map_err(|e| e.to_string())?,
         None if Path::new(DEFAULT_CONFIG).exists() => {
             Config::load(Path::new(DEFAULT_CONFIG)).map_err(|e| e.to_string())?
         }
         None => Config::empty(),
     };
+    let mut sources = config.data_sources();
     for (i, tl) in args.trust.iter().enumerate() {
         let path = std::path::absolute(tl).map_err(|e| format!("{}: {e}", tl.display()))?;
-        config.trust.sources.push(TrustSourceConfig {
+        // An ad-hoc audit: the list's signature is verified, and its signer, which no LOTL
+        // authorises here, is accepted as the operator's explicit choice and named below.
+        sources.trust.push(SourceSpec {
             name: format!("--trust #{}", i + 1),
             qtsp_source: QtspSource::Eidas,
-            qtsp_jurisdiction: "EEA".to_owned(),
-            valid_for: vec![JurisdictionSet::Eea],
+            reported_jurisdiction: "EEA".to_owned(),
+            valid_for: country::EEA.iter().copied().collect(),
             qc_compliance: None,
             untyped: None,
             issuers: Vec::new(),
-            trusted_lists: vec![path],
+            trusted_lists: vec![TrustedListFile {
+                path,
+                signers: ListSigners::AnyVerified,
+            }],
         });
     }
-    let data = ReferenceData::load(&config.data_sources(), 1).map_err(|e| e.to_string())?;
+    let data = ReferenceData::load(&sources, 1).map_err(|e| e.to_string())?;
+    for note in data.trust.notes() {
+        if note.contains("explicit choice") {
+            eprintln!("psp-gateway: {note}");
+        }
+    }
     let revocation = if args.offline {
         Revocation::Offline
     } else {

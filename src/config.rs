@@ -187,10 +187,33 @@ pub struct TrustSourceConfig {
     /// CA certificates (PEM files), each with the kinds it may issue.
     #[serde(default)]
     pub issuers: Vec<PemIssuerConfig>,
-    /// ETSI TS 119 612 trusted-list XML files. Their XML signatures are not verified yet:
-    /// a file is trusted as the operator placed it.
+    /// ETSI TS 119 612 trusted-list XML files, each with the certificates authorised to sign
+    /// it: `{ file = "tl/CZ.xml", signers = ["tl/CZ-signers.pem"] }`. The XML signature is
+    /// verified at every load and must be by one of them. A bare path is accepted only when
+    /// it is also listed in `[danger] unsigned_trusted_lists`.
     #[serde(default)]
-    pub trusted_lists: Vec<PathBuf>,
+    pub trusted_lists: Vec<TrustedListConfig>,
+}
+
+/// A trusted list of a trust source: a bare path, or the file and its authorised signers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum TrustedListConfig {
+    Path(PathBuf),
+    Signed {
+        file: PathBuf,
+        /// PEM files of the certificates authorised to sign the list.
+        signers: Vec<PathBuf>,
+    },
+}
+
+impl TrustedListConfig {
+    pub fn file(&self) -> &Path {
+        match self {
+            TrustedListConfig::Path(p) => p,
+            TrustedListConfig::Signed { file, .. } => file,
+        }
+    }
 }
 
 /// A PEM file of one or more CA certificates approved by a source.
@@ -253,7 +276,7 @@ impl LimitsConfig {
 }
 
 /// Relaxations of fail-closed defaults. Each one set is logged as a warning at start-up.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DangerConfig {
     /// Serve the check endpoint over plain HTTP on a non-loopback address (credentials and
@@ -268,6 +291,10 @@ pub struct DangerConfig {
     /// status still apply, but no payment service is required.
     #[serde(default)]
     pub forward_unmatched_routes: bool,
+    /// Trusted-list files (as written in `trusted_lists`) loaded without verifying their XML
+    /// signature. Logged at every load. For lists you built or edited yourself only.
+    #[serde(default)]
+    pub unsigned_trusted_lists: Vec<PathBuf>,
 }
 
 impl DangerConfig {
@@ -282,6 +309,9 @@ impl DangerConfig {
         }
         if self.forward_unmatched_routes {
             v.push("danger.forward_unmatched_routes");
+        }
+        if !self.unsigned_trusted_lists.is_empty() {
+            v.push("danger.unsigned_trusted_lists");
         }
         v
     }
@@ -365,9 +395,37 @@ impl Config {
                         kinds: i.kinds.clone(),
                     })
                     .collect(),
-                trusted_lists: sc.trusted_lists.iter().map(|p| self.resolve(p)).collect(),
+                trusted_lists: sc
+                    .trusted_lists
+                    .iter()
+                    .map(|tl| crate::trust::TrustedListFile {
+                        path: self.resolve(tl.file()),
+                        signers: match tl {
+                            _ if self.is_unsigned_allowed(tl.file()) => {
+                                crate::trust::ListSigners::Unsigned
+                            }
+                            TrustedListConfig::Signed { signers, .. } => {
+                                crate::trust::ListSigners::Pinned(
+                                    signers.iter().map(|p| self.resolve(p)).collect(),
+                                )
+                            }
+                            // Refused by `validate`; pinned to nobody if it ever got here.
+                            TrustedListConfig::Path(_) => {
+                                crate::trust::ListSigners::Pinned(Vec::new())
+                            }
+                        },
+                    })
+                    .collect(),
             })
             .collect()
+    }
+
+    /// Whether `[danger] unsigned_trusted_lists` names this trusted-list path (as written).
+    fn is_unsigned_allowed(&self, file: &Path) -> bool {
+        self.danger
+            .unsigned_trusted_lists
+            .iter()
+            .any(|p| self.resolve(p) == self.resolve(file))
     }
 
     /// Where the reference data comes from (trust sources and register files).
@@ -479,6 +537,18 @@ impl Config {
             if s.valid_for.is_empty() {
                 return Err(format!("trust source `{}`: valid_for is empty", s.name));
             }
+            for tl in &s.trusted_lists {
+                if let TrustedListConfig::Path(p) = tl
+                    && !self.is_unsigned_allowed(p)
+                {
+                    return Err(format!(
+                        "trust source `{}`: trusted list {} names no signers: write {{ file = \"{}\", signers = [\"signers.pem\"] }} with the certificates authorised to sign it, or list it under [danger] unsigned_trusted_lists",
+                        s.name,
+                        p.display(),
+                        p.display()
+                    ));
+                }
+            }
             if s.issuers.is_empty() && s.trusted_lists.is_empty() {
                 return Err(format!(
                     "trust source `{}` names neither issuers nor trusted_lists",
@@ -521,8 +591,28 @@ name = "s"
 qtsp_source = "EIDAS"
 qtsp_jurisdiction = "EEA"
 valid_for = ["EEA", "XX"]
-trusted_lists = ["tl.xml"]
+trusted_lists = [{ file = "tl.xml", signers = ["tl-signers.pem"] }]
 "#;
+
+    #[test]
+    fn a_trusted_list_without_signers_is_refused_unless_the_danger_section_names_it() {
+        let bare = MINIMAL.replace(
+            "trusted_lists = [{ file = \"tl.xml\", signers = [\"tl-signers.pem\"] }]",
+            "trusted_lists = [\"tl.xml\"]",
+        );
+        let e = parse(&bare).unwrap_err().to_string();
+        assert!(
+            e.contains("names no signers") && e.contains("unsigned_trusted_lists"),
+            "{e}"
+        );
+        let allowed = format!("{bare}\n[danger]\nunsigned_trusted_lists = [\"tl.xml\"]\n");
+        let c = parse(&allowed).unwrap();
+        assert_eq!(c.danger.enabled(), vec!["danger.unsigned_trusted_lists"]);
+        assert!(matches!(
+            c.trust_sources()[0].trusted_lists[0].signers,
+            crate::trust::ListSigners::Unsigned
+        ));
+    }
 
     #[test]
     fn minimal_configuration_takes_the_defaults() {
@@ -556,9 +646,12 @@ trusted_lists = ["tl.xml"]
 
     #[test]
     fn a_source_without_issuers_is_rejected() {
-        let e = parse(&MINIMAL.replace("trusted_lists = [\"tl.xml\"]", ""))
-            .unwrap_err()
-            .to_string();
+        let e = parse(&MINIMAL.replace(
+            "trusted_lists = [{ file = \"tl.xml\", signers = [\"tl-signers.pem\"] }]",
+            "",
+        ))
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("neither issuers nor trusted_lists"), "{e}");
     }
 

@@ -6,8 +6,8 @@
 //! certificate to an issuer is by key (the issuer's public key, key identifiers as a hint),
 //! never by name alone: see [`mod@crate::check`].
 //!
-//! Trusted-list XML signatures are not verified yet: a trusted-list file is trusted as the
-//! operator placed it.
+//! A trusted list is used only after its XML signature ([`xmlsig`]) verifies, by a signer the
+//! configuration pins for it ([`ListSigners`]); the verified tree is the one read.
 //!
 //! # What a trusted list says, honoured
 //!
@@ -117,8 +117,28 @@ pub struct SourceSpec {
     pub untyped: Option<UntypedPolicy>,
     /// PEM files of CA certificates approved by the source, each with its kinds.
     pub issuers: Vec<IssuerFile>,
-    /// ETSI TS 119 612 trusted-list files.
-    pub trusted_lists: Vec<PathBuf>,
+    /// ETSI TS 119 612 trusted-list files, each with who may have signed it.
+    pub trusted_lists: Vec<TrustedListFile>,
+}
+
+/// A trusted-list file and the signers whose signature on it is accepted.
+#[derive(Debug, Clone)]
+pub struct TrustedListFile {
+    pub path: PathBuf,
+    pub signers: ListSigners,
+}
+
+/// Who may have signed a trusted list (ETSI TS 119 612 clause 5.7; [`xmlsig`]).
+#[derive(Debug, Clone)]
+pub enum ListSigners {
+    /// PEM files of the certificates the operator authorises to sign the list (for a
+    /// national list: the ones the EU list of lists names for its territory).
+    Pinned(Vec<PathBuf>),
+    /// Any signer whose signature verifies, reported at load: `check --trust`, the
+    /// operator's explicit choice for an ad-hoc audit.
+    AnyVerified,
+    /// No signature required: `[danger] unsigned_trusted_lists`, logged at every load.
+    Unsigned,
 }
 
 /// A PEM file of CA certificates and the kinds they are approved for.
@@ -354,13 +374,60 @@ impl TrustList {
             }
         }
         for tl in &sc.trusted_lists {
-            let path = tl.clone();
+            let path = tl.path.clone();
             let bytes = read_capped(&sc.name, &path)?;
-            let list = tsl::parse(&bytes).map_err(|e| TrustLoadError::Invalid {
+            let invalid = |message: String| TrustLoadError::Invalid {
                 source_name: sc.name.clone(),
                 path: path.clone(),
-                message: e.to_string(),
-            })?;
+                message,
+            };
+            // One tree: the document whose signature is verified is the one read.
+            let doc = xmlsig::parse_document(&bytes).map_err(|e| invalid(e.to_string()))?;
+            let signer = match &tl.signers {
+                ListSigners::Unsigned => {
+                    tracing::warn!(
+                        path = %path.display(),
+                        "trusted list loaded WITHOUT signature verification ([danger] unsigned_trusted_lists)"
+                    );
+                    "NOT VERIFIED ([danger] unsigned_trusted_lists)".to_owned()
+                }
+                ListSigners::Pinned(signer_files) => {
+                    let verified = xmlsig::verify(&doc)
+                        .map_err(|e| invalid(format!("signature refused: {e}")))?;
+                    let mut pinned = Vec::new();
+                    for f in signer_files {
+                        let pem = read_capped(&sc.name, f)?;
+                        pinned.extend(
+                            decode_certificate_chain(&pem).map_err(|e| {
+                                invalid(format!("signer file {}: {e}", f.display()))
+                            })?,
+                        );
+                    }
+                    if !pinned.contains(&verified.signer.der) {
+                        return Err(invalid(format!(
+                            "signed by {} (SHA-256 {}), which is not among the signers configured for it",
+                            verified.signer.subject,
+                            verified.signer.fingerprint_hex()
+                        )));
+                    }
+                    format!(
+                        "signature verified, signer {} (SHA-256 {}) pinned",
+                        verified.signer.subject,
+                        verified.signer.fingerprint_hex()
+                    )
+                }
+                ListSigners::AnyVerified => {
+                    let verified = xmlsig::verify(&doc)
+                        .map_err(|e| invalid(format!("signature refused: {e}")))?;
+                    format!(
+                        "signature verified, signer {} (SHA-256 {}) accepted as the operator's explicit choice (no LOTL authorises it here)",
+                        verified.signer.subject,
+                        verified.signer.fingerprint_hex()
+                    )
+                }
+            };
+            self.notes.push(format!("{}: {signer}", path.display()));
+            let list = tsl::read_document(&doc).map_err(|e| invalid(e.to_string()))?;
             self.add_trusted_list(index, &path, list);
         }
         Ok(())

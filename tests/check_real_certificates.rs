@@ -6,14 +6,69 @@ use common::*;
 use psp_gateway::QtspSource;
 use psp_gateway::cert::PspCertificate;
 
-const CZ_TL: &str = r#"
+/// The real Czech list as a trust source, its signature verified and its signer pinned to
+/// the certificates the real 2019 EU list of lists names for CZ ([`cz_signers_pem`]).
+fn cz_tl() -> String {
+    format!(
+        r#"
 [[trust.sources]]
 name = "cz-tl"
 qtsp_source = "EIDAS"
 qtsp_jurisdiction = "EEA"
 valid_for = ["EEA"]
-trusted_lists = ["../shared/data/trusted-lists/CZ-tl_seq77_2019-08-23.xml"]
-"#;
+trusted_lists = [{{ file = "../shared/data/trusted-lists/CZ-tl_seq77_2019-08-23.xml", signers = ["{}"] }}]
+"#,
+        cz_signers_pem().display()
+    )
+}
+
+/// The certificates the real EU LOTL of 2019-09-04 authorises to sign the CZ list (its CZ
+/// `OtherTSLPointer`s' `ServiceDigitalIdentities`), as a PEM file written once per test run.
+fn cz_signers_pem() -> &'static std::path::Path {
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let lotl = std::fs::read_to_string(data("trusted-lists/eu-lotl_seq248_2019-09-04.xml"))
+            .expect("the LOTL is UTF-8");
+        let doc = roxmltree::Document::parse(&lotl).expect("the LOTL parses");
+        // The CZ pointers (the list in XML and in PDF form), each naming the signers.
+        let pointers: Vec<_> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("OtherTSLPointer"))
+            .filter(|p| {
+                p.descendants().any(|n| {
+                    n.has_tag_name("SchemeTerritory") && n.text().map(str::trim) == Some("CZ")
+                })
+            })
+            .collect();
+        assert!(!pointers.is_empty(), "the LOTL points to the CZ list");
+        let mut ders: Vec<Vec<u8>> = pointers
+            .iter()
+            .flat_map(|p| p.descendants())
+            .filter(|n| n.has_tag_name("X509Certificate"))
+            .filter_map(|n| n.text())
+            .map(|b64| {
+                use base64::Engine;
+                let clean: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
+                base64::engine::general_purpose::STANDARD
+                    .decode(clean)
+                    .expect("Base64 certificate")
+            })
+            .collect();
+        let named = ders.len();
+        ders.sort();
+        ders.dedup();
+        assert_eq!(
+            (named, ders.len()),
+            (6, 3),
+            "the 2019 LOTL names three CZ signers, in each of its two CZ pointers (XML and PDF)"
+        );
+        let refs: Vec<&[u8]> = ders.iter().map(Vec::as_slice).collect();
+        let path =
+            std::env::temp_dir().join(format!("psp-gateway-{}-cz-signers.pem", std::process::id()));
+        std::fs::write(&path, common::forge::pem_chain(&refs)).expect("signers written");
+        path
+    })
+}
 
 const OBIE_PP: &str = r#"
 [[trust.sources]]
@@ -37,7 +92,7 @@ fn creditas() -> PspCertificate {
 
 #[test]
 fn real_production_qwac_is_valid_against_the_real_czech_trusted_list_in_2020() {
-    let trust = trust(CZ_TL);
+    let trust = trust(&cz_tl());
     let r = run(&trust, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
     assert_eq!(flags3(&r), (true, true, true), "{:#?}", r.explanation);
     assert_eq!(r.auth_number.as_deref(), Some("PSDCZ-CNB-63492555"));
@@ -58,7 +113,7 @@ fn real_production_qwac_is_valid_against_the_real_czech_trusted_list_in_2020() {
 
 #[test]
 fn the_same_qwac_today_is_expired_and_keeps_its_other_flags() {
-    let trust = trust(CZ_TL);
+    let trust = trust(&cz_tl());
     let r = run(&trust, &creditas(), &[], "CZ", at("2026-11-21T00:00:00Z"));
     assert_eq!(flags3(&r), (true, true, false));
     assert_eq!(r.qtsp_source, Some(QtspSource::Eidas));
@@ -66,7 +121,7 @@ fn the_same_qwac_today_is_expired_and_keeps_its_other_flags() {
 
 #[test]
 fn a_czech_qwac_is_not_approved_outside_the_sources_jurisdictions() {
-    let trust = trust(CZ_TL);
+    let trust = trust(&cz_tl());
     let r = run(&trust, &creditas(), &[], "GB", at("2020-01-15T00:00:00Z"));
     assert_eq!(flags3(&r), (false, true, true));
     assert_eq!(
@@ -103,7 +158,7 @@ fn the_issuing_ca_presented_as_an_intermediate_verifies_the_signature_but_is_not
 
 #[test]
 fn one_changed_byte_in_the_signed_part_fails_the_signature_and_nothing_else() {
-    let trust = trust(CZ_TL);
+    let trust = trust(&cz_tl());
     let original = creditas();
     // Change one letter of the subject CN `creditas.cz` inside the TBSCertificate.
     let mut der = original.der.clone();
@@ -242,7 +297,7 @@ fn a_presented_intermediate_that_does_not_chain_to_the_trust_list_is_not_trust()
 
 #[test]
 fn untrusted_issuers_of_the_corpus_come_out_unknown() {
-    let trust = trust(&format!("{CZ_TL}\n{OBIE_PP}"));
+    let trust = trust(&format!("{}\n{OBIE_PP}", cz_tl()));
     for (file, when) in [
         ("ing_sandbox_example_qwac.pem", "2021-01-01T00:00:00Z"),
         ("ing_sandbox_example_qsealc.pem", "2021-01-01T00:00:00Z"),
@@ -319,7 +374,11 @@ name = "cz-tl-edited"
 qtsp_source = "EIDAS"
 qtsp_jurisdiction = "EEA"
 valid_for = ["EEA"]
-trusted_lists = ["{}"]
+trusted_lists = ["{0}"]
+
+# The edit breaks the list's signature: loaded as an unsigned list of our own making.
+[danger]
+unsigned_trusted_lists = ["{0}"]
 "#,
         path.display()
     ));
@@ -339,7 +398,7 @@ fn the_czech_qwac_services_qualifications_are_read_and_leave_the_qwac_approved()
         cert.policies,
         ["1.3.6.1.4.1.23624.10.1.40.1.1", "0.4.0.194112.1.4"]
     );
-    let trust = trust(CZ_TL);
+    let trust = trust(&cz_tl());
     assert!(
         trust
             .notes()
@@ -443,4 +502,28 @@ fn an_unknown_critical_extension_in_the_real_czech_list_stops_the_service_being_
     });
     let r = run(&t, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
     assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+}
+
+#[test]
+fn a_czech_list_whose_signature_was_broken_is_refused_with_the_failed_reference() {
+    // One ServiceStatus changed withdrawn → granted: an attacker "re-granting" a service.
+    let toml = cz_tl().replace("CZ-tl_seq77_2019-08-23.xml", "CZ-tl_seq77_broken-sig.xml");
+    let e = config(&toml).load_trust().unwrap_err().to_string();
+    assert!(
+        e.contains("signature refused") && e.contains("reference URI=\"\" digest mismatch"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_czech_list_signed_by_someone_the_configuration_does_not_pin_is_refused() {
+    // The genuine list, with the OBIE CAs pinned as its signers instead.
+    let toml = cz_tl().replace(
+        &cz_signers_pem().display().to_string(),
+        &data("psd2-certs/obie_pp_issuing_ca.pem")
+            .display()
+            .to_string(),
+    );
+    let e = config(&toml).load_trust().unwrap_err().to_string();
+    assert!(e.contains("not among the signers configured for it"), "{e}");
 }

@@ -275,3 +275,33 @@ fn check_says_so_when_more_intermediates_are_given_than_a_path_is_built_from() {
         .collect();
     assert!(codes.contains(&"chain_too_long"), "{v:#}");
 }
+
+#[test]
+fn check_with_a_trusted_list_names_its_signer_and_refuses_a_broken_one() {
+    let cert = data("psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem");
+    let run = |tl: &str| {
+        psp_gateway(&[
+            "check",
+            "--cert",
+            cert.to_str().expect("utf-8 path"),
+            "--jurisdiction",
+            "CZ",
+            "--at",
+            "2020-01-15T00:00:00Z",
+            "--trust",
+            data(tl).to_str().expect("utf-8 path"),
+            "--offline",
+        ])
+    };
+    let good = run("trusted-lists/CZ-tl_seq77_2019-08-23.xml");
+    assert_eq!(good.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&good.stderr);
+    assert!(
+        stderr.contains("signature verified") && stderr.contains("explicit choice"),
+        "the signer is named on stderr: {stderr}"
+    );
+    let broken = run("trusted-lists/CZ-tl_seq77_broken-sig.xml");
+    assert_eq!(broken.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&broken.stderr);
+    assert!(stderr.contains("digest mismatch"), "{stderr}");
+}
