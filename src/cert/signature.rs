@@ -187,7 +187,17 @@ pub(crate) fn verify_signed_data(
             "signature BIT STRING has unused bits".to_owned(),
         ));
     }
-    let spki = match SubjectPublicKeyInfo::from_der(signer_spki_der) {
+    let spki = signer_key(signer_spki_der)?;
+    let chosen = choose_algorithm(algorithm, &spki)?;
+    signature::UnparsedPublicKey::new(chosen, &spki.subject_public_key.data)
+        .verify(message, signature)
+        .map_err(|_| SignatureError::Invalid)
+}
+
+/// The signer's SubjectPublicKeyInfo, read strictly: nothing after it, and a key BIT STRING
+/// without unused bits.
+fn signer_key(spki_der: &[u8]) -> Result<SubjectPublicKeyInfo<'_>, SignatureError> {
+    let spki = match SubjectPublicKeyInfo::from_der(spki_der) {
         Ok(([], spki)) => spki,
         Ok(_) => {
             return Err(SignatureError::BadIssuerKey(
@@ -201,10 +211,7 @@ pub(crate) fn verify_signed_data(
             "subjectPublicKey BIT STRING has unused bits".to_owned(),
         ));
     }
-    let chosen = choose_algorithm(algorithm, &spki)?;
-    signature::UnparsedPublicKey::new(chosen, &spki.subject_public_key.data)
-        .verify(message, signature)
-        .map_err(|_| SignatureError::Invalid)
+    Ok(spki)
 }
 
 /// The hash of a signature scheme named outside ASN.1 (by an XML-DSig algorithm URI).
@@ -237,20 +244,7 @@ pub(crate) fn verify_with_scheme(
     signature: &[u8],
     signer_spki_der: &[u8],
 ) -> Result<(), SignatureError> {
-    let spki = match SubjectPublicKeyInfo::from_der(signer_spki_der) {
-        Ok(([], spki)) => spki,
-        Ok(_) => {
-            return Err(SignatureError::BadIssuerKey(
-                "trailing bytes after the SubjectPublicKeyInfo".to_owned(),
-            ));
-        }
-        Err(e) => return Err(SignatureError::BadIssuerKey(e.to_string())),
-    };
-    if spki.subject_public_key.unused_bits != 0 {
-        return Err(SignatureError::BadIssuerKey(
-            "subjectPublicKey BIT STRING has unused bits".to_owned(),
-        ));
-    }
+    let spki = signer_key(signer_spki_der)?;
     let chosen: &'static dyn VerificationAlgorithm = match scheme {
         Scheme::RsaPkcs1(hash) => {
             require_rsa_key(&spki)?;

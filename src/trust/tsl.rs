@@ -75,7 +75,7 @@
 //! Any `TrustServiceProviderList` inside it is ignored and noted in `skipped`, so a LOTL can
 //! never be mistaken for a TL with services. Use [`TrustedList::is_list_of_lists`] to tell.
 
-mod read;
+pub(crate) mod read;
 mod xsd;
 
 use time::OffsetDateTime;

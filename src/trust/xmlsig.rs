@@ -35,6 +35,7 @@ use base64::Engine as _;
 use roxmltree::{Document, Node};
 use time::OffsetDateTime;
 
+use super::tsl::read::{children_in, is_in};
 use super::tsl::{MAX_TSL_BYTES, MAX_XML_NODES, TSL_NAMESPACE};
 use crate::cert::PspCertificate;
 use crate::cert::signature::{Scheme, SchemeHash, SignatureError, verify_with_scheme};
@@ -218,12 +219,12 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
         ));
     }
     let root = doc.root_element();
-    if !is(root, TSL_NAMESPACE, "TrustServiceStatusList") {
+    if !is_in(root, TSL_NAMESPACE, "TrustServiceStatusList") {
         return Err(structure("the root element is not TrustServiceStatusList"));
     }
     let lists = doc
         .descendants()
-        .filter(|n| is(*n, TSL_NAMESPACE, "TrustServiceStatusList"))
+        .filter(|n| is_in(*n, TSL_NAMESPACE, "TrustServiceStatusList"))
         .count();
     if lists != 1 {
         return Err(structure(format!(
@@ -232,7 +233,7 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
     }
     let signatures: Vec<Node<'_, '_>> = doc
         .descendants()
-        .filter(|n| is(*n, DSIG_NAMESPACE, "Signature"))
+        .filter(|n| is_in(*n, DSIG_NAMESPACE, "Signature"))
         .collect();
     let signature = match signatures.as_slice() {
         [one] => *one,
@@ -271,7 +272,7 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
         });
     }
     let references: Vec<Node<'_, '_>> =
-        children(signed_info, DSIG_NAMESPACE, "Reference").collect();
+        children_in(signed_info, DSIG_NAMESPACE, "Reference").collect();
     if references.len() != 2 {
         return Err(structure(format!(
             "{} References in SignedInfo, expected 2 (URI=\"\" and SignedProperties)",
@@ -280,9 +281,9 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
     }
     if let Some(other) = signed_info.children().find(|c| {
         c.is_element()
-            && !(is(*c, DSIG_NAMESPACE, "CanonicalizationMethod")
-                || is(*c, DSIG_NAMESPACE, "SignatureMethod")
-                || is(*c, DSIG_NAMESPACE, "Reference"))
+            && !(is_in(*c, DSIG_NAMESPACE, "CanonicalizationMethod")
+                || is_in(*c, DSIG_NAMESPACE, "SignatureMethod")
+                || is_in(*c, DSIG_NAMESPACE, "Reference"))
     }) {
         return Err(structure(format!(
             "unexpected element {} in SignedInfo",
@@ -323,9 +324,9 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
     let qualifying = target.parent_element();
     let object = qualifying.and_then(|q| q.parent_element());
     let owner = object.and_then(|o| o.parent_element());
-    let in_place = is(target, XADES_NAMESPACE, "SignedProperties")
-        && qualifying.is_some_and(|q| is(q, XADES_NAMESPACE, "QualifyingProperties"))
-        && object.is_some_and(|o| is(o, DSIG_NAMESPACE, "Object"))
+    let in_place = is_in(target, XADES_NAMESPACE, "SignedProperties")
+        && qualifying.is_some_and(|q| is_in(q, XADES_NAMESPACE, "QualifyingProperties"))
+        && object.is_some_and(|o| is_in(o, DSIG_NAMESPACE, "Object"))
         && owner.map(|s| s.id()) == Some(signature.id());
     if !in_place {
         return Err(XmlSigError::BadReferenceTarget {
@@ -396,7 +397,7 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
     // The signer: the one certificate of KeyInfo, named by the signed properties.
     let certs: Vec<Node<'_, '_>> = key_info
         .descendants()
-        .filter(|n| is(*n, DSIG_NAMESPACE, "X509Certificate"))
+        .filter(|n| is_in(*n, DSIG_NAMESPACE, "X509Certificate"))
         .collect();
     let [cert_node] = certs.as_slice() else {
         return Err(structure(format!(
@@ -411,20 +412,21 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
     let signed_signature_properties =
         one_child(target, XADES_NAMESPACE, "SignedSignatureProperties")?;
     check_signing_certificate(signed_signature_properties, &signer.der)?;
-    let signing_time = match children(signed_signature_properties, XADES_NAMESPACE, "SigningTime")
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        [] => None,
-        [t] => {
-            let text = t.text().unwrap_or("").trim();
-            Some(
-                OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-                    .map_err(|e| structure(format!("SigningTime {text:?}: {e}")))?,
-            )
-        }
-        _ => return Err(structure("SigningTime given more than once")),
-    };
+    let signing_time =
+        match children_in(signed_signature_properties, XADES_NAMESPACE, "SigningTime")
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [] => None,
+            [t] => {
+                let text = t.text().unwrap_or("").trim();
+                Some(
+                    OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                        .map_err(|e| structure(format!("SigningTime {text:?}: {e}")))?,
+                )
+            }
+            _ => return Err(structure("SigningTime given more than once")),
+        };
 
     // The signature over SignedInfo.
     let signed_info_bytes = c14n::canonicalize(
@@ -463,8 +465,8 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
 /// verifies the signature), and the real EU list of lists and the IE list use it. A second
 /// pre-image of a given certificate under SHA-1 is not known to be feasible.
 fn check_signing_certificate(ssp: Node<'_, '_>, cert_der: &[u8]) -> Result<(), XmlSigError> {
-    let v1: Vec<_> = children(ssp, XADES_NAMESPACE, "SigningCertificate").collect();
-    let v2: Vec<_> = children(ssp, XADES_NAMESPACE, "SigningCertificateV2").collect();
+    let v1: Vec<_> = children_in(ssp, XADES_NAMESPACE, "SigningCertificate").collect();
+    let v2: Vec<_> = children_in(ssp, XADES_NAMESPACE, "SigningCertificateV2").collect();
     let (holder, allow_sha1) = match (v1.as_slice(), v2.as_slice()) {
         ([one], []) => (*one, true),
         ([], [one]) => (*one, false),
@@ -475,7 +477,7 @@ fn check_signing_certificate(ssp: Node<'_, '_>, cert_der: &[u8]) -> Result<(), X
         }
     };
     let mut seen = 0;
-    for cert in children(holder, XADES_NAMESPACE, "Cert") {
+    for cert in children_in(holder, XADES_NAMESPACE, "Cert") {
         seen += 1;
         let digest = one_child(cert, XADES_NAMESPACE, "CertDigest")?;
         let method = one_child(digest, DSIG_NAMESPACE, "DigestMethod")?;
@@ -529,7 +531,7 @@ fn check_digest(
 
 /// The `Algorithm` URIs of a Reference's `Transforms`, in order; refuses parameters.
 fn transforms<'a>(reference: Node<'a, '_>) -> Result<Vec<&'a str>, XmlSigError> {
-    let list: Vec<_> = children(reference, DSIG_NAMESPACE, "Transforms").collect();
+    let list: Vec<_> = children_in(reference, DSIG_NAMESPACE, "Transforms").collect();
     let holder = match list.as_slice() {
         [] => return Ok(Vec::new()),
         [one] => *one,
@@ -537,7 +539,7 @@ fn transforms<'a>(reference: Node<'a, '_>) -> Result<Vec<&'a str>, XmlSigError> 
     };
     let mut out = Vec::new();
     for t in holder.children().filter(|c| c.is_element()) {
-        if !is(t, DSIG_NAMESPACE, "Transform") {
+        if !is_in(t, DSIG_NAMESPACE, "Transform") {
             return Err(structure(format!(
                 "unexpected element {} in Transforms",
                 t.tag_name().name()
@@ -590,24 +592,12 @@ fn base64_content(node: Node<'_, '_>) -> Result<Vec<u8>, base64::DecodeError> {
     base64::engine::general_purpose::STANDARD.decode(text)
 }
 
-fn is(node: Node<'_, '_>, ns: &str, local: &str) -> bool {
-    node.is_element() && node.tag_name().namespace() == Some(ns) && node.tag_name().name() == local
-}
-
-fn children<'a, 'i>(
-    parent: Node<'a, 'i>,
-    ns: &'static str,
-    local: &'static str,
-) -> impl Iterator<Item = Node<'a, 'i>> {
-    parent.children().filter(move |c| is(*c, ns, local))
-}
-
 fn one_child<'a, 'i>(
     parent: Node<'a, 'i>,
     ns: &'static str,
     local: &'static str,
 ) -> Result<Node<'a, 'i>, XmlSigError> {
-    let mut found = children(parent, ns, local);
+    let mut found = children_in(parent, ns, local);
     match (found.next(), found.next()) {
         (Some(one), None) => Ok(one),
         (None, _) => Err(structure(format!(

@@ -537,8 +537,8 @@ fn is(node: Node, local: &str) -> bool {
     is_in(node, TSL_NAMESPACE, local)
 }
 
-/// Whether `node` is the element `local` of namespace `ns`.
-fn is_in(node: Node, ns: &str, local: &str) -> bool {
+/// Whether `node` is the element `local` of namespace `ns` (also for `trust::xmlsig`).
+pub(crate) fn is_in(node: Node, ns: &str, local: &str) -> bool {
     node.is_element() && node.tag_name().name() == local && node.tag_name().namespace() == Some(ns)
 }
 
@@ -547,8 +547,8 @@ fn elements<'a, 'i>(parent: Node<'a, 'i>) -> impl Iterator<Item = Node<'a, 'i>> 
     parent.children().filter(Node::is_element)
 }
 
-/// The child elements `local` of namespace `ns`.
-fn children_in<'a, 'i>(
+/// The child elements `local` of namespace `ns` (also for `trust::xmlsig`).
+pub(crate) fn children_in<'a, 'i>(
     parent: Node<'a, 'i>,
     ns: &'static str,
     local: &'static str,

@@ -374,14 +374,14 @@ fn rsa_pss_signatures_made_by_openssl_verify_with_rsa_and_rsa_pss_keys() {
             let doc = roxmltree::Document::parse(xml).expect("template");
             let sig = doc
                 .descendants()
-                .find(|n| is(*n, DSIG_NAMESPACE, "Signature"))
+                .find(|n| is_in(*n, DSIG_NAMESPACE, "Signature"))
                 .expect("signature");
             let bytes = if whole {
                 c14n::canonicalize(doc.root(), Some(sig.id()), c14n::Method::Exclusive, false)
             } else {
                 let props = doc
                     .descendants()
-                    .find(|n| is(*n, XADES_NAMESPACE, "SignedProperties"))
+                    .find(|n| is_in(*n, XADES_NAMESPACE, "SignedProperties"))
                     .expect("props");
                 c14n::canonicalize(props, None, c14n::Method::Exclusive, false)
             }
@@ -395,7 +395,7 @@ fn rsa_pss_signatures_made_by_openssl_verify_with_rsa_and_rsa_pss_keys() {
             let doc = roxmltree::Document::parse(&filled).expect("filled");
             let si = doc
                 .descendants()
-                .find(|n| is(*n, DSIG_NAMESPACE, "SignedInfo"))
+                .find(|n| is_in(*n, DSIG_NAMESPACE, "SignedInfo"))
                 .expect("SignedInfo");
             c14n::canonicalize(si, None, c14n::Method::Exclusive, false).expect("c14n")
         };
