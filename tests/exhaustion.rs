@@ -31,17 +31,10 @@ const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
 
 /// (VmRSS, VmHWM) of this process, in bytes.
 fn memory() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.trim().strip_suffix("kB"))
-            .and_then(|kb| kb.trim().parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("{name} in /proc/self/status"))
-            * 1024
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    (
+        common::process_memory("VmRSS:"),
+        common::process_memory("VmHWM:"),
+    )
 }
 
 fn mb(bytes: u64) -> f64 {

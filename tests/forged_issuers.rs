@@ -10,14 +10,13 @@ mod common;
 
 use std::path::PathBuf;
 
-use bytes::Bytes;
 use common::forge::{self, AKI, SKI, aki_value, attacker_key, pem_chain, reissue, ski_value};
 use common::test_pki::{test_config, test_pki};
-use common::tls_client::{self, Proto, ReqBody};
+use common::tls_client::{self, Proto, get};
 use common::upstream;
 use common::*;
-use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http::{Method, StatusCode};
+use http_body_util::BodyExt;
 use psp_gateway::cert::PspCertificate;
 use psp_gateway::check::CheckReport;
 use rcgen::KeyPair;
@@ -324,18 +323,6 @@ fn tempdir(tag: &str) -> PathBuf {
 }
 
 // ---- the gateway, over mutual TLS and behind a load balancer ----
-
-fn get(path: &str) -> Request<ReqBody> {
-    Request::builder()
-        .method(Method::GET)
-        .uri(format!("https://localhost{path}"))
-        .body(
-            Empty::<Bytes>::new()
-                .map_err(|never| match never {})
-                .boxed(),
-        )
-        .expect("request")
-}
 
 #[tokio::test]
 async fn the_gateway_refuses_forged_chains_over_mutual_tls() {

@@ -5,28 +5,13 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use common::test_pki::{config_for, serve_swappable, test_config, test_pki};
-use common::tls_client::{self, Proto, ReqBody};
+use common::tls_client::{self, Proto, ReqBody, get};
 use common::upstream::{self, Upstream};
 use common::*;
 use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use psp_gateway::app::Running;
-
-fn empty() -> ReqBody {
-    Empty::<Bytes>::new()
-        .map_err(|never| match never {})
-        .boxed()
-}
-
-fn get(path: &str) -> Request<ReqBody> {
-    Request::builder()
-        .method(Method::GET)
-        .uri(format!("https://localhost{path}"))
-        .body(empty())
-        .expect("request")
-}
 
 /// The sandbox configuration on the test PKI with the gateway in front of `upstream`, the
 /// bank in `jurisdiction`, and `edit` applied.

@@ -5,13 +5,12 @@
 
 mod common;
 
-use bytes::Bytes;
 use common::service;
 use common::test_pki::{test_config, test_pki};
-use common::tls_client::{self, Proto, ReqBody};
+use common::tls_client::{self, Proto};
 use common::upstream::{self, RawUpstream};
-use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http::StatusCode;
+use http_body_util::BodyExt;
 use psp_gateway::app::Running;
 
 /// The sandbox PSP registered for account information (service 8) only.
@@ -73,15 +72,7 @@ async fn raw_get(running: &Running, psp: &str, target: &[u8], headers: &[(&str, 
 /// One HTTP/2 request through hyper's client (HTTP/2 carries the path in `:path`, which no
 /// HTTP/1 request-line parser sees).
 async fn h2_get(running: &Running, psp: &str, path: &str) -> (StatusCode, serde_json::Value) {
-    let req: Request<ReqBody> = Request::builder()
-        .method(Method::GET)
-        .uri(format!("https://localhost{path}"))
-        .body(
-            Empty::<Bytes>::new()
-                .map_err(|never| match never {})
-                .boxed(),
-        )
-        .expect("request");
+    let req = tls_client::get(path);
     let config = tls_client::client_config(&test_pki().dir, Some(psp), Proto::H2);
     let addr = running.gateway.expect("gateway listening");
     let (response, _) = tls_client::send(addr, config, Proto::H2, req).await;

@@ -16,13 +16,7 @@ use hyper::body::Frame;
 
 /// Resident memory of this process now (Linux `VmRSS`), in bytes.
 fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS");
-    kb * 1024
+    common::process_memory("VmRSS:")
 }
 
 /// Samples `rss()` every 2 ms on a thread of its own until stopped; returns the highest.

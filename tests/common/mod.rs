@@ -95,3 +95,15 @@ pub fn flags3(r: &CheckReport) -> (bool, bool, bool) {
         r.validity.not_expired,
     )
 }
+
+/// A memory field of this process's `/proc/self/status` (`"VmRSS:"`, `"VmHWM:"`), in bytes.
+pub fn process_memory(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
+        * 1024
+}

@@ -17,6 +17,23 @@ use tokio_rustls::TlsConnector;
 
 pub type ReqBody = BoxBody<Bytes, std::io::Error>;
 
+/// An empty request body.
+pub fn empty() -> ReqBody {
+    use http_body_util::BodyExt;
+    http_body_util::Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// `GET https://localhost{path}` with an empty body.
+pub fn get(path: &str) -> Request<ReqBody> {
+    Request::builder()
+        .method(http::Method::GET)
+        .uri(format!("https://localhost{path}"))
+        .body(empty())
+        .expect("request")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proto {
     H1,
