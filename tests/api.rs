@@ -554,6 +554,52 @@ async fn behind_a_trusted_proxy_the_forwarded_client_is_limited_not_the_proxy() 
 }
 
 #[tokio::test]
+async fn an_ipv6_client_rotating_addresses_inside_its_64_shares_one_quota() {
+    // Behind a trusted proxy, one IPv6 subscriber (a /64) tries a fresh address per request
+    // to escape the per-source limit; another /64 keeps its own quota.
+    let config = test_config(|t| {
+        t.replace(
+            "rate_limit = { requests = 15000, period_seconds = 300 }",
+            "rate_limit = { requests = 2, period_seconds = 300 }\ntrusted_proxies = [\"127.0.0.1/32\", \"::1/128\"]",
+        )
+    });
+    let running = start(config).await;
+    let addr = running.api.expect("api listening");
+    let valid = b64("valid");
+    let mut statuses = Vec::new();
+    for xff in [
+        "2001:db8:1:2::1",
+        "2001:db8:1:2:aaaa::2",
+        "2001:db8:1:2:ffff:ffff:ffff:ffff",
+        "2001:db8:1:3::1",
+    ] {
+        let reply = send(
+            addr,
+            Method::GET,
+            "/v1/psp/eidas?jurisdiction=XX",
+            &[
+                ("authorization", AUTH),
+                ("fi_reference_id", "r"),
+                ("eidas", &valid),
+                ("x-forwarded-for", xff),
+            ],
+        )
+        .await;
+        statuses.push(reply.status);
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::OK
+        ]
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
 async fn the_admin_listener_reports_health_and_readiness() {
     let running = start(test_config(|t| t)).await;
     let admin = running.admin.expect("admin listening");
