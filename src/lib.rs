@@ -13,6 +13,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod country;
+pub mod fetch;
 pub mod gateway;
 pub mod hex;
 pub mod policy;

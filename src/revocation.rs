@@ -19,7 +19,6 @@ pub mod ocsp;
 
 mod checker;
 mod evidence;
-mod fetch;
 mod reason;
 
 pub use checker::{

@@ -32,6 +32,7 @@
 //!    `QCForLegalPerson` qualifiers change nothing. Criteria that cannot be decided refuse
 //!    the certificate when their qualifiers would matter.
 
+pub mod lotl;
 pub mod policy;
 pub mod qualifications;
 pub mod tsl;

@@ -364,13 +364,24 @@ fn the_lists_of_the_lists_parse_with_no_services() {
         assert!(tl.is_list_of_lists(), "{file}");
         assert!(tl.services.is_empty(), "{file}");
         assert_eq!(tl.tsp_count, 0, "{file}");
-        assert_eq!(
-            tl.skipped,
-            vec![format!(
-                "list of the lists: its {pointers} OtherTSLPointer entries (clause 5.3.13) point \
-                 to other lists and are not trust services; they were not read"
-            )],
-            "{file}"
+        assert!(tl.skipped.is_empty(), "{file}: {:?}", tl.skipped);
+        assert_eq!(tl.pointers.len(), pointers, "{file}");
+        // The pointer to the LOTL itself names the keys that may sign the next LOTL.
+        let own = &tl.pointers[0];
+        assert!(own.is_list_of_lists() && own.is_xml(), "{file}");
+        assert_eq!(own.territory.as_deref(), Some("EU"));
+        assert_eq!(own.location, "https://ec.europa.eu/tools/lotl/eu-lotl.xml");
+        // Every Member State's XML list is pointed to with the certificates that may sign it.
+        let cz = tl
+            .pointers
+            .iter()
+            .find(|p| p.territory.as_deref() == Some("CZ") && p.is_xml())
+            .expect("a CZ pointer");
+        assert!(!cz.certificates.is_empty(), "{file}");
+        // Some pointers name a PDF rendering; they are read but are not the XML list.
+        assert!(
+            tl.pointers.iter().all(|p| p.territory.is_some()),
+            "{file}: every pointer names its territory"
         );
     }
 }

@@ -28,10 +28,10 @@ use time::OffsetDateTime;
 use super::config::{RevocationConfig, RevocationConfigError};
 use super::crl::{CrlIndex, CrlStatus};
 use super::evidence::{MethodOutcome, RevocationEvidence};
-use super::fetch::{Fetcher, Limits};
 use super::ocsp::{self, OcspAnswer, OcspPolicy, OcspSigner, OcspStatus};
 use super::reason::{add, rfc3339, until};
 use crate::cert::PspCertificate;
+use crate::fetch::{Fetcher, Limits};
 
 /// Reason when the certificate names no CRL distribution point.
 pub const NO_CRL_URL: &str = "the certificate names no CRL distribution point";
@@ -289,7 +289,7 @@ impl RevocationChecker {
         Ok(RevocationChecker {
             inner: Arc::new(Inner {
                 settings,
-                fetcher: Fetcher::new(config),
+                fetcher: Fetcher::new(config.allow_destinations, config.connect_timeout()),
                 ocsp_cache,
                 crl_cache,
                 ocsp_counters: Counters::default(),

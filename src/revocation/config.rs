@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use crate::fetch::AllowDestinations;
+
 /// TCP connect timeout. Two seconds is about ten round trips across Europe and what STACK.md
 /// budgets for every outbound connection; a responder that cannot complete a handshake in
 /// that time will not answer within the request either.
@@ -73,34 +75,6 @@ pub const DEFAULT_OCSP_CACHE_ENTRIES: u64 = 100_000;
 /// Memory for indexed CRLs, in bytes of index (about 60 bytes per entry): 256 MiB holds
 /// several of the largest public CRLs at once.
 pub const DEFAULT_CRL_CACHE_MAX_BYTES: u64 = 256 * 1024 * 1024;
-
-/// Where revocation fetches may connect to (DESIGN.md section 6: no private, loopback or
-/// link-local targets unless configured).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AllowDestinations {
-    /// Globally routable addresses only (the default): no loopback, private (RFC 1918, RFC
-    /// 4193), shared (RFC 6598), link-local or other special-purpose addresses (RFC 6890).
-    #[default]
-    Public,
-    /// Public addresses and loopback: the sandbox, whose responder is on 127.0.0.1.
-    Loopback,
-    /// Any unicast address, including private networks (an internal CRL mirror). Only the
-    /// unspecified address (which Linux connects to the local host) and multicast or
-    /// broadcast stay refused.
-    Any,
-}
-
-impl AllowDestinations {
-    /// The value as written in configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AllowDestinations::Public => "public",
-            AllowDestinations::Loopback => "loopback",
-            AllowDestinations::Any => "any",
-        }
-    }
-}
 
 /// The `[revocation]` table. Every field is optional; see the constants above for the
 /// defaults and where they come from.

@@ -13,7 +13,8 @@
 //! ├─ SchemeInformation                                (5.3)
 //! │  ├─ TSLSequenceNumber                             (5.3.2)  → TrustedList::sequence_number
 //! │  ├─ TSLType                                       (5.3.3)  → TrustedList::tsl_type
-//! │  ├─ PointersToOtherTSL/OtherTSLPointer            (5.3.13) counted for a list of the lists
+//! │  ├─ SchemeInformationURI/URI                      (5.3.7)  → TrustedList::scheme_information_uris
+//! │  ├─ PointersToOtherTSL/OtherTSLPointer            (5.3.13) → TrustedList::pointers
 //! │  ├─ SchemeTerritory                               (5.3.10) → TrustedList::territory
 //! │  ├─ ListIssueDateTime                             (5.3.14) → TrustedList::issue_date
 //! │  └─ NextUpdate/dateTime                           (5.3.15) → TrustedList::next_update
@@ -98,6 +99,15 @@ pub const MAX_TSL_BYTES: usize = 32 * 1024 * 1024;
 /// leave room for any honest list while keeping the recursive reader and evaluator shallow.
 pub const MAX_CRITERIA_DEPTH: usize = 8;
 
+/// Most `OtherTSLPointer` entries read from one list. The EU list of the lists has about 45
+/// (one per Member State and EEA country, some twice for a PDF rendering); a list with more
+/// is refused rather than read in part.
+pub const MAX_POINTERS: usize = 256;
+
+/// Most certificates one `OtherTSLPointer` may name. Real pointers name two to eight (a
+/// scheme operator's current and next signing keys); more is refused.
+pub const MAX_POINTER_CERTIFICATES: usize = 32;
+
 /// The namespace of the `Qualifications` extension (TS 119 612 Annex C.2, `ecc:`).
 pub const ECC_NAMESPACE: &str =
     "http://uri.etsi.org/TrstSvc/SvcInfoExt/eSigDir-1999-93-EC-TrustedList/#";
@@ -142,6 +152,9 @@ pub mod uri {
     pub const FOR_E_SIGNATURES: &str =
         "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/ForeSignatures";
 
+    /// `MimeType` of an `OtherTSLPointer` to the XML form of a list (clause 5.3.13).
+    pub const MIME_TSL_XML: &str = "application/vnd.etsi.tsl+xml";
+
     /// Service type (clause 5.5.1.1): a CA issuing qualified certificates.
     pub const SVCTYPE_CA_QC: &str = "http://uri.etsi.org/TrstSvc/Svctype/CA/QC";
 }
@@ -161,6 +174,12 @@ pub struct TrustedList {
     /// `NextUpdate/dateTime` (clause 5.3.15); `None` also for a closed list, whose
     /// `NextUpdate` is empty.
     pub next_update: Option<OffsetDateTime>,
+    /// `SchemeInformationURI/URI` values (clause 5.3.7), in document order. The EU list of
+    /// the lists announces its pivot LOTLs here ([`super::lotl`]).
+    pub scheme_information_uris: Vec<String>,
+    /// `PointersToOtherTSL/OtherTSLPointer` entries (clause 5.3.13) that could be read: for a
+    /// list of the lists, where each national list is and who may sign it.
+    pub pointers: Vec<TslPointer>,
     /// How many `TrustServiceProvider` elements the list has (including any whose services
     /// were all skipped); 0 for a list of the lists.
     pub tsp_count: usize,
@@ -173,6 +192,38 @@ pub struct TrustedList {
 impl TrustedList {
     /// Whether `TSLType` says this is a list of the lists (`EUlistofthelists`, or
     /// `CClistofthelists` outside the EU; clause 5.3.3).
+    pub fn is_list_of_lists(&self) -> bool {
+        self.tsl_type
+            .as_deref()
+            .is_some_and(read::is_list_of_lists_type)
+    }
+}
+
+/// One `OtherTSLPointer` (clause 5.3.13): where another list is published and the
+/// certificates allowed to sign it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TslPointer {
+    /// `TSLLocation`: the URL of the list.
+    pub location: String,
+    /// `AdditionalInformation/OtherInformation/SchemeTerritory` of the list pointed to.
+    pub territory: Option<String>,
+    /// `…/OtherInformation/TSLType` of the list pointed to.
+    pub tsl_type: Option<String>,
+    /// `…/OtherInformation/MimeType` (additional-types namespace): the XML list is
+    /// [`uri::MIME_TSL_XML`]; some pointers name a PDF rendering.
+    pub mime_type: Option<String>,
+    /// DER of every `ServiceDigitalIdentities/ServiceDigitalIdentity/DigitalId/X509Certificate`:
+    /// the certificates allowed to sign the list pointed to.
+    pub certificates: Vec<Vec<u8>>,
+}
+
+impl TslPointer {
+    /// Whether the pointer names the XML form of a list (not its PDF rendering).
+    pub fn is_xml(&self) -> bool {
+        self.mime_type.as_deref() == Some(uri::MIME_TSL_XML)
+    }
+
+    /// Whether the list pointed to is a list of the lists (the LOTL's pointer to itself).
     pub fn is_list_of_lists(&self) -> bool {
         self.tsl_type
             .as_deref()

@@ -8,8 +8,9 @@ use roxmltree::{Document, Node};
 
 use super::xsd;
 use super::{
-    ADDITIONAL_TYPES_NAMESPACE, ECC_NAMESPACE, MAX_CRITERIA_DEPTH, ServiceStatus, StatusPeriod,
-    TSL_NAMESPACE, TrustedList, TslError, TslService, XADES_NAMESPACE,
+    ADDITIONAL_TYPES_NAMESPACE, ECC_NAMESPACE, MAX_CRITERIA_DEPTH, MAX_POINTER_CERTIFICATES,
+    MAX_POINTERS, ServiceStatus, StatusPeriod, TSL_NAMESPACE, TrustedList, TslError, TslPointer,
+    TslService, XADES_NAMESPACE,
 };
 use crate::trust::qualifications::{
     Assert, CriteriaList, Criterion, KeyUsageBit, Qualification, Qualifier,
@@ -64,13 +65,35 @@ pub(super) fn trusted_list(doc: &Document) -> Result<TrustedList, TslError> {
     let mut list = scheme_information(root).map_err(invalid)?;
     let providers = optional(root, "TrustServiceProviderList").map_err(invalid)?;
 
+    let pointers = optional(
+        one(root, "SchemeInformation").map_err(invalid)?,
+        "PointersToOtherTSL",
+    )
+    .map_err(invalid)?;
+    if let Some(pointers) = pointers {
+        let count = all(pointers, "OtherTSLPointer").count();
+        if count > MAX_POINTERS {
+            return Err(TslError::TooLarge {
+                what: "number of OtherTSLPointer entries",
+                limit: MAX_POINTERS,
+            });
+        }
+        for node in all(pointers, "OtherTSLPointer") {
+            match pointer(node) {
+                Ok(p) => list.pointers.push(p),
+                Err(p) => {
+                    let (line, _) = line_col(doc, p.at);
+                    list.skipped.push(format!(
+                        "OtherTSLPointer, line {line}: {}; pointer skipped",
+                        p.msg
+                    ));
+                }
+            }
+        }
+    }
+
     if list.is_list_of_lists() {
         // A list of the lists points to other lists; it lists no TSPs (module docs).
-        let pointers = pointer_count(root).map_err(invalid)?;
-        list.skipped.push(format!(
-            "list of the lists: its {pointers} OtherTSLPointer entries (clause 5.3.13) point to \
-             other lists and are not trust services; they were not read"
-        ));
         if let Some(p) = providers {
             let (line, _) = line_col(doc, p.range().start);
             list.skipped.push(format!(
@@ -140,8 +163,14 @@ fn scheme_information(root: Node) -> Read<TrustedList> {
             .transpose()?,
         None => None,
     };
+    let scheme_information_uris = match optional(scheme, "SchemeInformationURI")? {
+        Some(uris) => all(uris, "URI").map(text).collect(),
+        None => Vec::new(),
+    };
     Ok(TrustedList {
         territory,
+        scheme_information_uris,
+        pointers: Vec::new(),
         sequence_number,
         tsl_type,
         issue_date,
@@ -152,12 +181,50 @@ fn scheme_information(root: Node) -> Read<TrustedList> {
     })
 }
 
-/// Clause 5.3.13: how many `OtherTSLPointer` entries the list has.
-fn pointer_count(root: Node) -> Read<usize> {
-    let scheme = one(root, "SchemeInformation")?;
-    Ok(match optional(scheme, "PointersToOtherTSL")? {
-        Some(p) => all(p, "OtherTSLPointer").count(),
-        None => 0,
+/// Clause 5.3.13: one `OtherTSLPointer`.
+fn pointer(node: Node) -> Read<TslPointer> {
+    let location = nonempty_text(one(node, "TSLLocation")?)?;
+    let mut certificates = Vec::new();
+    if let Some(ids) = optional(node, "ServiceDigitalIdentities")? {
+        for sdi in all(ids, "ServiceDigitalIdentity") {
+            certificates.extend(identity(sdi)?.0);
+            if certificates.len() > MAX_POINTER_CERTIFICATES {
+                return Err(Problem::at(
+                    node,
+                    format!("more than {MAX_POINTER_CERTIFICATES} certificates"),
+                ));
+            }
+        }
+    }
+    let (mut territory, mut tsl_type, mut mime_type) = (None, None, None);
+    if let Some(info) = optional(node, "AdditionalInformation")? {
+        for other in all(info, "OtherInformation") {
+            for field in elements(other) {
+                let slot = if is(field, "SchemeTerritory") {
+                    &mut territory
+                } else if is(field, "TSLType") {
+                    &mut tsl_type
+                } else if is_in(field, ADDITIONAL_TYPES_NAMESPACE, "MimeType") {
+                    &mut mime_type
+                } else {
+                    continue;
+                };
+                if slot.is_some() {
+                    return Err(Problem::at(
+                        field,
+                        format!("more than one {}", field.tag_name().name()),
+                    ));
+                }
+                *slot = Some(nonempty_text(field)?);
+            }
+        }
+    }
+    Ok(TslPointer {
+        location,
+        territory,
+        tsl_type,
+        mime_type,
+        certificates,
     })
 }
 

@@ -1,4 +1,5 @@
-//! The outbound HTTP client for CRLs and OCSP (DESIGN.md section 6): `http` and `https` only,
+//! The outbound HTTP client for CRLs, OCSP and trusted lists (DESIGN.md section 6): `http` and
+//! `https` only,
 //! connect and total timeouts, body size caps enforced while reading, no redirects, and no
 //! destination outside what `allow_destinations` permits.
 //!
@@ -30,7 +31,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::rt::TokioExecutor;
 
-use super::config::{AllowDestinations, RevocationConfig};
+use serde::Deserialize;
 
 /// Sent with every fetch, so issuers can tell our traffic apart.
 const USER_AGENT_VALUE: &str = concat!("psp-gateway/", env!("CARGO_PKG_VERSION"));
@@ -41,9 +42,37 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// responder (misses are coalesced, so a handful suffices).
 const POOL_MAX_IDLE_PER_HOST: usize = 4;
 
+/// Where outbound fetches (revocation, trusted lists) may connect to (DESIGN.md section 6: no
+/// private, loopback or link-local targets unless configured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllowDestinations {
+    /// Globally routable addresses only (the default): no loopback, private (RFC 1918, RFC
+    /// 4193), shared (RFC 6598), link-local or other special-purpose addresses (RFC 6890).
+    #[default]
+    Public,
+    /// Public addresses and loopback: the sandbox, whose responder is on 127.0.0.1.
+    Loopback,
+    /// Any unicast address, including private networks (an internal CRL mirror). Only the
+    /// unspecified address (which Linux connects to the local host) and multicast or
+    /// broadcast stay refused.
+    Any,
+}
+
+impl AllowDestinations {
+    /// The value as written in configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllowDestinations::Public => "public",
+            AllowDestinations::Loopback => "loopback",
+            AllowDestinations::Any => "any",
+        }
+    }
+}
+
 /// Why a fetch failed. The `Display` text becomes part of the method's failure reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum FetchError {
+pub enum FetchError {
     #[error("`{0}` is not a valid URL")]
     InvalidUrl(String),
     #[error("scheme `{0}` is not allowed (http and https only)")]
@@ -66,7 +95,7 @@ pub(crate) enum FetchError {
 
 /// A destination the policy does not allow.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     host: String,
     addr: IpAddr,
     class: AddressClass,
@@ -93,7 +122,7 @@ impl StdError for Refusal {}
 
 /// What kind of address an IP address is, after RFC 6890's special-purpose registries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AddressClass {
+pub enum AddressClass {
     Public,
     Loopback,
     /// RFC 1918, RFC 4193 unique local, RFC 6598 shared (carrier-grade NAT), deprecated
@@ -126,7 +155,7 @@ impl AddressClass {
 /// Classifies an address by the IANA IPv4 and IPv6 Special-Purpose Address Registries
 /// (RFC 6890). IPv4 addresses embedded in IPv6 (mapped, compatible, NAT64 `64:ff9b::/96`)
 /// are classified as the IPv4 address they reach.
-pub(crate) fn classify(ip: IpAddr) -> AddressClass {
+pub fn classify(ip: IpAddr) -> AddressClass {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),
@@ -188,7 +217,7 @@ fn classify_v6(ip: Ipv6Addr) -> AddressClass {
 }
 
 /// Whether the policy allows connecting to an address of this class.
-pub(crate) fn allowed(allow: AllowDestinations, class: AddressClass) -> bool {
+pub fn allowed(allow: AllowDestinations, class: AddressClass) -> bool {
     // Exhaustive over the classes: a new class forces a decision here.
     match class {
         AddressClass::Public => true,
@@ -282,7 +311,7 @@ impl tower_service::Service<Name> for PolicyResolver {
 
 /// Limits of one fetch.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// Connect, request and the whole body.
     pub total: Duration,
     /// Body bytes; more is an error and is never buffered.
@@ -291,7 +320,7 @@ pub(crate) struct Limits {
 
 /// The shared client. Cheap to clone (the pool is shared).
 #[derive(Clone)]
-pub(crate) struct Fetcher {
+pub struct Fetcher {
     client: Client<HttpsConnector<HttpConnector<PolicyResolver>>, Full<Bytes>>,
     allow: AllowDestinations,
 }
@@ -301,13 +330,11 @@ impl Fetcher {
     /// 4.2.1.13 recommends `http` so that revocation checking does not depend on TLS
     /// validation) uses the platform's root certificates with the ring provider; without any,
     /// `https` fetches fail and are reported.
-    pub(crate) fn new(config: &RevocationConfig) -> Self {
-        let mut http = HttpConnector::new_with_resolver(PolicyResolver {
-            allow: config.allow_destinations,
-        });
+    pub fn new(allow: AllowDestinations, connect_timeout: Duration) -> Self {
+        let mut http = HttpConnector::new_with_resolver(PolicyResolver { allow });
         http.enforce_http(false);
         http.set_nodelay(true);
-        http.set_connect_timeout(Some(config.connect_timeout()));
+        http.set_connect_timeout(Some(connect_timeout));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = match hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(Arc::clone(&provider))
@@ -323,19 +350,16 @@ impl Fetcher {
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
             .build(https);
-        Fetcher {
-            client,
-            allow: config.allow_destinations,
-        }
+        Fetcher { client, allow }
     }
 
     /// GET `url`.
-    pub(crate) async fn get(&self, url: &str, limits: Limits) -> Result<Bytes, FetchError> {
+    pub async fn get(&self, url: &str, limits: Limits) -> Result<Bytes, FetchError> {
         self.fetch(Method::GET, url, None, limits).await
     }
 
     /// POST `body` of `content_type` to `url`.
-    pub(crate) async fn post(
+    pub async fn post(
         &self,
         url: &str,
         content_type: &'static str,
