@@ -1,4 +1,5 @@
-//! The admin listener: `/healthz` (alive), `/readyz` (reference data usable), and in the
+//! The admin listener: `/healthz` (alive), `/readyz` (reference data usable: issuers and
+//! registers loaded, every trusted list verified and before its `NextUpdate`), and in the
 //! sandbox the sandbox CAs' CRLs and OCSP responder.
 
 use std::sync::Arc;
@@ -68,18 +69,28 @@ pub async fn handle(state: Arc<AdminState>, req: Request<Incoming>) -> Response<
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => {
             let data = state.service.data();
-            let mut problems = Vec::new();
+            let now = OffsetDateTime::now_utc();
+            let mut problems: Vec<String> = Vec::new();
             if data.trust.is_empty() {
-                problems.push("the trust list holds no issuer");
+                problems.push("the trust list holds no issuer".to_owned());
             }
             if data.registers.registers().is_empty() {
-                problems.push("no NCA register is loaded");
+                problems.push("no NCA register is loaded".to_owned());
             }
+            // Every configured list must be present, verified and fresh now (not only at the
+            // last load: NextUpdate may have passed since).
+            let list_problems = data.trust.list_problems(now);
+            let lists = data.trust.lists().len();
+            problems.extend(list_problems.iter().cloned());
             let body = serde_json::json!({
                 "ready": problems.is_empty(),
                 "problems": problems,
                 "generation": data.generation,
                 "trustedIssuers": data.trust.issuers().len(),
+                "trustedLists": {
+                    "used": lists - list_problems.len(),
+                    "notUsed": list_problems.len(),
+                },
                 "registers": data.registers.registers().len(),
             });
             let status = if problems.is_empty() {

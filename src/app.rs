@@ -86,7 +86,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             "fail-closed default relaxed by configuration"
         );
     }
-    let data = ReferenceData::load(&config.data_sources(), 1)?;
+    let data = ReferenceData::load(&config.data_sources(), 1, time::OffsetDateTime::now_utc())?;
     tracing::info!(
         trust_sources = data.trust.sources().len(),
         trusted_issuers = data.trust.issuers().len(),
@@ -269,8 +269,102 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             shutdown_rx.clone(),
         )));
     }
+    let sources = config.data_sources();
+    if sources.trust.iter().any(|s| s.lotl.is_some()) {
+        let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
+        tasks.push(tokio::spawn(refresh_trust(
+            refresher,
+            sources,
+            service.clone(),
+            shutdown_rx.clone(),
+        )));
+    }
     running.tasks = tasks;
     Ok(running)
+}
+
+/// Fetches the LOTL sources' lists on a schedule and reloads the reference data after each
+/// round: at once when a list is missing or stale at start, then every refresh interval
+/// (jittered) or when the first list reaches its `NextUpdate`, whichever comes first. What
+/// does not verify is never stored, so a failed round keeps the last good lists.
+async fn refresh_trust(
+    refresher: crate::trust::refresh::Refresher,
+    sources: crate::service::DataSources,
+    service: Arc<CheckService>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    use time::OffsetDateTime;
+    let mut first = true;
+    loop {
+        let data = service.data();
+        let now = OffsetDateTime::now_utc();
+        let lotl_lists = || {
+            data.trust
+                .lists()
+                .iter()
+                .filter(|l| l.role != crate::trust::ListRole::Configured)
+        };
+        let wait = if first && lotl_lists().any(|l| l.problem_at(now).is_some()) {
+            Duration::ZERO
+        } else {
+            crate::trust::refresh::next_wait(
+                refresher.settings().refresh_interval,
+                lotl_lists()
+                    .filter_map(|l| l.usable_until)
+                    .filter(|u| *u > now)
+                    .min(),
+                now,
+            )
+        };
+        first = false;
+        drop(data);
+        tracing::debug!(wait_secs = wait.as_secs(), "next trusted-list refresh");
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => return,
+        }
+        for source in &sources.trust {
+            let Some(lotl) = &source.lotl else { continue };
+            let mut log_step = |step: crate::trust::refresh::Step<'_>| {
+                if step.attempt.ok {
+                    tracing::info!(source = %source.name, list = step.what, location = step.location, outcome = %step.attempt.message, "trusted list fetched");
+                } else {
+                    tracing::warn!(source = %source.name, list = step.what, location = step.location, problem = %step.attempt.message, "trusted list not updated; the last good copy stays");
+                }
+            };
+            let fetched = refresher
+                .fetch_source(
+                    &source.name,
+                    lotl,
+                    source.next_update_grace,
+                    OffsetDateTime::now_utc(),
+                    &mut log_step,
+                )
+                .await;
+            match fetched {
+                Ok(o) => {
+                    tracing::info!(source = %source.name, stored = o.stored, failed = o.failures, "trusted-list refresh done")
+                }
+                Err(e) => {
+                    tracing::error!(source = %source.name, error = %e, "trusted-list refresh failed")
+                }
+            }
+        }
+        // Verifying every list again takes CPU for a while: off the async workers.
+        let (s, d) = (service.clone(), sources.clone());
+        match tokio::task::spawn_blocking(move || s.reload(&d)).await {
+            Ok(Ok(generation)) => tracing::info!(
+                generation,
+                "reference data reloaded after the trusted-list refresh"
+            ),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "reload after the trusted-list refresh failed; current data kept")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reload after the trusted-list refresh did not finish; current data kept")
+            }
+        }
+    }
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {

@@ -13,6 +13,8 @@ use crate::cert::input::decode_certificate_chain;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod trust;
+
 use crate::config::Config;
 use crate::country::{self, CountryCode};
 use crate::register::{self, RegisterSnapshot};
@@ -66,6 +68,31 @@ enum Command {
         #[command(subcommand)]
         command: SandboxCommand,
     },
+    /// Trusted-list commands (LOTL sources).
+    Trust {
+        #[command(subcommand)]
+        command: TrustCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TrustCommand {
+    /// Download the LOTL of every source that names one and the lists it points to; store
+    /// what verifies, keep the last good copy of what does not. Exit 1 if anything failed.
+    Fetch {
+        #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
+    /// Show every trusted list and LOTL as `serve` would load it now: territory, sequence
+    /// number, dates, signer, verdict, services and issuers used, last fetch. Exit 1 if any
+    /// list is not used.
+    Status {
+        #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -86,8 +113,16 @@ struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Add an ETSI TS 119 612 trusted list as an `EIDAS` source valid for the EEA; repeatable.
+    /// Its signature is verified; its signer is accepted as your explicit choice (named on
+    /// stderr), or must be one the `--lotl` authorises for the list's territory.
     #[arg(long, value_name = "FILE")]
     trust: Vec<PathBuf>,
+    /// A list of the lists whose pointers authorise the signers of the `--trust` lists.
+    #[arg(long, value_name = "FILE", requires = "lotl_signer")]
+    lotl: Option<PathBuf>,
+    /// A certificate (PEM) pinned for the `--lotl`; repeatable.
+    #[arg(long, value_name = "CERT", requires = "lotl")]
+    lotl_signer: Vec<PathBuf>,
     /// Also explain each flag on stderr.
     #[arg(long)]
     explain: bool,
@@ -197,6 +232,19 @@ pub fn run() -> ExitCode {
             }
             Err(message) => fail(1, &message),
         },
+        Command::Trust { command } => {
+            let result = match command {
+                TrustCommand::Fetch { config } => trust::fetch(&config),
+                TrustCommand::Status { config, json } => trust::status(&config, json),
+            };
+            match result {
+                Ok(summary) => {
+                    println!("{summary}");
+                    ExitCode::SUCCESS
+                }
+                Err(message) => fail(1, &message),
+            }
+        }
         Command::Sandbox {
             command: SandboxCommand::Generate { out },
         } => match crate::sandbox::pki::generate(&out) {
@@ -261,11 +309,27 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
             issuers: Vec::new(),
             trusted_lists: vec![TrustedListFile {
                 path,
-                signers: ListSigners::AnyVerified,
+                signers: match &args.lotl {
+                    Some(lotl) => ListSigners::Lotl {
+                        file: lotl.clone(),
+                        signers: args.lotl_signer.clone(),
+                    },
+                    None => ListSigners::AnyVerified,
+                },
             }],
+            lotl: None,
+            next_update_grace: sources
+                .trust
+                .first()
+                .map(|s| s.next_update_grace)
+                .unwrap_or(time::Duration::ZERO),
         });
     }
-    let data = ReferenceData::load(&sources, 1).map_err(|e| e.to_string())?;
+    let at = args.at.unwrap_or_else(OffsetDateTime::now_utc);
+    let data = ReferenceData::load(&sources, 1, at).map_err(|e| e.to_string())?;
+    for problem in data.trust.list_problems(at) {
+        eprintln!("psp-gateway: not used: {problem}");
+    }
     for note in data.trust.notes() {
         if note.contains("explicit choice") {
             eprintln!("psp-gateway: {note}");
@@ -350,7 +414,9 @@ fn run_register(command: RegisterCommand) -> Result<String, String> {
 
 fn run_config_check(path: &Path) -> Result<String, String> {
     let config = Config::load(path).map_err(|e| e.to_string())?;
-    let trust = config.load_trust().map_err(|e| e.to_string())?;
+    let trust = config
+        .load_trust(OffsetDateTime::now_utc())
+        .map_err(|e| e.to_string())?;
     let (registers, report) =
         RegisterSnapshot::load(&config.registers, &config.base_dir).map_err(|e| e.to_string())?;
     let mut summary = format!(
@@ -363,6 +429,10 @@ fn run_config_check(path: &Path) -> Result<String, String> {
     for note in trust.notes() {
         summary.push_str("\nnote: ");
         summary.push_str(note);
+    }
+    for problem in trust.list_problems(OffsetDateTime::now_utc()) {
+        summary.push_str("\nnot used: ");
+        summary.push_str(&problem);
     }
     Ok(summary)
 }

@@ -154,12 +154,68 @@ pub fn expand(sets: &[JurisdictionSet]) -> BTreeSet<CountryCode> {
     out
 }
 
+/// Default `[trust] cache_dir`, relative to the configuration file.
+pub const DEFAULT_TRUST_CACHE_DIR: &str = "trust-cache";
+/// Default `[trust] refresh_interval_secs`: 6 hours (lists are republished at least every six
+/// months and on every change; the LOTL changes a few times a month).
+pub const DEFAULT_TRUST_REFRESH_SECS: u64 = 6 * 3600;
+/// Default `[trust] fetch_timeout_secs` per download.
+pub const DEFAULT_TRUST_FETCH_TIMEOUT_SECS: u64 = 120;
+
+/// Whether a location is an `http` or `https` URL (otherwise it is a file path).
+fn is_url(location: &str) -> bool {
+    let lower = location.to_ascii_lowercase();
+    lower.starts_with("https://") || lower.starts_with("http://")
+}
+
 /// The trust list: where approved issuers come from.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrustConfig {
     #[serde(default)]
     pub sources: Vec<TrustSourceConfig>,
+    /// Where LOTL sources keep the lists they fetched (relative to this file; default
+    /// `trust-cache`).
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// How long after its `NextUpdate` a trusted list or LOTL is still used (default 0: not
+    /// at all; TS 119 612 clause 5.3.15).
+    #[serde(default)]
+    pub next_update_grace_secs: u64,
+    /// How often `serve` fetches the LOTL and its lists again (default 6 hours, with up to
+    /// 10 % jitter; also at the earliest `NextUpdate`).
+    #[serde(default)]
+    pub refresh_interval_secs: Option<u64>,
+    /// Time limit of one download (default 120 s).
+    #[serde(default)]
+    pub fetch_timeout_secs: Option<u64>,
+    /// Where to fetch a published URL from instead: `{ prefix = "https://ec.europa.eu/",
+    /// to = "https://mirror.internal/ec/" }`. The documents still have to verify; only where
+    /// they are read from changes.
+    #[serde(default)]
+    pub mirrors: Vec<MirrorConfig>,
+}
+
+/// A rewrite of fetch URLs: the first mirror whose `prefix` starts a URL replaces it by `to`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MirrorConfig {
+    pub prefix: String,
+    pub to: String,
+}
+
+/// The EU list of the lists of a trust source.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LotlConfig {
+    /// An `https://` or `http://` URL, or a file path (relative to this file).
+    pub location: String,
+    /// PEM files of the certificates pinned for the LOTL (the Official Journal's).
+    pub signers: Vec<PathBuf>,
+    /// Territories whose lists are used, as the LOTL writes them (`CZ`, `EL`, …); absent:
+    /// every list the LOTL points to.
+    #[serde(default)]
+    pub territories: Option<Vec<String>>,
 }
 
 /// One trust source: a scheme (eIDAS trusted lists, a UK directory, a hub directory) with the
@@ -193,6 +249,11 @@ pub struct TrustSourceConfig {
     /// it is also listed in `[danger] unsigned_trusted_lists`.
     #[serde(default)]
     pub trusted_lists: Vec<TrustedListConfig>,
+    /// The EU list of the lists, followed to the national lists it authorises:
+    /// `lotl = { location = "https://ec.europa.eu/tools/lotl/eu-lotl.xml", signers =
+    /// ["oj-lotl-signers.pem"] }`.
+    #[serde(default)]
+    pub lotl: Option<LotlConfig>,
 }
 
 /// A trusted list of a trust source: a bare path, or the file and its authorised signers.
@@ -416,8 +477,55 @@ impl Config {
                         },
                     })
                     .collect(),
+                lotl: sc.lotl.as_ref().map(|l| crate::trust::LotlSpec {
+                    location: if is_url(&l.location) {
+                        l.location.clone()
+                    } else {
+                        self.resolve(Path::new(&l.location)).display().to_string()
+                    },
+                    signers: l.signers.iter().map(|p| self.resolve(p)).collect(),
+                    territories: l.territories.clone(),
+                    cache_dir: self.trust_cache_dir(),
+                }),
+                next_update_grace: time::Duration::seconds(
+                    i64::try_from(self.trust.next_update_grace_secs).unwrap_or(i64::MAX),
+                ),
             })
             .collect()
+    }
+
+    /// Where LOTL sources keep what they fetched.
+    pub fn trust_cache_dir(&self) -> PathBuf {
+        self.resolve(
+            self.trust
+                .cache_dir
+                .as_deref()
+                .unwrap_or(Path::new(DEFAULT_TRUST_CACHE_DIR)),
+        )
+    }
+
+    /// How trusted lists are fetched and refreshed.
+    pub fn trust_fetch(&self) -> crate::trust::refresh::FetchSettings {
+        crate::trust::refresh::FetchSettings {
+            allow: self.revocation.allow_destinations,
+            connect_timeout: self.revocation.connect_timeout(),
+            timeout: std::time::Duration::from_secs(
+                self.trust
+                    .fetch_timeout_secs
+                    .unwrap_or(DEFAULT_TRUST_FETCH_TIMEOUT_SECS),
+            ),
+            mirrors: self
+                .trust
+                .mirrors
+                .iter()
+                .map(|m| (m.prefix.clone(), m.to.clone()))
+                .collect(),
+            refresh_interval: std::time::Duration::from_secs(
+                self.trust
+                    .refresh_interval_secs
+                    .unwrap_or(DEFAULT_TRUST_REFRESH_SECS),
+            ),
+        }
     }
 
     /// Whether `[danger] unsigned_trusted_lists` names this trusted-list path (as written).
@@ -437,9 +545,12 @@ impl Config {
         }
     }
 
-    /// Loads the trust list the configuration names.
-    pub fn load_trust(&self) -> Result<crate::trust::TrustList, crate::trust::TrustLoadError> {
-        crate::trust::TrustList::load(&self.trust_sources())
+    /// Loads the trust list the configuration names, judging list freshness at `at`.
+    pub fn load_trust(
+        &self,
+        at: time::OffsetDateTime,
+    ) -> Result<crate::trust::TrustList, crate::trust::TrustLoadError> {
+        crate::trust::TrustList::load(&self.trust_sources(), at)
     }
 
     pub fn resolve(&self, p: &Path) -> PathBuf {
@@ -549,11 +660,47 @@ impl Config {
                     ));
                 }
             }
-            if s.issuers.is_empty() && s.trusted_lists.is_empty() {
+            if s.issuers.is_empty() && s.trusted_lists.is_empty() && s.lotl.is_none() {
                 return Err(format!(
-                    "trust source `{}` names neither issuers nor trusted_lists",
+                    "trust source `{}` names neither issuers, trusted_lists nor a lotl",
                     s.name
                 ));
+            }
+            if let Some(l) = &s.lotl {
+                if !s
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                    || s.name.is_empty()
+                {
+                    return Err(format!(
+                        "trust source `{}`: a source with a lotl names its cache directory: use letters, digits, `-` and `_` only",
+                        s.name
+                    ));
+                }
+                if l.signers.is_empty() {
+                    return Err(format!(
+                        "trust source `{}`: lotl.signers is empty: pin the certificates the Official Journal publishes for the LOTL",
+                        s.name
+                    ));
+                }
+                if l.location.contains("://") && !is_url(&l.location) {
+                    return Err(format!(
+                        "trust source `{}`: lotl.location `{}` is neither an http(s) URL nor a file",
+                        s.name, l.location
+                    ));
+                }
+                if let Some(t) = l
+                    .territories
+                    .iter()
+                    .flatten()
+                    .find(|t| !crate::trust::cache::is_territory_code(t))
+                {
+                    return Err(format!(
+                        "trust source `{}`: lotl.territories: `{t}` is not a territory code as the LOTL writes it (two capital letters: CZ, EL, UK…)",
+                        s.name
+                    ));
+                }
             }
             if let Some(i) = s.issuers.iter().find(|i| i.kinds.is_empty()) {
                 return Err(format!(
@@ -652,7 +799,10 @@ trusted_lists = [{ file = "tl.xml", signers = ["tl-signers.pem"] }]
         ))
         .unwrap_err()
         .to_string();
-        assert!(e.contains("neither issuers nor trusted_lists"), "{e}");
+        assert!(
+            e.contains("neither issuers, trusted_lists nor a lotl"),
+            "{e}"
+        );
     }
 
     #[test]

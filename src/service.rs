@@ -47,9 +47,14 @@ pub struct DataSources {
 }
 
 impl ReferenceData {
-    /// Loads the trust list and the registers, completely or not at all.
-    pub fn load(sources: &DataSources, generation: u64) -> Result<ReferenceData, LoadError> {
-        let trust = TrustList::load(&sources.trust)?;
+    /// Loads the trust list and the registers, completely or not at all, judging the
+    /// trusted lists' freshness at `at` (now, or the time an audit asks about).
+    pub fn load(
+        sources: &DataSources,
+        generation: u64,
+        at: OffsetDateTime,
+    ) -> Result<ReferenceData, LoadError> {
+        let trust = TrustList::load(&sources.trust, at)?;
         let (registers, _) = RegisterSnapshot::load(&sources.registers, &sources.base_dir)?;
         Ok(ReferenceData {
             trust,
@@ -148,7 +153,7 @@ impl CheckService {
     /// and the error is returned for the caller to report.
     pub fn reload(&self, sources: &DataSources) -> Result<u64, LoadError> {
         let next = self.data.load().generation + 1;
-        let data = ReferenceData::load(sources, next)?;
+        let data = ReferenceData::load(sources, next, OffsetDateTime::now_utc())?;
         self.data.store(Arc::new(data));
         Ok(next)
     }

@@ -32,9 +32,11 @@
 //!    `QCForLegalPerson` qualifiers change nothing. Criteria that cannot be decided refuse
 //!    the certificate when their qualifiers would matter.
 
+pub mod cache;
 pub mod lotl;
 pub mod policy;
 pub mod qualifications;
+pub mod refresh;
 pub mod tsl;
 pub mod xmlsig;
 
@@ -120,6 +122,149 @@ pub struct SourceSpec {
     pub issuers: Vec<IssuerFile>,
     /// ETSI TS 119 612 trusted-list files, each with who may have signed it.
     pub trusted_lists: Vec<TrustedListFile>,
+    /// The EU list of the lists, whose national lists are read from the source's cache
+    /// ([`cache`], filled by `trust fetch` and `serve`'s refresh).
+    pub lotl: Option<LotlSpec>,
+    /// How long after its `NextUpdate` a list is still used (clause 5.3.15; default 0).
+    pub next_update_grace: time::Duration,
+}
+
+/// A list of the lists to follow, as configured.
+#[derive(Debug, Clone)]
+pub struct LotlSpec {
+    /// Where the LOTL is fetched from: an `http(s)` URL or a local file.
+    pub location: String,
+    /// PEM files of the certificates pinned for the LOTL (as published in the Official
+    /// Journal of the EU).
+    pub signers: Vec<PathBuf>,
+    /// The territories whose lists are used (`None`: every list the LOTL points to).
+    pub territories: Option<Vec<String>>,
+    /// The directory under which the source's cache lives (the source's name is appended).
+    pub cache_dir: PathBuf,
+}
+
+impl LotlSpec {
+    /// This source's cache.
+    pub fn cache(&self, source_name: &str) -> cache::SourceCache {
+        cache::SourceCache::new(&self.cache_dir, source_name)
+    }
+
+    /// The pinned certificates, DER.
+    pub fn pinned(&self, source_name: &str) -> Result<Vec<Vec<u8>>, TrustLoadError> {
+        let mut out = Vec::new();
+        for f in &self.signers {
+            let pem = read_capped(source_name, f)?;
+            out.extend(
+                decode_certificate_chain(&pem).map_err(|e| TrustLoadError::Invalid {
+                    source_name: source_name.to_owned(),
+                    path: f.clone(),
+                    message: format!("LOTL signer file: {e}"),
+                })?,
+            );
+        }
+        if out.is_empty() {
+            return Err(TrustLoadError::Invalid {
+                source_name: source_name.to_owned(),
+                path: self.signers.first().cloned().unwrap_or_default(),
+                message: "no certificate pinned for the LOTL".to_owned(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// What a list is to its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListRole {
+    /// A list of the lists.
+    Lotl,
+    /// A national list the LOTL points to.
+    National,
+    /// A list file named in configuration.
+    Configured,
+}
+
+/// One list as the last load found it: used, or not and why. Shown by `config check`,
+/// `trust status` and `/readyz`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListStatus {
+    pub source: String,
+    pub role: ListRole,
+    pub territory: Option<String>,
+    /// The file read.
+    pub location: String,
+    pub sequence_number: Option<u64>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub issue_date: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub next_update: Option<OffsetDateTime>,
+    /// `NextUpdate` plus the grace: after this the list is not used.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub usable_until: Option<OffsetDateTime>,
+    /// Who signed it, as `subject (SHA-256 …)`, and how the signer was authorised.
+    pub signer: Option<String>,
+    /// Why the list is not used; `None` when it is.
+    pub problem: Option<String>,
+    /// Services read from the list, and CA/QC issuers taken from them.
+    pub services: usize,
+    pub issuers: usize,
+}
+
+impl ListStatus {
+    fn new(source: &str, role: ListRole, territory: Option<&str>, location: String) -> Self {
+        ListStatus {
+            source: source.to_owned(),
+            role,
+            territory: territory.map(str::to_owned),
+            location,
+            sequence_number: None,
+            issue_date: None,
+            next_update: None,
+            usable_until: None,
+            signer: None,
+            problem: None,
+            services: 0,
+            issuers: 0,
+        }
+    }
+
+    /// Fills in what the list says of itself, and refuses it if it is not fresh at `at`.
+    fn judge(&mut self, list: &tsl::TrustedList, grace: time::Duration, at: OffsetDateTime) {
+        self.sequence_number = list.sequence_number;
+        self.issue_date = list.issue_date;
+        self.next_update = list.next_update;
+        self.usable_until = list.next_update.map(|n| n + grace);
+        if self.problem.is_none() {
+            self.problem = self.staleness(at);
+        }
+    }
+
+    /// Why the list is not fresh at `now`, if it is not: past `NextUpdate` plus the grace,
+    /// or closed (no `NextUpdate`, clause 5.3.15).
+    pub fn staleness(&self, now: OffsetDateTime) -> Option<String> {
+        match (self.next_update, self.usable_until) {
+            (Some(next), Some(until)) if until < now => Some(format!(
+                "past its NextUpdate ({}){}",
+                rfc3339(next),
+                if until > next {
+                    format!(" and the grace (until {})", rfc3339(until))
+                } else {
+                    String::new()
+                }
+            )),
+            (None, _) => Some(
+                "no NextUpdate: a closed list (TS 119 612 clause 5.3.15) is not used".to_owned(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Why the list is not used at `now`: the problem found at load, or staleness since.
+    pub fn problem_at(&self, now: OffsetDateTime) -> Option<String> {
+        self.problem.clone().or_else(|| self.staleness(now))
+    }
 }
 
 /// A trusted-list file and the signers whose signature on it is accepted.
@@ -140,6 +285,13 @@ pub enum ListSigners {
     AnyVerified,
     /// No signature required: `[danger] unsigned_trusted_lists`, logged at every load.
     Unsigned,
+    /// The signers a list of the lists authorises for the list's territory; the LOTL
+    /// `file` must be signed by one of the `signers` (PEM files) pinned for it
+    /// (`check --lotl FILE --lotl-signer CERT`).
+    Lotl {
+        file: PathBuf,
+        signers: Vec<PathBuf>,
+    },
 }
 
 /// A PEM file of CA certificates and the kinds they are approved for.
@@ -253,6 +405,8 @@ pub struct TrustList {
     /// What loading passed over (trusted-list services that are not CA/QC, undecodable
     /// entries), for `config check` and logs.
     notes: Vec<String>,
+    /// Every trusted list and LOTL met, used or not.
+    lists: Vec<ListStatus>,
 }
 
 /// Why the trust list could not be loaded. Nothing is half-loaded: any error rejects the
@@ -282,12 +436,25 @@ const SERVICE_TYPE_CA_QC: &str = "http://uri.etsi.org/TrstSvc/Svctype/CA/QC";
 const MAX_TRUST_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
 impl TrustList {
-    /// Loads every source of the configuration.
-    /// Loads every source, completely or not at all.
-    pub fn load(sources: &[SourceSpec]) -> Result<TrustList, TrustLoadError> {
+    /// Loads every source, judging the lists' freshness at `at` (now, or the time an audit
+    /// asks about). A configuration error (a file that cannot be read, a list whose signature
+    /// fails) refuses the whole load; a list that is stale, or a LOTL national list not
+    /// fetched or refused, is recorded in [`TrustList::lists`] and not used.
+    pub fn load(sources: &[SourceSpec], at: OffsetDateTime) -> Result<TrustList, TrustLoadError> {
         let mut list = TrustList::default();
         for source in sources {
-            list.add_source(source)?;
+            list.add_source(source, at)?;
+        }
+        for status in &list.lists {
+            if let Some(problem) = &status.problem {
+                tracing::warn!(
+                    source = %status.source,
+                    list = %status.location,
+                    territory = status.territory.as_deref().unwrap_or(""),
+                    %problem,
+                    "trusted list not used"
+                );
+            }
         }
         Ok(list)
     }
@@ -303,6 +470,7 @@ impl TrustList {
             sources,
             issuers,
             notes: Vec::new(),
+            lists: Vec::new(),
         }
     }
 
@@ -318,11 +486,33 @@ impl TrustList {
         &self.notes
     }
 
+    /// Every trusted list and LOTL the load met, used or not.
+    pub fn lists(&self) -> &[ListStatus] {
+        &self.lists
+    }
+
+    /// `source: list: why` for every list not usable at `now`.
+    pub fn list_problems(&self, now: OffsetDateTime) -> Vec<String> {
+        self.lists
+            .iter()
+            .filter_map(|l| {
+                l.problem_at(now).map(|p| {
+                    format!(
+                        "trust source `{}`: {} {}: {p}",
+                        l.source,
+                        l.territory.as_deref().unwrap_or("list"),
+                        l.location
+                    )
+                })
+            })
+            .collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.issuers.is_empty()
     }
 
-    fn add_source(&mut self, sc: &SourceSpec) -> Result<(), TrustLoadError> {
+    fn add_source(&mut self, sc: &SourceSpec, at: OffsetDateTime) -> Result<(), TrustLoadError> {
         let qualified = sc.qtsp_source.is_qualified_scheme();
         let index = self.sources.len();
         self.sources.push(Source {
@@ -417,6 +607,39 @@ impl TrustList {
                         verified.signer.fingerprint_hex()
                     )
                 }
+                ListSigners::Lotl { file, signers } => {
+                    let spec = LotlSpec {
+                        location: file.display().to_string(),
+                        signers: signers.clone(),
+                        territories: None,
+                        cache_dir: PathBuf::new(),
+                    };
+                    let pinned = spec.pinned(&sc.name)?;
+                    let lotl_bytes = read_capped(&sc.name, file)?;
+                    let lotl = lotl::verify_lotl(&lotl_bytes, &pinned, &[]).map_err(|e| {
+                        TrustLoadError::Invalid {
+                            source_name: sc.name.clone(),
+                            path: file.clone(),
+                            message: e,
+                        }
+                    })?;
+                    let territory = tsl::read_document(&doc)
+                        .map_err(|e| invalid(e.to_string()))?
+                        .territory;
+                    let signed = lotl::verify_national(&lotl.lotl.list, &territory, &bytes)
+                        .map_err(invalid)?;
+                    format!(
+                        "signature verified, signer {}, authorised for {territory} by the LOTL {} (sequence {}, signed by {})",
+                        signed.signer_label(),
+                        file.display(),
+                        lotl.lotl
+                            .list
+                            .sequence_number
+                            .map(|n| n.to_string())
+                            .unwrap_or_default(),
+                        lotl.lotl.signer_label()
+                    )
+                }
                 ListSigners::AnyVerified => {
                     let verified = xmlsig::verify(&doc)
                         .map_err(|e| invalid(format!("signature refused: {e}")))?;
@@ -429,12 +652,165 @@ impl TrustList {
             };
             self.notes.push(format!("{}: {signer}", path.display()));
             let list = tsl::read_document(&doc).map_err(|e| invalid(e.to_string()))?;
-            self.add_trusted_list(index, &path, list);
+            let mut status = ListStatus::new(
+                &sc.name,
+                ListRole::Configured,
+                Some(&list.territory),
+                path.display().to_string(),
+            );
+            status.signer = Some(signer);
+            self.use_list(index, status, &list, sc.next_update_grace, at);
+        }
+        if let Some(lotl) = &sc.lotl {
+            self.add_lotl(index, sc, lotl, at)?;
         }
         Ok(())
     }
 
-    fn add_trusted_list(&mut self, source: usize, path: &Path, list: tsl::TrustedList) {
+    /// Adds the list's issuers unless it is stale at `at`, and records its status.
+    fn use_list(
+        &mut self,
+        source: usize,
+        mut status: ListStatus,
+        list: &tsl::TrustedList,
+        grace: time::Duration,
+        at: OffsetDateTime,
+    ) {
+        status.judge(list, grace, at);
+        status.services = list.services.len();
+        if status.problem.is_none() {
+            status.issuers = self.add_trusted_list(source, Path::new(&status.location), list);
+        }
+        self.lists.push(status);
+    }
+
+    /// A LOTL source: the LOTL from the cache, verified against the pinned certificates
+    /// (through the stored pivots when needed), then each national list it points to, from
+    /// the cache, verified against its pointer. What is missing or refused is recorded,
+    /// not used, and does not stop the rest.
+    fn add_lotl(
+        &mut self,
+        index: usize,
+        sc: &SourceSpec,
+        spec: &LotlSpec,
+        at: OffsetDateTime,
+    ) -> Result<(), TrustLoadError> {
+        let pinned = spec.pinned(&sc.name)?;
+        let cache = spec.cache(&sc.name);
+        let cache_err = |path: PathBuf, error: std::io::Error| TrustLoadError::Read {
+            source_name: sc.name.clone(),
+            path,
+            error,
+        };
+        let mut status = ListStatus::new(
+            &sc.name,
+            ListRole::Lotl,
+            Some("EU"),
+            cache.lotl_path().display().to_string(),
+        );
+        let Some(bytes) = cache
+            .read_lotl()
+            .map_err(|e| cache_err(cache.lotl_path(), e))?
+        else {
+            status.problem = Some(format!(
+                "no LOTL fetched yet from {} (run `psp-gateway trust fetch`, or wait for serve's first refresh)",
+                spec.location
+            ));
+            self.lists.push(status);
+            return Ok(());
+        };
+        let pivots = cache
+            .read_pivots()
+            .map_err(|e| cache_err(cache.dir().to_owned(), e))?;
+        let verified = match lotl::verify_lotl(&bytes, &pinned, &pivots) {
+            Ok(v) => v,
+            Err(e) => {
+                status.problem = Some(e);
+                self.lists.push(status);
+                return Ok(());
+            }
+        };
+        status.signer = Some(if verified.pivots_followed.is_empty() {
+            format!("{}, pinned", verified.lotl.signer_label())
+        } else {
+            format!(
+                "{}, through pivots {}",
+                verified.lotl.signer_label(),
+                verified.pivots_followed.join(", ")
+            )
+        });
+        status.judge(&verified.lotl.list, sc.next_update_grace, at);
+        let lotl_usable = status.problem.is_none();
+        self.lists.push(status);
+        let lotl = &verified.lotl.list;
+        for pointer in lotl::national_pointers(lotl, spec.territories.as_deref()) {
+            let t = pointer.territory.as_str();
+            let path = cache.list_path(t);
+            let mut status = ListStatus::new(
+                &sc.name,
+                ListRole::National,
+                Some(t),
+                path.as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| pointer.location.clone()),
+            );
+            if !lotl_usable {
+                status.problem = Some("the LOTL that authorises it is not used".to_owned());
+                self.lists.push(status);
+                continue;
+            }
+            let bytes = match cache.read_list(t) {
+                Ok(Some(b)) => b,
+                Ok(None) if path.is_none() => {
+                    status.problem = Some(format!("territory {t:?} is not a two-letter code"));
+                    self.lists.push(status);
+                    continue;
+                }
+                Ok(None) => {
+                    status.problem = Some(format!("not fetched yet from {}", pointer.location));
+                    self.lists.push(status);
+                    continue;
+                }
+                Err(e) => {
+                    status.problem = Some(format!("cannot read the cached list: {e}"));
+                    self.lists.push(status);
+                    continue;
+                }
+            };
+            match lotl::verify_national(lotl, t, &bytes) {
+                Ok(signed) => {
+                    status.signer = Some(format!(
+                        "{}, authorised by the LOTL for {t}",
+                        signed.signer_label()
+                    ));
+                    self.use_list(index, status, &signed.list, sc.next_update_grace, at);
+                }
+                Err(e) => {
+                    status.problem = Some(e);
+                    self.lists.push(status);
+                }
+            }
+        }
+        if let Some(wanted) = &spec.territories {
+            for t in wanted {
+                if !self.lists.iter().any(|l| {
+                    l.source == sc.name
+                        && l.role == ListRole::National
+                        && l.territory.as_deref() == Some(t)
+                }) {
+                    let mut status =
+                        ListStatus::new(&sc.name, ListRole::National, Some(t), String::new());
+                    status.problem = Some(format!("the LOTL points to no XML list for {t}"));
+                    self.lists.push(status);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the CA/QC services of `list` as issuers; returns how many were added.
+    fn add_trusted_list(&mut self, source: usize, path: &Path, list: &tsl::TrustedList) -> usize {
+        let before = self.issuers.len();
         for skipped in &list.skipped {
             self.notes.push(format!("{}: {skipped}", path.display()));
         }
@@ -541,7 +917,14 @@ impl TrustList {
                 path.display()
             ));
         }
+        self.issuers.len() - before
     }
+}
+
+/// A time as RFC 3339, for messages.
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.to_string())
 }
 
 fn status_name(s: &tsl::ServiceStatus) -> String {

@@ -42,7 +42,8 @@ async fn check(addr: std::net::SocketAddr, eidas: &str, jurisdiction: &str) -> R
 async fn expected_body(name: &str, jurisdiction: &str) -> serde_json::Value {
     let config = test_config(|t| t);
     let service = CheckService::new(
-        ReferenceData::load(&config.data_sources(), 1).expect("reference data"),
+        ReferenceData::load(&config.data_sources(), 1, time::OffsetDateTime::now_utc())
+            .expect("reference data"),
         Revocation::Fetch(RevocationChecker::new(&config.revocation).expect("revocation")),
         std::time::Duration::ZERO,
         1,

@@ -22,6 +22,13 @@ trusted_lists = [{{ file = "../shared/data/trusted-lists/CZ-tl_seq77_2019-08-23.
     )
 }
 
+/// A time when the real 2019 Czech list (issued 2019-08-23, `NextUpdate` 2020-02-23) was
+/// fresh: the lists are loaded as they were then, the certificates checked at each test's
+/// own time (as `serve` does between two refreshes).
+fn cz_fresh() -> time::OffsetDateTime {
+    at("2020-01-15T00:00:00Z")
+}
+
 /// The certificates the real EU LOTL of 2019-09-04 authorises to sign the CZ list (its CZ
 /// `OtherTSLPointer`s' `ServiceDigitalIdentities`), as a PEM file written once per test run.
 fn cz_signers_pem() -> &'static std::path::Path {
@@ -92,7 +99,7 @@ fn creditas() -> PspCertificate {
 
 #[test]
 fn real_production_qwac_is_valid_against_the_real_czech_trusted_list_in_2020() {
-    let trust = trust(&cz_tl());
+    let trust = trust_at(&cz_tl(), cz_fresh());
     let r = run(&trust, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
     assert_eq!(flags3(&r), (true, true, true), "{:#?}", r.explanation);
     assert_eq!(r.auth_number.as_deref(), Some("PSDCZ-CNB-63492555"));
@@ -112,8 +119,44 @@ fn real_production_qwac_is_valid_against_the_real_czech_trusted_list_in_2020() {
 }
 
 #[test]
+fn the_real_czech_list_is_not_used_past_its_next_update_unless_the_grace_covers_it() {
+    // Loaded today, the 2019 list is years past its NextUpdate: not used, and said so.
+    let today = trust(&cz_tl());
+    assert!(today.issuers().is_empty());
+    let now = time::OffsetDateTime::now_utc();
+    let problems = today.list_problems(now);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("past its NextUpdate (2020-02-23T00:00:00Z)"),
+        "{problems:?}"
+    );
+    let r = run(&today, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
+    assert!(!r.validity.valid_qtsp, "{:#?}", r.explanation);
+    // At the boundary: used at NextUpdate itself, not one second after.
+    let at_next = trust_at(&cz_tl(), at("2020-02-23T00:00:00Z"));
+    assert!(!at_next.issuers().is_empty());
+    assert!(at_next.list_problems(at("2020-02-23T00:00:00Z")).is_empty());
+    let after = trust_at(&cz_tl(), at("2020-02-23T00:00:01Z"));
+    assert!(after.issuers().is_empty());
+    // A one-day grace, configured, covers the day after and not a second more.
+    let graced = format!("[trust]\nnext_update_grace_secs = 86400\n{}", cz_tl());
+    assert!(
+        !trust_at(&graced, at("2020-02-24T00:00:00Z"))
+            .issuers()
+            .is_empty()
+    );
+    let late = trust_at(&graced, at("2020-02-24T00:00:01Z"));
+    assert!(late.issuers().is_empty());
+    let p = late.list_problems(at("2020-02-24T00:00:01Z"));
+    assert!(
+        p[0].contains("and the grace (until 2020-02-24T00:00:00Z)"),
+        "{p:?}"
+    );
+}
+
+#[test]
 fn the_same_qwac_today_is_expired_and_keeps_its_other_flags() {
-    let trust = trust(&cz_tl());
+    let trust = trust_at(&cz_tl(), cz_fresh());
     let r = run(&trust, &creditas(), &[], "CZ", at("2026-11-21T00:00:00Z"));
     assert_eq!(flags3(&r), (true, true, false));
     assert_eq!(r.qtsp_source, Some(QtspSource::Eidas));
@@ -121,7 +164,7 @@ fn the_same_qwac_today_is_expired_and_keeps_its_other_flags() {
 
 #[test]
 fn a_czech_qwac_is_not_approved_outside_the_sources_jurisdictions() {
-    let trust = trust(&cz_tl());
+    let trust = trust_at(&cz_tl(), cz_fresh());
     let r = run(&trust, &creditas(), &[], "GB", at("2020-01-15T00:00:00Z"));
     assert_eq!(flags3(&r), (false, true, true));
     assert_eq!(
@@ -158,7 +201,7 @@ fn the_issuing_ca_presented_as_an_intermediate_verifies_the_signature_but_is_not
 
 #[test]
 fn one_changed_byte_in_the_signed_part_fails_the_signature_and_nothing_else() {
-    let trust = trust(&cz_tl());
+    let trust = trust_at(&cz_tl(), cz_fresh());
     let original = creditas();
     // Change one letter of the subject CN `creditas.cz` inside the TBSCertificate.
     let mut der = original.der.clone();
@@ -297,7 +340,7 @@ fn a_presented_intermediate_that_does_not_chain_to_the_trust_list_is_not_trust()
 
 #[test]
 fn untrusted_issuers_of_the_corpus_come_out_unknown() {
-    let trust = trust(&format!("{}\n{OBIE_PP}", cz_tl()));
+    let trust = trust_at(&format!("{}\n{OBIE_PP}", cz_tl()), cz_fresh());
     for (file, when) in [
         ("ing_sandbox_example_qwac.pem", "2021-01-01T00:00:00Z"),
         ("ing_sandbox_example_qsealc.pem", "2021-01-01T00:00:00Z"),
@@ -348,7 +391,10 @@ pem = "../shared/data/psd2-certs/eszigno_test_qwac_psdfi.pem"
 kinds = ["web"]
 "#,
     );
-    let e = c.load_trust().unwrap_err().to_string();
+    let e = c
+        .load_trust(time::OffsetDateTime::now_utc())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not a CA certificate"), "{e}");
     assert!(e.contains("wrong"), "{e}");
 }
@@ -367,8 +413,9 @@ fn edited_czech_list(name: &str, edit: impl Fn(&str) -> String) -> psp_gateway::
     let path =
         std::env::temp_dir().join(format!("psp-gateway-{}-cz-{name}.xml", std::process::id()));
     std::fs::write(&path, edited).expect("temporary list written");
-    let t = trust(&format!(
-        r#"
+    let t = trust_at(
+        &format!(
+            r#"
 [[trust.sources]]
 name = "cz-tl-edited"
 qtsp_source = "EIDAS"
@@ -380,8 +427,10 @@ trusted_lists = ["{0}"]
 [danger]
 unsigned_trusted_lists = ["{0}"]
 "#,
-        path.display()
-    ));
+            path.display()
+        ),
+        cz_fresh(),
+    );
     let _ = std::fs::remove_file(&path);
     t
 }
@@ -398,7 +447,7 @@ fn the_czech_qwac_services_qualifications_are_read_and_leave_the_qwac_approved()
         cert.policies,
         ["1.3.6.1.4.1.23624.10.1.40.1.1", "0.4.0.194112.1.4"]
     );
-    let trust = trust(&cz_tl());
+    let trust = trust_at(&cz_tl(), cz_fresh());
     assert!(
         trust
             .notes()
@@ -508,7 +557,10 @@ fn an_unknown_critical_extension_in_the_real_czech_list_stops_the_service_being_
 fn a_czech_list_whose_signature_was_broken_is_refused_with_the_failed_reference() {
     // One ServiceStatus changed withdrawn → granted: an attacker "re-granting" a service.
     let toml = cz_tl().replace("CZ-tl_seq77_2019-08-23.xml", "CZ-tl_seq77_broken-sig.xml");
-    let e = config(&toml).load_trust().unwrap_err().to_string();
+    let e = config(&toml)
+        .load_trust(time::OffsetDateTime::now_utc())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("signature refused") && e.contains("reference URI=\"\" digest mismatch"),
         "{e}"
@@ -524,6 +576,9 @@ fn a_czech_list_signed_by_someone_the_configuration_does_not_pin_is_refused() {
             .display()
             .to_string(),
     );
-    let e = config(&toml).load_trust().unwrap_err().to_string();
+    let e = config(&toml)
+        .load_trust(time::OffsetDateTime::now_utc())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not among the signers configured for it"), "{e}");
 }

@@ -21,7 +21,9 @@ struct Sandbox {
 fn sandbox() -> Sandbox {
     let config = Config::load(&root().join("gateway.toml")).expect("gateway.toml");
     Sandbox {
-        trust: config.load_trust().expect("trust"),
+        trust: config
+            .load_trust(time::OffsetDateTime::now_utc())
+            .expect("trust"),
         registers: RegisterSnapshot::load(&config.registers, &config.base_dir)
             .expect("registers")
             .0,

@@ -150,7 +150,7 @@ fn load(xml: &str) -> TrustList {
     let mut trust = TrustList::new(vec![source], vec![]);
     let parsed = tsl::parse(xml.as_bytes()).expect("the list parses");
     assert_eq!(parsed.skipped, Vec::<String>::new());
-    trust.add_trusted_list(0, Path::new("xx.xml"), parsed);
+    trust.add_trusted_list(0, Path::new("xx.xml"), &parsed);
     assert_eq!(trust.issuers().len(), 1);
     trust
 }

@@ -52,13 +52,22 @@ pub fn config(toml: &str) -> Config {
 }
 
 pub fn trust(toml: &str) -> TrustList {
-    config(toml).load_trust().expect("test trust list loads")
+    config(toml)
+        .load_trust(OffsetDateTime::now_utc())
+        .expect("test trust list loads")
+}
+
+/// The trust list as loaded at `at`: trusted lists are judged fresh or stale then (the real
+/// 2019 lists' `NextUpdate` passed in 2020).
+pub fn trust_at(toml: &str, at: OffsetDateTime) -> TrustList {
+    config(toml).load_trust(at).expect("test trust list loads")
 }
 
 /// The repository's sandbox configuration.
 pub fn sandbox_trust() -> TrustList {
     let c = Config::load(&root().join("gateway.toml")).expect("gateway.toml is valid");
-    c.load_trust().expect("sandbox trust list loads")
+    c.load_trust(OffsetDateTime::now_utc())
+        .expect("sandbox trust list loads")
 }
 
 /// Runs the check with no revocation evidence (revocation is gathered at the edges).

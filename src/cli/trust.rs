@@ -1,0 +1,182 @@
+//! `psp-gateway trust fetch` and `trust status`.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+use time::OffsetDateTime;
+
+use crate::config::Config;
+use crate::trust::refresh::{Refresher, Step};
+use crate::trust::{ListStatus, TrustList};
+
+/// Fetches every LOTL source's LOTL and lists into the cache. `Ok` carries the summary;
+/// `Err` when anything failed (what was good is stored all the same).
+pub fn fetch(config_path: &Path) -> Result<String, String> {
+    let config = Config::load(config_path).map_err(|e| e.to_string())?;
+    let sources = config.trust_sources();
+    if !sources.iter().any(|s| s.lotl.is_some()) {
+        return Err(format!(
+            "{}: no trust source names a lotl; nothing to fetch",
+            config_path.display()
+        ));
+    }
+    let refresher = Refresher::new(config.trust_fetch());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let tty = std::io::stderr().is_terminal();
+    let mut lines = Vec::new();
+    let mut failures = 0;
+    for source in &sources {
+        let Some(lotl) = &source.lotl else { continue };
+        let mut show = |step: Step<'_>| {
+            let mark = if step.attempt.ok { "ok" } else { "FAILED" };
+            let line = format!(
+                "[{:>2}/{}] {:<5} {mark}: {}",
+                step.done, step.total, step.what, step.attempt.message
+            );
+            let mut err = std::io::stderr().lock();
+            // On a terminal the progress line is rewritten in place until a failure.
+            if tty && step.attempt.ok {
+                let _ = write!(err, "\r\x1b[2K{line}");
+                if step.done == step.total {
+                    let _ = writeln!(err);
+                }
+            } else {
+                let _ = writeln!(err, "{}{line}", if tty { "\r\x1b[2K" } else { "" });
+            }
+        };
+        let outcome = runtime
+            .block_on(refresher.fetch_source(
+                &source.name,
+                lotl,
+                source.next_update_grace,
+                OffsetDateTime::now_utc(),
+                &mut show,
+            ))
+            .map_err(|e| e.to_string())?;
+        failures += outcome.failures;
+        lines.push(format!(
+            "trust source `{}`: {} documents stored, {} failed, in {}",
+            source.name,
+            outcome.stored,
+            outcome.failures,
+            lotl.cache(&source.name).dir().display()
+        ));
+    }
+    // What the stored files give when loaded as `serve` would load them now.
+    let trust = config
+        .load_trust(OffsetDateTime::now_utc())
+        .map_err(|e| e.to_string())?;
+    lines.push(format!(
+        "{} trusted issuers from {} lists in use",
+        trust.issuers().len(),
+        trust.lists().iter().filter(|l| l.problem.is_none()).count()
+    ));
+    let summary = lines.join("\n");
+    if failures > 0 {
+        Err(format!(
+            "{summary}\n{failures} documents could not be fetched or were refused (above); the last good copies stay"
+        ))
+    } else {
+        Ok(summary)
+    }
+}
+
+/// Every list of every source as `serve` would load it now. `Err` (with the same table)
+/// when any list is not used.
+pub fn status(config_path: &Path, json: bool) -> Result<String, String> {
+    let config = Config::load(config_path).map_err(|e| e.to_string())?;
+    let now = OffsetDateTime::now_utc();
+    let trust = config.load_trust(now).map_err(|e| e.to_string())?;
+    let text = if json {
+        render_json(&config, &trust, now)
+    } else {
+        render_table(&config, &trust, now)
+    };
+    if trust.list_problems(now).is_empty() {
+        Ok(text)
+    } else {
+        Err(text)
+    }
+}
+
+fn render_json(config: &Config, trust: &TrustList, now: OffsetDateTime) -> String {
+    let lists: Vec<serde_json::Value> = trust
+        .lists()
+        .iter()
+        .map(|l| {
+            let mut v = serde_json::to_value(l).unwrap_or_default();
+            v["problem"] = serde_json::json!(l.problem_at(now));
+            v["lastFetch"] = serde_json::json!(last_fetch(config, l));
+            v
+        })
+        .collect();
+    serde_json::to_string_pretty(&serde_json::json!({ "lists": lists })).unwrap_or_default()
+}
+
+fn render_table(config: &Config, trust: &TrustList, now: OffsetDateTime) -> String {
+    let mut out = String::new();
+    let date = |t: Option<OffsetDateTime>| {
+        t.map(|t| t.date().to_string())
+            .unwrap_or_else(|| "-".to_owned())
+    };
+    out.push_str(&format!(
+        "{:<12} {:<4} {:<10} {:>6} {:<10} {:<10} {:>8} {:>7}  verdict\n",
+        "source", "list", "role", "seq", "issued", "next", "services", "issuers"
+    ));
+    for l in trust.lists() {
+        let verdict = match l.problem_at(now) {
+            Some(p) => format!("NOT USED: {p}"),
+            None => "used".to_owned(),
+        };
+        out.push_str(&format!(
+            "{:<12} {:<4} {:<10} {:>6} {:<10} {:<10} {:>8} {:>7}  {verdict}\n",
+            l.source,
+            l.territory.as_deref().unwrap_or("-"),
+            format!("{:?}", l.role).to_lowercase(),
+            l.sequence_number
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".to_owned()),
+            date(l.issue_date),
+            date(l.next_update),
+            l.services,
+            l.issuers,
+        ));
+        if let Some(signer) = &l.signer {
+            out.push_str(&format!("{:<17} signer: {signer}\n", ""));
+        }
+        if let Some(fetch) = last_fetch(config, l) {
+            out.push_str(&format!("{:<17} last fetch: {fetch}\n", ""));
+        }
+    }
+    out.push_str(&format!(
+        "{} trusted issuers; {} of {} lists used",
+        trust.issuers().len(),
+        trust.lists().len() - trust.list_problems(now).len(),
+        trust.lists().len()
+    ));
+    out
+}
+
+/// The fetch log's line for a LOTL source's list, if any.
+fn last_fetch(config: &Config, l: &ListStatus) -> Option<String> {
+    let spec = config
+        .trust_sources()
+        .into_iter()
+        .find(|s| s.name == l.source)?
+        .lotl?;
+    let log = spec.cache(&l.source).read_log();
+    let attempt = match l.role {
+        crate::trust::ListRole::Lotl => log.lotl?,
+        crate::trust::ListRole::National => log.lists.get(l.territory.as_deref()?)?.clone(),
+        crate::trust::ListRole::Configured => return None,
+    };
+    Some(format!(
+        "{} {}: {}",
+        attempt.at,
+        if attempt.ok { "ok" } else { "failed" },
+        attempt.message
+    ))
+}
