@@ -238,11 +238,15 @@ pub fn run() -> ExitCode {
                 TrustCommand::Status { config, json } => trust::status(&config, json),
             };
             match result {
-                Ok(summary) => {
-                    println!("{summary}");
-                    ExitCode::SUCCESS
+                Ok(outcome) => {
+                    println!("{}", outcome.output);
+                    if outcome.all_good {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(1)
+                    }
                 }
-                Err(message) => fail(1, &message),
+                Err(message) => fail(EXIT_BAD_CONFIG, &message),
             }
         }
         Command::Sandbox {
@@ -331,7 +335,9 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
         eprintln!("psp-gateway: not used: {problem}");
     }
     for note in data.trust.notes() {
-        if note.contains("explicit choice") {
+        // How each `--trust` list's signer was accepted: the operator's explicit choice, or
+        // authorised by the `--lotl`.
+        if note.contains("explicit choice") || note.contains("by the LOTL") {
             eprintln!("psp-gateway: {note}");
         }
     }

@@ -162,6 +162,20 @@ pub const DEFAULT_TRUST_REFRESH_SECS: u64 = 6 * 3600;
 /// Default `[trust] fetch_timeout_secs` per download.
 pub const DEFAULT_TRUST_FETCH_TIMEOUT_SECS: u64 = 120;
 
+/// A SHA-256 fingerprint written as hex, with colons or spaces between bytes allowed.
+fn parse_fingerprint(text: &str) -> Option<[u8; 32]> {
+    let digits: Vec<u8> = text.bytes().filter(|b| *b != b':' && *b != b' ').collect();
+    if digits.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in digits.chunks(2).enumerate() {
+        let pair = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
+}
+
 /// Whether a location is an `http` or `https` URL (otherwise it is a file path).
 fn is_url(location: &str) -> bool {
     let lower = location.to_ascii_lowercase();
@@ -211,7 +225,12 @@ pub struct LotlConfig {
     /// An `https://` or `http://` URL, or a file path (relative to this file).
     pub location: String,
     /// PEM files of the certificates pinned for the LOTL (the Official Journal's).
+    #[serde(default)]
     pub signers: Vec<PathBuf>,
+    /// SHA-256 fingerprints (hex, colons and spaces allowed) of certificates pinned for the
+    /// LOTL, as the Official Journal prints them; with or instead of `signers`.
+    #[serde(default)]
+    pub signer_sha256: Vec<String>,
     /// Territories whose lists are used, as the LOTL writes them (`CZ`, `EL`, …); absent:
     /// every list the LOTL points to.
     #[serde(default)]
@@ -484,6 +503,12 @@ impl Config {
                         self.resolve(Path::new(&l.location)).display().to_string()
                     },
                     signers: l.signers.iter().map(|p| self.resolve(p)).collect(),
+                    // Validated by `validate`.
+                    signer_sha256: l
+                        .signer_sha256
+                        .iter()
+                        .filter_map(|f| parse_fingerprint(f))
+                        .collect(),
                     territories: l.territories.clone(),
                     cache_dir: self.trust_cache_dir(),
                 }),
@@ -678,9 +703,19 @@ impl Config {
                         s.name
                     ));
                 }
-                if l.signers.is_empty() {
+                if l.signers.is_empty() && l.signer_sha256.is_empty() {
                     return Err(format!(
-                        "trust source `{}`: lotl.signers is empty: pin the certificates the Official Journal publishes for the LOTL",
+                        "trust source `{}`: lotl pins no signer: give `signer_sha256` (the fingerprints the Official Journal publishes) or `signers` (PEM files)",
+                        s.name
+                    ));
+                }
+                if let Some(f) = l
+                    .signer_sha256
+                    .iter()
+                    .find(|f| parse_fingerprint(f).is_none())
+                {
+                    return Err(format!(
+                        "trust source `{}`: lotl.signer_sha256 `{f}` is not a SHA-256 fingerprint (64 hex digits, colons and spaces allowed)",
                         s.name
                     ));
                 }

@@ -137,6 +137,8 @@ pub struct LotlSpec {
     /// PEM files of the certificates pinned for the LOTL (as published in the Official
     /// Journal of the EU).
     pub signers: Vec<PathBuf>,
+    /// SHA-256 fingerprints of more pinned certificates (the Official Journal prints them).
+    pub signer_sha256: Vec<lotl::Fingerprint>,
     /// The territories whose lists are used (`None`: every list the LOTL points to).
     pub territories: Option<Vec<String>>,
     /// The directory under which the source's cache lives (the source's name is appended).
@@ -149,18 +151,17 @@ impl LotlSpec {
         cache::SourceCache::new(&self.cache_dir, source_name)
     }
 
-    /// The pinned certificates, DER.
-    pub fn pinned(&self, source_name: &str) -> Result<Vec<Vec<u8>>, TrustLoadError> {
-        let mut out = Vec::new();
+    /// The pinned certificates' fingerprints: those of the PEM files, and those configured.
+    pub fn pinned(&self, source_name: &str) -> Result<Vec<lotl::Fingerprint>, TrustLoadError> {
+        let mut out = self.signer_sha256.clone();
         for f in &self.signers {
             let pem = read_capped(source_name, f)?;
-            out.extend(
-                decode_certificate_chain(&pem).map_err(|e| TrustLoadError::Invalid {
-                    source_name: source_name.to_owned(),
-                    path: f.clone(),
-                    message: format!("LOTL signer file: {e}"),
-                })?,
-            );
+            let ders = decode_certificate_chain(&pem).map_err(|e| TrustLoadError::Invalid {
+                source_name: source_name.to_owned(),
+                path: f.clone(),
+                message: format!("LOTL signer file: {e}"),
+            })?;
+            out.extend(lotl::fingerprints(&ders));
         }
         if out.is_empty() {
             return Err(TrustLoadError::Invalid {
@@ -611,6 +612,7 @@ impl TrustList {
                     let spec = LotlSpec {
                         location: file.display().to_string(),
                         signers: signers.clone(),
+                        signer_sha256: Vec::new(),
                         territories: None,
                         cache_dir: PathBuf::new(),
                     };

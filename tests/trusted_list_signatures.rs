@@ -7,10 +7,13 @@
 //! xmlsec1 1.2.37 (Debian 12) has no RSA-PSS; PSS is covered by the unit tests of
 //! `cert::signature` only.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
 use base64::Engine as _;
+use common::xmlsec::{Scratch, Signer, run, signer};
 use psp_gateway::trust::xmlsig::{
     Canonicalization, DigestAlgorithm, SignatureAlgorithm, XmlSigError, verify_bytes,
 };
@@ -27,65 +30,6 @@ const ECDSA_SHA384: &str = "http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384"
 const SHA256: &str = "http://www.w3.org/2001/04/xmlenc#sha256";
 const SHA512: &str = "http://www.w3.org/2001/04/xmlenc#sha512";
 const SHA1: &str = "http://www.w3.org/2000/09/xmldsig#sha1";
-
-/// A scratch directory of this test process, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("xmlsig-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("scratch directory");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run(cmd: &mut Command) -> std::process::Output {
-    let out = cmd.output().unwrap_or_else(|e| {
-        panic!("{cmd:?} runs (install xmlsec1 and openssl; scripts/test does): {e}")
-    });
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// A key and a self-signed certificate (DER) made by `openssl req`.
-struct Signer {
-    key: PathBuf,
-    cert_der: Vec<u8>,
-}
-
-fn signer(dir: &Path, name: &str, newkey: &[&str]) -> Signer {
-    let key = dir.join(format!("{name}.key.pem"));
-    let cert = dir.join(format!("{name}.cert.pem"));
-    let der = dir.join(format!("{name}.cert.der"));
-    run(Command::new("openssl")
-        .args(["req", "-x509", "-nodes", "-days", "30", "-subj"])
-        .arg(format!("/CN=Test {name} signer"))
-        .args(newkey)
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert));
-    run(Command::new("openssl")
-        .args(["x509", "-outform", "DER", "-in"])
-        .arg(&cert)
-        .arg("-out")
-        .arg(&der));
-    Signer {
-        key,
-        cert_der: std::fs::read(&der).expect("certificate DER"),
-    }
-}
 
 fn rsa(dir: &Path, bits: u32) -> Signer {
     signer(

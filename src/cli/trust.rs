@@ -9,9 +9,16 @@ use crate::config::Config;
 use crate::trust::refresh::{Refresher, Step};
 use crate::trust::{ListStatus, TrustList};
 
-/// Fetches every LOTL source's LOTL and lists into the cache. `Ok` carries the summary;
-/// `Err` when anything failed (what was good is stored all the same).
-pub fn fetch(config_path: &Path) -> Result<String, String> {
+/// What a command prints on stdout, and whether everything was fine (exit 0) or not
+/// (exit 1, the output still printed).
+pub struct Outcome {
+    pub output: String,
+    pub all_good: bool,
+}
+
+/// Fetches every LOTL source's LOTL and lists into the cache. Not all good when anything
+/// failed (what was good is stored all the same). `Err` when nothing could be tried.
+pub fn fetch(config_path: &Path) -> Result<Outcome, String> {
     let config = Config::load(config_path).map_err(|e| e.to_string())?;
     let sources = config.trust_sources();
     if !sources.iter().any(|s| s.lotl.is_some()) {
@@ -32,9 +39,13 @@ pub fn fetch(config_path: &Path) -> Result<String, String> {
         let Some(lotl) = &source.lotl else { continue };
         let mut show = |step: Step<'_>| {
             let mark = if step.attempt.ok { "ok" } else { "FAILED" };
+            let total = match step.total {
+                0 => "?".to_owned(),
+                n => n.to_string(),
+            };
             let line = format!(
-                "[{:>2}/{}] {:<5} {mark}: {}",
-                step.done, step.total, step.what, step.attempt.message
+                "[{:>2}/{total}] {:<5} {mark}: {}",
+                step.done, step.what, step.attempt.message
             );
             let mut err = std::io::stderr().lock();
             // On a terminal the progress line is rewritten in place until a failure.
@@ -43,6 +54,7 @@ pub fn fetch(config_path: &Path) -> Result<String, String> {
                 if step.done == step.total {
                     let _ = writeln!(err);
                 }
+                let _ = err.flush();
             } else {
                 let _ = writeln!(err, "{}{line}", if tty { "\r\x1b[2K" } else { "" });
             }
@@ -74,19 +86,20 @@ pub fn fetch(config_path: &Path) -> Result<String, String> {
         trust.issuers().len(),
         trust.lists().iter().filter(|l| l.problem.is_none()).count()
     ));
-    let summary = lines.join("\n");
     if failures > 0 {
-        Err(format!(
-            "{summary}\n{failures} documents could not be fetched or were refused (above); the last good copies stay"
-        ))
-    } else {
-        Ok(summary)
+        lines.push(format!(
+            "{failures} documents could not be fetched or were refused (above); the last good copies stay"
+        ));
     }
+    Ok(Outcome {
+        output: lines.join("\n"),
+        all_good: failures == 0,
+    })
 }
 
-/// Every list of every source as `serve` would load it now. `Err` (with the same table)
-/// when any list is not used.
-pub fn status(config_path: &Path, json: bool) -> Result<String, String> {
+/// Every list of every source as `serve` would load it now; not all good when any list is
+/// not used.
+pub fn status(config_path: &Path, json: bool) -> Result<Outcome, String> {
     let config = Config::load(config_path).map_err(|e| e.to_string())?;
     let now = OffsetDateTime::now_utc();
     let trust = config.load_trust(now).map_err(|e| e.to_string())?;
@@ -95,11 +108,10 @@ pub fn status(config_path: &Path, json: bool) -> Result<String, String> {
     } else {
         render_table(&config, &trust, now)
     };
-    if trust.list_problems(now).is_empty() {
-        Ok(text)
-    } else {
-        Err(text)
-    }
+    Ok(Outcome {
+        output: text,
+        all_good: trust.list_problems(now).is_empty(),
+    })
 }
 
 fn render_json(config: &Config, trust: &TrustList, now: OffsetDateTime) -> String {
@@ -175,7 +187,7 @@ fn last_fetch(config: &Config, l: &ListStatus) -> Option<String> {
     };
     Some(format!(
         "{} {}: {}",
-        attempt.at,
+        crate::trust::rfc3339(attempt.at),
         if attempt.ok { "ok" } else { "failed" },
         attempt.message
     ))

@@ -26,6 +26,16 @@ use crate::cert::PspCertificate;
 use super::tsl::{self, TrustedList, TslPointer};
 use super::xmlsig;
 
+/// A certificate as the LOTL rules know it: the SHA-256 of its DER. Pinning a fingerprint
+/// pins the certificate: the signature must verify with the `KeyInfo` certificate, and that
+/// certificate must hash to a pinned value.
+pub type Fingerprint = [u8; 32];
+
+/// The fingerprints of DER certificates.
+pub fn fingerprints(ders: &[Vec<u8>]) -> Vec<Fingerprint> {
+    ders.iter().map(|d| crate::hex::sha256(d)).collect()
+}
+
 /// Most pivot LOTLs followed. The Commission had published four by 2024 (282, 300, 335, 341);
 /// a LOTL announcing more than this is refused rather than followed without end.
 pub const MAX_PIVOTS: usize = 16;
@@ -64,15 +74,15 @@ pub struct VerifiedLotl {
 }
 
 /// Verifies the signature of `bytes` and reads the same tree; the signer must be one of
-/// `allowed` (DER). `whose` completes "not among the certificates …" in the error.
+/// `allowed`. `whose` completes "not among the certificates …" in the error.
 pub fn verify_signed_by(
     bytes: &[u8],
-    allowed: &[Vec<u8>],
+    allowed: &[Fingerprint],
     whose: &str,
 ) -> Result<SignedList, String> {
     let doc = xmlsig::parse_document(bytes).map_err(|e| e.to_string())?;
     let verified = xmlsig::verify(&doc).map_err(|e| format!("signature refused: {e}"))?;
-    if !allowed.contains(&verified.signer.der) {
+    if !allowed.contains(&verified.signer.fingerprint_sha256) {
         return Err(format!(
             "signed by {}, which is not among the {} certificates {whose}",
             signer_label(&verified.signer),
@@ -109,11 +119,11 @@ pub fn pivot_locations(lotl: &TrustedList) -> Vec<String> {
 
 /// The certificates a LOTL announces for the next LOTL: those of its pointers to a list of
 /// the lists (its pointer to itself).
-pub fn announced_lotl_signers(lotl: &TrustedList) -> Vec<Vec<u8>> {
+pub fn announced_lotl_signers(lotl: &TrustedList) -> Vec<Fingerprint> {
     lotl.pointers
         .iter()
         .filter(|p| p.is_list_of_lists())
-        .flat_map(|p| p.certificates.iter().cloned())
+        .flat_map(|p| fingerprints(&p.certificates))
         .collect()
 }
 
@@ -122,7 +132,7 @@ pub fn announced_lotl_signers(lotl: &TrustedList) -> Vec<Vec<u8>> {
 /// not sign it (module documentation, step 2).
 pub fn verify_lotl(
     current: &[u8],
-    pinned: &[Vec<u8>],
+    pinned: &[Fingerprint],
     pivots: &[(String, Vec<u8>)],
 ) -> Result<VerifiedLotl, String> {
     if pivots.len() > MAX_PIVOTS {
@@ -132,7 +142,7 @@ pub fn verify_lotl(
         ));
     }
     let signer = signer_of(current).map_err(|e| format!("LOTL {e}"))?;
-    if pinned.contains(&signer.der) {
+    if pinned.contains(&signer.fingerprint_sha256) {
         let lotl = verify_signed_by(current, pinned, "pinned for the LOTL")?;
         check_is_lotl(&lotl.list, "the LOTL")?;
         return Ok(VerifiedLotl {
@@ -140,12 +150,12 @@ pub fn verify_lotl(
             pivots_followed: Vec::new(),
         });
     }
-    let mut keys: Vec<Vec<u8>> = pinned.to_vec();
+    let mut keys: Vec<Fingerprint> = pinned.to_vec();
     let mut keys_from = "pinned for the LOTL".to_owned();
     let mut followed: Vec<String> = Vec::new();
     for (location, bytes) in pivots {
         let pivot_signer = signer_of(bytes).map_err(|e| format!("pivot {location}: {e}"))?;
-        if !keys.contains(&pivot_signer.der) {
+        if !keys.contains(&pivot_signer.fingerprint_sha256) {
             if followed.is_empty() {
                 // Older than the pinned keys: trust starts at a later pivot.
                 continue;
@@ -200,7 +210,7 @@ fn check_is_lotl(list: &TrustedList, what: &str) -> Result<(), String> {
 pub struct NationalPointer {
     pub territory: String,
     pub location: String,
-    pub signers: Vec<Vec<u8>>,
+    pub signers: Vec<Fingerprint>,
 }
 
 /// The national lists the LOTL points to, one per territory, restricted to `territories`
@@ -217,11 +227,11 @@ pub fn national_pointers(
             continue;
         };
         match out.iter_mut().find(|n| n.territory == territory) {
-            Some(n) => n.signers.extend(p.certificates.iter().cloned()),
+            Some(n) => n.signers.extend(fingerprints(&p.certificates)),
             None => out.push(NationalPointer {
                 territory: territory.to_owned(),
                 location: p.location.clone(),
-                signers: p.certificates.clone(),
+                signers: fingerprints(&p.certificates),
             }),
         }
     }

@@ -42,7 +42,8 @@ pub const MIN_REFRESH_WAIT: Duration = Duration::from_secs(60);
 /// One step of a fetch, for a progress display.
 #[derive(Debug, Clone)]
 pub struct Step<'a> {
-    /// Documents done so far, and the total known so far.
+    /// Documents done so far, and the total (0 while unknown: the LOTL comes first and says
+    /// how many lists there are).
     pub done: usize,
     pub total: usize,
     /// `LOTL`, `pivot`, or a territory.
@@ -161,7 +162,7 @@ impl Refresher {
         }
         progress(Step {
             done: 1,
-            total: 1,
+            total: 0,
             what: "LOTL",
             location: &spec.location,
             attempt: &attempt,
@@ -219,7 +220,7 @@ impl Refresher {
     async fn fetch_lotl(
         &self,
         spec: &LotlSpec,
-        pinned: &[Vec<u8>],
+        pinned: &[lotl::Fingerprint],
         cache: &SourceCache,
         grace: time::Duration,
         now: OffsetDateTime,
@@ -227,7 +228,7 @@ impl Refresher {
         let bytes = self.get(&spec.location).await?;
         let signer = lotl::signer_of(&bytes).map_err(|e| format!("LOTL {e}"))?;
         let mut pivots: Vec<(String, Vec<u8>)> = Vec::new();
-        if !pinned.contains(&signer.der) {
+        if !pinned.contains(&signer.fingerprint_sha256) {
             // Where the pivots are is read from the LOTL before it is trusted: it only says
             // what to fetch; every pivot must then verify from the pinned keys on.
             let unverified = tsl::parse(&bytes).map_err(|e| format!("LOTL: {e}"))?;
@@ -283,7 +284,7 @@ impl Refresher {
 }
 
 /// The stored LOTL, if it still verifies against the pinned keys and its stored pivots.
-fn cached_lotl(cache: &SourceCache, pinned: &[Vec<u8>]) -> Option<TrustedList> {
+fn cached_lotl(cache: &SourceCache, pinned: &[lotl::Fingerprint]) -> Option<TrustedList> {
     let bytes = cache.read_lotl().ok()??;
     let pivots = cache.read_pivots().ok()?;
     lotl::verify_lotl(&bytes, pinned, &pivots)

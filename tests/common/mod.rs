@@ -7,6 +7,7 @@ pub mod service;
 pub mod test_pki;
 pub mod tls_client;
 pub mod upstream;
+pub mod xmlsec;
 
 use std::path::{Path, PathBuf};
 

@@ -15,8 +15,8 @@ const LOTL_2024: &str = "eu-lotl_seq341_2024-05-31.xml";
 const CZ: &str = "CZ-tl_seq77_2019-08-23.xml";
 const IE: &str = "IE-tl_seq17_2019-07-29.xml";
 
-fn signer(name: &str) -> Vec<u8> {
-    signer_of(&data(name)).expect("verifies").der
+fn signer(name: &str) -> Fingerprint {
+    signer_of(&data(name)).expect("verifies").fingerprint_sha256
 }
 
 fn lotl_2019() -> TrustedList {

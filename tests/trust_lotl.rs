@@ -1,0 +1,647 @@
+//! The EU list of the lists followed end to end, from a local HTTP server on 127.0.0.1: the
+//! real 2019 LOTL authorising the real Czech list and its QWAC; lists signed here by
+//! `xmlsec1` for refreshes, replays, pivots and a broken pivot chain; a server that is down;
+//! and `/readyz` following a list's `NextUpdate`.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::data;
+use common::xmlsec::{Scratch, Signer, b64, rsa_signer, sign_list, strip_signature};
+use http::{Response, StatusCode};
+use psp_gateway::server::{self, Body, Handler, Limits, full};
+use psp_gateway::trust::lotl;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// A static file server: path → bytes, changeable while it runs.
+struct Files {
+    addr: SocketAddr,
+    files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+    _stop: watch::Sender<bool>,
+}
+
+impl Files {
+    async fn start() -> Files {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let files: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
+        let served = files.clone();
+        let handler: Handler = Arc::new(move |req, _conn| {
+            let served = served.clone();
+            Box::pin(async move {
+                let body = served.lock().expect("lock").get(req.uri().path()).cloned();
+                match body {
+                    Some(b) => Response::new(full(b)),
+                    None => {
+                        let mut r: Response<Body> = Response::new(full("not found"));
+                        *r.status_mut() = StatusCode::NOT_FOUND;
+                        r
+                    }
+                }
+            })
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        tokio::spawn(server::serve(
+            listener,
+            None,
+            Limits::default(),
+            handler,
+            stop_rx,
+        ));
+        Files {
+            addr,
+            files,
+            _stop: stop,
+        }
+    }
+
+    fn put(&self, path: &str, bytes: Vec<u8>) {
+        self.files
+            .lock()
+            .expect("lock")
+            .insert(path.to_owned(), bytes);
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+fn bin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn pem(der: &[u8]) -> String {
+    let body = b64(der);
+    let lines: Vec<&str> = body
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).expect("ASCII"))
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
+}
+
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).expect("format")
+}
+
+/// A configuration file in `dir` with one LOTL source.
+fn write_config(dir: &Path, lotl_url: &str, signers_pem: &Path, extra_trust: &str) -> PathBuf {
+    let path = dir.join("gateway.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[revocation]
+allow_destinations = "loopback"
+
+[trust]
+cache_dir = "cache"
+{extra_trust}
+
+[[trust.sources]]
+name = "eu"
+qtsp_source = "EIDAS"
+qtsp_jurisdiction = "EEA"
+valid_for = ["EEA"]
+lotl = {{ location = "{lotl_url}", signers = ["{}"], territories = ["CZ"] }}
+"#,
+            signers_pem.display()
+        ),
+    )
+    .expect("write config");
+    path
+}
+
+const LOTL_2019: &str = "trusted-lists/eu-lotl_seq248_2019-09-04.xml";
+const CZ_2019: &str = "trusted-lists/CZ-tl_seq77_2019-08-23.xml";
+
+fn read(rel: &str) -> Vec<u8> {
+    std::fs::read(data(rel)).expect("shared data")
+}
+
+/// Where the real 2019 LOTL says the CZ list is.
+fn cz_location_2019() -> String {
+    let list = psp_gateway::trust::tsl::parse(&read(LOTL_2019)).expect("parses");
+    lotl::national_pointers(&list, Some(&["CZ".to_owned()]))[0]
+        .location
+        .clone()
+}
+
+/// The real lists are years past their NextUpdate: these runs grant ten years of grace,
+/// explicitly, and check at a time when the lists were current.
+const TEN_YEARS: &str = "next_update_grace_secs = 315360000";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_lotl_authorises_the_real_czech_list_and_its_qwac_from_a_local_server() {
+    let scratch = Scratch::new("lotl-real");
+    let dir = &scratch.0;
+    let files = Files::start().await;
+    files.put("/eu-lotl.xml", read(LOTL_2019));
+    files.put("/cz.xml", read(CZ_2019));
+    let signer = lotl::signer_of(&read(LOTL_2019)).expect("the real LOTL verifies");
+    let pinned = dir.join("oj-signers.pem");
+    std::fs::write(&pinned, pem(&signer.der)).expect("write pinned");
+    // The LOTL points to the CZ list on the Czech authority's server; the mirror reads it
+    // from ours. Only where it is read changes: it must verify all the same.
+    let mirror = format!(
+        "{TEN_YEARS}\nmirrors = [{{ prefix = \"{}\", to = \"{}\" }}]",
+        cz_location_2019(),
+        files.url("/cz.xml")
+    );
+    let config = write_config(dir, &files.url("/eu-lotl.xml"), &pinned, &mirror);
+    let config_arg = config.to_str().expect("UTF-8 path");
+
+    let fetch = tokio::task::spawn_blocking({
+        let c = config_arg.to_owned();
+        move || bin(&["trust", "fetch", "--config", &c])
+    })
+    .await
+    .expect("join");
+    assert!(fetch.status.success(), "{}", text(&fetch));
+    let out = text(&fetch);
+    assert!(out.contains("LOTL  ok: sequence 248 stored"), "{out}");
+    assert!(out.contains("CZ    ok: sequence 77 stored"), "{out}");
+    assert!(dir.join("cache/eu/lists/CZ.xml").exists());
+
+    let status = bin(&["trust", "status", "--config", config_arg]);
+    assert!(status.status.success(), "{}", text(&status));
+    let table = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(table.contains("Patrick Kremer"), "{table}");
+    assert!(table.contains("authorised by the LOTL for CZ"), "{table}");
+    assert!(table.contains("2 of 2 lists used"), "{table}");
+
+    // The real QWAC, as of a day when the lists were current, offline (no CRL or OCSP).
+    let cert = data("psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem");
+    let check = bin(&[
+        "check",
+        "--config",
+        config_arg,
+        "--cert",
+        cert.to_str().expect("path"),
+        "--jurisdiction",
+        "CZ",
+        "--at",
+        "2020-01-15T00:00:00Z",
+        "--offline",
+    ]);
+    assert!(check.status.success(), "{}", text(&check));
+    let report: serde_json::Value = serde_json::from_slice(&check.stdout).expect("JSON");
+    assert_eq!(report["eIDAS"]["validity"]["validQTSP"], true, "{report:#}");
+    assert_eq!(
+        report["eIDAS"]["validity"]["validSignature"], true,
+        "{report:#}"
+    );
+    assert_eq!(
+        report["eIDAS"]["data"]["QTSPCommonName"],
+        "I.CA SSL EV CA/RSA 10/2017"
+    );
+
+    // Now the server offers a Czech list signed by a key the LOTL does not name for CZ: the
+    // fetch fails for CZ, says why, and the last good list stays in use.
+    let scratch2 = Scratch::new("lotl-real-attacker");
+    let attacker = rsa_signer(&scratch2.0, "attacker");
+    let forged = sign_list(
+        &scratch2.0,
+        "cz-forged",
+        &strip_signature(&String::from_utf8(read(CZ_2019)).expect("UTF-8")),
+        &attacker,
+    );
+    files.put("/cz.xml", forged);
+    let refused = bin(&["trust", "fetch", "--config", config_arg]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    let out = text(&refused);
+    assert!(
+        out.contains("CN=Test attacker signer") && out.contains("the LOTL authorises for CZ"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("cache/eu/lists/CZ.xml")).expect("cached"),
+        read(CZ_2019),
+        "the last good list stays"
+    );
+    // The DSS-made tampered copy: refused for its digest, the last good list stays.
+    files.put("/cz.xml", read("trusted-lists/CZ-tl_seq77_broken-sig.xml"));
+    let broken = bin(&["trust", "fetch", "--config", config_arg]);
+    assert_eq!(broken.status.code(), Some(1), "{}", text(&broken));
+    assert!(
+        text(&broken).contains("digest mismatch"),
+        "{}",
+        text(&broken)
+    );
+    // The server goes away: both fetches fail, both last good copies stay in use.
+    drop(files);
+    let down = bin(&["trust", "fetch", "--config", config_arg]);
+    assert_eq!(down.status.code(), Some(1), "{}", text(&down));
+    let out = text(&down);
+    assert!(
+        out.contains("LOTL  FAILED: fetching http://127.0.0.1:"),
+        "{out}"
+    );
+    let status = bin(&["trust", "status", "--config", config_arg]);
+    assert!(status.status.success(), "{}", text(&status));
+    let table = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(table.contains("2 of 2 lists used"), "{table}");
+    assert!(
+        table.contains("last fetch:") && table.contains("failed"),
+        "{table}"
+    );
+}
+
+/// Synthetic documents, signed by `xmlsec1` with keys made here, dated around now.
+struct World {
+    scratch: Scratch,
+    /// Pinned for the LOTL.
+    k0: Signer,
+    /// Keys the Commission moves to, announced by pivots.
+    k1: Signer,
+    k2: Signer,
+    /// The Czech scheme operator.
+    cz: Signer,
+}
+
+impl World {
+    fn new(name: &str) -> World {
+        let scratch = Scratch::new(name);
+        let dir = scratch.0.clone();
+        World {
+            k0: rsa_signer(&dir, "k0"),
+            k1: rsa_signer(&dir, "k1"),
+            k2: rsa_signer(&dir, "k2"),
+            cz: rsa_signer(&dir, "cz"),
+            scratch,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        &self.scratch.0
+    }
+
+    /// A LOTL of sequence `seq`, signed by `by`, announcing `next` for the next LOTL, with
+    /// `pivots` (newest first) in SchemeInformationURI and a CZ pointer to `cz_url` that
+    /// authorises the CZ key.
+    fn lotl(
+        &self,
+        seq: u64,
+        by: &Signer,
+        next: &[&Signer],
+        pivots: &[String],
+        cz_url: &str,
+    ) -> Vec<u8> {
+        let now = OffsetDateTime::now_utc();
+        let ids = |signers: &[&Signer]| {
+            signers
+                .iter()
+                .map(|s| {
+                    format!(
+                        "<ServiceDigitalIdentity><DigitalId><X509Certificate>{}</X509Certificate></DigitalId></ServiceDigitalIdentity>",
+                        b64(&s.cert_der)
+                    )
+                })
+                .collect::<String>()
+        };
+        let uris: String = pivots
+            .iter()
+            .map(|u| format!("<URI xml:lang=\"en\">{u}</URI>"))
+            .chain(std::iter::once(
+                "<URI xml:lang=\"en\">https://eur-lex.europa.eu/legal-content/EN/TXT/?uri=OJ:C_202601944</URI>".to_owned(),
+            ))
+            .collect();
+        let xml = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<TrustServiceStatusList xmlns="http://uri.etsi.org/02231/v2#" xmlns:tslx="http://uri.etsi.org/02231/v2/additionaltypes#" Id="lotl" TSLTag="http://uri.etsi.org/19612/TSLTag">
+<SchemeInformation>
+<TSLVersionIdentifier>6</TSLVersionIdentifier>
+<TSLSequenceNumber>{seq}</TSLSequenceNumber>
+<TSLType>http://uri.etsi.org/TrstSvc/TrustedList/TSLType/EUlistofthelists</TSLType>
+<SchemeOperatorName><Name xml:lang="en">Test Commission</Name></SchemeOperatorName>
+<SchemeInformationURI>{uris}</SchemeInformationURI>
+<SchemeTerritory>EU</SchemeTerritory>
+<PointersToOtherTSL>
+<OtherTSLPointer><ServiceDigitalIdentities>{next_ids}</ServiceDigitalIdentities><TSLLocation>https://ec.example/eu-lotl.xml</TSLLocation><AdditionalInformation><OtherInformation><TSLType>http://uri.etsi.org/TrstSvc/TrustedList/TSLType/EUlistofthelists</TSLType></OtherInformation><OtherInformation><SchemeTerritory>EU</SchemeTerritory></OtherInformation><OtherInformation><tslx:MimeType>application/vnd.etsi.tsl+xml</tslx:MimeType></OtherInformation></AdditionalInformation></OtherTSLPointer>
+<OtherTSLPointer><ServiceDigitalIdentities>{cz_ids}</ServiceDigitalIdentities><TSLLocation>{cz_url}</TSLLocation><AdditionalInformation><OtherInformation><TSLType>http://uri.etsi.org/TrstSvc/TrustedList/TSLType/EUgeneric</TSLType></OtherInformation><OtherInformation><SchemeTerritory>CZ</SchemeTerritory></OtherInformation><OtherInformation><tslx:MimeType>application/vnd.etsi.tsl+xml</tslx:MimeType></OtherInformation></AdditionalInformation></OtherTSLPointer>
+</PointersToOtherTSL>
+<ListIssueDateTime>{issued}</ListIssueDateTime>
+<NextUpdate><dateTime>{next_update}</dateTime></NextUpdate>
+</SchemeInformation>
+</TrustServiceStatusList>
+"#,
+            next_ids = ids(next),
+            cz_ids = ids(&[&self.cz]),
+            issued = rfc3339(now - time::Duration::days(1)),
+            next_update = rfc3339(now + time::Duration::days(30)),
+        );
+        sign_list(self.dir(), &format!("lotl-{seq}"), &xml, by)
+    }
+
+    /// The real Czech list as sequence `seq` with `NextUpdate` at `next_update`, signed by
+    /// `by`.
+    fn cz(&self, seq: u64, next_update: OffsetDateTime, by: &Signer) -> Vec<u8> {
+        let xml = String::from_utf8(read(CZ_2019)).expect("UTF-8");
+        let xml = strip_signature(&xml)
+            .replace(
+                "<TSLSequenceNumber>77</TSLSequenceNumber>",
+                &format!("<TSLSequenceNumber>{seq}</TSLSequenceNumber>"),
+            )
+            .replace(
+                "<dateTime>2020-02-23T00:00:00Z</dateTime>",
+                &format!("<dateTime>{}</dateTime>", rfc3339(next_update)),
+            );
+        sign_list(self.dir(), &format!("cz-{seq}"), &xml, by)
+    }
+}
+
+fn in_days(days: i64) -> OffsetDateTime {
+    OffsetDateTime::now_utc() + time::Duration::days(days)
+}
+
+async fn fetch(config: &Path) -> Output {
+    let c = config.to_owned();
+    tokio::task::spawn_blocking(move || {
+        bin(&["trust", "fetch", "--config", c.to_str().expect("UTF-8")])
+    })
+    .await
+    .expect("join")
+}
+
+fn cached_sequence(dir: &Path, file: &str) -> Option<u64> {
+    let bytes = std::fs::read(dir.join("cache/eu").join(file)).ok()?;
+    psp_gateway::trust::tsl::parse(&bytes).ok()?.sequence_number
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_stores_a_new_sequence_and_refuses_a_replayed_or_stale_list() {
+    let w = World::new("lotl-refresh");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/lotl.xml", w.lotl(1, &w.k0, &[&w.k0], &[], &cz_url));
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    let config = write_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
+
+    let first = fetch(&config).await;
+    assert!(first.status.success(), "{}", text(&first));
+    assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(100));
+
+    files.put("/cz.xml", w.cz(101, in_days(30), &w.cz));
+    let second = fetch(&config).await;
+    assert!(second.status.success(), "{}", text(&second));
+    assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(101));
+
+    // An older list, validly signed, replayed: refused, 101 stays.
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    let replay = fetch(&config).await;
+    assert_eq!(replay.status.code(), Some(1), "{}", text(&replay));
+    assert!(
+        text(&replay).contains("sequence 100 is older than the stored sequence 101"),
+        "{}",
+        text(&replay)
+    );
+    assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(101));
+
+    // A newer list that is already past its NextUpdate: not stored.
+    files.put("/cz.xml", w.cz(102, in_days(-1), &w.cz));
+    let stale = fetch(&config).await;
+    assert_eq!(stale.status.code(), Some(1), "{}", text(&stale));
+    assert!(
+        text(&stale).contains("already past its NextUpdate"),
+        "{}",
+        text(&stale)
+    );
+    assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(101));
+
+    // The LOTL re-signed by a key nobody pinned or announced: refused; the stored one stays
+    // and still authorises the CZ list.
+    files.put("/lotl.xml", w.lotl(2, &w.k2, &[&w.k2], &[], &cz_url));
+    files.put("/cz.xml", w.cz(103, in_days(30), &w.cz));
+    let unpinned = fetch(&config).await;
+    assert_eq!(unpinned.status.code(), Some(1), "{}", text(&unpinned));
+    assert!(
+        text(&unpinned).contains("which is not pinned, and none of its 0 pivot LOTLs"),
+        "{}",
+        text(&unpinned)
+    );
+    assert_eq!(cached_sequence(w.dir(), "lotl.xml"), Some(1));
+    assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(103));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pivots_carry_trust_from_the_pinned_key_oldest_first_and_a_broken_link_keeps_the_old_lotl()
+{
+    let w = World::new("lotl-pivots");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    // The Commission moved from k0 (pinned) to k1, then to k2. Pivot 10, signed by k0,
+    // announces k1; pivot 11, signed by k1, announces k2; the current LOTL is signed by k2
+    // and lists both pivots, newest first.
+    let p10 = files.url("/eu-lotl-pivot-10.xml");
+    let p11 = files.url("/eu-lotl-pivot-11.xml");
+    files.put(
+        "/eu-lotl-pivot-10.xml",
+        w.lotl(10, &w.k0, &[&w.k1], &[], &cz_url),
+    );
+    files.put(
+        "/eu-lotl-pivot-11.xml",
+        w.lotl(11, &w.k1, &[&w.k2], std::slice::from_ref(&p10), &cz_url),
+    );
+    files.put(
+        "/lotl.xml",
+        w.lotl(12, &w.k2, &[&w.k2], &[p11.clone(), p10.clone()], &cz_url),
+    );
+    let config = write_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
+    let ok = fetch(&config).await;
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert!(
+        text(&ok).contains("sequence 12 stored, verified through 2 pivots"),
+        "{}",
+        text(&ok)
+    );
+    let status = bin(&[
+        "trust",
+        "status",
+        "--config",
+        config.to_str().expect("UTF-8"),
+    ]);
+    assert!(status.status.success(), "{}", text(&status));
+    let table = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        table.contains("CN=Test k2 signer") && table.contains("through pivots"),
+        "{table}"
+    );
+
+    // A LOTL 13 signed by k2 but listing only pivot 10: k0 → k1, and k1 never announced
+    // k2. The chain is broken: LOTL 13 is refused, LOTL 12 stays and is still used.
+    files.put(
+        "/lotl.xml",
+        w.lotl(13, &w.k2, &[&w.k2], std::slice::from_ref(&p10), &cz_url),
+    );
+    let broken = fetch(&config).await;
+    assert_eq!(broken.status.code(), Some(1), "{}", text(&broken));
+    assert!(
+        text(&broken).contains("which is not among the 1 certificates announced by pivot"),
+        "{}",
+        text(&broken)
+    );
+    assert_eq!(cached_sequence(w.dir(), "lotl.xml"), Some(12));
+    // A pivot edited after signing (a key swapped into its announcement) breaks it too.
+    let mut edited = String::from_utf8(w.lotl(10, &w.k0, &[&w.k1], &[], &cz_url)).expect("UTF-8");
+    edited = edited.replace(&b64(&w.k1.cert_der), &b64(&w.k2.cert_der));
+    files.put("/eu-lotl-pivot-10.xml", edited.into_bytes());
+    files.put("/lotl.xml", w.lotl(14, &w.k2, &[&w.k2], &[p10], &cz_url));
+    let tampered = fetch(&config).await;
+    assert_eq!(tampered.status.code(), Some(1), "{}", text(&tampered));
+    assert!(
+        text(&tampered).contains("digest mismatch"),
+        "{}",
+        text(&tampered)
+    );
+    assert_eq!(cached_sequence(w.dir(), "lotl.xml"), Some(12));
+    let status = bin(&[
+        "trust",
+        "status",
+        "--config",
+        config.to_str().expect("UTF-8"),
+    ]);
+    assert!(status.status.success(), "{}", text(&status));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
+    let w = World::new("lotl-readyz");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/lotl.xml", w.lotl(1, &w.k0, &[&w.k0], &[], &cz_url));
+    // The Czech list becomes stale 15 seconds from now (time to sign it and start).
+    let soon = OffsetDateTime::now_utc() + time::Duration::seconds(15);
+    files.put("/cz.xml", w.cz(100, soon, &w.cz));
+    let path = write_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
+    // /readyz also wants a register: the sandbox's.
+    let text = format!(
+        "{}\n[admin]\nlisten = \"127.0.0.1:0\"\n\n[[registers.files]]\npath = \"{}\"\nformat = \"native\"\n",
+        std::fs::read_to_string(&path).expect("config"),
+        common::root().join("registers/sandbox/XX.json").display()
+    );
+    let config = psp_gateway::Config::from_toml(&text, &path, w.dir().to_owned()).expect("valid");
+    let running = common::service::start(config).await;
+    let admin = running.admin.expect("admin listener");
+
+    // Nothing cached at start: serve fetches at once, then becomes ready.
+    let mut ready = None;
+    let mut last = serde_json::Value::Null;
+    for _ in 0..100 {
+        let r = common::service::send(admin, http::Method::GET, "/readyz", &[]).await;
+        if r.status == StatusCode::OK {
+            ready = Some(r.json());
+            break;
+        }
+        last = r.json();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready = ready.unwrap_or_else(|| panic!("not ready within 10 s of start: {last:#}"));
+    assert_eq!(ready["trustedLists"]["used"], 2, "{ready:#}");
+    assert!(ready["trustedIssuers"].as_u64().expect("count") > 0);
+
+    // Past the CZ list's NextUpdate, /readyz says so without waiting for a reload.
+    let left = soon - OffsetDateTime::now_utc() + time::Duration::seconds(1);
+    tokio::time::sleep(Duration::try_from(left).unwrap_or(Duration::ZERO)).await;
+    let r = common::service::send(admin, http::Method::GET, "/readyz", &[]).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    let body = r.json();
+    let problems = body["problems"].to_string();
+    assert!(
+        problems.contains("CZ") && problems.contains("past its NextUpdate"),
+        "{body:#}"
+    );
+    running.stop().await;
+}
+
+#[test]
+fn check_with_lotl_authorises_a_list_through_the_lotl_or_refuses_it() {
+    let scratch = Scratch::new("check-lotl");
+    let dir = &scratch.0;
+    let config = dir.join("empty.toml");
+    std::fs::write(&config, "").expect("write");
+    let signer = lotl::signer_of(&read(LOTL_2019)).expect("verifies");
+    let pinned = dir.join("lotl-signer.pem");
+    std::fs::write(&pinned, pem(&signer.der)).expect("write");
+    let cert = data("psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem");
+    let check = |lotl_signer: &Path, list: &Path| {
+        bin(&[
+            "check",
+            "--config",
+            config.to_str().expect("path"),
+            "--cert",
+            cert.to_str().expect("path"),
+            "--jurisdiction",
+            "CZ",
+            "--at",
+            "2020-01-15T00:00:00Z",
+            "--offline",
+            "--lotl",
+            data(LOTL_2019).to_str().expect("path"),
+            "--lotl-signer",
+            lotl_signer.to_str().expect("path"),
+            "--trust",
+            list.to_str().expect("path"),
+        ])
+    };
+    // The LOTL, verified with its signer pinned, authorises the Czech list's signer.
+    let ok = check(&pinned, &data(CZ_2019));
+    assert!(ok.status.success(), "{}", text(&ok));
+    let report: serde_json::Value = serde_json::from_slice(&ok.stdout).expect("JSON");
+    assert_eq!(report["eIDAS"]["validity"]["validQTSP"], true, "{report:#}");
+    assert!(
+        text(&ok).contains("authorised for CZ by the LOTL"),
+        "{}",
+        text(&ok)
+    );
+    // The Czech list re-signed by another key: the LOTL does not authorise it.
+    let attacker = rsa_signer(dir, "attacker");
+    let forged = dir.join("cz-forged.xml");
+    std::fs::write(
+        &forged,
+        sign_list(
+            dir,
+            "cz-forged",
+            &strip_signature(&String::from_utf8(read(CZ_2019)).expect("UTF-8")),
+            &attacker,
+        ),
+    )
+    .expect("write");
+    let refused = check(&pinned, &forged);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("not among the")
+            && text(&refused).contains("the LOTL authorises for CZ"),
+        "{}",
+        text(&refused)
+    );
+    // The LOTL with a signer that is not its own pinned: refused before any list is read.
+    let refused = check(&attacker.cert_pem, &data(CZ_2019));
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(text(&refused).contains("not pinned"), "{}", text(&refused));
+}
