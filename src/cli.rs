@@ -322,11 +322,9 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
                 },
             }],
             lotl: None,
-            next_update_grace: sources
-                .trust
-                .first()
-                .map(|s| s.next_update_grace)
-                .unwrap_or(time::Duration::ZERO),
+            next_update_grace: time::Duration::seconds(
+                i64::try_from(config.trust.next_update_grace_secs).unwrap_or(i64::MAX),
+            ),
         });
     }
     let at = args.at.unwrap_or_else(OffsetDateTime::now_utc);

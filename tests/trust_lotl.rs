@@ -253,6 +253,18 @@ async fn the_real_lotl_authorises_the_real_czech_list_and_its_qwac_from_a_local_
         "{}",
         text(&broken)
     );
+    // Someone with write access to the cache swaps the stored list for an edited one: every
+    // load verifies again, so it is not used, and status says why.
+    let stored = dir.join("cache/eu/lists/CZ.xml");
+    std::fs::write(&stored, read("trusted-lists/CZ-tl_seq77_broken-sig.xml")).expect("write");
+    let status = bin(&["trust", "status", "--config", config_arg]);
+    assert_eq!(status.status.code(), Some(1), "{}", text(&status));
+    let table = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        table.contains("NOT USED: signature refused") && table.contains("1 of 2 lists used"),
+        "{table}"
+    );
+    std::fs::write(&stored, read(CZ_2019)).expect("restore");
     // The server goes away: both fetches fail, both last good copies stay in use.
     drop(files);
     let down = bin(&["trust", "fetch", "--config", config_arg]);
@@ -430,6 +442,23 @@ async fn a_refresh_stores_a_new_sequence_and_refuses_a_replayed_or_stale_list() 
         text(&stale).contains("already past its NextUpdate"),
         "{}",
         text(&stale)
+    );
+    assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(101));
+
+    // A list signed by the Czech key but naming another territory: the LOTL authorised that
+    // key for CZ only.
+    let sk = String::from_utf8(w.cz(104, in_days(30), &w.cz)).expect("UTF-8");
+    let sk = strip_signature(&sk).replace(
+        "<SchemeTerritory>CZ</SchemeTerritory>",
+        "<SchemeTerritory>SK</SchemeTerritory>",
+    );
+    files.put("/cz.xml", sign_list(w.dir(), "sk-as-cz", &sk, &w.cz));
+    let wrong_territory = fetch(&config).await;
+    assert_eq!(wrong_territory.status.code(), Some(1), "{}", text(&wrong_territory));
+    assert!(
+        text(&wrong_territory).contains("the list names territory SK"),
+        "{}",
+        text(&wrong_territory)
     );
     assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(101));
 
