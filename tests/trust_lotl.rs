@@ -454,7 +454,12 @@ async fn a_refresh_stores_a_new_sequence_and_refuses_a_replayed_or_stale_list() 
     );
     files.put("/cz.xml", sign_list(w.dir(), "sk-as-cz", &sk, &w.cz));
     let wrong_territory = fetch(&config).await;
-    assert_eq!(wrong_territory.status.code(), Some(1), "{}", text(&wrong_territory));
+    assert_eq!(
+        wrong_territory.status.code(),
+        Some(1),
+        "{}",
+        text(&wrong_territory)
+    );
     assert!(
         text(&wrong_territory).contains("the list names territory SK"),
         "{}",
