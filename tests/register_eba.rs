@@ -36,6 +36,7 @@ fn eba_config(path: &Path, normalise: Option<Vec<NormaliseRule>>) -> RegisterCon
             format: RegisterFormat::Eba,
             nca_map: BTreeMap::new(),
             normalise,
+            ..RegisterFileConfig::default()
         }],
         ..RegisterConfig::default()
     }
@@ -392,6 +393,7 @@ fn importing_the_shape_example_writes_a_native_file_that_answers_the_same() {
             format: RegisterFormat::Native,
             nca_map: BTreeMap::new(),
             normalise: None,
+            ..RegisterFileConfig::default()
         }],
         ..RegisterConfig::default()
     };

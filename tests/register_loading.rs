@@ -26,6 +26,7 @@ fn native(path: &str) -> RegisterFileConfig {
         format: RegisterFormat::Native,
         nca_map: BTreeMap::new(),
         normalise: None,
+        ..RegisterFileConfig::default()
     }
 }
 

@@ -56,6 +56,41 @@ pub struct RegisterFileConfig {
     /// Reference normalisation for this file; default: the section's `normalise`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalise: Option<Vec<NormaliseRule>>,
+    /// For `format = "eba"` only: the metadata endpoint EBA publishes
+    /// (`https://euclid.eba.europa.eu/register/api/filemetadata`). `register fetch` and
+    /// `serve` download the ZIP it names into `path`, verified, replacing the old file only
+    /// when the new one loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The register is "too old" for `/readyz` when its file was last replaced longer ago
+    /// than this. Default: 48 for a file with a `url`, none otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_hours: Option<u64>,
+}
+
+impl Default for RegisterFileConfig {
+    fn default() -> Self {
+        RegisterFileConfig {
+            path: PathBuf::new(),
+            format: RegisterFormat::Native,
+            nca_map: BTreeMap::new(),
+            normalise: None,
+            url: None,
+            max_age_hours: None,
+        }
+    }
+}
+
+/// Default `max_age_hours` of a fetched register: two daily publications missed.
+pub const DEFAULT_FETCHED_MAX_AGE_HOURS: u64 = 48;
+
+impl RegisterFileConfig {
+    /// The age budget of this file, if any.
+    pub fn max_age(&self) -> Option<std::time::Duration> {
+        self.max_age_hours
+            .or(self.url.as_ref().map(|_| DEFAULT_FETCHED_MAX_AGE_HOURS))
+            .map(|h| std::time::Duration::from_secs(h.saturating_mul(3600)))
+    }
 }
 
 fn default_normalise() -> Vec<NormaliseRule> {
@@ -78,8 +113,7 @@ impl RegisterConfig {
         let file = |name: &str| RegisterFileConfig {
             path: PathBuf::from("registers/sandbox").join(name),
             format: RegisterFormat::Native,
-            nca_map: BTreeMap::new(),
-            normalise: None,
+            ..RegisterFileConfig::default()
         };
         RegisterConfig {
             files: vec![
@@ -100,6 +134,27 @@ impl RegisterConfig {
             if file.format == RegisterFormat::Native && !file.nca_map.is_empty() {
                 return Err(RegisterLoadError::Config(format!(
                     "{}: nca_map applies to format = \"eba\" only",
+                    at()
+                )));
+            }
+            if let Some(url) = &file.url {
+                if file.format != RegisterFormat::Eba {
+                    return Err(RegisterLoadError::Config(format!(
+                        "{}: url applies to format = \"eba\" only (the EBA metadata endpoint)",
+                        at()
+                    )));
+                }
+                let lower = url.to_ascii_lowercase();
+                if !(lower.starts_with("https://") || lower.starts_with("http://")) {
+                    return Err(RegisterLoadError::Config(format!(
+                        "{}: url `{url}` is not an http(s) URL",
+                        at()
+                    )));
+                }
+            }
+            if file.max_age_hours == Some(0) {
+                return Err(RegisterLoadError::Config(format!(
+                    "{}: max_age_hours must be positive",
                     at()
                 )));
             }
@@ -196,7 +251,7 @@ mod tests {
             path: "eba.json".into(),
             format: RegisterFormat::Eba,
             nca_map: [("FI-FINFSA".to_owned(), "SE_FINA".to_owned())].into(),
-            normalise: None,
+            ..RegisterFileConfig::default()
         });
         let err = cfg.validate().expect_err("country mismatch");
         assert!(err.to_string().contains("another country"), "{err}");

@@ -668,8 +668,20 @@ impl<R: Read> Read for ProgressReader<R> {
     }
 }
 
+/// The first bytes of a ZIP file (a local file header).
+const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
+
+/// Largest JSON member read from a ZIP: the real document is about 217 MB, so 2 GiB leaves
+/// room for growth while a ZIP bomb (a small file inflating without end) stops there.
+pub(crate) const MAX_ZIP_JSON_BYTES: u64 = 2 << 30;
+
+/// Largest `.sha256` member read.
+const MAX_SIDECAR_BYTES: u64 = 4096;
+
 /// Reads an EBA export into native registers (one per `CA_OwnerID`, sorted by NCA id), with
-/// the counts of what was kept and skipped.
+/// the counts of what was kept and skipped. The file is the JSON document, or the ZIP that
+/// EBA publishes: its one JSON member is streamed, and its SHA-256 must equal the hex digest
+/// in the ZIP's `.sha256` member.
 pub(crate) fn read_eba(
     path: &Path,
     nca_overrides: &BTreeMap<String, String>,
@@ -679,12 +691,143 @@ pub(crate) fn read_eba(
         path: path.to_owned(),
         source,
     };
+    let mut file = File::open(path).map_err(read_err)?;
+    let mut magic = [0u8; 4];
+    let is_zip = match file.read_exact(&mut magic) {
+        Ok(()) => &magic == ZIP_MAGIC,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
+        Err(e) => return Err(read_err(e)),
+    };
+    drop(file);
+    if is_zip {
+        return read_eba_zip(path, nca_overrides, progress, MAX_ZIP_JSON_BYTES);
+    }
     let file = File::open(path).map_err(read_err)?;
     let total = file.metadata().map_err(read_err)?.len();
+    read_eba_stream(path, file, total, nca_overrides, progress)
+}
+
+/// The ZIP form: exactly one `.json` member, and a `.sha256` member whose digest it must
+/// match.
+fn read_eba_zip(
+    path: &Path,
+    nca_overrides: &BTreeMap<String, String>,
+    progress: bool,
+    max_json: u64,
+) -> Result<(NativeFile, EbaReport), RegisterLoadError> {
+    let invalid = |message: String| RegisterLoadError::invalid(path, message);
+    let file = File::open(path).map_err(|source| RegisterLoadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut archive = zip::ZipArchive::new(BufReader::new(file))
+        .map_err(|e| invalid(format!("not a readable ZIP archive: {e}")))?;
+    let names: Vec<String> = archive
+        .file_names()
+        .map(|n| n.map(|n| n.into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| invalid(format!("unreadable member names: {e}")))?;
+    let lower = |n: &String| n.to_ascii_lowercase();
+    let json: Vec<&String> = names
+        .iter()
+        .filter(|n| lower(n).ends_with(".json"))
+        .collect();
+    let sidecar: Vec<&String> = names
+        .iter()
+        .filter(|n| lower(n).ends_with(".sha256"))
+        .collect();
+    let [json] = json.as_slice() else {
+        return Err(invalid(format!(
+            "expected exactly one .json member, found {}: {names:?}",
+            json.len()
+        )));
+    };
+    let [sidecar] = sidecar.as_slice() else {
+        return Err(invalid(format!(
+            "expected exactly one .sha256 member next to {json}, found {}: {names:?}",
+            sidecar.len()
+        )));
+    };
+    let expected = {
+        let member = archive
+            .by_name(sidecar)
+            .map_err(|e| invalid(format!("{sidecar}: {e}")))?;
+        let mut text = String::new();
+        member
+            .take(MAX_SIDECAR_BYTES)
+            .read_to_string(&mut text)
+            .map_err(|e| invalid(format!("{sidecar}: {e}")))?;
+        let digest = text
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(invalid(format!(
+                "{sidecar} does not start with a SHA-256 hex digest"
+            )));
+        }
+        digest.to_ascii_lowercase()
+    };
+    let member = archive
+        .by_name(json)
+        .map_err(|e| invalid(format!("{json}: {e}")))?;
+    let total = member.size();
+    if total > max_json {
+        return Err(invalid(format!(
+            "{json} inflates to {total} bytes, over the {max_json}-byte limit"
+        )));
+    }
+    let mut rest = HashingReader {
+        inner: member.take(max_json + 1),
+        context: ring::digest::Context::new(&ring::digest::SHA256),
+        read: 0,
+    };
+    let (native, report) = read_eba_stream(path, &mut rest, total, nca_overrides, progress)?;
+    // Hash what the parser did not need (trailing white space), then compare.
+    std::io::copy(&mut rest, &mut std::io::sink()).map_err(|e| invalid(format!("{json}: {e}")))?;
+    if rest.read > max_json {
+        return Err(invalid(format!(
+            "{json} inflates to more than the {max_json}-byte limit"
+        )));
+    }
+    let actual = crate::hex::lower(rest.context.finish().as_ref());
+    if actual != expected {
+        return Err(invalid(format!(
+            "{json} has SHA-256 {actual}, but {sidecar} says {expected}: the download is corrupt or was altered"
+        )));
+    }
+    Ok((native, report))
+}
+
+/// Hashes what is read through it.
+struct HashingReader<R> {
+    inner: R,
+    context: ring::digest::Context,
+    read: u64,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.context.update(&buf[..n]);
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// Parses the EBA JSON document from `source` (`total` bytes, for the progress display).
+fn read_eba_stream<R: Read>(
+    path: &Path,
+    source: R,
+    total: u64,
+    nca_overrides: &BTreeMap<String, String>,
+    progress: bool,
+) -> Result<(NativeFile, EbaReport), RegisterLoadError> {
     let reader = BufReader::with_capacity(
         READ_BUFFER_BYTES,
         ProgressReader {
-            inner: file,
+            inner: source,
             read: 0,
             total,
             next_report: 0,
@@ -728,6 +871,37 @@ pub(crate) fn read_eba(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ZIP whose JSON member inflates past the cap is refused at the cap: by its declared
+    /// size, or, when the declared size lies, by counting while inflating.
+    #[test]
+    fn a_json_member_past_the_inflation_cap_is_refused() {
+        use std::io::Write;
+        let dir = std::env::temp_dir().join(format!("eba-zip-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("bomb.zip");
+        // 1 MB of white space and a tiny document: compresses to about a kilobyte.
+        let mut json = vec![b' '; 1 << 20];
+        json.extend_from_slice(br#"[[{"EntityType":"PSD_PI"}]]"#);
+        let digest = crate::hex::lower(&crate::hex::sha256(&json));
+        let mut out = std::io::Cursor::new(Vec::new());
+        let mut w = zip::ZipWriter::new(&mut out);
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        w.start_file("a.json", options).expect("member");
+        w.write_all(&json).expect("write");
+        w.start_file("a.json.sha256", options).expect("member");
+        w.write_all(digest.as_bytes()).expect("write");
+        w.finish().expect("finish");
+        let bytes = out.into_inner();
+        assert!(bytes.len() < 16 * 1024, "{} bytes", bytes.len());
+        std::fs::write(&path, bytes).expect("write");
+        let e = read_eba_zip(&path, &BTreeMap::new(), false, 64 * 1024)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("over the 65536-byte limit"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn latin_names_are_preferred_among_several() {
