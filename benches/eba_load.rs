@@ -271,6 +271,7 @@ fn config(path: PathBuf, format: RegisterFormat) -> RegisterConfig {
             format,
             nca_map: BTreeMap::new(),
             normalise: None,
+            ..RegisterFileConfig::default()
         }],
         ..RegisterConfig::default()
     }

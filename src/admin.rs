@@ -82,6 +82,23 @@ pub async fn handle(state: Arc<AdminState>, req: Request<Incoming>) -> Response<
             let list_problems = data.trust.list_problems(now);
             let lists = data.trust.lists().len();
             problems.extend(list_problems.iter().cloned());
+            // Every register file within its age budget.
+            let wall = std::time::SystemTime::now();
+            problems.extend(data.registers.stale_files(wall));
+            let register_files: Vec<serde_json::Value> = data
+                .registers
+                .files()
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "path": f.path.display().to_string(),
+                        "format": f.format.as_str(),
+                        "url": f.url,
+                        "ageSeconds": f.age(wall).map(|a| a.as_secs()),
+                        "maxAgeSeconds": f.max_age.map(|a| a.as_secs()),
+                    })
+                })
+                .collect();
             let body = serde_json::json!({
                 "ready": problems.is_empty(),
                 "problems": problems,
@@ -92,6 +109,8 @@ pub async fn handle(state: Arc<AdminState>, req: Request<Incoming>) -> Response<
                     "notUsed": list_problems.len(),
                 },
                 "registers": data.registers.registers().len(),
+                "registerFiles": register_files,
+                "loadedAt": crate::trust::rfc3339(data.loaded_at),
             });
             let status = if problems.is_empty() {
                 StatusCode::OK

@@ -66,6 +66,8 @@ pub enum StartError {
     },
     #[error("gateway: {0}")]
     Gateway(String),
+    #[error("register fetch: {0}")]
+    RegisterFetch(String),
     #[error("revocation: {0}")]
     Revocation(String),
     #[error("sandbox responder: {0}")]
@@ -85,6 +87,28 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             setting = relaxation,
             "fail-closed default relaxed by configuration"
         );
+    }
+    // A fetched register file that is not there yet is fetched before anything is loaded:
+    // serving without it would refuse every PSP of its registers.
+    let fetcher = crate::fetch::Fetcher::new(
+        config.revocation.allow_destinations,
+        config.revocation.connect_timeout(),
+    );
+    for file in config.registers.fetched_files() {
+        if config.base_dir.join(&file.path).exists() {
+            continue;
+        }
+        tracing::info!(path = %file.path.display(), "register file missing: fetching it before start");
+        let done = crate::register::fetch_eba(
+            &fetcher,
+            &config.registers,
+            file,
+            &config.base_dir,
+            config.registers.fetch_timeout(),
+        )
+        .await
+        .map_err(StartError::RegisterFetch)?;
+        tracing::info!(path = %done.path.display(), entities = done.entities, "register fetched");
     }
     let data = ReferenceData::load(&config.data_sources(), 1, time::OffsetDateTime::now_utc())?;
     tracing::info!(
@@ -270,6 +294,14 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         )));
     }
     let sources = config.data_sources();
+    if config.registers.fetched_files().next().is_some() {
+        tasks.push(tokio::spawn(refresh_registers(
+            fetcher,
+            sources.clone(),
+            service.clone(),
+            shutdown_rx.clone(),
+        )));
+    }
     if sources.trust.iter().any(|s| s.lotl.is_some()) {
         let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
         tasks.push(tokio::spawn(refresh_trust(
@@ -281,6 +313,64 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     running.tasks = tasks;
     Ok(running)
+}
+
+/// Fetches the registers that have a `url` every `[registers] refresh_interval_secs`
+/// (jittered), then reloads the reference data. A download that fails or does not load
+/// leaves the file, and so the register in use, as it was.
+async fn refresh_registers(
+    fetcher: crate::fetch::Fetcher,
+    sources: crate::service::DataSources,
+    service: Arc<CheckService>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let wait = crate::fetch::next_wait(
+            sources.registers.refresh_interval(),
+            None,
+            time::OffsetDateTime::now_utc(),
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => return,
+        }
+        let mut stored = 0;
+        for file in sources.registers.fetched_files() {
+            match crate::register::fetch_eba(
+                &fetcher,
+                &sources.registers,
+                file,
+                &sources.base_dir,
+                sources.registers.fetch_timeout(),
+            )
+            .await
+            {
+                Ok(done) => {
+                    stored += 1;
+                    tracing::info!(path = %done.path.display(), zip = %done.zip_url, entities = done.entities, "register fetched");
+                }
+                Err(e) => {
+                    tracing::warn!(path = %file.path.display(), problem = %e, "register not updated; the current file stays")
+                }
+            }
+        }
+        if stored == 0 {
+            continue;
+        }
+        let (s, d) = (service.clone(), sources.clone());
+        match tokio::task::spawn_blocking(move || s.reload(&d)).await {
+            Ok(Ok(generation)) => tracing::info!(
+                generation,
+                "reference data reloaded after the register refresh"
+            ),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "reload after the register refresh failed; current data kept")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reload after the register refresh did not finish; current data kept")
+            }
+        }
+    }
 }
 
 /// Fetches the LOTL sources' lists on a schedule and reloads the reference data after each
@@ -307,7 +397,7 @@ async fn refresh_trust(
         let wait = if first && lotl_lists().any(|l| l.problem_at(now).is_some()) {
             Duration::ZERO
         } else {
-            crate::trust::refresh::next_wait(
+            crate::fetch::next_wait(
                 refresher.settings().refresh_interval,
                 lotl_lists()
                     .filter_map(|l| l.usable_until)

@@ -162,6 +162,12 @@ enum RegisterCommand {
     },
     /// Print entity counts per country, category and status of a native snapshot file.
     Stats { file: PathBuf },
+    /// Download every register file that has a `url` (the EBA metadata endpoint), verify it
+    /// and replace the file only when the new one loads. Exit 1 if any failed.
+    Fetch {
+        #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
+        config: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -413,6 +419,65 @@ fn run_register(command: RegisterCommand) -> Result<String, String> {
             Ok(summary.to_string())
         }
         RegisterCommand::Stats { file } => register::stats(&file).map_err(|e| e.to_string()),
+        RegisterCommand::Fetch { config } => fetch_registers(&config),
+    }
+}
+
+fn fetch_registers(config_path: &Path) -> Result<String, String> {
+    let config = Config::load(config_path).map_err(|e| e.to_string())?;
+    let files: Vec<_> = config.registers.fetched_files().collect();
+    if files.is_empty() {
+        return Err(format!(
+            "{}: no register file names a url; nothing to fetch",
+            config_path.display()
+        ));
+    }
+    let fetcher = crate::fetch::Fetcher::new(
+        config.revocation.allow_destinations,
+        config.revocation.connect_timeout(),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let mut lines = Vec::new();
+    let mut failed = 0;
+    for (i, file) in files.iter().enumerate() {
+        eprintln!(
+            "[{}/{}] fetching {} from {}",
+            i + 1,
+            files.len(),
+            file.path.display(),
+            file.url.as_deref().unwrap_or_default()
+        );
+        match runtime.block_on(register::fetch_eba(
+            &fetcher,
+            &config.registers,
+            file,
+            &config.base_dir,
+            config.registers.fetch_timeout(),
+        )) {
+            Ok(d) => lines.push(format!(
+                "{}: stored {} bytes from {} (published {}), {} entities",
+                d.path.display(),
+                d.bytes,
+                d.zip_url,
+                d.published.as_deref().unwrap_or("?"),
+                d.entities
+            )),
+            Err(e) => {
+                failed += 1;
+                lines.push(format!(
+                    "{}: FAILED, the file in place stays: {e}",
+                    file.path.display()
+                ));
+            }
+        }
+    }
+    if failed > 0 {
+        Err(lines.join("\n"))
+    } else {
+        Ok(lines.join("\n"))
     }
 }
 

@@ -70,6 +70,34 @@ impl AllowDestinations {
     }
 }
 
+/// The shortest wait between two refreshes, whatever the data says: data that is already
+/// stale must not make `serve` fetch in a loop.
+pub const MIN_REFRESH_WAIT: Duration = Duration::from_secs(60);
+
+/// How long `serve` waits before the next refresh of fetched data (trusted lists,
+/// registers): the interval less up to 10 % (so that many gateways do not fetch at the same
+/// moment), or less if something becomes unusable sooner (`until`), never less than
+/// [`MIN_REFRESH_WAIT`].
+pub fn next_wait(
+    interval: Duration,
+    until: Option<time::OffsetDateTime>,
+    now: time::OffsetDateTime,
+) -> Duration {
+    let mut jitter = [0u8; 4];
+    let fraction =
+        match ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut jitter) {
+            Ok(()) => f64::from(u32::from_le_bytes(jitter)) / f64::from(u32::MAX),
+            Err(_) => 0.5,
+        };
+    let mut wait = interval.mul_f64(1.0 - 0.1 * fraction);
+    if let Some(until) = until {
+        let until = (until - now).max(time::Duration::ZERO);
+        let until = Duration::try_from(until).unwrap_or(Duration::ZERO);
+        wait = wait.min(until);
+    }
+    wait.max(MIN_REFRESH_WAIT)
+}
+
 /// Why a fetch failed. The `Display` text becomes part of the method's failure reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FetchError {

@@ -19,11 +19,12 @@
 //! The files import only the ones above them in this list, so there is no loop between them:
 //! `authorities` (NCA ids and EBA authority codes), `normalise`, `model` (with
 //! [`RegisterFormat`]), `report` (load reports and errors), `native` and `eba` (the readers;
-//! `eba` produces native registers), `config`, `snapshot`, `commands`, `lookup`.
+//! `eba` produces native registers), `config`, `snapshot`, `download`, `commands`, `lookup`.
 
 mod authorities;
 mod commands;
 mod config;
+mod download;
 mod eba;
 mod lookup;
 mod model;
@@ -35,6 +36,7 @@ mod snapshot;
 pub use authorities::{DEFAULT_EBA_AUTHORITIES, EbaAuthority};
 pub use commands::{ImportSummary, import_eba, import_eba_with, stats};
 pub use config::{RegisterConfig, RegisterFileConfig};
+pub use download::{Downloaded, MAX_ZIP_BYTES, fetch_eba};
 pub use lookup::{
     CategoryEntryBlock, HomeOutcome, PassportIn, PassportOut, RegisterBlock, RegisterResult,
     RegisterType, not_found_warning,
@@ -52,4 +54,4 @@ pub use report::{
     EbaReport, FileLoadReport, LoadReport, MAX_DISTINCT_CODES, OTHER_CODES, RegisterLoadError,
     RegisterSummary,
 };
-pub use snapshot::{RegisterHolder, RegisterSnapshot};
+pub use snapshot::{LoadedFile, RegisterHolder, RegisterSnapshot};

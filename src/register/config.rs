@@ -38,7 +38,19 @@ pub struct RegisterConfig {
     /// `whitespace`, `leading-zeros`.
     #[serde(default = "default_normalise")]
     pub normalise: Vec<NormaliseRule>,
+    /// How often `serve` fetches the files that have a `url` (default daily, minus up to
+    /// 10 % jitter; EBA regenerates the file nightly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_interval_secs: Option<u64>,
+    /// Time limit of one download (default 300 s: the ZIP is about 19 MB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_timeout_secs: Option<u64>,
 }
+
+/// Default `refresh_interval_secs`: a day.
+pub const DEFAULT_REGISTER_REFRESH_SECS: u64 = 24 * 3600;
+/// Default `fetch_timeout_secs`.
+pub const DEFAULT_REGISTER_FETCH_TIMEOUT_SECS: u64 = 300;
 
 /// One register file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +114,8 @@ impl Default for RegisterConfig {
         RegisterConfig {
             files: Vec::new(),
             normalise: default_normalise(),
+            refresh_interval_secs: None,
+            fetch_timeout_secs: None,
         }
     }
 }
@@ -122,7 +136,7 @@ impl RegisterConfig {
                 file("GB.json"),
                 file("XX-OBHD.json"),
             ],
-            normalise: default_normalise(),
+            ..RegisterConfig::default()
         }
     }
 
@@ -180,6 +194,27 @@ impl RegisterConfig {
             }
         }
         Ok(())
+    }
+
+    /// How often fetched files are fetched again.
+    pub fn refresh_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.refresh_interval_secs
+                .unwrap_or(DEFAULT_REGISTER_REFRESH_SECS),
+        )
+    }
+
+    /// The time limit of one download.
+    pub fn fetch_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.fetch_timeout_secs
+                .unwrap_or(DEFAULT_REGISTER_FETCH_TIMEOUT_SECS),
+        )
+    }
+
+    /// The files fetched from a URL.
+    pub fn fetched_files(&self) -> impl Iterator<Item = &RegisterFileConfig> {
+        self.files.iter().filter(|f| f.url.is_some())
     }
 
     /// The normalisation rules that apply to a file.

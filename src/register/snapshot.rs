@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 
@@ -24,6 +25,46 @@ pub struct RegisterSnapshot {
     by_nca_id: HashMap<String, usize>,
     /// Country → indexes into `registers`, sorted by NCA id.
     by_country: HashMap<CountryCode, Vec<usize>>,
+    /// The files the snapshot was loaded from, with their age budgets.
+    files: Vec<LoadedFile>,
+}
+
+/// A register file as loaded: when it was last replaced, and how old it may get.
+#[derive(Debug, Clone)]
+pub struct LoadedFile {
+    pub path: PathBuf,
+    pub format: RegisterFormat,
+    /// Where it is fetched from, if it is.
+    pub url: Option<String>,
+    /// The file's modification time: when `register fetch` (or the operator) last replaced it.
+    pub modified: Option<SystemTime>,
+    /// `max_age_hours`, when it has one.
+    pub max_age: Option<Duration>,
+}
+
+impl LoadedFile {
+    /// How old the file is at `now`.
+    pub fn age(&self, now: SystemTime) -> Option<Duration> {
+        self.modified.and_then(|m| now.duration_since(m).ok())
+    }
+
+    /// Why the file is too old at `now`, if it is.
+    pub fn staleness(&self, now: SystemTime) -> Option<String> {
+        let (max, age) = (self.max_age?, self.age(now)?);
+        (age > max).then(|| {
+            format!(
+                "register file {} is {} h old, over its {} h budget (max_age_hours){}",
+                self.path.display(),
+                age.as_secs() / 3600,
+                max.as_secs() / 3600,
+                if self.url.is_some() {
+                    "; the last fetches failed or did not run"
+                } else {
+                    ""
+                }
+            )
+        })
+    }
 }
 
 impl RegisterSnapshot {
@@ -58,6 +99,7 @@ impl RegisterSnapshot {
             registers,
             by_nca_id,
             by_country,
+            files: Vec::new(),
         })
     }
 
@@ -70,6 +112,7 @@ impl RegisterSnapshot {
         config.validate()?;
         let mut registers = Vec::new();
         let mut report = LoadReport::default();
+        let mut loaded = Vec::new();
         for file in &config.files {
             let path = base_dir.join(&file.path);
             let normalisation = Normalisation::from_rules(config.rules_for(file));
@@ -89,8 +132,27 @@ impl RegisterSnapshot {
                 eba,
             });
             registers.extend(built);
+            loaded.push(LoadedFile {
+                modified: std::fs::metadata(&path).and_then(|m| m.modified()).ok(),
+                path,
+                format: file.format,
+                url: file.url.clone(),
+                max_age: file.max_age(),
+            });
         }
-        Ok((RegisterSnapshot::from_registers(registers)?, report))
+        let mut snapshot = RegisterSnapshot::from_registers(registers)?;
+        snapshot.files = loaded;
+        Ok((snapshot, report))
+    }
+
+    /// The files the snapshot was loaded from.
+    pub fn files(&self) -> &[LoadedFile] {
+        &self.files
+    }
+
+    /// Why each file that is over its age budget at `now` is.
+    pub fn stale_files(&self, now: SystemTime) -> Vec<String> {
+        self.files.iter().filter_map(|f| f.staleness(now)).collect()
     }
 
     /// The same snapshot with another generation number.

@@ -35,10 +35,6 @@ pub struct FetchSettings {
     pub refresh_interval: Duration,
 }
 
-/// The shortest wait between two refreshes, whatever `NextUpdate` says: a list that is
-/// already stale must not make `serve` fetch in a loop.
-pub const MIN_REFRESH_WAIT: Duration = Duration::from_secs(60);
-
 /// One step of a fetch, for a progress display.
 #[derive(Debug, Clone)]
 pub struct Step<'a> {
@@ -344,27 +340,4 @@ fn failed(now: OffsetDateTime, message: String) -> Attempt {
         ok: false,
         message,
     }
-}
-
-/// How long `serve` waits before the next refresh: the interval less up to 10 % (so that
-/// many gateways do not fetch at the same moment), or less if a list becomes unusable
-/// sooner, never less than [`MIN_REFRESH_WAIT`].
-pub fn next_wait(
-    interval: Duration,
-    earliest_usable_until: Option<OffsetDateTime>,
-    now: OffsetDateTime,
-) -> Duration {
-    let mut jitter = [0u8; 4];
-    let fraction =
-        match ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut jitter) {
-            Ok(()) => f64::from(u32::from_le_bytes(jitter)) / f64::from(u32::MAX),
-            Err(_) => 0.5,
-        };
-    let mut wait = interval.mul_f64(1.0 - 0.1 * fraction);
-    if let Some(until) = earliest_usable_until {
-        let until = (until - now).max(time::Duration::ZERO);
-        let until = Duration::try_from(until).unwrap_or(Duration::ZERO);
-        wait = wait.min(until);
-    }
-    wait.max(MIN_REFRESH_WAIT)
 }
