@@ -68,6 +68,11 @@ pub struct RegisterFileConfig {
     /// Reference normalisation for this file; default: the section's `normalise`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalise: Option<Vec<NormaliseRule>>,
+    /// Add this file's registers to those of the same NCA id from earlier files instead of
+    /// refusing the second definition: a credit-institutions file next to the EBA payment
+    /// institutions register of the same authorities. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merge: bool,
     /// For `format = "eba"` only: the metadata endpoint EBA publishes
     /// (`https://euclid.eba.europa.eu/register/api/filemetadata`). `register fetch` and
     /// `serve` download the ZIP it names into `path`, verified, replacing the old file only
@@ -87,6 +92,7 @@ impl Default for RegisterFileConfig {
             format: RegisterFormat::Native,
             nca_map: BTreeMap::new(),
             normalise: None,
+            merge: false,
             url: None,
             max_age_hours: None,
         }

@@ -41,74 +41,145 @@ use super::native::{NATIVE_FORMAT_VERSION, NativeEntity, NativeEntry, NativeFile
 use super::report::{EbaReport, RegisterLoadError};
 use crate::country::CountryCode;
 
+// ---------------------------------------------------------------------------------------------
+// The mapping, as data: the one table per vocabulary that docs/registers.md (§5.2) reproduces
+// and the unit test `the_mapping_tables_are_the_documented_ones` holds it to. When PSD3 and the Payment
+// Services Regulation merge e-money institutions into payment institutions, these rows change
+// and nothing else.
+// ---------------------------------------------------------------------------------------------
+
 /// What one service code in `Services` means.
-enum Code {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Code {
+    /// A PSD2 Annex I payment service number.
     Service(u8),
+    /// Issuing, distributing or redeeming e-money (kept apart from the eight services).
     EMoney,
-    Unknown,
 }
 
 /// EBA service codes (the register's 14; labels in `/pir-api/metadata`) → PSD2 Annex I.
-fn service_code(code: &str) -> Code {
-    match code.trim() {
-        "PS_010" => Code::Service(1),
-        "PS_020" => Code::Service(2),
-        "PS_03A" | "PS_03B" | "PS_03C" => Code::Service(3),
-        "PS_04A" | "PS_04B" | "PS_04C" => Code::Service(4),
-        "PS_05A" | "PS_05B" => Code::Service(5),
-        "PS_060" => Code::Service(6),
-        "PS_070" => Code::Service(7),
-        "PS_080" => Code::Service(8),
-        "ES_010" => Code::EMoney,
-        _ => Code::Unknown,
-    }
+/// A code not in the table is counted in the load report and ignored.
+pub(crate) const SERVICE_CODES: &[(&str, Code)] = &[
+    ("PS_010", Code::Service(1)),
+    ("PS_020", Code::Service(2)),
+    ("PS_03A", Code::Service(3)),
+    ("PS_03B", Code::Service(3)),
+    ("PS_03C", Code::Service(3)),
+    ("PS_04A", Code::Service(4)),
+    ("PS_04B", Code::Service(4)),
+    ("PS_04C", Code::Service(4)),
+    ("PS_05A", Code::Service(5)),
+    ("PS_05B", Code::Service(5)),
+    ("PS_060", Code::Service(6)),
+    ("PS_070", Code::Service(7)),
+    ("PS_080", Code::Service(8)),
+    ("ES_010", Code::EMoney),
+];
+
+fn service_code(code: &str) -> Option<Code> {
+    let code = code.trim();
+    SERVICE_CODES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|(_, m)| *m)
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum EntityType {
-    Pi,
-    Emi,
-    Aisp,
-    Epi,
-    Eemi,
-    Excluded,
-    NationalLaw,
+/// Where an entity's own services come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OwnServices {
+    /// The home country's codes in `Services`.
+    FromServicesMap,
+    /// All eight: the contract's category table entitles credit institutions to all eight
+    /// payment services, and the credit-institutions register publishes no service list.
+    AllEight,
+}
+
+/// What an EBA `EntityType` is to the contract.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Treatment {
+    /// Kept, with this category, the status a current authorisation or registration gives
+    /// (`Unauthorised` when withdrawn), and its services.
+    Kept {
+        category: Category,
+        status: AuthStatus,
+        services: OwnServices,
+    },
+    /// Agents and branches act for their principal, which is looked up instead: counted.
     Agent,
     Branch,
-    Unknown,
+    /// In the file but not an authorisation (excluded from scope, entitled under national
+    /// law): counted.
+    NotAnAuthorisation,
 }
 
-impl EntityType {
-    fn from_code(code: &str) -> Self {
-        match code {
-            "PSD_PI" => EntityType::Pi,
-            "PSD_EMI" => EntityType::Emi,
-            "PSD_AISP" => EntityType::Aisp,
-            "PSD_EPI" => EntityType::Epi,
-            "PSD_EEMI" => EntityType::Eemi,
-            "PSD_EXC" => EntityType::Excluded,
-            "PSD_ENL" => EntityType::NationalLaw,
-            "PSD_AG" => EntityType::Agent,
-            "PSD_BR" => EntityType::Branch,
-            _ => EntityType::Unknown,
-        }
-    }
+/// EBA `EntityType` codes (PSD2 register, and `CRD_CRE_INS` from the credit-institutions
+/// register) → treatment. A code not in the table is counted and skipped.
+pub(crate) const ENTITY_TYPES: &[(&str, Treatment)] = &[
+    (
+        "PSD_PI",
+        Treatment::Kept {
+            category: Category::PaymentInstitution,
+            status: AuthStatus::Authorised,
+            services: OwnServices::FromServicesMap,
+        },
+    ),
+    (
+        "PSD_EMI",
+        Treatment::Kept {
+            category: Category::EMoneyInstitution,
+            status: AuthStatus::Authorised,
+            services: OwnServices::FromServicesMap,
+        },
+    ),
+    (
+        "PSD_AISP",
+        Treatment::Kept {
+            category: Category::Aisp,
+            status: AuthStatus::Registered,
+            services: OwnServices::FromServicesMap,
+        },
+    ),
+    (
+        "PSD_EPI",
+        Treatment::Kept {
+            category: Category::ExemptPaymentInstitution,
+            status: AuthStatus::Registered,
+            services: OwnServices::FromServicesMap,
+        },
+    ),
+    (
+        "PSD_EEMI",
+        Treatment::Kept {
+            category: Category::ExemptEMoneyInstitution,
+            status: AuthStatus::Registered,
+            services: OwnServices::FromServicesMap,
+        },
+    ),
+    (
+        "CRD_CRE_INS",
+        Treatment::Kept {
+            category: Category::CreditInstitution,
+            status: AuthStatus::Authorised,
+            services: OwnServices::AllEight,
+        },
+    ),
+    ("PSD_EXC", Treatment::NotAnAuthorisation),
+    ("PSD_ENL", Treatment::NotAnAuthorisation),
+    ("PSD_AG", Treatment::Agent),
+    ("PSD_BR", Treatment::Branch),
+];
 
-    /// The category and the status a current authorisation or registration gives.
-    fn kept(self) -> Option<(Category, AuthStatus)> {
-        match self {
-            EntityType::Pi => Some((Category::PaymentInstitution, AuthStatus::Authorised)),
-            EntityType::Emi => Some((Category::EMoneyInstitution, AuthStatus::Authorised)),
-            EntityType::Aisp => Some((Category::Aisp, AuthStatus::Registered)),
-            EntityType::Epi => Some((Category::ExemptPaymentInstitution, AuthStatus::Registered)),
-            EntityType::Eemi => Some((Category::ExemptEMoneyInstitution, AuthStatus::Registered)),
-            EntityType::Excluded
-            | EntityType::NationalLaw
-            | EntityType::Agent
-            | EntityType::Branch
-            | EntityType::Unknown => None,
-        }
-    }
+/// The treatment of an entity type code; `None` for a code the table does not know.
+fn treatment(code: &str) -> Option<&'static Treatment> {
+    ENTITY_TYPES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|(_, t)| t)
+}
+
+/// Whether the rest of an entity of this type is read at all.
+fn is_kept(t: Option<&Treatment>) -> bool {
+    matches!(t, Some(Treatment::Kept { .. }))
 }
 
 /// Services of one country in `Services`.
@@ -123,7 +194,7 @@ struct CountryServices {
 struct RawEntity {
     authority: Option<String>,
     entity_code: Option<String>,
-    entity_type: Option<(String, EntityType)>,
+    entity_type: Option<(String, Option<&'static Treatment>)>,
     names: Vec<String>,
     references: Vec<String>,
     authorisation_dates: Option<usize>,
@@ -161,17 +232,26 @@ impl Builder {
         };
         report.records += 1;
         EbaReport::count(&mut report.by_entity_type, &type_code);
-        let (category, granted) = match entity_type.kept() {
-            Some(kept) => kept,
+        let (category, granted, own_services) = match entity_type {
+            Some(Treatment::Kept {
+                category,
+                status,
+                services,
+            }) => (category.clone(), *status, *services),
+            Some(Treatment::Agent) => {
+                report.skipped_agents += 1;
+                return;
+            }
+            Some(Treatment::Branch) => {
+                report.skipped_branches += 1;
+                return;
+            }
+            Some(Treatment::NotAnAuthorisation) => {
+                report.skipped_not_authorisations += 1;
+                return;
+            }
             None => {
-                match entity_type {
-                    EntityType::Agent => report.skipped_agents += 1,
-                    EntityType::Branch => report.skipped_branches += 1,
-                    EntityType::Excluded | EntityType::NationalLaw => {
-                        report.skipped_not_authorisations += 1
-                    }
-                    _ => EbaReport::count(&mut report.unknown_entity_types, &type_code),
-                }
+                EbaReport::count(&mut report.unknown_entity_types, &type_code);
                 return;
             }
         };
@@ -214,6 +294,9 @@ impl Builder {
             }
         };
         let mut own = CountryServices::default();
+        if own_services == OwnServices::AllEight {
+            own.services = ServiceSet::from_numbers(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap_or_default();
+        }
         let passport_out = raw.services.map(|list| {
             let mut out: BTreeMap<CountryCode, ServiceSet> = BTreeMap::new();
             for (c, s) in list {
@@ -305,16 +388,13 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
         while let Some(key) = map.next_key::<EntityKey>()? {
             // Once the type is known to be one that is not kept, its bulk is skipped unread
             // (the real file writes EntityType before Properties).
-            let skip = raw
-                .entity_type
-                .as_ref()
-                .is_some_and(|(_, t)| t.kept().is_none());
+            let skip = raw.entity_type.as_ref().is_some_and(|(_, t)| !is_kept(*t));
             match key {
                 EntityKey::Authority => raw.authority = map.next_value()?,
                 EntityKey::EntityCode => raw.entity_code = map.next_value()?,
                 EntityKey::EntityType => {
                     raw.entity_type = map.next_value::<Option<String>>()?.map(|t| {
-                        let parsed = EntityType::from_code(&t);
+                        let parsed = treatment(&t);
                         (t, parsed)
                     });
                 }
@@ -327,6 +407,8 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
                     })?;
                     raw.services = Some(list);
                 }
+                // The credit-institutions search wraps each entity as `{"_payload": {…}}`.
+                EntityKey::Payload => map.next_value_seed(NodeSeed(&mut *self.0))?,
                 EntityKey::Properties | EntityKey::Services | EntityKey::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -369,6 +451,7 @@ enum EntityKey {
     EntityType,
     Properties,
     Services,
+    Payload,
     Other,
 }
 
@@ -387,6 +470,7 @@ impl<'de> Deserialize<'de> for EntityKey {
                     "EntityType" => EntityKey::EntityType,
                     "Properties" => EntityKey::Properties,
                     "Services" => EntityKey::Services,
+                    "_payload" => EntityKey::Payload,
                     _ => EntityKey::Other,
                 })
             }
@@ -609,14 +693,14 @@ impl<'de> Visitor<'de> for CodesSeed<'_> {
     }
     fn visit_str<E: de::Error>(self, code: &str) -> Result<(), E> {
         match service_code(code) {
-            Code::Service(n) => {
-                // `service_code` only yields 1 to 8.
+            Some(Code::Service(n)) => {
+                // The table holds 1 to 8 only.
                 if let Some(s) = super::model::PaymentService::new(n) {
                     self.into.services.insert(s);
                 }
             }
-            Code::EMoney => self.into.e_money = true,
-            Code::Unknown => EbaReport::count(&mut self.report.unknown_service_codes, code),
+            Some(Code::EMoney) => self.into.e_money = true,
+            None => EbaReport::count(&mut self.report.unknown_service_codes, code),
         }
         Ok(())
     }
@@ -901,6 +985,61 @@ mod tests {
             .to_string();
         assert!(e.contains("over the 65536-byte limit"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// docs/registers.md §5.2 lists every row of both tables, with the same meaning.
+    #[test]
+    fn the_mapping_tables_are_the_documented_ones() {
+        let docs = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/registers.md"),
+        )
+        .expect("docs/registers.md");
+        let section = docs
+            .split("### 5.2 Mapping")
+            .nth(1)
+            .and_then(|s| s.split("### 5.3").next())
+            .expect("section 5.2");
+        let row_of = |code: &str| {
+            section
+                .lines()
+                .find(|l| l.starts_with('|') && l.contains(&format!("`{code}`")))
+                .unwrap_or_else(|| panic!("{code} is not in docs/registers.md §5.2"))
+                .to_owned()
+        };
+        for (code, meaning) in SERVICE_CODES {
+            let row = row_of(code);
+            let said = row.rsplit('|').nth(1).unwrap_or_default().trim().to_owned();
+            match meaning {
+                Code::Service(n) => assert!(said.starts_with(&n.to_string()), "{code}: {row}"),
+                Code::EMoney => assert!(said.contains("eMoney: true"), "{code}: {row}"),
+            }
+        }
+        for (code, treatment) in ENTITY_TYPES {
+            let row = row_of(code);
+            match treatment {
+                Treatment::Kept {
+                    category,
+                    status,
+                    services,
+                } => {
+                    assert!(row.contains(&format!("`{}`", category.as_str())), "{row}");
+                    assert!(
+                        row.contains(&format!("`{}` when current", status.as_str())),
+                        "{row}"
+                    );
+                    match services {
+                        OwnServices::AllEight => assert!(row.contains("all eight"), "{row}"),
+                        OwnServices::FromServicesMap => {
+                            assert!(row.contains("from `Services`"), "{row}")
+                        }
+                    }
+                }
+                Treatment::Agent | Treatment::Branch => assert!(row.contains("skipped"), "{row}"),
+                Treatment::NotAnAuthorisation => {
+                    assert!(row.contains("not authorisations"), "{row}")
+                }
+            }
+        }
     }
 
     #[test]

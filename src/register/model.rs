@@ -464,6 +464,50 @@ impl Register {
     pub fn passport_in_entries(&self) -> impl Iterator<Item = &PassportInEntry> {
         self.passport_in.values().flatten()
     }
+
+    /// Adds the entities and inbound entries of `other`, a register of the same NCA from
+    /// another file (`merge = true`: the credit institutions of an NCA whose payment
+    /// institutions come from the EBA file). An entity in both keeps its entries from both,
+    /// as several `categoryEntries`. The two must read references the same way.
+    pub(crate) fn merge(&mut self, other: Register) -> Result<(), String> {
+        if other.kind != self.kind {
+            return Err(format!(
+                "register {} is a {:?} register in {} but a {:?} register in {}",
+                self.nca_id,
+                self.kind,
+                self.source.display(),
+                other.kind,
+                other.source.display()
+            ));
+        }
+        if other.normalisation != self.normalisation {
+            return Err(format!(
+                "register {} normalises references differently in {} and {}: give both files the same `normalise`",
+                self.nca_id,
+                self.source.display(),
+                other.source.display()
+            ));
+        }
+        for alias in other.aliases {
+            if !self.aliases.contains(&alias) && alias != self.nca_id {
+                self.aliases.push(alias);
+            }
+        }
+        for entity in other.entities {
+            let key = self.normalisation.normalise(&entity.reference);
+            match self.by_reference.get(&key) {
+                Some(&i) => self.entities[i].entries.extend(entity.entries),
+                None => {
+                    self.by_reference.insert(key, self.entities.len());
+                    self.entities.push(entity);
+                }
+            }
+        }
+        for (key, entries) in other.passport_in {
+            self.passport_in.entry(key).or_default().extend(entries);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -131,7 +131,22 @@ impl RegisterSnapshot {
                 merged_references: merged,
                 eba,
             });
-            registers.extend(built);
+            for register in built {
+                let existing = file
+                    .merge
+                    .then(|| {
+                        registers
+                            .iter_mut()
+                            .find(|r: &&mut Register| r.nca_id == register.nca_id)
+                    })
+                    .flatten();
+                match existing {
+                    Some(r) => r
+                        .merge(register)
+                        .map_err(|message| RegisterLoadError::invalid(&path, message))?,
+                    None => registers.push(register),
+                }
+            }
             loaded.push(LoadedFile {
                 modified: std::fs::metadata(&path).and_then(|m| m.modified()).ok(),
                 path,
