@@ -111,6 +111,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         tracing::info!(path = %done.path.display(), entities = done.entities, "register fetched");
     }
     let data = ReferenceData::load(&config.data_sources(), 1, time::OffsetDateTime::now_utc())?;
+    record_register_history(&config.data_sources());
     tracing::info!(
         trust_sources = data.trust.sources().len(),
         trusted_issuers = data.trust.issuers().len(),
@@ -315,6 +316,22 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     Ok(running)
 }
 
+/// Records the register files now in force in the register history, when one is configured
+/// (`[registers] history_dir`). A failure is logged: audits of this period will say that no
+/// snapshot covers it.
+fn record_register_history(sources: &crate::service::DataSources) {
+    let Some(history) = crate::register::History::of(&sources.registers, &sources.base_dir) else {
+        return;
+    };
+    if let Err(e) = history.record(
+        &sources.registers,
+        &sources.base_dir,
+        time::OffsetDateTime::now_utc(),
+    ) {
+        tracing::error!(dir = %history.dir().display(), error = %e, "cannot record the register history");
+    }
+}
+
 /// Fetches the registers that have a `url` every `[registers] refresh_interval_secs`
 /// (jittered), then reloads the reference data. A download that fails or does not load
 /// leaves the file, and so the register in use, as it was.
@@ -359,10 +376,13 @@ async fn refresh_registers(
         }
         let (s, d) = (service.clone(), sources.clone());
         match tokio::task::spawn_blocking(move || s.reload(&d)).await {
-            Ok(Ok(generation)) => tracing::info!(
-                generation,
-                "reference data reloaded after the register refresh"
-            ),
+            Ok(Ok(generation)) => {
+                tracing::info!(
+                    generation,
+                    "reference data reloaded after the register refresh"
+                );
+                record_register_history(&sources);
+            }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "reload after the register refresh failed; current data kept")
             }
@@ -443,10 +463,13 @@ async fn refresh_trust(
         // Verifying every list again takes CPU for a while: off the async workers.
         let (s, d) = (service.clone(), sources.clone());
         match tokio::task::spawn_blocking(move || s.reload(&d)).await {
-            Ok(Ok(generation)) => tracing::info!(
-                generation,
-                "reference data reloaded after the trusted-list refresh"
-            ),
+            Ok(Ok(generation)) => {
+                tracing::info!(
+                    generation,
+                    "reference data reloaded after the trusted-list refresh"
+                );
+                record_register_history(&sources);
+            }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "reload after the trusted-list refresh failed; current data kept")
             }
@@ -557,7 +580,10 @@ pub fn reload(config_path: &Path, service: &CheckService) {
         }
     };
     match service.reload(&config.data_sources()) {
-        Ok(generation) => tracing::info!(generation, "reference data reloaded"),
+        Ok(generation) => {
+            tracing::info!(generation, "reference data reloaded");
+            record_register_history(&config.data_sources());
+        }
         Err(e) => tracing::error!(error = %e, "reload failed; current data kept"),
     }
 }

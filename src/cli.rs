@@ -373,13 +373,29 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let report = runtime.block_on(service.check(
-        Arc::new(certificate),
-        Arc::new(intermediates),
-        args.jurisdiction,
-        args.at.unwrap_or_else(OffsetDateTime::now_utc),
-    ));
-    let json = serde_json::to_string_pretty(&report.to_wire(&config.checks.error_link_base))
+    let (report, wire) = match args.at {
+        None => {
+            let report = runtime.block_on(service.check(
+                Arc::new(certificate),
+                Arc::new(intermediates),
+                args.jurisdiction,
+                OffsetDateTime::now_utc(),
+            ));
+            let wire = serde_json::to_value(report.to_wire(&config.checks.error_link_base))
+                .map_err(|e| format!("cannot serialise the report: {e}"))?;
+            ((*report).clone(), wire)
+        }
+        Some(at) => audit(
+            &config,
+            &service,
+            &runtime,
+            certificate,
+            intermediates,
+            args.jurisdiction,
+            at,
+        )?,
+    };
+    let json = serde_json::to_string_pretty(&wire)
         .map_err(|e| format!("cannot serialise the report: {e}"))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{json}").map_err(|e| format!("cannot write to stdout: {e}"))?;
@@ -389,6 +405,99 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `check --at T`: the registers in force at T (from the register history), revocation
+/// evidence read as of T, and an `audit` object saying what each block came from.
+fn audit(
+    config: &Config,
+    service: &CheckService,
+    runtime: &tokio::runtime::Runtime,
+    certificate: PspCertificate,
+    intermediates: Vec<PspCertificate>,
+    jurisdiction: CountryCode,
+    at: OffsetDateTime,
+) -> Result<(crate::check::CheckReport, serde_json::Value), String> {
+    use serde_json::json;
+    let history = register::History::of(&config.registers, &config.base_dir);
+    let (registers, registers_note, used, uncovered) = match &history {
+        Some(h) => {
+            let as_of = h
+                .as_of(&config.registers, &config.base_dir, at)
+                .map_err(|e| format!("register history {}: {e}", h.dir().display()))?;
+            let (snapshot, _) = RegisterSnapshot::load(&as_of.config, &config.base_dir)
+                .map_err(|e| format!("register history: {e}"))?;
+            (
+                Some(snapshot),
+                format!("the register files in force at the time, from {}", h.dir().display()),
+                as_of.used,
+                as_of.uncovered,
+            )
+        }
+        None => (
+            None,
+            "the current register files: no [registers] history_dir is configured, so the registers in force at the time are not known".to_owned(),
+            Vec::new(),
+            Vec::new(),
+        ),
+    };
+    let (report, evidence) = runtime.block_on(service.audit(
+        &certificate,
+        &intermediates,
+        jurisdiction,
+        at,
+        registers.as_ref(),
+    ));
+    let mut wire = serde_json::to_value(report.to_wire(&config.checks.error_link_base))
+        .map_err(|e| format!("cannot serialise the report: {e}"))?;
+    // Nothing pretends: a register file that no recorded snapshot covers was not consulted.
+    let when = crate::trust::rfc3339(at);
+    for file in &uncovered {
+        let warning = format!(
+            "No register snapshot of {} covers {when}: its registers were not consulted.",
+            file.display()
+        );
+        for block in ["homeRegister", "hostRegister"] {
+            if let Some(b) = wire.get_mut(block).and_then(|b| b.as_object_mut()) {
+                let list = b.entry("warning").or_insert_with(|| json!([]));
+                if !list.is_array() {
+                    *list = json!([]);
+                }
+                if let Some(items) = list.as_array_mut() {
+                    items.push(json!(warning));
+                }
+            }
+        }
+    }
+    let outcome = |o: &crate::revocation::MethodOutcome| match o {
+        crate::revocation::MethodOutcome::Good { evidence, .. } => format!("good: {evidence}"),
+        crate::revocation::MethodOutcome::Revoked { evidence, .. } => {
+            format!("revoked: {evidence}")
+        }
+        crate::revocation::MethodOutcome::Failed { reason } => format!("not completed: {reason}"),
+    };
+    if let Some(obj) = wire.as_object_mut() {
+        obj.insert(
+            "audit".to_owned(),
+            json!({
+                "at": when,
+                "eIDAS": "the trusted lists loaded now, each service's status read as it was at the time; revocation evidence fetched now and read as of the time",
+                "registers": registers_note,
+                "registerSnapshots": used.iter().map(|e| json!({
+                    "file": e.file.display().to_string(),
+                    "sha256": e.sha256,
+                    "inForceFrom": crate::trust::rfc3339(e.from),
+                    "inForceUntil": e.until.map(crate::trust::rfc3339),
+                })).collect::<Vec<_>>(),
+                "registersNotCovered": uncovered.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+                "revocation": {
+                    "crl": outcome(&evidence.crl),
+                    "ocsp": outcome(&evidence.ocsp),
+                },
+            }),
+        );
+    }
+    Ok((report, wire))
 }
 
 /// Certificate inputs are small; refuse to read anything large (a wrong path, a device).

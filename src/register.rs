@@ -19,13 +19,14 @@
 //! The files import only the ones above them in this list, so there is no loop between them:
 //! `authorities` (NCA ids and EBA authority codes), `normalise`, `model` (with
 //! [`RegisterFormat`]), `report` (load reports and errors), `native` and `eba` (the readers;
-//! `eba` produces native registers), `config`, `snapshot`, `download`, `commands`, `lookup`.
+//! `eba` produces native registers), `config`, `history`, `snapshot`, `download`, `commands`, `lookup`.
 
 mod authorities;
 mod commands;
 mod config;
 mod download;
 mod eba;
+mod history;
 mod lookup;
 mod model;
 mod native;
@@ -37,6 +38,7 @@ pub use authorities::{DEFAULT_EBA_AUTHORITIES, EbaAuthority};
 pub use commands::{ImportSummary, import_eba, import_eba_with, stats};
 pub use config::{RegisterConfig, RegisterFileConfig};
 pub use download::{Downloaded, MAX_ZIP_BYTES, fetch_eba};
+pub use history::{AsOf, Entry as HistoryEntry, History};
 pub use lookup::{
     CategoryEntryBlock, HomeOutcome, PassportIn, PassportOut, RegisterBlock, RegisterResult,
     RegisterType, not_found_warning,

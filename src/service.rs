@@ -207,6 +207,48 @@ impl CheckService {
         cached.report
     }
 
+    /// An audit: the check as it would have come out at the past time `at`, not cached.
+    /// - The trust list's status history is read at `at` (as every check does).
+    /// - `registers`, when given, are the snapshot in force at `at` (from the register
+    ///   history); otherwise the current ones.
+    /// - Revocation evidence is fetched now and read as of `at`
+    ///   ([`RevocationEvidence::as_of`]).
+    ///
+    /// Returns the report and the evidence used.
+    pub async fn audit(
+        &self,
+        certificate: &PspCertificate,
+        intermediates: &[PspCertificate],
+        jurisdiction: CountryCode,
+        at: OffsetDateTime,
+        registers: Option<&crate::register::RegisterSnapshot>,
+    ) -> (CheckReport, RevocationEvidence) {
+        let data = self.data.load_full();
+        let input = CheckInput {
+            certificate,
+            intermediates,
+            jurisdiction,
+            now: at,
+        };
+        let snapshots = Snapshots {
+            trust: &data.trust,
+            registers: registers.unwrap_or(&data.registers),
+        };
+        let resolution = check::resolve_issuer(&input, snapshots.trust);
+        let issuer = resolution
+            .revocation_issuer()
+            .map(|k| k.certificate(&data.trust, intermediates));
+        let evidence = match &self.revocation {
+            Revocation::Fetch(r) => r
+                .evidence(certificate, issuer, OffsetDateTime::now_utc())
+                .await
+                .as_of(at),
+            Revocation::Offline => RevocationEvidence::not_checked(OFFLINE),
+        };
+        let report = check::report(&input, snapshots, &resolution, &evidence);
+        (report, evidence)
+    }
+
     /// A result stays cached for the configured time, but never across the certificate's
     /// validity boundaries (the `notExpired` flag would change) nor beyond its revocation
     /// evidence (see [`evidence_ttl`]).

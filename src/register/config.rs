@@ -45,7 +45,17 @@ pub struct RegisterConfig {
     /// Time limit of one download (default 300 s: the ZIP is about 19 MB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetch_timeout_secs: Option<u64>,
+    /// Where `serve` keeps every register content that was in force, for `check --at` and
+    /// the endpoint's `at` (relative to the configuration file). No history when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_dir: Option<PathBuf>,
+    /// How long a content that is no longer in force is kept (default 400 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_retention_days: Option<u64>,
 }
+
+/// Default `history_retention_days`: a year and a month.
+pub const DEFAULT_HISTORY_RETENTION_DAYS: u64 = 400;
 
 /// Default `refresh_interval_secs`: a day.
 pub const DEFAULT_REGISTER_REFRESH_SECS: u64 = 24 * 3600;
@@ -122,6 +132,8 @@ impl Default for RegisterConfig {
             normalise: default_normalise(),
             refresh_interval_secs: None,
             fetch_timeout_secs: None,
+            history_dir: None,
+            history_retention_days: None,
         }
     }
 }
@@ -171,6 +183,11 @@ impl RegisterConfig {
                         at()
                     )));
                 }
+            }
+            if self.history_retention_days == Some(0) {
+                return Err(RegisterLoadError::Config(
+                    "history_retention_days must be positive".to_owned(),
+                ));
             }
             if file.max_age_hours == Some(0) {
                 return Err(RegisterLoadError::Config(format!(

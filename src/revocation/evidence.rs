@@ -56,6 +56,50 @@ impl RevocationEvidence {
             .min()
     }
 
+    /// The evidence gathered now, read as of the past time `at` (audits):
+    /// - a revocation dated after `at` means the certificate was not revoked at `at`;
+    /// - a revocation without a date stays a revocation (fail closed);
+    /// - a good answer now means not revoked at `at` as well (a revocation is not undone;
+    ///   `certificateHold`, which is, is not used for QWACs and QSealCs);
+    /// - a failure stays a failure.
+    ///
+    /// Each answer's evidence text says that it was read as of `at`.
+    pub fn as_of(&self, at: OffsetDateTime) -> RevocationEvidence {
+        let when = at
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|_| at.to_string());
+        let read = |o: &MethodOutcome| match o {
+            MethodOutcome::Revoked {
+                at: Some(revoked),
+                reason,
+                evidence,
+            } if *revoked > at => MethodOutcome::Good {
+                evidence: format!(
+                    "{evidence}; revoked at {}{}, after {when}: not revoked then",
+                    revoked
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .unwrap_or_default(),
+                    reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ),
+                valid_until: None,
+            },
+            MethodOutcome::Good { evidence, .. } => MethodOutcome::Good {
+                evidence: format!(
+                    "{evidence}; not revoked when fetched, so not revoked at {when} either"
+                ),
+                valid_until: None,
+            },
+            other => other.clone(),
+        };
+        RevocationEvidence {
+            crl: read(&self.crl),
+            ocsp: read(&self.ocsp),
+        }
+    }
+
     /// Whether a method could not complete (its answer may be different a moment later).
     pub fn has_failure(&self) -> bool {
         [&self.crl, &self.ocsp]
