@@ -82,9 +82,24 @@ pub struct ApiState {
     pub valid_jurisdictions: std::collections::BTreeSet<CountryCode>,
     pub max_eidas_header_bytes: usize,
     pub error_link_base: String,
+    /// Callers with the `audit` role.
+    pub auditors: std::collections::BTreeSet<String>,
+    /// The register configuration audits read the history of (`with_audit`).
+    pub audit_registers: Option<(crate::register::RegisterConfig, std::path::PathBuf)>,
 }
 
 impl ApiState {
+    /// Audits (`at`) read the registers in force at the time from this register
+    /// configuration's history (paths relative to `base_dir`).
+    pub fn with_audit(
+        mut self,
+        registers: crate::register::RegisterConfig,
+        base_dir: std::path::PathBuf,
+    ) -> ApiState {
+        self.audit_registers = Some((registers, base_dir));
+        self
+    }
+
     /// The endpoint's state: its `[api]` settings, the transaction jurisdictions it accepts
     /// and the base of its error links (`[checks]`), and the checking service.
     pub fn new(
@@ -106,6 +121,13 @@ impl ApiState {
             valid_jurisdictions,
             max_eidas_header_bytes: api.max_eidas_header_bytes,
             error_link_base,
+            auditors: api
+                .credentials
+                .iter()
+                .filter(|c| c.roles.contains(&config::Role::Audit))
+                .map(|c| c.username.clone())
+                .collect(),
+            audit_registers: None,
         }
     }
 }
@@ -181,6 +203,31 @@ async fn respond(
         })?;
 
     let jurisdiction = jurisdiction(req.uri().query(), &state.valid_jurisdictions)?;
+    // `at` (an extension for audits) exists only for callers with the audit role; for
+    // anyone else it is refused as an unknown parameter would be.
+    let at = match query_once(req.uri().query(), "at")? {
+        None => None,
+        Some(_) if !state.auditors.contains(&caller) => {
+            return Err(ApiError::ParameterInvalid {
+                name: "at",
+                why: "this endpoint has no such parameter".to_owned(),
+            });
+        }
+        Some(v) => {
+            let t = OffsetDateTime::parse(&v, &time::format_description::well_known::Rfc3339)
+                .map_err(|e| ApiError::ParameterInvalid {
+                    name: "at",
+                    why: format!("not an RFC 3339 time ({e})"),
+                })?;
+            if t > OffsetDateTime::now_utc() + time::Duration::minutes(5) {
+                return Err(ApiError::ParameterInvalid {
+                    name: "at",
+                    why: "the time is in the future".to_owned(),
+                });
+            }
+            Some(t)
+        }
+    };
     if let Some(v) = single(headers, "version")? {
         let v = String::from_utf8_lossy(v);
         if !(v.eq_ignore_ascii_case("latest") || v == "1") {
@@ -212,6 +259,9 @@ async fn respond(
         PspCertificate::parse(eidas).map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
     let fingerprint = certificate.fingerprint_hex();
 
+    if let Some(at) = at {
+        return audit(state, certificate, jurisdiction, at, &caller, request_id).await;
+    }
     let report = state
         .service
         .check(
@@ -244,6 +294,90 @@ async fn respond(
         ApiError::Internal
     })?;
     Ok(json_response(StatusCode::OK, body, request_id))
+}
+
+/// A check as of the past time `at`, for a caller with the audit role: the registers in
+/// force then (register history), revocation evidence read as of then, and the `audit`
+/// object saying which each block came from. Not cached.
+async fn audit(
+    state: &ApiState,
+    certificate: PspCertificate,
+    jurisdiction: CountryCode,
+    at: OffsetDateTime,
+    caller: &str,
+    request_id: &str,
+) -> Result<Response<Body>, ApiError> {
+    let registers = match state.audit_registers.clone() {
+        Some((config, base)) => {
+            tokio::task::spawn_blocking(move || {
+                crate::service::audit::registers_as_of(&config, &base, at)
+            })
+            .await
+            .map_err(|_| ApiError::Internal)?
+            .map_err(|e| {
+                tracing::error!(request_id = %request_id, error = %e, "audit: the register history cannot be read");
+                ApiError::Internal
+            })?
+        }
+        None => crate::service::audit::AuditRegisters {
+            snapshot: None,
+            note: "the current register files: no register history is available to this endpoint".to_owned(),
+            used: Vec::new(),
+            uncovered: Vec::new(),
+        },
+    };
+    let fingerprint = certificate.fingerprint_hex();
+    let (report, evidence) = state
+        .service
+        .audit(
+            &certificate,
+            &[],
+            jurisdiction,
+            at,
+            registers.snapshot.as_deref(),
+        )
+        .await;
+    tracing::info!(
+        target: "audit",
+        request_id = %request_id,
+        caller = %caller,
+        at = %crate::trust::rfc3339(at),
+        fingerprint = %fingerprint,
+        auth_number = report.auth_number.as_deref().unwrap_or(""),
+        jurisdiction = %jurisdiction,
+        register_snapshots = ?registers.key(),
+        "audit check"
+    );
+    let mut wire = serde_json::to_value(report.to_wire(&state.error_link_base)).map_err(|e| {
+        tracing::error!(request_id = %request_id, error = %e, "cannot serialise a check result");
+        ApiError::Internal
+    })?;
+    crate::service::audit::annotate(&mut wire, at, &registers, &evidence);
+    let body = serde_json::to_vec(&wire).map_err(|_| ApiError::Internal)?;
+    Ok(json_response(StatusCode::OK, body, request_id))
+}
+
+/// A query parameter that may appear at most once, percent-decoded.
+fn query_once(query: Option<&str>, name: &'static str) -> Result<Option<String>, ApiError> {
+    let mut found = None;
+    for pair in query.unwrap_or("").split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k != name {
+            continue;
+        }
+        if found.is_some() {
+            return Err(ApiError::ParameterInvalid {
+                name,
+                why: "the parameter appears more than once".to_owned(),
+            });
+        }
+        found = Some(
+            percent_encoding::percent_decode_str(v)
+                .decode_utf8_lossy()
+                .into_owned(),
+        );
+    }
+    Ok(found)
 }
 
 /// The value of a header that may appear at most once.
@@ -285,23 +419,7 @@ fn jurisdiction(
     query: Option<&str>,
     valid: &std::collections::BTreeSet<CountryCode>,
 ) -> Result<CountryCode, ApiError> {
-    let mut found = None;
-    for pair in query.unwrap_or("").split('&') {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k != "jurisdiction" {
-            continue;
-        }
-        if found.is_some() {
-            return Err(ApiError::ParameterInvalid {
-                name: "jurisdiction",
-                why: "the parameter appears more than once".to_owned(),
-            });
-        }
-        let value = percent_encoding::percent_decode_str(v)
-            .decode_utf8_lossy()
-            .into_owned();
-        found = Some(value);
-    }
+    let found = query_once(query, "jurisdiction")?;
     let value = found.ok_or(ApiError::ParameterMissing("jurisdiction"))?;
     if value.is_empty() {
         return Err(ApiError::ParameterMissing("jurisdiction"));

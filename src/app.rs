@@ -188,12 +188,15 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 
     if let (Some(listener), Some(api)) = (api_listener, &config.api) {
         running.api = listener.local_addr().ok();
-        let state = Arc::new(ApiState::new(
-            api,
-            config.checks.valid_jurisdictions(),
-            config.checks.error_link_base.clone(),
-            service.clone(),
-        ));
+        let state = Arc::new(
+            ApiState::new(
+                api,
+                config.checks.valid_jurisdictions(),
+                config.checks.error_link_base.clone(),
+                service.clone(),
+            )
+            .with_audit(config.registers.clone(), config.base_dir.clone()),
+        );
         let sweep_state = state.clone();
         let mut sweep_shutdown = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {

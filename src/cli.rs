@@ -418,85 +418,18 @@ fn audit(
     jurisdiction: CountryCode,
     at: OffsetDateTime,
 ) -> Result<(crate::check::CheckReport, serde_json::Value), String> {
-    use serde_json::json;
-    let history = register::History::of(&config.registers, &config.base_dir);
-    let (registers, registers_note, used, uncovered) = match &history {
-        Some(h) => {
-            let as_of = h
-                .as_of(&config.registers, &config.base_dir, at)
-                .map_err(|e| format!("register history {}: {e}", h.dir().display()))?;
-            let (snapshot, _) = RegisterSnapshot::load(&as_of.config, &config.base_dir)
-                .map_err(|e| format!("register history: {e}"))?;
-            (
-                Some(snapshot),
-                format!("the register files in force at the time, from {}", h.dir().display()),
-                as_of.used,
-                as_of.uncovered,
-            )
-        }
-        None => (
-            None,
-            "the current register files: no [registers] history_dir is configured, so the registers in force at the time are not known".to_owned(),
-            Vec::new(),
-            Vec::new(),
-        ),
-    };
+    let registers =
+        crate::service::audit::registers_as_of(&config.registers, &config.base_dir, at)?;
     let (report, evidence) = runtime.block_on(service.audit(
         &certificate,
         &intermediates,
         jurisdiction,
         at,
-        registers.as_ref(),
+        registers.snapshot.as_deref(),
     ));
     let mut wire = serde_json::to_value(report.to_wire(&config.checks.error_link_base))
         .map_err(|e| format!("cannot serialise the report: {e}"))?;
-    // Nothing pretends: a register file that no recorded snapshot covers was not consulted.
-    let when = crate::trust::rfc3339(at);
-    for file in &uncovered {
-        let warning = format!(
-            "No register snapshot of {} covers {when}: its registers were not consulted.",
-            file.display()
-        );
-        for block in ["homeRegister", "hostRegister"] {
-            if let Some(b) = wire.get_mut(block).and_then(|b| b.as_object_mut()) {
-                let list = b.entry("warning").or_insert_with(|| json!([]));
-                if !list.is_array() {
-                    *list = json!([]);
-                }
-                if let Some(items) = list.as_array_mut() {
-                    items.push(json!(warning));
-                }
-            }
-        }
-    }
-    let outcome = |o: &crate::revocation::MethodOutcome| match o {
-        crate::revocation::MethodOutcome::Good { evidence, .. } => format!("good: {evidence}"),
-        crate::revocation::MethodOutcome::Revoked { evidence, .. } => {
-            format!("revoked: {evidence}")
-        }
-        crate::revocation::MethodOutcome::Failed { reason } => format!("not completed: {reason}"),
-    };
-    if let Some(obj) = wire.as_object_mut() {
-        obj.insert(
-            "audit".to_owned(),
-            json!({
-                "at": when,
-                "eIDAS": "the trusted lists loaded now, each service's status read as it was at the time; revocation evidence fetched now and read as of the time",
-                "registers": registers_note,
-                "registerSnapshots": used.iter().map(|e| json!({
-                    "file": e.file.display().to_string(),
-                    "sha256": e.sha256,
-                    "inForceFrom": crate::trust::rfc3339(e.from),
-                    "inForceUntil": e.until.map(crate::trust::rfc3339),
-                })).collect::<Vec<_>>(),
-                "registersNotCovered": uncovered.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-                "revocation": {
-                    "crl": outcome(&evidence.crl),
-                    "ocsp": outcome(&evidence.ocsp),
-                },
-            }),
-        );
-    }
+    crate::service::audit::annotate(&mut wire, at, &registers, &evidence);
     Ok((report, wire))
 }
 

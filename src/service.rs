@@ -2,6 +2,8 @@
 //! snapshots (swapped atomically on reload), gathers revocation evidence, runs the core and
 //! caches results. The endpoint, the gateway and the CLI all check through it.
 
+pub mod audit;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

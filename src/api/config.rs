@@ -106,6 +106,18 @@ pub struct Credential {
     pub username: String,
     /// Argon2 PHC string, for example `$argon2id$v=19$m=19456,t=2,p=1$…`.
     pub password_hash: String,
+    /// What the caller may do beyond checks: `audit` allows the `at` query parameter (a
+    /// check as of a past time).
+    #[serde(default)]
+    pub roles: Vec<Role>,
+}
+
+/// A role of an API caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// May ask for a check as of a past time (`at`).
+    Audit,
 }
 
 /// Requests per source IP: `requests` per `period_seconds`. Default: the contract's 15,000 per
