@@ -25,6 +25,7 @@ mod authorities;
 mod commands;
 mod config;
 mod eba;
+mod fca;
 mod lookup;
 mod model;
 mod native;
@@ -35,6 +36,17 @@ mod snapshot;
 pub use authorities::{DEFAULT_EBA_AUTHORITIES, EbaAuthority};
 pub use commands::{ImportSummary, import_eba, import_eba_with, stats};
 pub use config::{RegisterConfig, RegisterFileConfig};
+pub use fca::{
+    CategoryRule as FcaCategoryRule, DEFAULT_BASE_URL as FCA_DEFAULT_BASE_URL,
+    ENV_EMAIL as FCA_ENV_EMAIL, ENV_KEY as FCA_ENV_KEY, Endpoint as FcaEndpoint,
+    FIRM_STATUS as FCA_FIRM_STATUS, FcaAnswer, FcaClock, FcaConfig, FcaConfigError, FcaCredentials,
+    FcaError, FcaFirm, FcaLookup, FcaPassport, FcaQuota, FcaRegister,
+    FirmStanding as FcaFirmStanding, Freshness as FcaFreshness, Frn, ManualClock as FcaManualClock,
+    PERMISSIONS as FCA_PERMISSIONS, PSD_EMD_STATUS as FCA_PSD_EMD_STATUS,
+    PassportDirection as FcaPassportDirection, PermissionMeaning as FcaPermissionMeaning,
+    PsdStanding, PsdStatusRow as FcaPsdStatusRow, RateLimit as FcaRateLimit,
+    SystemClock as FcaSystemClock, frn_of, gcra_quota as fca_gcra_quota,
+};
 pub use lookup::{
     CategoryEntryBlock, HomeOutcome, PassportIn, PassportOut, RegisterBlock, RegisterResult,
     RegisterType, not_found_warning,
