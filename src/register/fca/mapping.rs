@@ -9,9 +9,9 @@
 //! lists is never guessed: it gives no category entry and is reported in
 //! [`FcaFirm::notes`](super::FcaFirm::notes).
 
-use super::super::model::{AuthStatus, Category, PaymentService, ServiceSet};
 use super::wire::{FirmRecord, PassportRecord};
 use super::{FcaFirm, FcaPassport, PassportDirection, PsdStanding};
+use crate::register::model::{AuthStatus, Category, PaymentService, ServiceSet};
 
 /// How a `PSD / EMD Status` value decides the category.
 #[derive(Clone, Debug, PartialEq, Eq)]
