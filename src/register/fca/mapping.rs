@@ -19,14 +19,14 @@ pub enum CategoryRule {
     /// The value names the category.
     Fixed(Category),
     /// The value names only a status: the category follows from the permissions
-    /// ([`derived_category`]).
+    /// (`derived_category`).
     FromPermissions,
 }
 
 /// One row of [`PSD_EMD_STATUS`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PsdStatusRow {
-    /// The value, compared after [`normalise`].
+    /// The value, compared after `normalise`.
     pub value: &'static str,
     pub category: CategoryRule,
     pub status: AuthStatus,
@@ -41,7 +41,7 @@ const fn psd(value: &'static str, category: CategoryRule, status: AuthStatus) ->
 }
 
 /// `PSD / EMD Status` → the contract's category and status. The empty value (every recorded
-/// firm) means "no PSD/EMD status": see [`map_firm`] for deposit takers.
+/// firm) means "no PSD/EMD status": see `map_firm` for deposit takers.
 ///
 /// Small payment institutions are the contract's `Exempt Payment Institution` (PSD2 Art. 32
 /// exemption, PSRs 2017 regulation 13), small e-money institutions its `Exempt E-Money
@@ -146,7 +146,7 @@ pub enum PermissionMeaning {
     DepositTaking,
 }
 
-/// Permission names → meaning, compared after [`normalise`] (case, spacing, apostrophes,
+/// Permission names → meaning, compared after `normalise` (case, spacing, apostrophes,
 /// trailing punctuation, a leading "the"). The service rows are PSRs 2017 Schedule 1 Part 1
 /// paragraph 1 (a)–(h) and their PSD2 Annex I equivalents. Sub-items of (c) and (d) ("execution
 /// of direct debits", …) appear under both and are not listed: they are reported, not guessed.

@@ -542,3 +542,17 @@ fn the_token_bucket_never_admits_more_than_the_quota_in_any_window() {
         assert!(admitted.iter().filter(|t| **t == 0).count() >= requests.div_ceil(2) as usize);
     }
 }
+
+/// The integrator calls `lookup` from spawned tasks: its future must be `Send`, and the
+/// client shareable.
+#[test]
+fn the_client_and_its_lookup_future_can_cross_threads() {
+    fn send<T: Send>(_: &T) {}
+    fn shared<T: Send + Sync + Clone>() {}
+    shared::<FcaRegister>();
+    #[allow(dead_code)]
+    fn lookup_is_send(r: &FcaRegister, f: &Frn) {
+        send(&r.lookup(f));
+        send(&r.lookup_reference("1"));
+    }
+}
