@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, LengthLimitError, Limited};
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION, USER_AGENT};
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue, LOCATION, USER_AGENT};
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -383,7 +383,19 @@ impl Fetcher {
 
     /// GET `url`.
     pub async fn get(&self, url: &str, limits: Limits) -> Result<Bytes, FetchError> {
-        self.fetch(Method::GET, url, None, limits).await
+        self.fetch(Method::GET, url, &[], None, limits).await
+    }
+
+    /// GET `url` with extra request headers (an API key, `Accept`). The destination policy,
+    /// the no-redirect rule and `limits` apply as for [`Fetcher::get`]. Mark secret values
+    /// with [`HeaderValue::set_sensitive`]; this client never logs headers.
+    pub async fn get_with_headers(
+        &self,
+        url: &str,
+        headers: &[(HeaderName, HeaderValue)],
+        limits: Limits,
+    ) -> Result<Bytes, FetchError> {
+        self.fetch(Method::GET, url, headers, None, limits).await
     }
 
     /// POST `body` of `content_type` to `url`.
@@ -394,7 +406,7 @@ impl Fetcher {
         body: Vec<u8>,
         limits: Limits,
     ) -> Result<Bytes, FetchError> {
-        self.fetch(Method::POST, url, Some((content_type, body)), limits)
+        self.fetch(Method::POST, url, &[], Some((content_type, body)), limits)
             .await
     }
 
@@ -402,6 +414,7 @@ impl Fetcher {
         &self,
         method: Method,
         url: &str,
+        headers: &[(HeaderName, HeaderValue)],
         body: Option<(&'static str, Vec<u8>)>,
         limits: Limits,
     ) -> Result<Bytes, FetchError> {
@@ -410,6 +423,9 @@ impl Fetcher {
             .method(method)
             .uri(uri)
             .header(USER_AGENT, USER_AGENT_VALUE);
+        for (name, value) in headers {
+            request = request.header(name, value.clone());
+        }
         let body = match body {
             Some((content_type, bytes)) => {
                 request = request.header(CONTENT_TYPE, content_type);

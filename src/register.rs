@@ -19,13 +19,15 @@
 //! The files import only the ones above them in this list, so there is no loop between them:
 //! `authorities` (NCA ids and EBA authority codes), `normalise`, `model` (with
 //! [`RegisterFormat`]), `report` (load reports and errors), `native` and `eba` (the readers;
-//! `eba` produces native registers), `config`, `history`, `snapshot`, `download`, `commands`, `lookup`.
+//! `eba` produces native registers), `config`, `history`, `snapshot`, `download`, `fca` (the
+//! UK FCA register API, looked up on demand), `commands`, `lookup`.
 
 mod authorities;
 mod commands;
 mod config;
 mod download;
 mod eba;
+mod fca;
 mod history;
 mod lookup;
 mod model;
@@ -38,6 +40,17 @@ pub use authorities::{DEFAULT_EBA_AUTHORITIES, EbaAuthority};
 pub use commands::{ImportSummary, import_eba, import_eba_with, stats};
 pub use config::{RegisterConfig, RegisterFileConfig};
 pub use download::{Downloaded, MAX_ZIP_BYTES, fetch_eba};
+pub use fca::{
+    CategoryRule as FcaCategoryRule, DEFAULT_BASE_URL as FCA_DEFAULT_BASE_URL,
+    ENV_EMAIL as FCA_ENV_EMAIL, ENV_KEY as FCA_ENV_KEY, Endpoint as FcaEndpoint,
+    FIRM_STATUS as FCA_FIRM_STATUS, FcaAnswer, FcaClock, FcaConfig, FcaConfigError, FcaCredentials,
+    FcaError, FcaFirm, FcaLookup, FcaPassport, FcaQuota, FcaRegister,
+    FirmStanding as FcaFirmStanding, Freshness as FcaFreshness, Frn, ManualClock as FcaManualClock,
+    PERMISSIONS as FCA_PERMISSIONS, PSD_EMD_STATUS as FCA_PSD_EMD_STATUS,
+    PassportDirection as FcaPassportDirection, PermissionMeaning as FcaPermissionMeaning,
+    PsdStanding, PsdStatusRow as FcaPsdStatusRow, RateLimit as FcaRateLimit,
+    SystemClock as FcaSystemClock, frn_of, gcra_quota as fca_gcra_quota,
+};
 pub use history::{AsOf, Entry as HistoryEntry, History};
 pub use lookup::{
     CategoryEntryBlock, HomeOutcome, PassportIn, PassportOut, RegisterBlock, RegisterResult,

@@ -371,6 +371,7 @@ mod tests {
             &[Credential {
                 username: "alice".into(),
                 password_hash: hash_secret("s3cret").expect("hash"),
+                roles: Vec::new(),
             }],
             limits(100, 100),
         );
@@ -414,6 +415,7 @@ mod tests {
         vec![Credential {
             username: "alice".into(),
             password_hash: cheap_hash("s3cret"),
+            roles: Vec::new(),
         }]
     }
 
@@ -540,6 +542,7 @@ mod tests {
         let default = dummy_hash(&[Credential {
             username: "a".into(),
             password_hash: hash_secret("x").expect("hash"),
+            roles: Vec::new(),
         }]);
         assert!(default.contains("m=19456,t=2,p=1"), "{default}");
     }
