@@ -123,12 +123,16 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     });
     let revocation = crate::revocation::RevocationChecker::new(&config.revocation)
         .map_err(|e| StartError::Revocation(e.to_string()))?;
-    let service = Arc::new(CheckService::new(
+    let mut service = CheckService::new(
         data,
         crate::service::Revocation::Fetch(revocation),
         Duration::from_secs(ttl),
         entries,
-    ));
+    );
+    if let Some(fca) = fca_register(&config, &fetcher).map_err(StartError::RegisterFetch)? {
+        service = service.with_fca(fca);
+    }
+    let service = Arc::new(service);
 
     let api_tls = match config.api.as_ref().and_then(|a| a.tls.as_ref()) {
         Some(files) => Some(tls_acceptor(&config, files)?),
@@ -317,6 +321,20 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     running.tasks = tasks;
     Ok(running)
+}
+
+/// The UK FCA register adapter `[registers.fca]` configures, if any.
+pub fn fca_register(
+    config: &Config,
+    fetcher: &crate::fetch::Fetcher,
+) -> Result<Option<crate::register::FcaRegister>, String> {
+    let Some(settings) = &config.registers.fca else {
+        return Ok(None);
+    };
+    let fca_config = crate::register::FcaConfig::from_settings(settings, &config.base_dir)?;
+    crate::register::FcaRegister::new(fca_config, fetcher.clone())
+        .map(Some)
+        .map_err(|e| format!("[registers.fca]: {e}"))
 }
 
 /// Records the register files now in force in the register history, when one is configured

@@ -368,7 +368,14 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
 
     // The same service the listeners use: revocation evidence is fetched (CRL and OCSP, per
     // the configuration's [revocation] rules) for issuers the trust list knows.
-    let service = CheckService::new(data, revocation, Duration::ZERO, 1);
+    let mut service = CheckService::new(data, revocation, Duration::ZERO, 1);
+    let fetcher = crate::fetch::Fetcher::new(
+        config.revocation.allow_destinations,
+        config.revocation.connect_timeout(),
+    );
+    if let Some(fca) = crate::app::fca_register(&config, &fetcher)? {
+        service = service.with_fca(fca);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

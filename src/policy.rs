@@ -261,6 +261,13 @@ pub fn decide(
 
     let home_country = certificate.auth_number().map(|a| a.country);
     let entries = &report.registers.home.category_entries;
+    if let HomeOutcome::Unavailable { nca_id, reason } = &report.registers.home_outcome {
+        // Fail closed: a register that cannot be consulted vouches for nobody.
+        return Err(Rejection::new(
+            Reason::NotInRegister,
+            format!("the PSP's home register {nca_id} could not be consulted: {reason}"),
+        ));
+    }
     if home_country.is_none() || entries.is_empty() {
         return Err(Rejection::new(
             Reason::NotInRegister,
@@ -280,9 +287,10 @@ pub fn decide(
     // Hub directories publish permission tiers, not services.
     let home_kind = match &report.registers.home_outcome {
         HomeOutcome::Found { kind, .. } => *kind,
-        HomeOutcome::NotPsdForm | HomeOutcome::NoRegister { .. } | HomeOutcome::NotFound { .. } => {
-            RegisterKind::Psd2
-        }
+        HomeOutcome::NotPsdForm
+        | HomeOutcome::NoRegister { .. }
+        | HomeOutcome::NotFound { .. }
+        | HomeOutcome::Unavailable { .. } => RegisterKind::Psd2,
     };
     let services = |e: &CategoryEntryBlock| as_services(e.psp_payment_services, home_kind);
     let covering: Vec<&CategoryEntryBlock> = accepted

@@ -38,7 +38,7 @@ mod snapshot;
 
 pub use authorities::{DEFAULT_EBA_AUTHORITIES, EbaAuthority};
 pub use commands::{ImportSummary, import_eba, import_eba_with, stats};
-pub use config::{RegisterConfig, RegisterFileConfig};
+pub use config::{FcaSettings, RegisterConfig, RegisterFileConfig};
 pub use download::{Downloaded, MAX_ZIP_BYTES, fetch_eba};
 pub use fca::{
     CategoryRule as FcaCategoryRule, DEFAULT_BASE_URL as FCA_DEFAULT_BASE_URL,
@@ -53,8 +53,8 @@ pub use fca::{
 };
 pub use history::{AsOf, Entry as HistoryEntry, History};
 pub use lookup::{
-    CategoryEntryBlock, HomeOutcome, PassportIn, PassportOut, RegisterBlock, RegisterResult,
-    RegisterType, not_found_warning,
+    CategoryEntryBlock, HomeOutcome, OnDemandHome, PassportIn, PassportOut, RegisterBlock,
+    RegisterResult, RegisterType, not_found_warning,
 };
 pub use model::{
     AuthStatus, Category, CategoryEntry, Entity, PassportInEntry, PaymentService, Register,

@@ -111,6 +111,8 @@ pub const OFFLINE: &str = "revocation evidence not fetched: offline check (--off
 pub struct CheckService {
     data: ArcSwap<ReferenceData>,
     revocation: Revocation,
+    /// The UK FCA register, consulted on demand for `PSDGB-FCA-<FRN>` PSPs.
+    fca: Option<crate::register::FcaRegister>,
     cache: moka::future::Cache<Key, Cached>,
     result_ttl: Duration,
 }
@@ -130,12 +132,71 @@ impl CheckService {
         CheckService {
             data: ArcSwap::from_pointee(data),
             revocation,
+            fca: None,
             cache: moka::future::Cache::builder()
                 .max_capacity(max_entries)
                 .expire_after(ReportExpiry)
                 .build(),
             result_ttl,
         }
+    }
+
+    /// Consult the UK FCA register API for PSPs whose auth number is `PSDGB-FCA-<FRN>`.
+    pub fn with_fca(mut self, fca: crate::register::FcaRegister) -> CheckService {
+        self.fca = Some(fca);
+        self
+    }
+
+    /// The home register block of an FCA PSP, from the FCA API: asked only when the
+    /// certificate's issuer is approved and its signature verifies (so that anyone's
+    /// self-made certificate cannot spend the API's quota, nor read a real firm's entry); otherwise, offline, or when the API fails without a usable stale
+    /// answer, the block says why and the access rule refuses.
+    async fn fca_home(
+        &self,
+        report: &mut CheckReport,
+        certificate: &PspCertificate,
+        registers: &crate::register::RegisterSnapshot,
+        jurisdiction: CountryCode,
+    ) {
+        use crate::register::{Frn, OnDemandHome};
+        let (Some(fca), Some(auth)) = (&self.fca, certificate.auth_number()) else {
+            return;
+        };
+        let Some(frn) = Frn::from_auth_number(auth) else {
+            return;
+        };
+        let home = if !(report.validity.valid_qtsp && report.validity.valid_signature) {
+            OnDemandHome::Unavailable {
+                reason: "The UK FCA register was not consulted: the certificate's issuer is not approved or its signature does not verify.".to_owned(),
+            }
+        } else if matches!(self.revocation, Revocation::Offline) {
+            OnDemandHome::Unavailable {
+                reason: format!("The UK FCA register was not consulted: {OFFLINE}."),
+            }
+        } else {
+            match fca.lookup(&frn).await {
+                Ok(l) => OnDemandHome::Answer {
+                    entity: l.answer.to_entity(),
+                    warning: l.warning(),
+                },
+                Err(e) => OnDemandHome::Unavailable {
+                    reason: format!("The UK FCA register could not be consulted: {e}"),
+                },
+            }
+        };
+        report.explanation.push(match &home {
+            OnDemandHome::Answer { entity, .. } => format!(
+                "home register: the UK FCA register API answered for FRN {} ({})",
+                frn.as_str(),
+                if entity.is_some() {
+                    "found"
+                } else {
+                    "not found"
+                }
+            ),
+            OnDemandHome::Unavailable { reason } => format!("home register: {reason}"),
+        });
+        report.registers = registers.lookup_on_demand(auth, jurisdiction, "GB-FCA", &home);
     }
 
     /// The revocation checker (for its counters); `None` offline.
@@ -178,6 +239,7 @@ impl CheckService {
         };
         let validity_ttl = self.ttl_for(&certificate, now);
         let revocation = &self.revocation;
+        let this = self;
         let cached = self
             .cache
             .get_with(key, async move {
@@ -199,10 +261,17 @@ impl CheckService {
                     Revocation::Fetch(r) => r.evidence(&certificate, issuer, now).await,
                     Revocation::Offline => RevocationEvidence::not_checked(OFFLINE),
                 };
-                let report = check::report(&input, snapshots, &resolution, &evidence);
+                let mut report = check::report(&input, snapshots, &resolution, &evidence);
+                this.fca_home(&mut report, &certificate, &data.registers, jurisdiction)
+                    .await;
+                let mut ttl = evidence_ttl(validity_ttl, &evidence, now);
+                if report.registers.home.warning.is_some() {
+                    // A stale or missing on-demand answer: ask again soon.
+                    ttl = ttl.min(FAILED_EVIDENCE_TTL);
+                }
                 Cached {
                     report: Arc::new(report),
-                    ttl: evidence_ttl(validity_ttl, &evidence, now),
+                    ttl,
                 }
             })
             .await;
@@ -247,7 +316,15 @@ impl CheckService {
                 .as_of(at),
             Revocation::Offline => RevocationEvidence::not_checked(OFFLINE),
         };
-        let report = check::report(&input, snapshots, &resolution, &evidence);
+        let mut report = check::report(&input, snapshots, &resolution, &evidence);
+        // An audit of an FCA PSP asks the register now: the API keeps no history.
+        self.fca_home(
+            &mut report,
+            certificate,
+            registers.unwrap_or(&data.registers),
+            jurisdiction,
+        )
+        .await;
         (report, evidence)
     }
 

@@ -52,6 +52,37 @@ pub struct RegisterConfig {
     /// How long a content that is no longer in force is kept (default 400 days).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_retention_days: Option<u64>,
+    /// The UK FCA register API, consulted on demand for `PSDGB-FCA-<FRN>` PSPs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fca: Option<FcaSettings>,
+}
+
+/// `[registers.fca]`: the UK FCA Financial Services Register API (docs/registers.md §10).
+/// The key is never written in the configuration: it is read from `key_file` or from the
+/// environment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FcaSettings {
+    /// Default `https://register.fca.org.uk/services/V0.1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The account's e-mail (`x-auth-email`); default: `PSP_GATEWAY_FCA_EMAIL`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    /// A file holding the API key (`x-auth-key`), relative to the configuration file;
+    /// default: `PSP_GATEWAY_FCA_KEY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    /// How long an answer is used without asking again (default 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    /// How old an answer may be and still stand in, marked stale, while the API cannot be
+    /// reached (default 86400; at least `ttl_secs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stale_secs: Option<u64>,
+    /// Requests per 10 seconds (default 50, the API's limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_10s: Option<u32>,
 }
 
 /// Default `history_retention_days`: a year and a month.
@@ -134,6 +165,7 @@ impl Default for RegisterConfig {
             fetch_timeout_secs: None,
             history_dir: None,
             history_retention_days: None,
+            fca: None,
         }
     }
 }

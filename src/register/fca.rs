@@ -50,6 +50,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use moka::future::Cache;
 
+use super::config::FcaSettings;
 use super::model::{AuthStatus, Category, CategoryEntry, Entity, ServiceSet};
 use crate::cert::PsdAuthNumber;
 use crate::fetch::{FetchError, Fetcher, Limits};
@@ -226,6 +227,48 @@ pub struct FcaConfig {
 }
 
 impl FcaConfig {
+    /// The adapter's configuration from `[registers.fca]`: the e-mail from the section or
+    /// the environment, the key from `key_file` (relative to `base_dir`) or the environment.
+    pub fn from_settings(
+        settings: &FcaSettings,
+        base_dir: &std::path::Path,
+    ) -> Result<FcaConfig, String> {
+        let email = match &settings.email {
+            Some(e) => e.clone(),
+            None => std::env::var(ENV_EMAIL)
+                .map_err(|_| format!("[registers.fca] email is not set, nor is {ENV_EMAIL}"))?,
+        };
+        let key = match &settings.key_file {
+            Some(f) => {
+                let path = base_dir.join(f);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("[registers.fca] key_file {}: {e}", path.display()))?;
+                text.trim().to_owned()
+            }
+            None => std::env::var(ENV_KEY)
+                .map_err(|_| format!("[registers.fca] key_file is not set, nor is {ENV_KEY}"))?,
+        };
+        let credentials =
+            FcaCredentials::new(email.trim(), key).map_err(|e| format!("[registers.fca] {e}"))?;
+        let mut config = FcaConfig::new(credentials);
+        if let Some(url) = &settings.base_url {
+            config.base_url = url.clone();
+        }
+        if let Some(t) = settings.ttl_secs {
+            config.ttl = Duration::from_secs(t);
+        }
+        if let Some(t) = settings.max_stale_secs {
+            config.max_stale = Duration::from_secs(t);
+        }
+        if let Some(n) = settings.requests_per_10s {
+            config.quota = FcaQuota {
+                requests: n,
+                period: Duration::from_secs(10),
+            };
+        }
+        Ok(config)
+    }
+
     pub fn new(credentials: FcaCredentials) -> Self {
         FcaConfig {
             base_url: DEFAULT_BASE_URL.to_owned(),

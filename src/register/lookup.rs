@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::model::{
-    AuthStatus, Category, CategoryEntry, PassportInEntry, RegisterKind, ServiceSet,
+    AuthStatus, Category, CategoryEntry, Entity, PassportInEntry, RegisterKind, ServiceSet,
 };
 use super::snapshot::RegisterSnapshot;
 use crate::cert::PsdAuthNumber;
@@ -86,6 +86,22 @@ pub enum HomeOutcome {
     NoRegister { nca_id: String },
     /// The NCA's register is loaded but has no entity with the reference.
     NotFound { nca_id: String },
+    /// The NCA's register is consulted on demand (the UK FCA API) and could not be: the home
+    /// block says so in a warning, and the access rule refuses (fail closed).
+    Unavailable { nca_id: String, reason: String },
+}
+
+/// What a register consulted on demand (the UK FCA API) said of a PSP's home entity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OnDemandHome {
+    /// An answer: the entity (`None`: not in the register), and a warning when the answer is
+    /// a stale one standing in for a register that failed just now.
+    Answer {
+        entity: Option<Entity>,
+        warning: Option<String>,
+    },
+    /// No answer could be had.
+    Unavailable { reason: String },
 }
 
 /// The register part of a check result: serialises as `{"homeRegister": …, "hostRegister": …}`
@@ -196,6 +212,62 @@ impl RegisterSnapshot {
             home,
             host,
             home_outcome,
+            generation: self.generation,
+        }
+    }
+
+    /// [`RegisterSnapshot::lookup`] for a PSP whose home register (`nca_id`) is consulted on
+    /// demand: the home block comes from `home`, the host block from this snapshot as usual.
+    /// Unlike a loaded register's home block, this one carries a warning when the answer is
+    /// stale or missing (the rule: say so, and fail closed).
+    pub fn lookup_on_demand(
+        &self,
+        auth: &PsdAuthNumber,
+        jurisdiction: CountryCode,
+        nca_id: &str,
+        home: &OnDemandHome,
+    ) -> RegisterResult {
+        let home_country = auth.country;
+        let cross_border = jurisdiction != home_country;
+        let (entries, warning, outcome) = match home {
+            OnDemandHome::Answer { entity, warning } => {
+                let entries: Vec<CategoryEntryBlock> = entity
+                    .iter()
+                    .flat_map(|e| e.entries.iter())
+                    .map(|e| home_entry(e, cross_border.then_some(jurisdiction)))
+                    .collect();
+                let outcome = if entries.is_empty() {
+                    HomeOutcome::NotFound {
+                        nca_id: nca_id.to_owned(),
+                    }
+                } else {
+                    HomeOutcome::Found {
+                        nca_id: nca_id.to_owned(),
+                        kind: RegisterKind::Psd2,
+                    }
+                };
+                (entries, warning.clone().map(|w| vec![w]), outcome)
+            }
+            OnDemandHome::Unavailable { reason } => (
+                Vec::new(),
+                Some(vec![reason.clone()]),
+                HomeOutcome::Unavailable {
+                    nca_id: nca_id.to_owned(),
+                    reason: reason.clone(),
+                },
+            ),
+        };
+        let host = cross_border.then(|| self.host_block(auth, &auth.nca_id(), jurisdiction));
+        RegisterResult {
+            home: RegisterBlock {
+                nca_name: Some(nca_id.to_owned()),
+                nca_country_code: home_country,
+                register_type: RegisterType::Home,
+                category_entries: entries,
+                warning,
+            },
+            host,
+            home_outcome: outcome,
             generation: self.generation,
         }
     }
