@@ -123,3 +123,81 @@ async fn only_auditors_may_ask_as_of_a_past_time_and_the_answer_names_its_source
     }
     running.stop().await;
 }
+
+/// The sandbox XX register with PSP 000001 withdrawn.
+fn withdrawn(text: &str) -> String {
+    let at = text
+        .find("\"legalName\": \"Sandbox Valid PSP\"")
+        .expect("000001");
+    let (head, tail) = text.split_at(at);
+    format!(
+        "{head}{}",
+        tail.replacen(
+            "\"status\": \"Authorised\"",
+            "\"status\": \"Unauthorised\"",
+            1
+        )
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audit_reproduces_the_answer_of_march_after_the_register_changed_in_june() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("api_audit_changed");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let xx = dir.join("XX.json");
+    let original =
+        std::fs::read_to_string(common::root().join("registers/sandbox/XX.json")).expect("XX.json");
+    let history = dir.join("history");
+    let config = test_config(|t| {
+        let hash = t
+            .lines()
+            .find(|l| l.starts_with("password_hash"))
+            .expect("the sandbox credential")
+            .to_owned();
+        format!(
+            "{}\n[[api.credentials]]\nusername = \"auditor\"\n{hash}\nroles = [\"audit\"]\n\n[registers]\nhistory_dir = \"{}\"\n",
+            t.replace(
+                "\"registers/sandbox/XX.json\"",
+                &format!("\"{}\"", xx.display())
+            ),
+            history.display()
+        )
+    });
+    // What serve recorded earlier: the sandbox content from March, the withdrawal from June.
+    let h =
+        psp_gateway::register::History::of(&config.registers, &config.base_dir).expect("history");
+    std::fs::write(&xx, &original).expect("write");
+    h.record(
+        &config.registers,
+        &config.base_dir,
+        common::at("2026-03-01T00:00:00Z"),
+    )
+    .expect("record");
+    std::fs::write(&xx, withdrawn(&original)).expect("write");
+    h.record(
+        &config.registers,
+        &config.base_dir,
+        common::at("2026-06-01T00:00:00Z"),
+    )
+    .expect("record");
+    let running = start(config).await;
+    let api = running.api.expect("api");
+
+    let status = |v: &serde_json::Value| {
+        v["homeRegister"]["categoryEntries"][0]["pspAuthStatus"]
+            .as_str()
+            .unwrap_or("none")
+            .to_owned()
+    };
+    let today = check(api, SANDBOX, "").await.json();
+    assert_eq!(status(&today), "Unauthorised", "{today:#}");
+    let march = check(api, AUDITOR, "&at=2026-03-03T00:00:00Z").await.json();
+    assert_eq!(status(&march), "Authorised", "{march:#}");
+    let used = march["audit"]["registerSnapshots"].to_string();
+    assert!(
+        used.contains("2026-03-01T00:00:00Z") && used.contains("2026-06-01T00:00:00Z"),
+        "{march:#}"
+    );
+    running.stop().await;
+}
