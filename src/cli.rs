@@ -548,6 +548,11 @@ fn run_config_check(path: &Path) -> Result<String, String> {
         summary.push_str("\nnote: ");
         summary.push_str(note);
     }
+    if let Some(settings) = &config.registers.fca {
+        // What serve will need: the credentials (never printed).
+        crate::register::FcaConfig::from_settings(settings, &config.base_dir)?;
+        summary.push_str("\nUK FCA register API: credentials present, consulted on demand");
+    }
     for problem in trust.list_problems(OffsetDateTime::now_utc()) {
         summary.push_str("\nnot used: ");
         summary.push_str(&problem);
