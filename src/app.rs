@@ -581,7 +581,13 @@ async fn wait_for_signals(config_path: &Path, service: &CheckService) {
         tokio::select! {
             _ = term.recv() => return,
             _ = int.recv() => return,
-            _ = hup.recv() => reload(config_path, service),
+            _ = hup.recv() => {
+                // logrotate moved the audit log away: write to a new file, chain unbroken.
+                if let Err(e) = crate::telemetry::audit::reopen() {
+                    tracing::error!(error = %e, "cannot reopen the audit log");
+                }
+                reload(config_path, service)
+            }
         }
     }
 }

@@ -27,6 +27,8 @@ const EXIT_USAGE: u8 = 2;
 /// Exit status of `config check` for a configuration that cannot be used (linkerd's choice:
 /// sysexits' EX_USAGE).
 const EXIT_BAD_CONFIG: u8 = 64;
+/// sysexits EX_DATAERR: the input data is wrong (a broken audit chain).
+const EXIT_DATA_ERR: u8 = 65;
 
 /// The configuration used when `--config` is not given, if it exists in the working directory.
 const DEFAULT_CONFIG: &str = "gateway.toml";
@@ -68,10 +70,25 @@ enum Command {
         #[command(subcommand)]
         command: SandboxCommand,
     },
+    /// Audit log commands.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Trusted-list commands (LOTL sources).
     Trust {
         #[command(subcommand)]
         command: TrustCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCommand {
+    /// Check the hash chain of audit log files, oldest first (rotated files before the
+    /// current one). Exit 0 when unbroken, 65 naming the first broken line.
+    Verify {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -238,6 +255,30 @@ pub fn run() -> ExitCode {
             }
             Err(message) => fail(1, &message),
         },
+        Command::Audit {
+            command: AuditCommand::Verify { files },
+        } => match crate::telemetry::audit::verify(&files) {
+            Ok(v) => {
+                println!(
+                    "audit chain unbroken: {} records, seq {} to {}, last hash {}{}",
+                    v.records,
+                    v.first_seq
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    v.last_seq
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    v.last_hash,
+                    if v.starts_mid_chain {
+                        " (the first record continues an earlier file not given here)"
+                    } else {
+                        ""
+                    }
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(EXIT_DATA_ERR, &format!("audit chain broken: {e}")),
+        },
         Command::Trust { command } => {
             let result = match command {
                 TrustCommand::Fetch { config } => trust::fetch(&config),
@@ -273,11 +314,26 @@ pub fn run() -> ExitCode {
 }
 
 fn run_serve(path: &Path) -> ExitCode {
-    crate::telemetry::init();
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => return fail(EXIT_BAD_CONFIG, &e.to_string()),
     };
+    let audit_log = match &config.audit {
+        Some(a) => {
+            let file = config.resolve(&a.file);
+            match crate::telemetry::audit::AuditLog::open(&file) {
+                Ok(log) => Some(Arc::new(log)),
+                Err(e) => {
+                    return fail(
+                        EXIT_BAD_CONFIG,
+                        &format!("audit log {}: {e}", file.display()),
+                    );
+                }
+            }
+        }
+        None => None,
+    };
+    crate::telemetry::init_with_audit(audit_log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -44,9 +44,21 @@ pub struct Config {
     /// Explicit, logged relaxations of the fail-closed defaults.
     #[serde(default)]
     pub danger: DangerConfig,
+    /// The chained audit log (`telemetry::audit`); audit records go to the logs only when
+    /// absent.
+    #[serde(default)]
+    pub audit: Option<AuditConfig>,
     /// The directory relative paths are resolved against (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
+}
+
+/// `[audit]`: where the chained audit log is appended.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// The file (relative to this file); reopened on SIGHUP, so logrotate can move it.
+    pub file: PathBuf,
 }
 
 /// Sandbox features. Off unless configured; the repository's `gateway.toml` turns it on.
@@ -450,6 +462,7 @@ impl Config {
             admin: None,
             limits: LimitsConfig::default(),
             danger: DangerConfig::default(),
+            audit: None,
             base_dir: PathBuf::new(),
         }
     }
