@@ -219,7 +219,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let state = state.clone();
             Box::pin(async move { api::handle(state, req, conn).await })
         });
-        tracing::info!(addr = ?running.api, tls = api_tls.is_some(), "check endpoint listening");
+        tracing::info!(addr = %display_addr(running.api), tls = api_tls.is_some(), "check endpoint listening");
         tasks.push(tokio::spawn(server::serve(
             listener,
             api_tls,
@@ -231,7 +231,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 
     if let Some(listener) = echo_listener {
         running.echo = listener.local_addr().ok();
-        tracing::info!(addr = ?running.echo, "sandbox echo upstream listening");
+        tracing::info!(addr = %display_addr(running.echo), "sandbox echo upstream listening");
         tasks.push(tokio::spawn(server::serve(
             listener,
             None,
@@ -261,7 +261,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             Box::pin(async move { crate::gateway::handle(state, req, conn).await })
         });
         tracing::info!(
-            addr = ?running.gateway,
+            addr = %display_addr(running.gateway),
             jurisdiction = %g.jurisdiction,
             upstream = %upstream,
             "gateway listening"
@@ -292,7 +292,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             let state = state.clone();
             Box::pin(async move { admin::handle(state, req).await })
         });
-        tracing::info!(addr = ?running.admin, "admin listener listening");
+        tracing::info!(addr = %display_addr(running.admin), "admin listener listening");
         tasks.push(tokio::spawn(server::serve(
             listener,
             None,
@@ -499,6 +499,11 @@ async fn refresh_trust(
             }
         }
     }
+}
+
+/// A listener's address for a log field: the address itself, or `unknown`.
+fn display_addr(addr: Option<SocketAddr>) -> String {
+    addr.map_or_else(|| "unknown".to_owned(), |a| a.to_string())
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
