@@ -67,6 +67,15 @@ pub async fn handle(state: Arc<AdminState>, req: Request<Incoming>) -> Response<
     }
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/metrics" => {
+            let body = crate::telemetry::metrics::render(&state_metrics(&state.service));
+            let mut r = Response::new(full(body));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
         "/readyz" => {
             let data = state.service.data();
             let now = OffsetDateTime::now_utc();
@@ -121,6 +130,182 @@ pub async fn handle(state: Arc<AdminState>, req: Request<Incoming>) -> Response<
         }
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
+}
+
+/// The state metrics, read at this scrape: reference data, trusted lists, registers, the
+/// result cache and the revocation counters.
+fn state_metrics(service: &CheckService) -> prometheus_client::registry::Registry {
+    use prometheus_client::encoding::EncodeLabelSet;
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::gauge::Gauge;
+    use std::sync::atomic::AtomicU64;
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct SourceLabels {
+        source: String,
+    }
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct ListLabels {
+        source: String,
+        territory: String,
+        role: String,
+    }
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct NcaLabels {
+        nca: String,
+    }
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct FileLabels {
+        path: String,
+    }
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct MethodLabels {
+        method: String,
+        outcome: String,
+    }
+
+    let mut r = prometheus_client::registry::Registry::default();
+    let data = service.data();
+    let now = OffsetDateTime::now_utc();
+
+    let generation = Gauge::<i64>::default();
+    generation.set(i64::try_from(data.generation).unwrap_or(i64::MAX));
+    r.register(
+        "psp_gateway_reference_data_generation",
+        "Reference-data generation in use (increases with every successful reload)",
+        generation,
+    );
+    let loaded = Gauge::<f64, AtomicU64>::default();
+    loaded.set(data.loaded_at.unix_timestamp() as f64);
+    r.register(
+        "psp_gateway_reference_data_loaded_timestamp_seconds",
+        "When the reference data in use was loaded",
+        loaded,
+    );
+
+    let issuers = Family::<SourceLabels, Gauge>::default();
+    for source in data.trust.sources() {
+        // Every source is listed, with 0 when it holds no issuer.
+        issuers
+            .get_or_create(&SourceLabels {
+                source: source.name.clone(),
+            })
+            .set(0);
+    }
+    for issuer in data.trust.issuers() {
+        if let Some(source) = data.trust.sources().get(issuer.source) {
+            issuers
+                .get_or_create(&SourceLabels {
+                    source: source.name.clone(),
+                })
+                .inc();
+        }
+    }
+    r.register(
+        "psp_gateway_trusted_issuers",
+        "Approved issuers per trust source",
+        issuers,
+    );
+    let used = Family::<ListLabels, Gauge>::default();
+    let next_update = Family::<ListLabels, Gauge<f64, AtomicU64>>::default();
+    for list in data.trust.lists() {
+        let labels = ListLabels {
+            source: list.source.clone(),
+            territory: list.territory.clone().unwrap_or_default(),
+            role: format!("{:?}", list.role).to_lowercase(),
+        };
+        used.get_or_create(&labels)
+            .set(i64::from(list.problem_at(now).is_none()));
+        if let Some(n) = list.next_update {
+            next_update
+                .get_or_create(&labels)
+                .set(n.unix_timestamp() as f64);
+        }
+    }
+    r.register(
+        "psp_gateway_trusted_list_used",
+        "1 when the trusted list (or LOTL) is verified, authorised and fresh now, else 0",
+        used,
+    );
+    r.register(
+        "psp_gateway_trusted_list_next_update_timestamp_seconds",
+        "The trusted list's NextUpdate",
+        next_update,
+    );
+
+    let entities = Family::<NcaLabels, Gauge>::default();
+    for register in data.registers.registers() {
+        entities
+            .get_or_create(&NcaLabels {
+                nca: register.nca_id().to_owned(),
+            })
+            .set(i64::try_from(register.entities().len()).unwrap_or(i64::MAX));
+    }
+    r.register(
+        "psp_gateway_register_entities",
+        "Entities per NCA register",
+        entities,
+    );
+    let ages = Family::<FileLabels, Gauge<f64, AtomicU64>>::default();
+    let wall = std::time::SystemTime::now();
+    for file in data.registers.files() {
+        if let Some(age) = file.age(wall) {
+            ages.get_or_create(&FileLabels {
+                path: file.path.display().to_string(),
+            })
+            .set(age.as_secs_f64());
+        }
+    }
+    r.register(
+        "psp_gateway_register_file_age_seconds",
+        "Time since each register file was last replaced",
+        ages,
+    );
+
+    let cached = Gauge::<i64>::default();
+    cached.set(i64::try_from(service.cached_results()).unwrap_or(i64::MAX));
+    r.register(
+        "psp_gateway_result_cache_entries",
+        "Check results held in the cache",
+        cached,
+    );
+
+    if let Some(revocation) = service.revocation() {
+        let stats = revocation.stats();
+        let lookups = Family::<MethodLabels, Counter>::default();
+        let fetches = Family::<MethodLabels, Counter>::default();
+        for (method, m) in [("ocsp", stats.ocsp), ("crl", stats.crl)] {
+            let label = |outcome: &str| MethodLabels {
+                method: method.to_owned(),
+                outcome: outcome.to_owned(),
+            };
+            lookups.get_or_create(&label("hit")).inc_by(m.cache_hits);
+            lookups.get_or_create(&label("miss")).inc_by(m.cache_misses);
+            fetches.get_or_create(&label("ok")).inc_by(m.fetch_ok);
+            fetches
+                .get_or_create(&label("failed"))
+                .inc_by(m.fetch_failed);
+            fetches.get_or_create(&label("rejected")).inc_by(m.rejected);
+            fetches
+                .get_or_create(&label("refresh-ok"))
+                .inc_by(m.refresh_ok);
+            fetches
+                .get_or_create(&label("refresh-failed"))
+                .inc_by(m.refresh_failed);
+        }
+        r.register(
+            "psp_gateway_revocation_lookups",
+            "Revocation cache lookups by method and result",
+            lookups,
+        );
+        r.register(
+            "psp_gateway_revocation_fetches",
+            "Revocation downloads by method and outcome (rejected: the content was refused)",
+            fetches,
+        );
+    }
+    r
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Body> {

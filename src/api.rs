@@ -150,9 +150,25 @@ pub async fn handle(
         forwarded.into_iter(),
         &state.trusted_proxies,
     );
+    let metrics = crate::telemetry::metrics::metrics();
     match respond(&state, &req, source, &request_id).await {
-        Ok(response) => response,
+        Ok(response) => {
+            metrics.request("api", "", "answered", "");
+            response
+        }
         Err(e) => {
+            metrics.request("api", "", "refused", e.code());
+            if matches!(
+                e,
+                ApiError::RateLimited { .. } | ApiError::LoginAttemptsExceeded { .. }
+            ) {
+                metrics
+                    .rate_limited
+                    .get_or_create(&crate::telemetry::metrics::FaceLabels {
+                        face: "api".to_owned(),
+                    })
+                    .inc();
+            }
             tracing::info!(
                 request_id = %request_id,
                 source = %source,
@@ -262,6 +278,7 @@ async fn respond(
     if let Some(at) = at {
         return audit(state, certificate, jurisdiction, at, &caller, request_id).await;
     }
+    let started = std::time::Instant::now();
     let report = state
         .service
         .check(
@@ -271,6 +288,12 @@ async fn respond(
             OffsetDateTime::now_utc(),
         )
         .await;
+    crate::telemetry::metrics::metrics()
+        .check_duration
+        .get_or_create(&crate::telemetry::metrics::FaceLabels {
+            face: "api".to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
     tracing::info!(
         target: "audit",
         request_id = %request_id,

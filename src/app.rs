@@ -385,6 +385,11 @@ async fn refresh_registers(
             {
                 Ok(done) => {
                     stored += 1;
+                    crate::telemetry::metrics::Metrics::outcome(
+                        &crate::telemetry::metrics::metrics().refreshes,
+                        "registers",
+                        true,
+                    );
                     tracing::info!(path = %done.path.display(), zip = %done.zip_url, entities = done.entities, "register fetched");
                 }
                 Err(e) => {
@@ -396,7 +401,13 @@ async fn refresh_registers(
             continue;
         }
         let (s, d) = (service.clone(), sources.clone());
-        match tokio::task::spawn_blocking(move || s.reload(&d)).await {
+        let result = tokio::task::spawn_blocking(move || s.reload(&d)).await;
+        crate::telemetry::metrics::Metrics::outcome(
+            &crate::telemetry::metrics::metrics().reloads,
+            "reference-data",
+            matches!(result, Ok(Ok(_))),
+        );
+        match result {
             Ok(Ok(generation)) => {
                 tracing::info!(
                     generation,
@@ -457,6 +468,11 @@ async fn refresh_trust(
         for source in &sources.trust {
             let Some(lotl) = &source.lotl else { continue };
             let mut log_step = |step: crate::trust::refresh::Step<'_>| {
+                crate::telemetry::metrics::Metrics::outcome(
+                    &crate::telemetry::metrics::metrics().refreshes,
+                    "trusted-lists",
+                    step.attempt.ok,
+                );
                 if step.attempt.ok {
                     tracing::info!(source = %source.name, list = step.what, location = step.location, outcome = %step.attempt.message, "trusted list fetched");
                 } else {
@@ -483,7 +499,13 @@ async fn refresh_trust(
         }
         // Verifying every list again takes CPU for a while: off the async workers.
         let (s, d) = (service.clone(), sources.clone());
-        match tokio::task::spawn_blocking(move || s.reload(&d)).await {
+        let result = tokio::task::spawn_blocking(move || s.reload(&d)).await;
+        crate::telemetry::metrics::Metrics::outcome(
+            &crate::telemetry::metrics::metrics().reloads,
+            "reference-data",
+            matches!(result, Ok(Ok(_))),
+        );
+        match result {
             Ok(Ok(generation)) => {
                 tracing::info!(
                     generation,
@@ -611,7 +633,13 @@ pub fn reload(config_path: &Path, service: &CheckService) {
             return;
         }
     };
-    match service.reload(&config.data_sources()) {
+    let result = service.reload(&config.data_sources());
+    crate::telemetry::metrics::Metrics::outcome(
+        &crate::telemetry::metrics::metrics().reloads,
+        "reference-data",
+        result.is_ok(),
+    );
+    match result {
         Ok(generation) => {
             tracing::info!(generation, "reference data reloaded");
             record_register_history(&config.data_sources());

@@ -174,11 +174,16 @@ pub async fn handle(
     let check_id = new_request_id();
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     // No route is known for a refused path: its rejection is in the default dialect.
+    // The metric's route label is the configured prefix (bounded), never the request path.
+    let mut route_label = String::new();
     let (dialect, outcome) = match path::normalise(&path) {
         Err(refusal) => (state.default_dialect, Err(Failure::PathRefused(refusal))),
         Ok(normalised) => {
             let (dialect, required) = match state.route(&method, &normalised) {
-                Some(r) => (r.dialect, Some(r.services)),
+                Some(r) => {
+                    route_label = r.prefix.clone();
+                    (r.dialect, Some(r.services))
+                }
                 None if state.forward_unmatched => (state.default_dialect, Some(ServiceSet::EMPTY)),
                 None => (state.default_dialect, None),
             };
@@ -191,6 +196,11 @@ pub async fn handle(
             (dialect, outcome)
         }
     };
+    let metrics = crate::telemetry::metrics::metrics();
+    match &outcome {
+        Ok(_) => metrics.request("gateway", &route_label, "forwarded", ""),
+        Err(f) => metrics.request("gateway", &route_label, "rejected", f.code()),
+    }
     outcome.unwrap_or_else(|failure| {
         // Refusals by the access rule were audited with the check's details already.
         if !matches!(&failure, Failure::Refused(r) if r.reason.is_decided_by_rule()) {
@@ -250,6 +260,7 @@ async fn admit_and_forward(
         .filter_map(|d| PspCertificate::from_der(d.clone()).ok())
         .collect();
 
+    let started = std::time::Instant::now();
     let report = state
         .service
         .check(
@@ -259,6 +270,12 @@ async fn admit_and_forward(
             OffsetDateTime::now_utc(),
         )
         .await;
+    crate::telemetry::metrics::metrics()
+        .check_duration
+        .get_or_create(&crate::telemetry::metrics::FaceLabels {
+            face: "gateway".to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
     let decision = if state.report_only {
         let permit =
             policy::decide_report_only(&state.policy, report.clone(), &certificate, required);

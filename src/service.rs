@@ -207,6 +207,11 @@ impl CheckService {
         }
     }
 
+    /// Check results held in the cache now (approximate, as moka counts).
+    pub fn cached_results(&self) -> u64 {
+        self.cache.entry_count()
+    }
+
     /// The reference data in use.
     pub fn data(&self) -> Arc<ReferenceData> {
         self.data.load_full()
@@ -240,9 +245,10 @@ impl CheckService {
         let validity_ttl = self.ttl_for(&certificate, now);
         let revocation = &self.revocation;
         let this = self;
-        let cached = self
+        let entry = self
             .cache
-            .get_with(key, async move {
+            .entry(key)
+            .or_insert_with(async move {
                 let input = CheckInput {
                     certificate: &certificate,
                     intermediates: &intermediates,
@@ -275,7 +281,14 @@ impl CheckService {
                 }
             })
             .await;
-        cached.report
+        // Fresh: this call ran the check (or waited for the one that did); otherwise a hit.
+        crate::telemetry::metrics::metrics()
+            .result_cache
+            .get_or_create(&crate::telemetry::metrics::ResultLabels {
+                result: if entry.is_fresh() { "miss" } else { "hit" }.to_owned(),
+            })
+            .inc();
+        entry.into_value().report
     }
 
     /// An audit: the check as it would have come out at the past time `at`, not cached.

@@ -3,6 +3,7 @@
 //! with `[audit] file`, they also go to a chained audit log ([`audit`]).
 
 pub mod audit;
+pub mod metrics;
 
 use std::io::IsTerminal;
 use std::sync::Arc;

@@ -1,0 +1,209 @@
+//! Metrics: `prometheus-client` types, served by the admin listener at `/metrics` in the
+//! Prometheus text format (version 0.0.4), which `promtool check metrics` accepts.
+//!
+//! Two kinds:
+//! - **events**, counted where they happen, in the process-wide [`Metrics`] ([`metrics`]):
+//!   requests by face, route, decision and reason; check latency; result-cache hits and
+//!   misses; rate-limited requests; reloads and refreshes by outcome;
+//! - **state**, read at each scrape by the admin listener (trust issuers and lists, registers,
+//!   revocation counters, cache size), passed to [`render`] as a second registry.
+//!
+//! `prometheus-client` writes OpenMetrics, whose counter families are named without the
+//! `_total` their samples carry and which ends with `# EOF`; [`render`] turns that into the
+//! classic text format (family named as its samples, no `# EOF`, no `# UNIT`), which every
+//! Prometheus version and `promtool` read.
+
+use std::sync::OnceLock;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// A request's face, route, decision and reason.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `api`, `gateway` or `admin`.
+    pub face: String,
+    /// The gateway route prefix that matched (empty for the endpoint).
+    pub route: String,
+    /// `answered`/`refused` (endpoint), `forwarded`/`rejected` (gateway).
+    pub decision: String,
+    /// The error or rejection code; empty when answered or forwarded.
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FaceLabels {
+    pub face: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `hit` or `miss`.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// What was reloaded or refreshed: `reference-data`, `trusted-lists`, `registers`.
+    pub what: String,
+    /// `ok` or `failed`.
+    pub outcome: String,
+}
+
+/// The event metrics of this process.
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub check_duration: Family<FaceLabels, Histogram>,
+    pub result_cache: Family<ResultLabels, Counter>,
+    pub rate_limited: Family<FaceLabels, Counter>,
+    pub reloads: Family<OutcomeLabels, Counter>,
+    pub refreshes: Family<OutcomeLabels, Counter>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms to about 8 s: a cached check is sub-millisecond, a cold one waits for OCSP.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.0005, 2.0, 15,
+    ))
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_requests",
+            "Requests by face, gateway route, decision and reason",
+            requests.clone(),
+        );
+        let check_duration =
+            Family::<FaceLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
+        registry.register(
+            "psp_gateway_check_duration_seconds",
+            "Time to answer a check (certificate checks, revocation, registers), by face",
+            check_duration.clone(),
+        );
+        let result_cache = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_result_cache",
+            "Check-result cache lookups by result",
+            result_cache.clone(),
+        );
+        let rate_limited = Family::<FaceLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_rate_limited",
+            "Requests refused by a rate limit, by face",
+            rate_limited.clone(),
+        );
+        let reloads = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_reloads",
+            "Reference-data reloads by outcome (a failed reload keeps the data in use)",
+            reloads.clone(),
+        );
+        let refreshes = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_refreshes",
+            "Downloads of trusted lists and registers by outcome (a failed one keeps the last good copy)",
+            refreshes.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            check_duration,
+            result_cache,
+            rate_limited,
+            reloads,
+            refreshes,
+        }
+    }
+
+    /// Counts one request.
+    pub fn request(&self, face: &str, route: &str, decision: &str, reason: &str) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                face: face.to_owned(),
+                route: route.to_owned(),
+                decision: decision.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records a reload or refresh outcome.
+    pub fn outcome(family: &Family<OutcomeLabels, Counter>, what: &str, ok: bool) {
+        family
+            .get_or_create(&OutcomeLabels {
+                what: what.to_owned(),
+                outcome: if ok { "ok" } else { "failed" }.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// The process's event metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+/// The event metrics and `state` (read at this scrape) in the Prometheus text format.
+pub fn render(state: &Registry) -> String {
+    let mut open_metrics = String::new();
+    // Writing into a String cannot fail.
+    let _ =
+        prometheus_client::encoding::text::encode_registry(&mut open_metrics, &metrics().registry);
+    let _ = prometheus_client::encoding::text::encode_registry(&mut open_metrics, state);
+    to_prometheus_text(&open_metrics)
+}
+
+/// OpenMetrics text → Prometheus text 0.0.4: a counter family takes its samples' `_total`
+/// name in `# HELP` and `# TYPE`; `# UNIT` and `# EOF` go.
+fn to_prometheus_text(open_metrics: &str) -> String {
+    let counters: Vec<&str> = open_metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(open_metrics.len() + 64);
+    for line in open_metrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(&name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_families_take_their_samples_name_and_eof_goes() {
+        let mut r = Registry::default();
+        let c = Family::<FaceLabels, Counter>::default();
+        r.register("x_events", "Events", c.clone());
+        c.get_or_create(&FaceLabels { face: "api".into() }).inc();
+        let mut om = String::new();
+        prometheus_client::encoding::text::encode(&mut om, &r).expect("encode");
+        assert!(om.contains("# TYPE x_events counter"), "{om}");
+        let text = to_prometheus_text(&om);
+        assert!(text.contains("# HELP x_events_total Events"), "{text}");
+        assert!(text.contains("# TYPE x_events_total counter"), "{text}");
+        assert!(text.contains("x_events_total{face=\"api\"} 1"), "{text}");
+        assert!(!text.contains("# EOF"));
+    }
+}
