@@ -22,13 +22,22 @@ use crate::revocation::RevocationChecker;
 use crate::service::{CheckService, ReferenceData, Revocation};
 use crate::trust::{ListSigners, QtspSource, SourceSpec, TrustedListFile};
 
-/// Exit status for a usage or input error (clap uses the same for bad arguments).
-const EXIT_USAGE: u8 = 2;
-/// Exit status of `config check` for a configuration that cannot be used (linkerd's choice:
-/// sysexits' EX_USAGE).
-const EXIT_BAD_CONFIG: u8 = 64;
-/// sysexits EX_DATAERR: the input data is wrong (a broken audit chain).
+// Exit statuses, one convention for every command (sysexits.h; README "Exit statuses").
+/// The command line is wrong (an unknown flag, a bad value, an empty secret).
+const EXIT_USAGE: u8 = 64;
+/// An input's content is wrong (a certificate, a list or register file given on the command
+/// line, a broken audit chain).
 const EXIT_DATA_ERR: u8 = 65;
+/// An input file does not exist or cannot be read.
+const EXIT_NO_INPUT: u8 = 66;
+/// Something needed is not usable now (a listener cannot bind, a trusted list is not usable).
+const EXIT_UNAVAILABLE: u8 = 69;
+/// An output file cannot be created.
+const EXIT_CANT_CREATE: u8 = 73;
+/// A download failed: trying again later may work (`trust fetch`, `register fetch`).
+const EXIT_TEMP_FAIL: u8 = 75;
+/// The configuration, or a file it names, cannot be used.
+const EXIT_BAD_CONFIG: u8 = 78;
 
 /// The configuration used when `--config` is not given, if it exists in the working directory.
 const DEFAULT_CONFIG: &str = "gateway.toml";
@@ -95,13 +104,13 @@ enum AuditCommand {
 #[derive(Debug, Subcommand)]
 enum TrustCommand {
     /// Download the LOTL of every source that names one and the lists it points to; store
-    /// what verifies, keep the last good copy of what does not. Exit 1 if anything failed.
+    /// what verifies, keep the last good copy of what does not. Exit 75 if anything failed.
     Fetch {
         #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
         config: PathBuf,
     },
     /// Show every trusted list and LOTL as `serve` would load it now: territory, sequence
-    /// number, dates, signer, verdict, services and issuers used, last fetch. Exit 1 if any
+    /// number, dates, signer, verdict, services and issuers used, last fetch. Exit 69 if any
     /// list is not used.
     Status {
         #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
@@ -151,7 +160,7 @@ struct CheckArgs {
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
-    /// Validate a configuration, including every file it names; exit 64 if it cannot be used.
+    /// Validate a configuration, including every file it names; exit 78 if it cannot be used.
     Check {
         #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
         config: PathBuf,
@@ -180,7 +189,7 @@ enum RegisterCommand {
     /// Print entity counts per country, category and status of a native snapshot file.
     Stats { file: PathBuf },
     /// Download every register file that has a `url` (the EBA metadata endpoint), verify it
-    /// and replace the file only when the new one loads. Exit 1 if any failed.
+    /// and replace the file only when the new one loads. Exit 75 if any failed.
     Fetch {
         #[arg(long, value_name = "FILE", default_value = DEFAULT_CONFIG)]
         config: PathBuf,
@@ -213,7 +222,19 @@ fn parse_time(s: &str) -> Result<OffsetDateTime, String> {
 
 /// Parses the arguments and runs the command.
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let _ = e.print();
+            return match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => ExitCode::SUCCESS,
+                _ => ExitCode::from(EXIT_USAGE),
+            };
+        }
+    };
     match cli.command {
         Command::Serve { config } => run_serve(&config),
         Command::Credentials {
@@ -221,7 +242,7 @@ pub fn run() -> ExitCode {
         } => {
             let mut line = String::new();
             if let Err(e) = std::io::stdin().read_line(&mut line) {
-                return fail(EXIT_USAGE, &format!("cannot read stdin: {e}"));
+                return fail(EXIT_NO_INPUT, &format!("cannot read stdin: {e}"));
             }
             let secret = line.trim_end_matches(['\r', '\n']);
             if secret.is_empty() {
@@ -232,12 +253,12 @@ pub fn run() -> ExitCode {
                     println!("{hash}");
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(1, &e),
+                Err(e) => fail(EXIT_DATA_ERR, &e),
             }
         }
         Command::Check(args) => match run_check(&args) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(message) => fail(EXIT_USAGE, &message),
+            Err((code, message)) => fail(code, &message),
         },
         Command::Config {
             command: ConfigCommand::Check { config },
@@ -253,7 +274,7 @@ pub fn run() -> ExitCode {
                 println!("{summary}");
                 ExitCode::SUCCESS
             }
-            Err(message) => fail(1, &message),
+            Err((code, message)) => fail(code, &message),
         },
         Command::Audit {
             command: AuditCommand::Verify { files },
@@ -277,12 +298,15 @@ pub fn run() -> ExitCode {
                 );
                 ExitCode::SUCCESS
             }
+            Err(e) if e.line == 0 => fail(EXIT_NO_INPUT, &format!("audit log: {e}")),
             Err(e) => fail(EXIT_DATA_ERR, &format!("audit chain broken: {e}")),
         },
         Command::Trust { command } => {
-            let result = match command {
-                TrustCommand::Fetch { config } => trust::fetch(&config),
-                TrustCommand::Status { config, json } => trust::status(&config, json),
+            let (result, not_all_good) = match command {
+                TrustCommand::Fetch { config } => (trust::fetch(&config), EXIT_TEMP_FAIL),
+                TrustCommand::Status { config, json } => {
+                    (trust::status(&config, json), EXIT_UNAVAILABLE)
+                }
             };
             match result {
                 Ok(outcome) => {
@@ -290,7 +314,7 @@ pub fn run() -> ExitCode {
                     if outcome.all_good {
                         ExitCode::SUCCESS
                     } else {
-                        ExitCode::from(1)
+                        ExitCode::from(not_all_good)
                     }
                 }
                 Err(message) => fail(EXIT_BAD_CONFIG, &message),
@@ -308,7 +332,7 @@ pub fn run() -> ExitCode {
                 );
                 ExitCode::SUCCESS
             }
-            Err(e) => fail(1, &e.to_string()),
+            Err(e) => fail(EXIT_CANT_CREATE, &e.to_string()),
         },
     }
 }
@@ -325,7 +349,7 @@ fn run_serve(path: &Path) -> ExitCode {
                 Ok(log) => Some(Arc::new(log)),
                 Err(e) => {
                     return fail(
-                        EXIT_BAD_CONFIG,
+                        EXIT_CANT_CREATE,
                         &format!("audit log {}: {e}", file.display()),
                     );
                 }
@@ -339,11 +363,17 @@ fn run_serve(path: &Path) -> ExitCode {
         .build()
     {
         Ok(r) => r,
-        Err(e) => return fail(1, &format!("cannot start the runtime: {e}")),
+        Err(e) => return fail(EXIT_UNAVAILABLE, &format!("cannot start the runtime: {e}")),
     };
     match runtime.block_on(crate::app::run(path, config)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(1, &e.to_string()),
+        // What start refuses is the configuration or a file it names (trust list, register,
+        // TLS key), except a listener that cannot bind or a register that cannot be fetched.
+        Err(e @ crate::app::StartError::Bind { .. })
+        | Err(e @ crate::app::StartError::RegisterFetch(_)) => {
+            fail(EXIT_UNAVAILABLE, &e.to_string())
+        }
+        Err(e) => fail(EXIT_BAD_CONFIG, &e.to_string()),
     }
 }
 
@@ -352,17 +382,54 @@ fn fail(code: u8, message: &str) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn run_check(args: &CheckArgs) -> Result<(), String> {
+/// A failed command: its exit status and its message.
+type Failure = (u8, String);
+
+fn config_err(e: impl std::fmt::Display) -> Failure {
+    (EXIT_BAD_CONFIG, e.to_string())
+}
+
+fn run_check(args: &CheckArgs) -> Result<(), Failure> {
     let config = match &args.config {
-        Some(path) => Config::load(path).map_err(|e| e.to_string())?,
-        None if Path::new(DEFAULT_CONFIG).exists() => {
-            Config::load(Path::new(DEFAULT_CONFIG)).map_err(|e| e.to_string())?
+        Some(path) => {
+            eprintln!("psp-gateway: configuration {}", path.display());
+            Config::load(path).map_err(config_err)?
         }
-        None => Config::empty(),
+        None if Path::new(DEFAULT_CONFIG).exists() => {
+            eprintln!("psp-gateway: configuration ./{DEFAULT_CONFIG}");
+            Config::load(Path::new(DEFAULT_CONFIG)).map_err(config_err)?
+        }
+        None => {
+            eprintln!(
+                "psp-gateway: no configuration (no --config, no ./{DEFAULT_CONFIG}): built-in defaults"
+            );
+            Config::empty()
+        }
     };
+    // As the endpoint does: a jurisdiction the configuration does not list is refused.
+    if !config
+        .checks
+        .valid_jurisdictions()
+        .contains(&args.jurisdiction)
+    {
+        return Err((
+            EXIT_USAGE,
+            format!(
+                "`{}` is not a valid jurisdiction for this configuration (checks.valid_jurisdictions)",
+                args.jurisdiction
+            ),
+        ));
+    }
+    if config.trust.sources.is_empty() && args.trust.is_empty() {
+        return Err((
+            EXIT_BAD_CONFIG,
+            "no trust source is configured, so no issuer can be approved: give --trust FILE (a trusted list) or a configuration with [[trust.sources]]".to_owned(),
+        ));
+    }
     let mut sources = config.data_sources();
     for (i, tl) in args.trust.iter().enumerate() {
-        let path = std::path::absolute(tl).map_err(|e| format!("{}: {e}", tl.display()))?;
+        let path = std::path::absolute(tl)
+            .map_err(|e| (EXIT_NO_INPUT, format!("{}: {e}", tl.display())))?;
         // An ad-hoc audit: the list's signature is verified, and its signer, which no LOTL
         // authorises here, is accepted as the operator's explicit choice and named below.
         sources.trust.push(SourceSpec {
@@ -390,7 +457,15 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
         });
     }
     let at = args.at.unwrap_or_else(OffsetDateTime::now_utc);
-    let data = ReferenceData::load(&sources, 1, at).map_err(|e| e.to_string())?;
+    let data = ReferenceData::load(&sources, 1, at).map_err(|e| {
+        // A list given with --trust is an input of this command; the rest is configuration.
+        let message = e.to_string();
+        if message.contains("`--trust #") {
+            (EXIT_DATA_ERR, message)
+        } else {
+            (EXIT_BAD_CONFIG, message)
+        }
+    })?;
     for problem in data.trust.list_problems(at) {
         eprintln!("psp-gateway: not used: {problem}");
     }
@@ -404,20 +479,21 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
     let revocation = if args.offline {
         Revocation::Offline
     } else {
-        Revocation::Fetch(RevocationChecker::new(&config.revocation).map_err(|e| e.to_string())?)
+        Revocation::Fetch(RevocationChecker::new(&config.revocation).map_err(config_err)?)
     };
 
     let bytes = read_input(&args.cert)?;
-    let certificate =
-        PspCertificate::parse(&bytes).map_err(|e| format!("{}: {e}", args.cert.display()))?;
+    let certificate = PspCertificate::parse(&bytes)
+        .map_err(|e| (EXIT_DATA_ERR, format!("{}: {e}", args.cert.display())))?;
     let mut intermediates = Vec::new();
     for path in &args.chain {
         let bytes = read_input(path)?;
-        for der in
-            decode_certificate_chain(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+        for der in decode_certificate_chain(&bytes)
+            .map_err(|e| (EXIT_DATA_ERR, format!("{}: {e}", path.display())))?
         {
             intermediates.push(
-                PspCertificate::from_der(der).map_err(|e| format!("{}: {e}", path.display()))?,
+                PspCertificate::from_der(der)
+                    .map_err(|e| (EXIT_DATA_ERR, format!("{}: {e}", path.display())))?,
             );
         }
     }
@@ -429,13 +505,13 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
         config.revocation.allow_destinations,
         config.revocation.connect_timeout(),
     );
-    if let Some(fca) = crate::app::fca_register(&config, &fetcher)? {
+    if let Some(fca) = crate::app::fca_register(&config, &fetcher).map_err(config_err)? {
         service = service.with_fca(fca);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        .map_err(|e| (EXIT_UNAVAILABLE, format!("cannot start the runtime: {e}")))?;
     let (report, wire) = match args.at {
         None => {
             let report = runtime.block_on(service.check(
@@ -445,7 +521,7 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
                 OffsetDateTime::now_utc(),
             ));
             let wire = serde_json::to_value(report.to_wire(&config.checks.error_link_base))
-                .map_err(|e| format!("cannot serialise the report: {e}"))?;
+                .map_err(|e| (EXIT_DATA_ERR, format!("cannot serialise the report: {e}")))?;
             ((*report).clone(), wire)
         }
         Some(at) => audit(
@@ -456,12 +532,14 @@ fn run_check(args: &CheckArgs) -> Result<(), String> {
             intermediates,
             args.jurisdiction,
             at,
-        )?,
+        )
+        .map_err(config_err)?,
     };
     let json = serde_json::to_string_pretty(&wire)
-        .map_err(|e| format!("cannot serialise the report: {e}"))?;
+        .map_err(|e| (EXIT_DATA_ERR, format!("cannot serialise the report: {e}")))?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{json}").map_err(|e| format!("cannot write to stdout: {e}"))?;
+    writeln!(out, "{json}")
+        .map_err(|e| (EXIT_CANT_CREATE, format!("cannot write to stdout: {e}")))?;
     if args.explain {
         for line in &report.explanation {
             eprintln!("{line}");
@@ -499,20 +577,29 @@ fn audit(
 /// Certificate inputs are small; refuse to read anything large (a wrong path, a device).
 const MAX_INPUT_FILE_BYTES: u64 = 1024 * 1024;
 
-fn read_input(path: &Path) -> Result<Vec<u8>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn read_input(path: &Path) -> Result<Vec<u8>, Failure> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| (EXIT_NO_INPUT, format!("{}: {e}", path.display())))?;
     if meta.len() > MAX_INPUT_FILE_BYTES {
-        return Err(format!(
-            "{}: {} bytes is over the {MAX_INPUT_FILE_BYTES}-byte limit for a certificate file",
-            path.display(),
-            meta.len()
+        return Err((
+            EXIT_DATA_ERR,
+            format!(
+                "{}: {} bytes is over the {MAX_INPUT_FILE_BYTES}-byte limit for a certificate file",
+                path.display(),
+                meta.len()
+            ),
         ));
     }
-    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::read(path).map_err(|e| (EXIT_NO_INPUT, format!("{}: {e}", path.display())))
 }
 
-fn run_register(command: RegisterCommand) -> Result<String, String> {
+fn run_register(command: RegisterCommand) -> Result<String, Failure> {
     use std::io::IsTerminal;
+    // A file that cannot be read is 66; one whose content is wrong, 65.
+    let load_err = |e: register::RegisterLoadError| match e {
+        register::RegisterLoadError::Read { .. } => (EXIT_NO_INPUT, e.to_string()),
+        other => (EXIT_DATA_ERR, other.to_string()),
+    };
     match command {
         RegisterCommand::Import {
             format: ImportFormat::Eba,
@@ -520,22 +607,22 @@ fn run_register(command: RegisterCommand) -> Result<String, String> {
             out,
         } => {
             let summary = register::import_eba(&file, &out, std::io::stderr().is_terminal())
-                .map_err(|e| e.to_string())?;
+                .map_err(load_err)?;
             Ok(summary.to_string())
         }
-        RegisterCommand::Stats { file } => register::stats(&file).map_err(|e| e.to_string()),
+        RegisterCommand::Stats { file } => register::stats(&file).map_err(load_err),
         RegisterCommand::Fetch { config } => fetch_registers(&config),
     }
 }
 
-fn fetch_registers(config_path: &Path) -> Result<String, String> {
-    let config = Config::load(config_path).map_err(|e| e.to_string())?;
+fn fetch_registers(config_path: &Path) -> Result<String, Failure> {
+    let config = Config::load(config_path).map_err(config_err)?;
     let files: Vec<_> = config.registers.fetched_files().collect();
     if files.is_empty() {
-        return Err(format!(
+        return Err(config_err(format!(
             "{}: no register file names a url; nothing to fetch",
             config_path.display()
-        ));
+        )));
     }
     let fetcher = crate::fetch::Fetcher::new(
         config.revocation.allow_destinations,
@@ -544,7 +631,7 @@ fn fetch_registers(config_path: &Path) -> Result<String, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        .map_err(|e| (EXIT_UNAVAILABLE, format!("cannot start the runtime: {e}")))?;
     let mut lines = Vec::new();
     let mut failed = 0;
     for (i, file) in files.iter().enumerate() {
@@ -580,7 +667,7 @@ fn fetch_registers(config_path: &Path) -> Result<String, String> {
         }
     }
     if failed > 0 {
-        Err(lines.join("\n"))
+        Err((EXIT_TEMP_FAIL, lines.join("\n")))
     } else {
         Ok(lines.join("\n"))
     }

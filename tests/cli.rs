@@ -109,52 +109,106 @@ fn check_exits_0_when_flags_are_false() {
 }
 
 #[test]
-fn check_exits_2_with_one_line_for_unreadable_input() {
-    for args in [
-        vec![
-            "check",
-            "--cert",
-            "does-not-exist.pem",
-            "--jurisdiction",
-            "XX",
-        ],
-        vec!["check", "--cert", "gateway.toml", "--jurisdiction", "XX"],
-        vec![
-            "check",
-            "--cert",
-            "certs/psp/valid.pem",
-            "--jurisdiction",
-            "XXX",
-        ],
-        vec![
-            "check",
-            "--cert",
-            "certs/psp/valid.pem",
-            "--jurisdiction",
-            "XX",
-            "--at",
-            "yesterday",
-        ],
-        vec![
-            "check",
-            "--cert",
-            "certs/psp/valid.pem",
-            "--jurisdiction",
-            "XX",
-            "--config",
-            "nope.toml",
-        ],
+fn check_exits_with_the_sysexits_status_of_each_mistake_and_one_line_naming_it() {
+    for (args, code) in [
+        // An input file that does not exist: 66.
+        (
+            vec![
+                "check",
+                "--cert",
+                "does-not-exist.pem",
+                "--jurisdiction",
+                "XX",
+            ],
+            66,
+        ),
+        // An input that is not a certificate: 65.
+        (
+            vec!["check", "--cert", "gateway.toml", "--jurisdiction", "XX"],
+            65,
+        ),
+        // Command-line mistakes: 64.
+        (
+            vec![
+                "check",
+                "--cert",
+                "certs/psp/valid.pem",
+                "--jurisdiction",
+                "XXX",
+            ],
+            64,
+        ),
+        (
+            vec![
+                "check",
+                "--cert",
+                "certs/psp/valid.pem",
+                "--jurisdiction",
+                "XX",
+                "--at",
+                "yesterday",
+            ],
+            64,
+        ),
+        // A jurisdiction the configuration does not list, as the endpoint refuses it: 64.
+        (
+            vec![
+                "check",
+                "--cert",
+                "certs/psp/valid.pem",
+                "--jurisdiction",
+                "JP",
+            ],
+            64,
+        ),
+        // A configuration that cannot be used: 78.
+        (
+            vec![
+                "check",
+                "--cert",
+                "certs/psp/valid.pem",
+                "--jurisdiction",
+                "XX",
+                "--config",
+                "nope.toml",
+            ],
+            78,
+        ),
     ] {
         let o = psp_gateway(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(o.status.code(), Some(code), "{args:?}");
         assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!err.trim().is_empty(), "{args:?}: a message on stderr");
     }
+    // The configuration used, then one line naming the problem.
     let o = psp_gateway(&["check", "--cert", "gateway.toml", "--jurisdiction", "XX"]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("gateway.toml"), "{err}");
+    let lines: Vec<&str> = err.trim().lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert_eq!(lines[0], "psp-gateway: configuration ./gateway.toml");
+    assert!(lines[1].contains("gateway.toml"), "{err}");
+}
+
+#[test]
+fn check_without_any_trust_source_says_so_instead_of_answering_every_flag_false() {
+    let dir = std::env::temp_dir().join(format!("psp-gateway-cli-nt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("empty.toml");
+    std::fs::write(&path, "").expect("write");
+    let o = psp_gateway(&[
+        "check",
+        "--cert",
+        "certs/psp/valid.pem",
+        "--jurisdiction",
+        "DE",
+        "--config",
+        path.to_str().expect("utf-8"),
+    ]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(o.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no trust source is configured"), "{err}");
 }
 
 #[test]
@@ -170,7 +224,7 @@ fn config_check_accepts_the_sandbox_configuration() {
 }
 
 #[test]
-fn config_check_names_an_unknown_key_and_its_line_and_exits_64() {
+fn config_check_names_an_unknown_key_and_its_line_and_exits_78() {
     let dir = std::env::temp_dir().join(format!("psp-gateway-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("bad.toml");
@@ -181,7 +235,7 @@ fn config_check_names_an_unknown_key_and_its_line_and_exits_64() {
     .expect("write");
     let o = psp_gateway(&["config", "check", "--config", path.to_str().expect("utf-8")]);
     std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(o.status.code(), Some(64));
+    assert_eq!(o.status.code(), Some(78));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("error_link_bse"), "{err}");
     assert!(err.contains("line 3"), "{err}");
@@ -301,7 +355,7 @@ fn check_with_a_trusted_list_names_its_signer_and_refuses_a_broken_one() {
         "the signer is named on stderr: {stderr}"
     );
     let broken = run("trusted-lists/CZ-tl_seq77_broken-sig.xml");
-    assert_eq!(broken.status.code(), Some(2));
+    assert_eq!(broken.status.code(), Some(65));
     let stderr = String::from_utf8_lossy(&broken.stderr);
     assert!(stderr.contains("digest mismatch"), "{stderr}");
 }

@@ -237,7 +237,12 @@ async fn the_published_zip_is_fetched_verified_and_stored_and_bad_downloads_keep
         let size = if size == 0 { zip.len() } else { size };
         files.publish(&zip, &hash, size);
         let refused = fetch(&config).await;
-        assert_eq!(refused.status.code(), Some(1), "{what}: {}", text(&refused));
+        assert_eq!(
+            refused.status.code(),
+            Some(75),
+            "{what}: {}",
+            text(&refused)
+        );
         assert!(
             text(&refused).contains(expected),
             "{what}: {}",
@@ -270,7 +275,7 @@ async fn the_published_zip_is_fetched_verified_and_stored_and_bad_downloads_keep
         let refused = fetch(&config).await;
         assert_eq!(
             refused.status.code(),
-            Some(1),
+            Some(75),
             "{relative}: {}",
             text(&refused)
         );

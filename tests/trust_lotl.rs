@@ -233,7 +233,7 @@ async fn the_real_lotl_authorises_the_real_czech_list_and_its_qwac_from_a_local_
     );
     files.put("/cz.xml", forged);
     let refused = bin(&["trust", "fetch", "--config", config_arg]);
-    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert_eq!(refused.status.code(), Some(75), "{}", text(&refused));
     let out = text(&refused);
     assert!(
         out.contains("CN=Test attacker signer") && out.contains("the LOTL authorises for CZ"),
@@ -247,7 +247,7 @@ async fn the_real_lotl_authorises_the_real_czech_list_and_its_qwac_from_a_local_
     // The DSS-made tampered copy: refused for its digest, the last good list stays.
     files.put("/cz.xml", read("trusted-lists/CZ-tl_seq77_broken-sig.xml"));
     let broken = bin(&["trust", "fetch", "--config", config_arg]);
-    assert_eq!(broken.status.code(), Some(1), "{}", text(&broken));
+    assert_eq!(broken.status.code(), Some(75), "{}", text(&broken));
     assert!(
         text(&broken).contains("digest mismatch"),
         "{}",
@@ -258,7 +258,7 @@ async fn the_real_lotl_authorises_the_real_czech_list_and_its_qwac_from_a_local_
     let stored = dir.join("cache/eu/lists/CZ.xml");
     std::fs::write(&stored, read("trusted-lists/CZ-tl_seq77_broken-sig.xml")).expect("write");
     let status = bin(&["trust", "status", "--config", config_arg]);
-    assert_eq!(status.status.code(), Some(1), "{}", text(&status));
+    assert_eq!(status.status.code(), Some(69), "{}", text(&status));
     let table = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(
         table.contains("NOT USED: signature refused") && table.contains("1 of 2 lists used"),
@@ -268,7 +268,7 @@ async fn the_real_lotl_authorises_the_real_czech_list_and_its_qwac_from_a_local_
     // The server goes away: both fetches fail, both last good copies stay in use.
     drop(files);
     let down = bin(&["trust", "fetch", "--config", config_arg]);
-    assert_eq!(down.status.code(), Some(1), "{}", text(&down));
+    assert_eq!(down.status.code(), Some(75), "{}", text(&down));
     let out = text(&down);
     assert!(
         out.contains("LOTL  FAILED: fetching http://127.0.0.1:"),
@@ -426,7 +426,7 @@ async fn a_refresh_stores_a_new_sequence_and_refuses_a_replayed_or_stale_list() 
     // An older list, validly signed, replayed: refused, 101 stays.
     files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
     let replay = fetch(&config).await;
-    assert_eq!(replay.status.code(), Some(1), "{}", text(&replay));
+    assert_eq!(replay.status.code(), Some(75), "{}", text(&replay));
     assert!(
         text(&replay).contains("sequence 100 is older than the stored sequence 101"),
         "{}",
@@ -437,7 +437,7 @@ async fn a_refresh_stores_a_new_sequence_and_refuses_a_replayed_or_stale_list() 
     // A newer list that is already past its NextUpdate: not stored.
     files.put("/cz.xml", w.cz(102, in_days(-1), &w.cz));
     let stale = fetch(&config).await;
-    assert_eq!(stale.status.code(), Some(1), "{}", text(&stale));
+    assert_eq!(stale.status.code(), Some(75), "{}", text(&stale));
     assert!(
         text(&stale).contains("already past its NextUpdate"),
         "{}",
@@ -472,7 +472,7 @@ async fn a_refresh_stores_a_new_sequence_and_refuses_a_replayed_or_stale_list() 
     files.put("/lotl.xml", w.lotl(2, &w.k2, &[&w.k2], &[], &cz_url));
     files.put("/cz.xml", w.cz(103, in_days(30), &w.cz));
     let unpinned = fetch(&config).await;
-    assert_eq!(unpinned.status.code(), Some(1), "{}", text(&unpinned));
+    assert_eq!(unpinned.status.code(), Some(75), "{}", text(&unpinned));
     assert!(
         text(&unpinned).contains("which is not pinned, and none of its 0 pivot LOTLs"),
         "{}",
@@ -534,7 +534,7 @@ async fn pivots_carry_trust_from_the_pinned_key_oldest_first_and_a_broken_link_k
         w.lotl(13, &w.k2, &[&w.k2], std::slice::from_ref(&p10), &cz_url),
     );
     let broken = fetch(&config).await;
-    assert_eq!(broken.status.code(), Some(1), "{}", text(&broken));
+    assert_eq!(broken.status.code(), Some(75), "{}", text(&broken));
     assert!(
         text(&broken).contains("which is not among the 1 certificates announced by pivot"),
         "{}",
@@ -547,7 +547,7 @@ async fn pivots_carry_trust_from_the_pinned_key_oldest_first_and_a_broken_link_k
     files.put("/eu-lotl-pivot-10.xml", edited.into_bytes());
     files.put("/lotl.xml", w.lotl(14, &w.k2, &[&w.k2], &[p10], &cz_url));
     let tampered = fetch(&config).await;
-    assert_eq!(tampered.status.code(), Some(1), "{}", text(&tampered));
+    assert_eq!(tampered.status.code(), Some(75), "{}", text(&tampered));
     assert!(
         text(&tampered).contains("digest mismatch"),
         "{}",
