@@ -82,3 +82,66 @@ fn one_wrong_digit_in_a_pinned_fingerprint_pins_nothing_that_verifies_the_lotl()
         .to_string();
     assert!(e.contains("is not a SHA-256 fingerprint"), "{e}");
 }
+
+fn psp_gateway(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(args)
+        .output()
+        .expect("runs")
+}
+
+/// The template with its paths moved into `dir`, where placeholder files stand in for the
+/// operator's: an EBA register (the shape example, zipped as EBA publishes it), the FCA key.
+fn template_in(dir: &std::path::Path) -> String {
+    use std::io::Write;
+    let text =
+        std::fs::read_to_string(root().join("deploy/gateway.production.toml")).expect("template");
+    let json = std::fs::read(data("registers/eba/eba_psd2_register_shape_example.json"))
+        .expect("shape example");
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default();
+    zip.start_file("PSDMD.json", options).expect("member");
+    zip.write_all(&json).expect("write");
+    zip.start_file("PSDMD.json.sha256", options)
+        .expect("member");
+    zip.write_all(psp_gateway::hex::lower(&psp_gateway::hex::sha256(&json)).as_bytes())
+        .expect("write");
+    let zip = zip.finish().expect("zip").into_inner();
+    std::fs::create_dir_all(dir.join("registers")).expect("dir");
+    std::fs::write(dir.join("registers/eba-psd2.zip"), zip).expect("write");
+    std::fs::write(dir.join("fca-api-key"), "placeholder-key\n").expect("write");
+    let d = dir.display().to_string();
+    text.replace("/var/lib/psp-gateway", &d)
+        .replace("/run/secrets", &d)
+        .replace("/etc/psp-gateway", &d)
+}
+
+#[test]
+fn config_check_accepts_the_template_with_its_files_and_names_a_misspelt_key_with_78() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("production_template");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, template_in(&dir)).expect("write");
+    let ok = psp_gateway(&["config", "check", "--config", path.to_str().expect("path")]);
+    let out = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // Nothing fetched yet: the LOTL is named as not used, and the FCA credentials are there.
+    assert!(out.contains("no LOTL fetched yet"), "{out}");
+    assert!(
+        out.contains("UK FCA register API: credentials present"),
+        "{out}"
+    );
+
+    let misspelt = template_in(&dir).replace("refresh_interval_secs", "refresh_intervall_secs");
+    std::fs::write(&path, misspelt).expect("write");
+    let bad = psp_gateway(&["config", "check", "--config", path.to_str().expect("path")]);
+    assert_eq!(bad.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("refresh_intervall_secs"), "{err}");
+}
