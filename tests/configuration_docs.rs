@@ -1,0 +1,202 @@
+//! docs/configuration.md lists every key the configuration parser accepts: this test reads
+//! the configuration structures from the source (every `pub` field of each `Deserialize`
+//! struct below, as a TOML key at its path) and fails naming any key the page lacks, and any
+//! configuration struct the table below does not place. It also parses every TOML block of
+//! the README and of the page's examples, so that they stay valid configuration.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Each configuration struct and where its keys sit in `gateway.toml`.
+const PLACES: &[(&str, &str, &str)] = &[
+    ("src/config.rs", "Config", ""),
+    ("src/config.rs", "AuditConfig", "audit."),
+    ("src/config.rs", "SandboxConfig", "sandbox."),
+    ("src/config.rs", "ChecksConfig", "checks."),
+    ("src/config.rs", "TrustConfig", "trust."),
+    ("src/config.rs", "MirrorConfig", "trust.mirrors[]."),
+    ("src/config.rs", "LotlConfig", "trust.sources[].lotl."),
+    ("src/config.rs", "TrustSourceConfig", "trust.sources[]."),
+    (
+        "src/config.rs",
+        "PemIssuerConfig",
+        "trust.sources[].issuers[].",
+    ),
+    ("src/config.rs", "AdminConfig", "admin."),
+    ("src/config.rs", "LimitsConfig", "limits."),
+    ("src/config.rs", "DangerConfig", "danger."),
+    ("src/register/config.rs", "RegisterConfig", "registers."),
+    ("src/register/config.rs", "FcaSettings", "registers.fca."),
+    (
+        "src/register/config.rs",
+        "RegisterFileConfig",
+        "registers.files[].",
+    ),
+    (
+        "src/revocation/config.rs",
+        "RevocationConfig",
+        "revocation.",
+    ),
+    ("src/api/config.rs", "ApiConfig", "api."),
+    (
+        "src/api/config.rs",
+        "FailedLoginConfig",
+        "api.failed_logins.",
+    ),
+    ("src/api/config.rs", "Credential", "api.credentials[]."),
+    ("src/api/config.rs", "RateLimitConfig", "api.rate_limit."),
+    ("src/gateway/config.rs", "GatewayConfig", "gateway."),
+    ("src/gateway/config.rs", "RouteConfig", "gateway.routes[]."),
+    (
+        "src/gateway/config.rs",
+        "IdentityHeaderNames",
+        "gateway.identity_headers.",
+    ),
+    ("src/server.rs", "TlsFiles", "api.tls."),
+];
+
+/// Keys documented in the page's tables: the first backticked cell of each row.
+fn documented(page: &str) -> BTreeSet<String> {
+    page.lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.split('`').nth(1))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The `pub` fields of `struct name` in `source` that serde reads (not `#[serde(skip)]`).
+fn fields(source: &str, name: &str) -> Vec<String> {
+    let start = source
+        .find(&format!("pub struct {name} {{"))
+        .unwrap_or_else(|| panic!("struct {name} not found"));
+    let body = &source[start..];
+    let body = &body[..body.find("\n}").expect("end of struct")];
+    let mut out = Vec::new();
+    let mut skipped = false;
+    for line in body.lines().map(str::trim) {
+        if line.starts_with("#[serde(") && (line.contains("skip)") || line == "#[serde(skip)]") {
+            skipped = true;
+        }
+        if let Some(rest) = line.strip_prefix("pub ")
+            && let Some((field, _)) = rest.split_once(':')
+            && !field.contains(' ')
+        {
+            if !skipped {
+                out.push(field.to_owned());
+            }
+            skipped = false;
+        }
+    }
+    out
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn every_key_the_parser_accepts_is_in_docs_configuration_md() {
+    let page = std::fs::read_to_string(root().join("docs/configuration.md")).expect("page");
+    let keys = documented(&page);
+    let mut missing = Vec::new();
+    for (file, name, prefix) in PLACES {
+        let source = std::fs::read_to_string(root().join(file)).expect("source");
+        let found = fields(&source, name);
+        assert!(!found.is_empty(), "{name} has no fields?");
+        for field in found {
+            let key = format!("{prefix}{field}");
+            // `gateway.tls.*` has the same fields as `api.tls.*`.
+            if !keys.contains(&key) {
+                missing.push(format!("{key} ({name} in {file})"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "keys missing from docs/configuration.md:\n{}",
+        missing.join("\n")
+    );
+    for key in ["gateway.tls.cert", "gateway.tls.key"] {
+        assert!(keys.contains(key), "{key}");
+    }
+}
+
+#[test]
+fn every_configuration_struct_is_placed() {
+    // A new Deserialize struct in a configuration file must be placed above (or its keys
+    // would be missed).
+    let placed: BTreeSet<&str> = PLACES.iter().map(|(_, n, _)| *n).collect();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for file in [
+        "src/config.rs",
+        "src/register/config.rs",
+        "src/revocation/config.rs",
+        "src/api/config.rs",
+        "src/gateway/config.rs",
+    ] {
+        let source = std::fs::read_to_string(root().join(file)).expect("source");
+        let mut rest = source.as_str();
+        while let Some(i) = rest.find("Deserialize") {
+            rest = &rest[i + 1..];
+            let Some(j) = rest.find("pub struct ") else {
+                break;
+            };
+            // Only a derive directly above the struct counts.
+            if rest[..j].matches("\npub ").count() > 0 || rest[..j].contains("impl") {
+                continue;
+            }
+            let name: String = rest[j + "pub struct ".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            assert!(
+                placed.contains(name.as_str()),
+                "{file}: struct {name} derives Deserialize but has no place in tests/configuration_docs.rs"
+            );
+            seen.insert(name);
+        }
+    }
+    // The scan found every placed struct of these files (so it does look).
+    let scanned: BTreeSet<&str> = PLACES
+        .iter()
+        .filter(|(f, _, _)| *f != "src/server.rs")
+        .map(|(_, n, _)| *n)
+        .collect();
+    assert_eq!(
+        seen.iter().map(String::as_str).collect::<BTreeSet<_>>(),
+        scanned
+    );
+}
+
+/// Every ```toml block of `text`.
+fn toml_blocks(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("```toml\n") {
+        let after = &rest[i + 8..];
+        let end = after.find("```").expect("closed block");
+        out.push(after[..end].to_owned());
+        rest = &after[end..];
+    }
+    out
+}
+
+#[test]
+fn the_readme_and_the_docs_toml_blocks_are_valid_toml() {
+    for file in [
+        "README.md",
+        "docs/configuration.md",
+        "docs/registers.md",
+        "docs/trusted-lists.md",
+    ] {
+        let text = std::fs::read_to_string(root().join(file)).expect("read");
+        for (i, block) in toml_blocks(&text).iter().enumerate() {
+            if let Err(e) = block.parse::<toml::Table>() {
+                panic!(
+                    "{file}: TOML block {} is not valid TOML: {e}\n{block}",
+                    i + 1
+                );
+            }
+        }
+    }
+}
