@@ -134,34 +134,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     let service = Arc::new(service);
 
-    let api_tls = match config.api.as_ref().and_then(|a| a.tls.as_ref()) {
-        Some(files) => Some(tls_acceptor(&config, files)?),
-        None => None,
-    };
-
-    // Bind everything before serving anything.
-    let api_listener = match &config.api {
-        Some(api) => Some(bind("api", api.listen).await?),
-        None => None,
-    };
-    let gateway_tls = match config.gateway.as_ref() {
-        Some(g) => match &g.tls {
-            Some(files) => {
-                let verifier = crate::gateway::tls::AcceptAnyWellFormedChain::new(
-                    g.client_certificate == crate::gateway::config::ClientCertificateMode::Required,
-                );
-                let tls = server_tls_config(&config, files, Some(verifier))?;
-                Some(TlsAcceptor::from(Arc::new(tls)))
-            }
-            None => None,
-        },
-        None => None,
-    };
-    let gateway_listener = match &config.gateway {
-        Some(g) => Some(bind("gateway", g.listen).await?),
-        None => None,
-    };
-    // The sandbox echo upstream listens on an ephemeral loopback port.
+    // The sandbox echo upstream listens on an ephemeral loopback port, bound first so that
+    // the gateway's state can name it.
     let echo_listener = match &config.gateway {
         Some(g) if g.upstream == "sandbox-echo" => Some(
             bind(
@@ -171,6 +145,20 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             .await?,
         ),
         _ => None,
+    };
+    let echo_addr = echo_listener.as_ref().and_then(|l| l.local_addr().ok());
+    // Every file every face needs (TLS keys, the upstream CA, the sandbox PKI) is loaded
+    // here, before any public port is bound.
+    let faces = build_faces(&config, service.clone(), echo_addr)?;
+
+    // Bind everything before serving anything.
+    let api_listener = match &config.api {
+        Some(api) => Some(bind("api", api.listen).await?),
+        None => None,
+    };
+    let gateway_listener = match &config.gateway {
+        Some(g) => Some(bind("gateway", g.listen).await?),
+        None => None,
     };
     let admin_listener = match &config.admin {
         Some(admin) => Some(bind("admin", admin.listen).await?),
@@ -190,17 +178,15 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         tasks: Vec::new(),
     };
 
-    if let (Some(listener), Some(api)) = (api_listener, &config.api) {
+    let Faces {
+        api: api_state,
+        api_tls,
+        gateway: gateway_state,
+        gateway_tls,
+        admin: admin_state,
+    } = faces;
+    if let (Some(listener), Some(state)) = (api_listener, api_state) {
         running.api = listener.local_addr().ok();
-        let state = Arc::new(
-            ApiState::new(
-                api,
-                config.checks.valid_jurisdictions(),
-                config.checks.error_link_base.clone(),
-                service.clone(),
-            )
-            .with_audit(config.registers.clone(), config.base_dir.clone()),
-        );
         let sweep_state = state.clone();
         let mut sweep_shutdown = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {
@@ -241,21 +227,14 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         )));
     }
 
-    if let (Some(listener), Some(g)) = (gateway_listener, &config.gateway) {
+    if let (Some(listener), Some(g), Some(state)) =
+        (gateway_listener, &config.gateway, gateway_state)
+    {
         running.gateway = listener.local_addr().ok();
-        let around = crate::gateway::Surroundings {
-            upstream_url: match running.echo {
-                Some(addr) => format!("http://{addr}"),
-                None => g.upstream.clone(),
-            },
-            upstream_ca: g.upstream_ca.as_deref().map(|p| config.resolve(p)),
-            report_only: config.danger.gateway_report_only,
-            forward_unmatched_routes: config.danger.forward_unmatched_routes,
-            error_link_base: config.checks.error_link_base.clone(),
+        let upstream = match running.echo {
+            Some(addr) => format!("http://{addr}"),
+            None => g.upstream.clone(),
         };
-        let upstream = around.upstream_url.clone();
-        let state =
-            Arc::new(GatewayState::new(g, around, service.clone()).map_err(StartError::Gateway)?);
         let handler: Handler = Arc::new(move |req: Request<_>, conn| {
             let state = state.clone();
             Box::pin(async move { crate::gateway::handle(state, req, conn).await })
@@ -275,19 +254,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         )));
     }
 
-    if let Some(listener) = admin_listener {
+    if let (Some(listener), Some(state)) = (admin_listener, admin_state) {
         running.admin = listener.local_addr().ok();
-        let state = Arc::new(
-            AdminState::new(
-                config
-                    .sandbox
-                    .enabled
-                    .then(|| config.resolve(&config.sandbox.certs))
-                    .as_deref(),
-                service.clone(),
-            )
-            .map_err(StartError::Sandbox)?,
-        );
         let handler: Handler = Arc::new(move |req: Request<_>, _conn| {
             let state = state.clone();
             Box::pin(async move { admin::handle(state, req).await })
@@ -521,6 +489,94 @@ async fn refresh_trust(
             }
         }
     }
+}
+
+/// Every face's state, built before any port is bound.
+pub struct Faces {
+    pub api: Option<Arc<ApiState>>,
+    pub api_tls: Option<TlsAcceptor>,
+    pub gateway: Option<Arc<GatewayState>>,
+    pub gateway_tls: Option<TlsAcceptor>,
+    pub admin: Option<Arc<AdminState>>,
+}
+
+/// Builds every face `config` enables: TLS configurations (certificate and key parsed and
+/// matched), the gateway's upstream client (its CA), the admin listener's sandbox responder
+/// (the sandbox PKI). `serve` calls it before binding any public port; `config check` calls
+/// it to validate the same files. `echo` is the sandbox echo upstream's address.
+pub fn build_faces(
+    config: &Config,
+    service: Arc<CheckService>,
+    echo: Option<SocketAddr>,
+) -> Result<Faces, StartError> {
+    let api_tls = match config.api.as_ref().and_then(|a| a.tls.as_ref()) {
+        Some(files) => Some(tls_acceptor(config, files)?),
+        None => None,
+    };
+    let api = config.api.as_ref().map(|api| {
+        Arc::new(
+            ApiState::new(
+                api,
+                config.checks.valid_jurisdictions(),
+                config.checks.error_link_base.clone(),
+                service.clone(),
+            )
+            .with_audit(config.registers.clone(), config.base_dir.clone()),
+        )
+    });
+    let gateway_tls = match config.gateway.as_ref() {
+        Some(g) => match &g.tls {
+            Some(files) => {
+                let verifier = crate::gateway::tls::AcceptAnyWellFormedChain::new(
+                    g.client_certificate == crate::gateway::config::ClientCertificateMode::Required,
+                );
+                let tls = server_tls_config(config, files, Some(verifier))?;
+                Some(TlsAcceptor::from(Arc::new(tls)))
+            }
+            None => None,
+        },
+        None => None,
+    };
+    let gateway = match &config.gateway {
+        Some(g) => {
+            let around = crate::gateway::Surroundings {
+                upstream_url: match (g.upstream.as_str(), echo) {
+                    ("sandbox-echo", Some(addr)) => format!("http://{addr}"),
+                    ("sandbox-echo", None) => "http://127.0.0.1:9".to_owned(),
+                    (upstream, _) => upstream.to_owned(),
+                },
+                upstream_ca: g.upstream_ca.as_deref().map(|p| config.resolve(p)),
+                report_only: config.danger.gateway_report_only,
+                forward_unmatched_routes: config.danger.forward_unmatched_routes,
+                error_link_base: config.checks.error_link_base.clone(),
+            };
+            Some(Arc::new(
+                GatewayState::new(g, around, service.clone()).map_err(StartError::Gateway)?,
+            ))
+        }
+        None => None,
+    };
+    let admin = match &config.admin {
+        Some(_) => Some(Arc::new(
+            AdminState::new(
+                config
+                    .sandbox
+                    .enabled
+                    .then(|| config.resolve(&config.sandbox.certs))
+                    .as_deref(),
+                service,
+            )
+            .map_err(StartError::Sandbox)?,
+        )),
+        None => None,
+    };
+    Ok(Faces {
+        api,
+        api_tls,
+        gateway,
+        gateway_tls,
+        admin,
+    })
 }
 
 /// A listener's address for a log field: the address itself, or `unknown`.

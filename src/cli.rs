@@ -691,6 +691,26 @@ fn run_config_check(path: &Path) -> Result<String, String> {
         summary.push_str("\nnote: ");
         summary.push_str(note);
     }
+    // Everything else serve loads before binding: TLS certificates and keys (matched), the
+    // upstream CA, the sandbox PKI, identity header names and route prefixes.
+    let data = ReferenceData::load(&config.data_sources(), 1, OffsetDateTime::now_utc())
+        .map_err(|e| e.to_string())?;
+    let service = Arc::new(CheckService::new(
+        data,
+        Revocation::Offline,
+        Duration::ZERO,
+        1,
+    ));
+    let faces = crate::app::build_faces(&config, service, None).map_err(|e| e.to_string())?;
+    for (face, on) in [
+        ("check endpoint", faces.api.is_some()),
+        ("gateway", faces.gateway.is_some()),
+        ("admin listener", faces.admin.is_some()),
+    ] {
+        if on {
+            summary.push_str(&format!("\n{face}: configured, its files load"));
+        }
+    }
     if let Some(settings) = &config.registers.fca {
         // What serve will need: the credentials (never printed).
         crate::register::FcaConfig::from_settings(settings, &config.base_dir)?;

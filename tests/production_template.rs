@@ -110,6 +110,13 @@ fn template_in(dir: &std::path::Path) -> String {
     std::fs::create_dir_all(dir.join("registers")).expect("dir");
     std::fs::write(dir.join("registers/eba-psd2.zip"), zip).expect("write");
     std::fs::write(dir.join("fca-api-key"), "placeholder-key\n").expect("write");
+    // The gateway's server certificate and key, and the bank's internal CA.
+    let cert = rcgen::generate_simple_self_signed(vec!["gateway.bank.example".to_owned()])
+        .expect("certificate");
+    std::fs::create_dir_all(dir.join("tls")).expect("dir");
+    std::fs::write(dir.join("tls/cert.pem"), cert.cert.pem()).expect("write");
+    std::fs::write(dir.join("tls/key.pem"), cert.signing_key.serialize_pem()).expect("write");
+    std::fs::write(dir.join("tls/internal-ca.pem"), cert.cert.pem()).expect("write");
     let d = dir.display().to_string();
     text.replace("/var/lib/psp-gateway", &d)
         .replace("/run/secrets", &d)
@@ -137,6 +144,18 @@ fn config_check_accepts_the_template_with_its_files_and_names_a_misspelt_key_wit
         out.contains("UK FCA register API: credentials present"),
         "{out}"
     );
+
+    assert!(out.contains("gateway: configured, its files load"), "{out}");
+
+    // A server key that does not belong to the certificate: refused before serving.
+    let other = rcgen::KeyPair::generate().expect("key");
+    let good_key = std::fs::read(dir.join("tls/key.pem")).expect("key");
+    std::fs::write(dir.join("tls/key.pem"), other.serialize_pem()).expect("write");
+    let mismatch = psp_gateway(&["config", "check", "--config", path.to_str().expect("path")]);
+    assert_eq!(mismatch.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&mismatch.stderr);
+    assert!(err.contains("key.pem"), "{err}");
+    std::fs::write(dir.join("tls/key.pem"), good_key).expect("restore");
 
     let misspelt = template_in(&dir).replace("refresh_interval_secs", "refresh_intervall_secs");
     std::fs::write(&path, misspelt).expect("write");

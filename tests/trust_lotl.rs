@@ -456,7 +456,7 @@ async fn a_refresh_stores_a_new_sequence_and_refuses_a_replayed_or_stale_list() 
     let wrong_territory = fetch(&config).await;
     assert_eq!(
         wrong_territory.status.code(),
-        Some(1),
+        Some(75),
         "{}",
         text(&wrong_territory)
     );
