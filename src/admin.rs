@@ -119,6 +119,10 @@ pub async fn handle(state: Arc<AdminState>, req: Request<Incoming>) -> Response<
                 },
                 "registers": data.registers.registers().len(),
                 "registerFiles": register_files,
+                // The data in use is the last good; a failed reload is shown, not fatal.
+                "lastReloadError": state.service.last_reload_error().map(|(at, why)| {
+                    serde_json::json!({ "at": crate::trust::rfc3339(at), "error": why })
+                }),
                 "loadedAt": crate::trust::rfc3339(data.loaded_at),
             });
             let status = if problems.is_empty() {

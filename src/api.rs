@@ -73,9 +73,11 @@ const MAX_REFERENCE_LEN: usize = 256;
 /// Everything the endpoint needs, built once at start-up.
 pub struct ApiState {
     pub service: Arc<CheckService>,
-    pub auth: Authenticator,
-    /// Requests per source key ([`source_key`]).
-    pub limiter: KeyedLimiter<IpAddr>,
+    /// Swapped whole on reload (credentials and login limits from the new configuration).
+    pub auth: arc_swap::ArcSwap<Authenticator>,
+    /// Requests per source key ([`source_key`]); swapped whole on reload (a new quota
+    /// starts counting afresh).
+    pub limiter: arc_swap::ArcSwap<KeyedLimiter<IpAddr>>,
     /// IPv6 sources are counted per block of this prefix length.
     pub ipv6_prefix: u8,
     pub trusted_proxies: Vec<Cidr>,
@@ -88,7 +90,31 @@ pub struct ApiState {
     pub audit_registers: Option<(crate::register::RegisterConfig, std::path::PathBuf)>,
 }
 
+/// The request limiter `[api] rate_limit` configures.
+fn limiter_of(api: &ApiConfig) -> KeyedLimiter<IpAddr> {
+    KeyedLimiter::new(
+        api.rate_limit.requests,
+        Duration::from_secs(api.rate_limit.period_seconds),
+        api.rate_limit.max_tracked_sources,
+    )
+}
+
 impl ApiState {
+    /// Takes the credentials, login limits and request rate limit of a reloaded `[api]`
+    /// section. Requests in flight finish with what they started with. (The listen address
+    /// and TLS files need a restart.)
+    pub fn reload(&self, api: &ApiConfig) {
+        self.auth.store(Arc::new(Authenticator::new(
+            &api.credentials,
+            LoginLimits::from_config(api),
+        )));
+        // A limiter with unchanged settings keeps its counts (a reload is no fresh quota).
+        let wanted = limiter_of(api);
+        if self.limiter.load().settings() != wanted.settings() {
+            self.limiter.store(Arc::new(wanted));
+        }
+    }
+
     /// Audits (`at`) read the registers in force at the time from this register
     /// configuration's history (paths relative to `base_dir`).
     pub fn with_audit(
@@ -110,12 +136,11 @@ impl ApiState {
     ) -> ApiState {
         ApiState {
             service,
-            auth: Authenticator::new(&api.credentials, LoginLimits::from_config(api)),
-            limiter: KeyedLimiter::new(
-                api.rate_limit.requests,
-                Duration::from_secs(api.rate_limit.period_seconds),
-                api.rate_limit.max_tracked_sources,
-            ),
+            auth: arc_swap::ArcSwap::from_pointee(Authenticator::new(
+                &api.credentials,
+                LoginLimits::from_config(api),
+            )),
+            limiter: arc_swap::ArcSwap::from_pointee(limiter_of(api)),
             ipv6_prefix: api.rate_limit.ipv6_prefix,
             trusted_proxies: api.trusted_proxies.clone(),
             valid_jurisdictions,
@@ -187,7 +212,7 @@ async fn respond(
     request_id: &str,
 ) -> Result<Response<Body>, ApiError> {
     let source_key = source_key(source, state.ipv6_prefix);
-    if let Err(retry_after_secs) = state.limiter.check(&source_key) {
+    if let Err(retry_after_secs) = state.limiter.load().check(&source_key) {
         return Err(ApiError::RateLimited { retry_after_secs });
     }
     if req.uri().path() == ERRORS_PATH && req.method() == Method::GET {
@@ -203,8 +228,8 @@ async fn respond(
     // Two Authorization headers are no credentials at all (which one would count?).
     let authorization = single(headers, header::AUTHORIZATION.as_str())
         .map_err(|_| ApiError::AuthenticationMissing)?;
-    let caller = state
-        .auth
+    let auth = state.auth.load_full();
+    let caller = auth
         .authenticate(authorization, source_key)
         .await
         .map_err(|f| match f {

@@ -39,6 +39,8 @@ pub struct Running {
     pub echo: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
     pub service: Arc<CheckService>,
+    /// The check endpoint's state, whose credentials and rate limit a reload replaces.
+    pub api_state: Option<Arc<ApiState>>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -174,6 +176,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         echo: None,
         admin: None,
         service: service.clone(),
+        api_state: faces.api.clone(),
         shutdown,
         tasks: Vec::new(),
     };
@@ -194,8 +197,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             loop {
                 tokio::select! {
                     _ = tick.tick() => {
-                        sweep_state.limiter.retain_recent();
-                        sweep_state.auth.retain_recent();
+                        sweep_state.limiter.load().retain_recent();
+                        sweep_state.auth.load().retain_recent();
                     }
                     _ = sweep_shutdown.changed() => return,
                 }
@@ -640,8 +643,7 @@ pub(crate) fn server_tls_config(
 /// Runs the service from a configuration file until SIGTERM or SIGINT.
 pub async fn run(config_path: &Path, config: Config) -> Result<(), StartError> {
     let running = start(config).await?;
-    let service = running.service.clone();
-    wait_for_signals(config_path, &service).await;
+    wait_for_signals(config_path, &running).await;
     tracing::info!("shutting down: draining connections");
     running.stop().await;
     tracing::info!("stopped");
@@ -649,7 +651,7 @@ pub async fn run(config_path: &Path, config: Config) -> Result<(), StartError> {
 }
 
 #[cfg(unix)]
-async fn wait_for_signals(config_path: &Path, service: &CheckService) {
+async fn wait_for_signals(config_path: &Path, running: &Running) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -669,37 +671,56 @@ async fn wait_for_signals(config_path: &Path, service: &CheckService) {
                 if let Err(e) = crate::telemetry::audit::reopen() {
                     tracing::error!(error = %e, "cannot reopen the audit log");
                 }
-                reload(config_path, service)
+                reload(config_path, running).await;
             }
         }
     }
 }
 
 #[cfg(not(unix))]
-async fn wait_for_signals(_config_path: &Path, _checker: &CheckService) {
+async fn wait_for_signals(_config_path: &Path, _running: &Running) {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// Re-reads the configuration file's reference data; on any error the current data stays.
-pub fn reload(config_path: &Path, service: &CheckService) {
-    let config = match Config::load(config_path) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "reload refused: configuration invalid; current data kept");
-            return;
-        }
-    };
-    let result = service.reload(&config.data_sources());
+/// Re-reads the configuration file: the reference data and the check endpoint's credentials
+/// and rate limit, all or nothing. Parsing and loading run on a blocking thread. On any error
+/// everything stays as it was; the failure is logged, counted (`psp_gateway_reloads_total`)
+/// and shown in `/readyz`.
+pub async fn reload(config_path: &Path, running: &Running) {
+    let path = config_path.to_owned();
+    let service = running.service.clone();
+    let api = running.api_state.clone();
+    let result = tokio::task::spawn_blocking(move || reload_blocking(&path, &service, api))
+        .await
+        .unwrap_or_else(|e| Err(format!("the reload did not finish: {e}")));
     crate::telemetry::metrics::Metrics::outcome(
         &crate::telemetry::metrics::metrics().reloads,
         "reference-data",
         result.is_ok(),
     );
     match result {
-        Ok(generation) => {
-            tracing::info!(generation, "reference data reloaded");
-            record_register_history(&config.data_sources());
-        }
-        Err(e) => tracing::error!(error = %e, "reload failed; current data kept"),
+        Ok(generation) => tracing::info!(generation, "configuration and reference data reloaded"),
+        Err(e) => tracing::error!(error = %e, "reload failed; everything stays as it was"),
     }
+}
+
+fn reload_blocking(
+    config_path: &Path,
+    service: &CheckService,
+    api: Option<Arc<ApiState>>,
+) -> Result<u64, String> {
+    let config = Config::load(config_path).map_err(|e| {
+        let message = format!("configuration invalid: {e}");
+        service.record_reload_failure(&message);
+        message
+    })?;
+    let generation = service
+        .reload(&config.data_sources())
+        .map_err(|e| e.to_string())?;
+    // Only once the data is in: the endpoint's credentials and rate limit.
+    if let (Some(state), Some(api_config)) = (api, &config.api) {
+        state.reload(api_config);
+    }
+    record_register_history(&config.data_sources());
+    Ok(generation)
 }

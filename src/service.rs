@@ -110,6 +110,10 @@ pub const OFFLINE: &str = "revocation evidence not fetched: offline check (--off
 /// The checking service.
 pub struct CheckService {
     data: ArcSwap<ReferenceData>,
+    /// Serialises reloads: the next generation is computed and swapped in under it.
+    reload_lock: std::sync::Mutex<()>,
+    /// Why the last reload failed, and when (cleared by a successful one), for `/readyz`.
+    last_reload_error: std::sync::Mutex<Option<(OffsetDateTime, String)>>,
     revocation: Revocation,
     /// The UK FCA register, consulted on demand for `PSDGB-FCA-<FRN>` PSPs.
     fca: Option<crate::register::FcaRegister>,
@@ -131,6 +135,8 @@ impl CheckService {
     ) -> CheckService {
         CheckService {
             data: ArcSwap::from_pointee(data),
+            reload_lock: std::sync::Mutex::new(()),
+            last_reload_error: std::sync::Mutex::new(None),
             revocation,
             fca: None,
             cache: moka::future::Cache::builder()
@@ -218,12 +224,47 @@ impl CheckService {
     }
 
     /// Reloads the reference data from `sources`. On failure the current data stays in use
-    /// and the error is returned for the caller to report.
+    /// and the error is returned for the caller to report (and kept for `/readyz`). Reloads
+    /// are serialised: two cannot interleave their generation and swap.
     pub fn reload(&self, sources: &DataSources) -> Result<u64, LoadError> {
+        let _serial = self
+            .reload_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let next = self.data.load().generation + 1;
-        let data = ReferenceData::load(sources, next, OffsetDateTime::now_utc())?;
-        self.data.store(Arc::new(data));
-        Ok(next)
+        let loaded = ReferenceData::load(sources, next, OffsetDateTime::now_utc());
+        let mut last = self
+            .last_reload_error
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match loaded {
+            Ok(data) => {
+                self.data.store(Arc::new(data));
+                *last = None;
+                Ok(next)
+            }
+            Err(e) => {
+                *last = Some((OffsetDateTime::now_utc(), e.to_string()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Records a reload that failed before reaching the data (an invalid configuration).
+    pub fn record_reload_failure(&self, why: &str) {
+        *self
+            .last_reload_error
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Some((OffsetDateTime::now_utc(), why.to_owned()));
+    }
+
+    /// The last reload's failure, if the last reload failed: when, and why.
+    pub fn last_reload_error(&self) -> Option<(OffsetDateTime, String)> {
+        self.last_reload_error
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// Checks a certificate (and the intermediates presented with it) for a jurisdiction at

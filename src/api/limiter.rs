@@ -104,10 +104,13 @@ pub struct KeyedLimiter<K: Hash + Eq + Clone> {
     limiter: RateLimiter<K, BoundedStore<K>, DefaultClock>,
     clock: DefaultClock,
     evictions: Arc<AtomicU64>,
+    /// As configured: requests, period, table capacity.
+    settings: (u32, Duration, usize),
 }
 
 impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     pub fn new(requests: u32, period: Duration, capacity: usize) -> Self {
+        let settings = (requests, period, capacity);
         let requests = NonZeroU32::new(requests).unwrap_or(NonZeroU32::MIN);
         let period = period.max(Duration::from_secs(1));
         let per_cell = period / requests.get();
@@ -124,7 +127,13 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
             ),
             clock,
             evictions,
+            settings,
         }
+    }
+
+    /// The settings it was built with: requests, period, table capacity.
+    pub fn settings(&self) -> (u32, Duration, usize) {
+        self.settings
     }
 
     /// Takes one cell for `key`; when none is left, the whole seconds until one is (at
