@@ -332,6 +332,19 @@ async fn admit_and_forward(
 /// the upstream unreachable or broken is 502, its silence 504. A request that cannot be built
 /// is 502 as well (it names the upstream's URI, which comes from the configuration).
 fn forward_failure(error: ForwardError, check_id: &str) -> Failure {
+    let kind = match &error {
+        ForwardError::RequestBuild(_) => "request",
+        ForwardError::Connect(_) => "connect",
+        ForwardError::Protocol(_) => "protocol",
+        ForwardError::Timeout => "timeout",
+    };
+    crate::telemetry::metrics::metrics()
+        .upstream_errors
+        .get_or_create(&crate::telemetry::metrics::OutcomeLabels {
+            what: "upstream".to_owned(),
+            outcome: kind.to_owned(),
+        })
+        .inc();
     match error {
         ForwardError::RequestBuild(detail) => {
             tracing::error!(check_id = %check_id, error = %detail, "cannot build the upstream request");

@@ -156,6 +156,14 @@ impl Default for Limits {
     }
 }
 
+/// A TLS handshake outcome label.
+fn outcome(what: &str) -> crate::telemetry::metrics::OutcomeLabels {
+    crate::telemetry::metrics::OutcomeLabels {
+        what: "tls".to_owned(),
+        outcome: what.to_owned(),
+    }
+}
+
 /// HTTP/1 allows at most this many header lines. 100 is hyper's default; kept explicit.
 const MAX_HEADERS: usize = 100;
 /// IPv6 peers are counted per /64 for `max_connections_per_source`: one subscriber usually
@@ -241,24 +249,31 @@ pub async fn serve(
                     let accepted =
                         tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream))
                             .await;
+                    let handshakes = &crate::telemetry::metrics::metrics().tls_handshakes;
                     let stream = match accepted {
                         Ok(Ok(s)) => s,
                         Ok(Err(e)) => {
+                            handshakes.get_or_create(&outcome("failed")).inc();
                             tracing::debug!(error = %e, %peer, "TLS handshake failed");
                             return;
                         }
                         Err(_) => {
+                            handshakes.get_or_create(&outcome("timeout")).inc();
                             tracing::debug!(%peer, "TLS handshake timed out");
                             return;
                         }
                     };
                     let (_, session) = stream.get_ref();
+                    let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                    handshakes
+                        .get_or_create(&outcome(if resumed { "resumed" } else { "full" }))
+                        .inc();
                     let info = TlsInfo {
                         peer_chain: session
                             .peer_certificates()
                             .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
                             .unwrap_or_default(),
-                        resumed: session.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+                        resumed,
                     };
                     let conn = Arc::new(ConnInfo {
                         peer,

@@ -62,6 +62,10 @@ pub struct Metrics {
     pub rate_limited: Family<FaceLabels, Counter>,
     pub reloads: Family<OutcomeLabels, Counter>,
     pub refreshes: Family<OutcomeLabels, Counter>,
+    /// TLS handshakes by outcome: `full`, `resumed`, `failed`, `timeout`.
+    pub tls_handshakes: Family<OutcomeLabels, Counter>,
+    /// Gateway upstream errors by kind: `connect`, `protocol`, `timeout`, `request`.
+    pub upstream_errors: Family<OutcomeLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -111,8 +115,22 @@ impl Metrics {
             "Downloads of trusted lists and registers by outcome (a failed one keeps the last good copy)",
             refreshes.clone(),
         );
+        let tls_handshakes = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_tls_handshakes",
+            "TLS handshakes on the listeners by outcome (full, resumed, failed, timeout)",
+            tls_handshakes.clone(),
+        );
+        let upstream_errors = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_upstream_errors",
+            "Gateway calls the upstream did not answer, by kind (connect, protocol, timeout, request)",
+            upstream_errors.clone(),
+        );
         Metrics {
             registry,
+            tls_handshakes,
+            upstream_errors,
             requests,
             check_duration,
             result_cache,
