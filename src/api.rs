@@ -96,6 +96,7 @@ fn limiter_of(api: &ApiConfig) -> KeyedLimiter<IpAddr> {
         api.rate_limit.requests,
         Duration::from_secs(api.rate_limit.period_seconds),
         api.rate_limit.max_tracked_sources,
+        "requests",
     )
 }
 

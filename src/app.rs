@@ -1,18 +1,18 @@
 //! The running service: validated configuration in, listeners bound, signals handled.
 //!
 //! Start-up order (linkerd's rule: nothing is bound before everything is validated):
-//! configuration → reference data → TLS material → bind every listener → serve. SIGHUP
-//! reloads the reference data (a failed reload keeps the current data and is logged);
-//! SIGTERM and SIGINT stop accepting, drain, and exit 0.
+//! configuration → reference data → TLS material → bind every listener → serve. A change of
+//! any file the configuration names, or SIGHUP, reloads (`reload`: all or nothing; what only a
+//! restart applies is refused, not half-applied); SIGTERM and SIGINT stop accepting, drain,
+//! and exit 0.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use hyper::Request;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -22,8 +22,7 @@ use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
 use crate::config::Config;
 use crate::gateway::GatewayState;
-use crate::server::TlsFiles;
-use crate::server::{self, Handler};
+use crate::server::{self, Handler, ServerCertificate, TlsFiles};
 use crate::service::{CheckService, ReferenceData};
 
 /// How often the rate-limit tables (requests per source, logins per source and per user name)
@@ -41,6 +40,8 @@ pub struct Running {
     pub service: Arc<CheckService>,
     /// The check endpoint's state, whose credentials and rate limit a reload replaces.
     pub api_state: Option<Arc<ApiState>>,
+    /// What else a reload replaces.
+    reloadable: Reloadable,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -170,6 +171,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let limits = config.limits.resolve();
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();
+    let gateway_state = faces.gateway.map(|g| Arc::new(ArcSwap::new(g)));
     let mut running = Running {
         api: None,
         gateway: None,
@@ -177,6 +179,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         admin: None,
         service: service.clone(),
         api_state: faces.api.clone(),
+        reloadable: Reloadable {
+            restart_only: restart_only(&config),
+            echo: echo_addr,
+            api_certificate: faces.api_certificate,
+            gateway_certificate: faces.gateway_certificate,
+            gateway: gateway_state.clone(),
+        },
         shutdown,
         tasks: Vec::new(),
     };
@@ -184,9 +193,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let Faces {
         api: api_state,
         api_tls,
-        gateway: gateway_state,
         gateway_tls,
         admin: admin_state,
+        ..
     } = faces;
     if let (Some(listener), Some(state)) = (api_listener, api_state) {
         running.api = listener.local_addr().ok();
@@ -238,8 +247,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             Some(addr) => format!("http://{addr}"),
             None => g.upstream.clone(),
         };
+        // Each request takes the gateway as it is now; a reload swaps in a rebuilt one.
         let handler: Handler = Arc::new(move |req: Request<_>, conn| {
-            let state = state.clone();
+            let state = state.load_full();
             Box::pin(async move { crate::gateway::handle(state, req, conn).await })
         });
         tracing::info!(
@@ -272,24 +282,19 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             shutdown_rx.clone(),
         )));
     }
-    let sources = config.data_sources();
-    if config.registers.fetched_files().next().is_some() {
-        tasks.push(tokio::spawn(refresh_registers(
-            fetcher,
-            sources.clone(),
-            service.clone(),
-            shutdown_rx.clone(),
-        )));
-    }
-    if sources.trust.iter().any(|s| s.lotl.is_some()) {
-        let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
-        tasks.push(tokio::spawn(refresh_trust(
-            refresher,
-            sources,
-            service.clone(),
-            shutdown_rx.clone(),
-        )));
-    }
+    // Both refreshes run always and read the sources in force at each round, so that a
+    // reload that adds, changes or removes a fetched register or a LOTL is followed.
+    tasks.push(tokio::spawn(refresh_registers(
+        fetcher,
+        service.clone(),
+        shutdown_rx.clone(),
+    )));
+    let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
+    tasks.push(tokio::spawn(refresh_trust(
+        refresher,
+        service.clone(),
+        shutdown_rx.clone(),
+    )));
     running.tasks = tasks;
     Ok(running)
 }
@@ -329,11 +334,11 @@ fn record_register_history(sources: &crate::service::DataSources) {
 /// leaves the file, and so the register in use, as it was.
 async fn refresh_registers(
     fetcher: crate::fetch::Fetcher,
-    sources: crate::service::DataSources,
     service: Arc<CheckService>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
+        let sources = service.data().sources.clone();
         let wait = crate::fetch::next_wait(
             sources.registers.refresh_interval(),
             None,
@@ -343,6 +348,8 @@ async fn refresh_registers(
             _ = tokio::time::sleep(wait) => {}
             _ = shutdown.changed() => return,
         }
+        // The configuration may have been reloaded while waiting.
+        let sources = service.data().sources.clone();
         let mut stored = 0;
         for file in sources.registers.fetched_files() {
             match crate::register::fetch_eba(
@@ -402,7 +409,6 @@ async fn refresh_registers(
 /// does not verify is never stored, so a failed round keeps the last good lists.
 async fn refresh_trust(
     refresher: crate::trust::refresh::Refresher,
-    sources: crate::service::DataSources,
     service: Arc<CheckService>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -435,6 +441,11 @@ async fn refresh_trust(
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = shutdown.changed() => return,
+        }
+        // The sources in force now: the configuration may have been reloaded while waiting.
+        let sources = service.data().sources.clone();
+        if !sources.trust.iter().any(|s| s.lotl.is_some()) {
+            continue;
         }
         for source in &sources.trust {
             let Some(lotl) = &source.lotl else { continue };
@@ -498,9 +509,73 @@ async fn refresh_trust(
 pub struct Faces {
     pub api: Option<Arc<ApiState>>,
     pub api_tls: Option<TlsAcceptor>,
+    /// The check endpoint's certificate, which a reload replaces.
+    pub api_certificate: Option<Arc<ServerCertificate>>,
     pub gateway: Option<Arc<GatewayState>>,
     pub gateway_tls: Option<TlsAcceptor>,
+    /// The gateway's certificate, which a reload replaces.
+    pub gateway_certificate: Option<Arc<ServerCertificate>>,
     pub admin: Option<Arc<AdminState>>,
+}
+
+/// What a reload replaces besides the reference data and the endpoint's credentials.
+#[derive(Clone)]
+struct Reloadable {
+    /// The settings a reload cannot apply, as the service started with them.
+    restart_only: Vec<(&'static str, String)>,
+    /// The sandbox echo upstream's address, for a rebuilt gateway.
+    echo: Option<SocketAddr>,
+    api_certificate: Option<Arc<ServerCertificate>>,
+    gateway_certificate: Option<Arc<ServerCertificate>>,
+    gateway: Option<Arc<ArcSwap<GatewayState>>>,
+}
+
+/// The settings a reload cannot apply (listeners, their TLS mode, limits, caches, revocation,
+/// the sandbox, the audit file, `[danger]`): a reload whose configuration changes one of them
+/// is refused whole, naming them, so that nothing is believed applied that is not.
+fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
+    let api = config.api.as_ref();
+    let gateway = config.gateway.as_ref();
+    vec![
+        ("api.listen", format!("{:?}", api.map(|a| a.listen))),
+        ("api.tls", format!("{:?}", api.map(|a| a.tls.is_some()))),
+        (
+            "api.trusted_proxies",
+            format!("{:?}", api.map(|a| &a.trusted_proxies)),
+        ),
+        (
+            "api.max_eidas_header_bytes",
+            format!("{:?}", api.map(|a| a.max_eidas_header_bytes)),
+        ),
+        (
+            "api.result_ttl_seconds",
+            format!("{:?}", api.map(|a| a.result_ttl_seconds)),
+        ),
+        (
+            "api.result_cache_entries",
+            format!("{:?}", api.map(|a| a.result_cache_entries)),
+        ),
+        ("checks", format!("{:?}", config.checks)),
+        ("gateway.listen", format!("{:?}", gateway.map(|g| g.listen))),
+        (
+            "gateway.tls",
+            format!("{:?}", gateway.map(|g| g.tls.is_some())),
+        ),
+        (
+            "gateway.client_certificate",
+            format!("{:?}", gateway.map(|g| g.client_certificate)),
+        ),
+        ("admin", format!("{:?}", config.admin)),
+        ("limits", format!("{:?}", config.limits)),
+        ("revocation", format!("{:?}", config.revocation)),
+        (
+            "trust fetch settings",
+            format!("{:?}", config.trust_fetch()),
+        ),
+        ("sandbox", format!("{:?}", config.sandbox)),
+        ("audit", format!("{:?}", config.audit)),
+        ("danger", format!("{:?}", config.danger)),
+    ]
 }
 
 /// Builds every face `config` enables: TLS configurations (certificate and key parsed and
@@ -512,9 +587,12 @@ pub fn build_faces(
     service: Arc<CheckService>,
     echo: Option<SocketAddr>,
 ) -> Result<Faces, StartError> {
-    let api_tls = match config.api.as_ref().and_then(|a| a.tls.as_ref()) {
-        Some(files) => Some(tls_acceptor(config, files)?),
-        None => None,
+    let (api_tls, api_certificate) = match config.api.as_ref().and_then(|a| a.tls.as_ref()) {
+        Some(files) => {
+            let (tls, certificate) = server_tls_config(config, files, None)?;
+            (Some(TlsAcceptor::from(Arc::new(tls))), Some(certificate))
+        }
+        None => (None, None),
     };
     let api = config.api.as_ref().map(|api| {
         Arc::new(
@@ -527,38 +605,21 @@ pub fn build_faces(
             .with_audit(config.registers.clone(), config.base_dir.clone()),
         )
     });
-    let gateway_tls = match config.gateway.as_ref() {
-        Some(g) => match &g.tls {
-            Some(files) => {
-                let verifier = crate::gateway::tls::AcceptAnyWellFormedChain::new(
-                    g.client_certificate == crate::gateway::config::ClientCertificateMode::Required,
-                );
-                let tls = server_tls_config(config, files, Some(verifier))?;
-                Some(TlsAcceptor::from(Arc::new(tls)))
-            }
-            None => None,
-        },
-        None => None,
-    };
-    let gateway = match &config.gateway {
-        Some(g) => {
-            let around = crate::gateway::Surroundings {
-                upstream_url: match (g.upstream.as_str(), echo) {
-                    ("sandbox-echo", Some(addr)) => format!("http://{addr}"),
-                    ("sandbox-echo", None) => "http://127.0.0.1:9".to_owned(),
-                    (upstream, _) => upstream.to_owned(),
-                },
-                upstream_ca: g.upstream_ca.as_deref().map(|p| config.resolve(p)),
-                report_only: config.danger.gateway_report_only,
-                forward_unmatched_routes: config.danger.forward_unmatched_routes,
-                error_link_base: config.checks.error_link_base.clone(),
-            };
-            Some(Arc::new(
-                GatewayState::new(g, around, service.clone()).map_err(StartError::Gateway)?,
-            ))
+    let (gateway_tls, gateway_certificate) = match config
+        .gateway
+        .as_ref()
+        .and_then(|g| Some((g, g.tls.as_ref()?)))
+    {
+        Some((g, files)) => {
+            let verifier = crate::gateway::tls::AcceptAnyWellFormedChain::new(
+                g.client_certificate == crate::gateway::config::ClientCertificateMode::Required,
+            );
+            let (tls, certificate) = server_tls_config(config, files, Some(verifier))?;
+            (Some(TlsAcceptor::from(Arc::new(tls))), Some(certificate))
         }
-        None => None,
+        None => (None, None),
     };
+    let gateway = gateway_state(config, service.clone(), echo)?;
     let admin = match &config.admin {
         Some(_) => Some(Arc::new(
             AdminState::new(
@@ -576,10 +637,38 @@ pub fn build_faces(
     Ok(Faces {
         api,
         api_tls,
+        api_certificate,
         gateway,
         gateway_tls,
+        gateway_certificate,
         admin,
     })
+}
+
+/// The gateway `config` configures, if any, with its upstream client (the upstream CA read).
+/// `echo` is the sandbox echo upstream's address.
+fn gateway_state(
+    config: &Config,
+    service: Arc<CheckService>,
+    echo: Option<SocketAddr>,
+) -> Result<Option<Arc<GatewayState>>, StartError> {
+    let Some(g) = &config.gateway else {
+        return Ok(None);
+    };
+    let around = crate::gateway::Surroundings {
+        upstream_url: match (g.upstream.as_str(), echo) {
+            ("sandbox-echo", Some(addr)) => format!("http://{addr}"),
+            ("sandbox-echo", None) => "http://127.0.0.1:9".to_owned(),
+            (upstream, _) => upstream.to_owned(),
+        },
+        upstream_ca: g.upstream_ca.as_deref().map(|p| config.resolve(p)),
+        report_only: config.danger.gateway_report_only,
+        forward_unmatched_routes: config.danger.forward_unmatched_routes,
+        error_link_base: config.checks.error_link_base.clone(),
+    };
+    GatewayState::new(g, around, service)
+        .map(|g| Some(Arc::new(g)))
+        .map_err(StartError::Gateway)
 }
 
 /// A listener's address for a log field: the address itself, or `unknown`.
@@ -593,65 +682,79 @@ async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, Start
         .map_err(|error| StartError::Bind { what, addr, error })
 }
 
-/// A rustls server configuration from PEM files: TLS 1.2 and 1.3, ALPN h2 and http/1.1.
-fn tls_acceptor(config: &Config, files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
-    let server_config = server_tls_config(config, files, None)?;
-    Ok(TlsAcceptor::from(Arc::new(server_config)))
-}
-
-/// The server TLS configuration, with an optional client-certificate verifier.
+/// A listener's rustls configuration: TLS 1.2 and 1.3, ALPN h2 and http/1.1, an optional
+/// client-certificate verifier, and its certificate and key from PEM files, matched, behind a
+/// [`ServerCertificate`] that a reload replaces.
 pub(crate) fn server_tls_config(
     config: &Config,
     files: &TlsFiles,
     client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
-) -> Result<rustls::ServerConfig, StartError> {
-    let cert_path = config.resolve(&files.cert);
-    let key_path = config.resolve(&files.key);
-    let tls_err = |what: &'static str, path: &Path, message: String| StartError::Tls {
-        what,
-        path: path.to_owned(),
-        message,
-    };
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
-        .map_err(|e| tls_err("certificate", &cert_path, e.to_string()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| tls_err("certificate", &cert_path, e.to_string()))?;
-    if certs.is_empty() {
-        return Err(tls_err(
-            "certificate",
-            &cert_path,
-            "no certificate in the file".into(),
-        ));
-    }
-    let key = PrivateKeyDer::from_pem_file(&key_path)
-        .map_err(|e| tls_err("key", &key_path, e.to_string()))?;
+) -> Result<(rustls::ServerConfig, Arc<ServerCertificate>), StartError> {
+    let certificate = Arc::new(ServerCertificate::new(load_tls_files(config, files)?));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| tls_err("certificate", &cert_path, e.to_string()))?;
+        .map_err(|e| StartError::Tls {
+            what: "certificate",
+            path: config.resolve(&files.cert),
+            message: e.to_string(),
+        })?;
     let builder = match client_verifier {
         Some(v) => builder.with_client_cert_verifier(v),
         None => builder.with_no_client_auth(),
     };
-    let mut server_config = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| tls_err("key", &key_path, e.to_string()))?;
+    let mut server_config = builder.with_cert_resolver(certificate.clone());
     server_config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(server_config)
+    Ok((server_config, certificate))
+}
+
+/// A listener's certificate and key, read and matched.
+fn load_tls_files(
+    config: &Config,
+    files: &TlsFiles,
+) -> Result<rustls::sign::CertifiedKey, StartError> {
+    server::load_certified_key(&config.resolve(&files.cert), &config.resolve(&files.key)).map_err(
+        |e| StartError::Tls {
+            what: e.what,
+            path: e.path,
+            message: e.message,
+        },
+    )
 }
 
 /// Runs the service from a configuration file until SIGTERM or SIGINT.
 pub async fn run(config_path: &Path, config: Config) -> Result<(), StartError> {
+    let files = watched_files(config_path, &config);
     let running = start(config).await?;
-    wait_for_signals(config_path, &running).await;
+    wait_for_signals(config_path, &running, files).await;
     tracing::info!("shutting down: draining connections");
     running.stop().await;
     tracing::info!("stopped");
     Ok(())
 }
 
+/// Watches `files` (a change of any of them reloads, as SIGHUP does), or logs why it cannot.
+fn watcher_for(
+    files: &[PathBuf],
+    changed: &tokio::sync::mpsc::Sender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    match watch_files(files, changed.clone()) {
+        Ok(w) => {
+            tracing::info!(
+                files = files.len(),
+                "watching the configuration's files for changes"
+            );
+            Some(w)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the configuration's files; SIGHUP still reloads");
+            None
+        }
+    }
+}
+
 #[cfg(unix)]
-async fn wait_for_signals(config_path: &Path, running: &Running) {
+async fn wait_for_signals(config_path: &Path, running: &Running, files: Vec<PathBuf>) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -662,8 +765,11 @@ async fn wait_for_signals(config_path: &Path, running: &Running) {
         let _ = tokio::signal::ctrl_c().await;
         return;
     };
+    let (changed_tx, mut changed) = tokio::sync::mpsc::channel::<()>(1);
+    // Held, not read: dropping it stops the watch.
+    let mut _watcher = watcher_for(&files, &changed_tx);
     loop {
-        tokio::select! {
+        let reloaded = tokio::select! {
             _ = term.recv() => return,
             _ = int.recv() => return,
             _ = hup.recv() => {
@@ -671,26 +777,111 @@ async fn wait_for_signals(config_path: &Path, running: &Running) {
                 if let Err(e) = crate::telemetry::audit::reopen() {
                     tracing::error!(error = %e, "cannot reopen the audit log");
                 }
-                reload(config_path, running).await;
+                reload(config_path, running).await
+            }
+            Some(()) = changed.recv() => {
+                // Debounced: an editor or a deployment writes several files in a burst.
+                tokio::time::sleep(CHANGE_DEBOUNCE).await;
+                while changed.try_recv().is_ok() {}
+                tracing::info!("a configured file changed: reloading");
+                reload(config_path, running).await
+            }
+        };
+        // The reloaded configuration may name other files: watch those from now on.
+        if let Some(files) = reloaded {
+            let next = watcher_for(&files, &changed_tx);
+            if next.is_some() {
+                _watcher = next;
             }
         }
     }
 }
 
 #[cfg(not(unix))]
-async fn wait_for_signals(_config_path: &Path, _running: &Running) {
+async fn wait_for_signals(_config_path: &Path, _running: &Running, _files: Vec<PathBuf>) {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// Re-reads the configuration file: the reference data and the check endpoint's credentials
-/// and rate limit, all or nothing. Parsing and loading run on a blocking thread. On any error
-/// everything stays as it was; the failure is logged, counted (`psp_gateway_reloads_total`)
-/// and shown in `/readyz`.
-pub async fn reload(config_path: &Path, running: &Running) {
+/// How long after a file change the reload waits for the rest of a burst of writes.
+const CHANGE_DEBOUNCE: Duration = Duration::from_millis(500);
+
+/// The files whose change reloads: the configuration file and every file it names for data
+/// that reload applies (trust sources and lists, pinned signers, register files not fetched
+/// by the service itself, the FCA key file, the listeners' certificates and keys, the
+/// upstream CA). Files the service writes (fetched registers, the trust cache, the history,
+/// the audit log) are not watched.
+pub fn watched_files(config_path: &Path, config: &Config) -> Vec<PathBuf> {
+    let mut files =
+        vec![std::path::absolute(config_path).unwrap_or_else(|_| config_path.to_owned())];
+    for source in config.trust_sources() {
+        files.extend(source.issuers.iter().map(|i| i.path.clone()));
+        for list in &source.trusted_lists {
+            files.push(list.path.clone());
+            if let crate::trust::ListSigners::Pinned(signers) = &list.signers {
+                files.extend(signers.iter().cloned());
+            }
+        }
+        if let Some(lotl) = &source.lotl {
+            files.extend(lotl.signers.iter().cloned());
+        }
+    }
+    for file in config.registers.files.iter().filter(|f| f.url.is_none()) {
+        files.push(config.base_dir.join(&file.path));
+    }
+    if let Some(key) = config
+        .registers
+        .fca
+        .as_ref()
+        .and_then(|f| f.key_file.as_ref())
+    {
+        files.push(config.resolve(key));
+    }
+    files
+}
+
+/// Watches the directories of `files` (editors and deployments replace files by renaming,
+/// which a watch on the file itself would lose) and sends on `changed` when one of `files`
+/// is written, created, renamed or removed.
+fn watch_files(
+    files: &[PathBuf],
+    changed: tokio::sync::mpsc::Sender<()>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let wanted: std::collections::BTreeSet<PathBuf> = files.iter().cloned().collect();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        if event.kind.is_access() {
+            return;
+        }
+        if event.paths.iter().any(|p| wanted.contains(p)) {
+            // Full means a reload is already due.
+            let _ = changed.try_send(());
+        }
+    })?;
+    let dirs: std::collections::BTreeSet<PathBuf> = files
+        .iter()
+        .filter_map(|f| f.parent().map(Path::to_path_buf))
+        .collect();
+    for dir in dirs {
+        watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+    }
+    Ok(watcher)
+}
+
+/// Re-reads the configuration file and applies it, all or nothing: the reference data, the
+/// check endpoint's credentials and rate limit, the gateway (routes, access rule, identity
+/// headers, upstream), the listeners' certificates (new handshakes present the new one; open
+/// connections keep theirs) and the FCA adapter. Parsing and loading run on a blocking thread.
+/// A configuration that changes a setting only a restart applies is refused whole. On any
+/// error everything stays as it was; the failure is logged, counted
+/// (`psp_gateway_reloads_total`) and shown in `/readyz`. On success, the files the new
+/// configuration names, to watch.
+pub async fn reload(config_path: &Path, running: &Running) -> Option<Vec<PathBuf>> {
     let path = config_path.to_owned();
     let service = running.service.clone();
     let api = running.api_state.clone();
-    let result = tokio::task::spawn_blocking(move || reload_blocking(&path, &service, api))
+    let parts = running.reloadable.clone();
+    let result = tokio::task::spawn_blocking(move || reload_blocking(&path, &service, api, &parts))
         .await
         .unwrap_or_else(|e| Err(format!("the reload did not finish: {e}")));
     crate::telemetry::metrics::Metrics::outcome(
@@ -699,28 +890,75 @@ pub async fn reload(config_path: &Path, running: &Running) {
         result.is_ok(),
     );
     match result {
-        Ok(generation) => tracing::info!(generation, "configuration and reference data reloaded"),
-        Err(e) => tracing::error!(error = %e, "reload failed; everything stays as it was"),
+        Ok((generation, files)) => {
+            tracing::info!(generation, "configuration and reference data reloaded");
+            Some(files)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reload failed; everything stays as it was");
+            None
+        }
     }
 }
 
 fn reload_blocking(
     config_path: &Path,
-    service: &CheckService,
+    service: &Arc<CheckService>,
     api: Option<Arc<ApiState>>,
-) -> Result<u64, String> {
-    let config = Config::load(config_path).map_err(|e| {
-        let message = format!("configuration invalid: {e}");
+    parts: &Reloadable,
+) -> Result<(u64, Vec<PathBuf>), String> {
+    let fail = |message: String| {
         service.record_reload_failure(&message);
         message
-    })?;
+    };
+    let config =
+        Config::load(config_path).map_err(|e| fail(format!("configuration invalid: {e}")))?;
+    let changed: Vec<&str> = parts
+        .restart_only
+        .iter()
+        .zip(restart_only(&config))
+        .filter(|(was, now)| **was != *now)
+        .map(|(was, _)| was.0)
+        .collect();
+    if !changed.is_empty() {
+        return Err(fail(format!(
+            "{} changed, which only a restart applies; nothing was reloaded",
+            changed.join(", ")
+        )));
+    }
+    // Everything that can fail is built before anything is replaced.
+    let tls_key = |files: Option<&TlsFiles>| match files {
+        Some(files) => load_tls_files(&config, files)
+            .map(Some)
+            .map_err(|e| fail(e.to_string())),
+        None => Ok(None),
+    };
+    let api_key = tls_key(config.api.as_ref().and_then(|a| a.tls.as_ref()))?;
+    let gateway_key = tls_key(config.gateway.as_ref().and_then(|g| g.tls.as_ref()))?;
+    let gateway =
+        gateway_state(&config, service.clone(), parts.echo).map_err(|e| fail(e.to_string()))?;
+    let fetcher = crate::fetch::Fetcher::new(
+        config.revocation.allow_destinations,
+        config.revocation.connect_timeout(),
+    );
+    let fca = fca_register(&config, &fetcher).map_err(fail)?;
     let generation = service
         .reload(&config.data_sources())
         .map_err(|e| e.to_string())?;
-    // Only once the data is in: the endpoint's credentials and rate limit.
+    // The data is in: the rest cannot fail.
     if let (Some(state), Some(api_config)) = (api, &config.api) {
         state.reload(api_config);
     }
+    if let (Some(certificate), Some(key)) = (&parts.api_certificate, api_key) {
+        certificate.replace(key);
+    }
+    if let (Some(certificate), Some(key)) = (&parts.gateway_certificate, gateway_key) {
+        certificate.replace(key);
+    }
+    if let (Some(current), Some(next)) = (&parts.gateway, gateway) {
+        current.store(next);
+    }
+    service.replace_fca(fca);
     record_register_history(&config.data_sources());
-    Ok(generation)
+    Ok((generation, watched_files(config_path, &config)))
 }

@@ -17,11 +17,13 @@
 //! header-read timeout only works with a timer set on the builder (STACK.md), so it is set
 //! here; tokio-rustls has no handshake timeout of its own, so the accept is wrapped in one.
 
+mod certificate;
 mod cidr;
 mod error_body;
 mod idle;
 mod request_id;
 
+pub use certificate::{CertificateError, ServerCertificate, load_certified_key};
 pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
 pub use error_body::contract_error;
 pub use idle::TrackedBody;

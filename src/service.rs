@@ -27,6 +27,9 @@ pub struct ReferenceData {
     pub generation: u64,
     /// When it was loaded.
     pub loaded_at: OffsetDateTime,
+    /// What it was loaded from: the periodic refreshes fetch and reload these, so that they
+    /// follow a reloaded configuration.
+    pub sources: DataSources,
 }
 
 /// Why reference data could not be loaded (the previous data stays in use).
@@ -63,6 +66,7 @@ impl ReferenceData {
             registers: registers.with_generation(generation),
             generation,
             loaded_at: OffsetDateTime::now_utc(),
+            sources: sources.clone(),
         })
     }
 }
@@ -116,7 +120,8 @@ pub struct CheckService {
     last_reload_error: std::sync::Mutex<Option<(OffsetDateTime, String)>>,
     revocation: Revocation,
     /// The UK FCA register, consulted on demand for `PSDGB-FCA-<FRN>` PSPs.
-    fca: Option<crate::register::FcaRegister>,
+    /// Replaced by a reload (a rotated API key, changed settings).
+    fca: arc_swap::ArcSwapOption<crate::register::FcaRegister>,
     cache: moka::future::Cache<Key, Cached>,
     result_ttl: Duration,
 }
@@ -138,7 +143,7 @@ impl CheckService {
             reload_lock: std::sync::Mutex::new(()),
             last_reload_error: std::sync::Mutex::new(None),
             revocation,
-            fca: None,
+            fca: arc_swap::ArcSwapOption::empty(),
             cache: moka::future::Cache::builder()
                 .max_capacity(max_entries)
                 .expire_after(ReportExpiry)
@@ -148,9 +153,14 @@ impl CheckService {
     }
 
     /// Consult the UK FCA register API for PSPs whose auth number is `PSDGB-FCA-<FRN>`.
-    pub fn with_fca(mut self, fca: crate::register::FcaRegister) -> CheckService {
-        self.fca = Some(fca);
+    pub fn with_fca(self, fca: crate::register::FcaRegister) -> CheckService {
+        self.fca.store(Some(Arc::new(fca)));
         self
+    }
+
+    /// Replaces the FCA register adapter (or removes it): a reload's.
+    pub fn replace_fca(&self, fca: Option<crate::register::FcaRegister>) {
+        self.fca.store(fca.map(Arc::new));
     }
 
     /// The home register block of an FCA PSP, from the FCA API: asked only when the
@@ -165,7 +175,8 @@ impl CheckService {
         jurisdiction: CountryCode,
     ) {
         use crate::register::{Frn, OnDemandHome};
-        let (Some(fca), Some(auth)) = (&self.fca, certificate.auth_number()) else {
+        let fca = self.fca.load_full();
+        let (Some(fca), Some(auth)) = (fca.as_deref(), certificate.auth_number()) else {
             return;
         };
         let Some(frn) = Frn::from_auth_number(auth) else {

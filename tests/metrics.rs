@@ -23,12 +23,20 @@ fn sample(text: &str, prefix: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scrape_carries_checks_cache_trust_and_registers_and_promtool_accepts_it() {
-    let running = start(test_config(|t| t)).await;
+    // A request limiter that tracks two sources, and a trusted proxy to name three.
+    let running = start(test_config(|t| {
+        t.replace(
+            "rate_limit = { requests = 15000, period_seconds = 300 }",
+            "rate_limit = { requests = 15000, period_seconds = 300, max_tracked_sources = 2 }\n\
+             trusted_proxies = [\"127.0.0.1/32\"]",
+        )
+    }))
+    .await;
     let api = running.api.expect("api");
     let admin = running.admin.expect("admin");
     let eidas = base64::engine::general_purpose::STANDARD
         .encode(common::load_cert(&test_pki().psp("valid")).der);
-    for _ in 0..3 {
+    for source in ["192.0.2.1", "192.0.2.2", "192.0.2.3"] {
         let r = send(
             api,
             Method::GET,
@@ -37,6 +45,7 @@ async fn the_scrape_carries_checks_cache_trust_and_registers_and_promtool_accept
                 ("authorization", "Basic c2FuZGJveDpzYW5kYm94"),
                 ("fi_reference_id", "PSDXX-TEST-999999"),
                 ("eidas", &eidas),
+                ("x-forwarded-for", source),
             ],
         )
         .await;
@@ -91,6 +100,13 @@ async fn the_scrape_carries_checks_cache_trust_and_registers_and_promtool_accept
         16.0
     );
     assert!(sample(&text, "psp_gateway_reference_data_generation") >= 1.0);
+    // The third source made room in the two-source table.
+    assert!(
+        sample(
+            &text,
+            "psp_gateway_rate_limiter_evictions_total{table=\"requests\"}"
+        ) >= 1.0
+    );
     assert!(text.contains("psp_gateway_revocation_lookups_total{method=\"ocsp\""));
 
     // An independent check of the format.

@@ -3,40 +3,30 @@
 mod common;
 
 use common::service::*;
-use common::test_pki::test_config;
+use common::test_pki::test_pki;
 use common::*;
 use psp_gateway::app;
 
 fn write_config(dir: &std::path::Path, registers_xx: &str) -> std::path::PathBuf {
     // The sandbox configuration, with XX's register read from `registers_xx`.
-    let text = std::fs::read_to_string(root().join("gateway.toml"))
-        .expect("gateway.toml")
-        .replace("\"certs/", &format!("\"{}/certs/", root().display()))
-        .replace(
-            "\"registers/sandbox/XX.json\"",
-            &format!("\"{registers_xx}\""),
-        )
-        .replace(
-            "\"registers/",
-            &format!("\"{}/registers/", root().display()),
-        );
-    let path = dir.join("gateway.toml");
-    std::fs::write(&path, text).expect("write config");
-    path
+    let xx = format!("\"{}/registers/sandbox/XX.json\"", root().display());
+    sandbox_file_with(dir, |t| t.replace(&xx, &format!("\"{registers_xx}\"")))
 }
 
 #[tokio::test]
 async fn a_failed_reload_keeps_the_current_data_and_a_good_one_swaps_it_whole() {
-    let running = start(test_config(|t| t)).await;
+    let dir = std::env::temp_dir().join(format!("psp-gateway-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let good = std::fs::read_to_string(root().join("registers/sandbox/XX.json")).expect("XX");
+    let copy = dir.join("XX.json");
+    std::fs::write(&copy, &good).expect("write");
+    let path = write_config(&dir, &copy.display().to_string());
+    let running = start(psp_gateway::Config::load(&path).expect("config")).await;
     let service = running.service.clone();
     assert_eq!(service.data().generation, 1);
     let before = service.data().registers.registers().len();
 
-    let dir = std::env::temp_dir().join(format!("psp-gateway-reload-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-
     // A truncated register file: refused, nothing changes.
-    let good = std::fs::read_to_string(root().join("registers/sandbox/XX.json")).expect("XX");
     let broken = dir.join("XX-broken.json");
     std::fs::write(&broken, &good[..good.len() / 2]).expect("write");
     let path = write_config(&dir, &broken.display().to_string());
@@ -55,8 +45,6 @@ async fn a_failed_reload_keeps_the_current_data_and_a_good_one_swaps_it_whole() 
     assert_eq!(service.data().generation, 1);
 
     // A good one: a new generation, every part loaded.
-    let copy = dir.join("XX.json");
-    std::fs::write(&copy, &good).expect("write");
     let path = write_config(&dir, &copy.display().to_string());
     app::reload(&path, &running).await;
     assert_eq!(service.data().generation, 2);
@@ -70,20 +58,44 @@ async fn a_failed_reload_keeps_the_current_data_and_a_good_one_swaps_it_whole() 
 /// The repository's sandbox configuration as a file in `dir`, with every path absolute, every
 /// listener on an ephemeral loopback port, and `extra` appended.
 fn sandbox_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
-    let r = root().display().to_string();
+    sandbox_file_with(dir, |t| format!("{t}\n{extra}"))
+}
+
+/// [`sandbox_file`], edited by `edit` (paths are absolute by then).
+fn sandbox_file_with(
+    dir: &std::path::Path,
+    edit: impl FnOnce(String) -> String,
+) -> std::path::PathBuf {
+    config_file(dir, &root().join("certs"), edit)
+}
+
+/// The repository's sandbox configuration as a file in `dir`, on this test binary's PKI (whose
+/// revocation responder is up), every listener on an ephemeral loopback port, then `edit`.
+fn pki_file_with(dir: &std::path::Path, edit: impl FnOnce(String) -> String) -> std::path::PathBuf {
+    config_file(dir, &test_pki().dir, edit)
+}
+
+/// The repository's sandbox configuration as a file in `dir`: certificates from `certs`,
+/// every other path absolute, every listener on an ephemeral loopback port, then `edit`.
+fn config_file(
+    dir: &std::path::Path,
+    certs: &std::path::Path,
+    edit: impl FnOnce(String) -> String,
+) -> std::path::PathBuf {
+    let (certs, r) = (certs.display().to_string(), root().display().to_string());
     let text = std::fs::read_to_string(root().join("gateway.toml"))
         .expect("gateway.toml")
-        .replace("\"certs/", &format!("\"{r}/certs/"))
+        .replace("\"certs/", &format!("\"{certs}/"))
         .replace("\"registers/", &format!("\"{r}/registers/"))
         .replace(
             "enabled = true",
-            &format!("enabled = true\ncerts = \"{r}/certs\""),
+            &format!("enabled = true\ncerts = \"{certs}\""),
         )
         .replace("127.0.0.1:8080", "127.0.0.1:0")
         .replace("127.0.0.1:8443", "127.0.0.1:0")
         .replace("127.0.0.1:9090", "127.0.0.1:0");
     let path = dir.join("gateway.toml");
-    std::fs::write(&path, format!("{text}\n{extra}")).expect("write config");
+    std::fs::write(&path, edit(text)).expect("write config");
     path
 }
 
@@ -197,6 +209,191 @@ async fn twenty_reloads_under_load_fail_no_request_and_a_new_credential_takes_ef
     assert!(ready["lastReloadError"].is_null(), "{ready:#}");
     // And the second caller is gone again.
     assert_eq!(check(SECOND).await, StatusCode::UNAUTHORIZED);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A TLS connection to the gateway as the sandbox's valid PSP, kept open: the certificate the
+/// gateway presented, and an HTTP/1.1 sender on it.
+async fn open_gateway_connection(
+    addr: std::net::SocketAddr,
+) -> (
+    rustls::pki_types::CertificateDer<'static>,
+    hyper::client::conn::http1::SendRequest<common::tls_client::ReqBody>,
+) {
+    use common::tls_client::{Proto, client_config};
+    let config = client_config(&test_pki().dir, Some("valid"), Proto::H1);
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").expect("name"),
+            tcp,
+        )
+        .await
+        .expect("TLS handshake");
+    let presented = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .expect("server certificate")[0]
+        .clone();
+    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .expect("h1 handshake");
+    tokio::spawn(conn);
+    (presented, sender)
+}
+
+async fn get_accounts(
+    sender: &mut hyper::client::conn::http1::SendRequest<common::tls_client::ReqBody>,
+) -> http::StatusCode {
+    sender.ready().await.expect("connection still open");
+    sender
+        .send_request(common::tls_client::get("/v1/accounts"))
+        .await
+        .expect("response")
+        .status()
+}
+
+/// A new certificate for `localhost` from the sandbox server CA, with a key of its own.
+fn new_server_certificate() -> (String, String) {
+    let ca_key = rcgen::KeyPair::from_pem(
+        &std::fs::read_to_string(test_pki().dir.join("server/ca.key")).expect("CA key"),
+    )
+    .expect("CA key parses");
+    let ca = rcgen::Issuer::from_ca_cert_pem(
+        &std::fs::read_to_string(test_pki().dir.join("server/ca.pem")).expect("CA"),
+        ca_key,
+    )
+    .expect("CA parses");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost (rotated)");
+    let cert = params.signed_by(&key, &ca).expect("signed");
+    (cert.pem(), key.serialize_pem())
+}
+
+/// Replaces `path` the way deployments do: written aside, renamed over.
+fn replace_file(path: &std::path::Path, contents: &str) {
+    let staged = path.with_extension("new");
+    std::fs::write(&staged, contents).expect("write");
+    std::fs::rename(&staged, path).expect("rename");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_server_certificate_serves_new_handshakes_while_open_connections_continue() {
+    let dir = std::env::temp_dir().join(format!("psp-gateway-rotate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (cert, key) = (dir.join("server-cert.pem"), dir.join("server-key.pem"));
+    let pki = test_pki().dir.clone();
+    std::fs::copy(pki.join("server/cert.pem"), &cert).expect("copy");
+    std::fs::copy(pki.join("server/key.pem"), &key).expect("copy");
+    let r = pki.display().to_string();
+    let path = pki_file_with(&dir, |t| {
+        t.replace(&format!("{r}/server/cert.pem"), &cert.display().to_string())
+            .replace(&format!("{r}/server/key.pem"), &key.display().to_string())
+    });
+    let running = start(psp_gateway::Config::load(&path).expect("config")).await;
+    let gateway = running.gateway.expect("gateway");
+
+    let (old_presented, mut open) = open_gateway_connection(gateway).await;
+    assert_eq!(get_accounts(&mut open).await, http::StatusCode::OK);
+
+    // Rotated: a new certificate and key, then a reload.
+    let (new_cert, new_key) = new_server_certificate();
+    replace_file(&key, &new_key);
+    replace_file(&cert, &new_cert);
+    assert!(
+        app::reload(&path, &running).await.is_some(),
+        "the reload applies"
+    );
+
+    let (new_presented, mut fresh) = open_gateway_connection(gateway).await;
+    use rustls::pki_types::pem::PemObject;
+    let expected = rustls::pki_types::CertificateDer::from_pem_slice(new_cert.as_bytes())
+        .expect("new certificate");
+    assert_eq!(
+        new_presented, expected,
+        "new handshakes present the new certificate"
+    );
+    assert_ne!(new_presented, old_presented);
+    assert_eq!(get_accounts(&mut fresh).await, http::StatusCode::OK);
+    // The connection opened before the rotation goes on, with the certificate it was made with.
+    assert_eq!(get_accounts(&mut open).await, http::StatusCode::OK);
+
+    // A key that is not the certificate's: refused whole, the last good certificate stays.
+    let (_, other_key) = new_server_certificate();
+    replace_file(&key, &other_key);
+    assert!(
+        app::reload(&path, &running).await.is_none(),
+        "a mismatched key is refused"
+    );
+    let error = running
+        .service
+        .last_reload_error()
+        .expect("the failure is recorded")
+        .1;
+    assert!(
+        error.contains("server-key.pem"),
+        "the error names the key file: {error}"
+    );
+    let (still, mut again) = open_gateway_connection(gateway).await;
+    assert_eq!(
+        still, expected,
+        "the last good certificate is still presented"
+    );
+    assert_eq!(get_accounts(&mut again).await, http::StatusCode::OK);
+
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_rebuilds_the_gateway_and_refuses_whole_what_only_a_restart_applies() {
+    let dir = std::env::temp_dir().join(format!("psp-gateway-reload-gw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = pki_file_with(&dir, |t| t);
+    let running = start(psp_gateway::Config::load(&path).expect("config")).await;
+    let gateway = running.gateway.expect("gateway");
+    let (_, mut before) = open_gateway_connection(gateway).await;
+    assert_eq!(get_accounts(&mut before).await, http::StatusCode::OK);
+
+    // The access rule is part of the gateway a reload rebuilds: denied from the next request.
+    let deny = |t: String| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            "upstream = \"sandbox-echo\"\ndeny = [\"PSDXX-TEST-000001\"]",
+        )
+    };
+    let path = pki_file_with(&dir, deny);
+    assert!(app::reload(&path, &running).await.is_some());
+    assert_eq!(
+        get_accounts(&mut before).await,
+        http::StatusCode::UNAUTHORIZED,
+        "the denied PSP is refused (CERTIFICATE_BLOCKED) on the connection it already had"
+    );
+
+    // A change only a restart applies, with a change a reload could apply (the deny list
+    // dropped): refused whole, so the PSP stays denied.
+    let generation = running.service.data().generation;
+    let path = pki_file_with(&dir, |t| {
+        t.replace("[admin]", "[limits]\nmax_connections = 7\n\n[admin]")
+    });
+    assert!(app::reload(&path, &running).await.is_none());
+    let error = running.service.last_reload_error().expect("recorded").1;
+    assert!(
+        error.contains("limits") && error.contains("restart"),
+        "the error names the setting: {error}"
+    );
+    assert_eq!(running.service.data().generation, generation);
+    assert_eq!(
+        get_accounts(&mut before).await,
+        http::StatusCode::UNAUTHORIZED,
+        "the deny list of the last good configuration stays"
+    );
+
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -123,8 +123,18 @@ impl Authenticator {
                     .map(|_| Vec::new())
                     .collect(),
             )),
-            per_source: KeyedLimiter::new(limits.per_source, limits.period, limits.max_tracked),
-            per_user: KeyedLimiter::new(limits.per_user, limits.period, limits.max_tracked),
+            per_source: KeyedLimiter::new(
+                limits.per_source,
+                limits.period,
+                limits.max_tracked,
+                "logins-per-source",
+            ),
+            per_user: KeyedLimiter::new(
+                limits.per_user,
+                limits.period,
+                limits.max_tracked,
+                "logins-per-user",
+            ),
         }
     }
 

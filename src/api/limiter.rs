@@ -26,14 +26,17 @@ pub struct BoundedStore<K> {
     map: Mutex<HashMap<K, u64>>,
     capacity: usize,
     evictions: Arc<AtomicU64>,
+    /// The table's name in `psp_gateway_rate_limiter_evictions_total`.
+    table: &'static str,
 }
 
 impl<K: Hash + Eq + Clone> BoundedStore<K> {
-    fn new(capacity: usize, evictions: Arc<AtomicU64>) -> Self {
+    fn new(capacity: usize, evictions: Arc<AtomicU64>, table: &'static str) -> Self {
         BoundedStore {
             map: Mutex::new(HashMap::new()),
             capacity: capacity.max(1),
             evictions,
+            table,
         }
     }
 
@@ -46,11 +49,14 @@ impl<K: Hash + Eq + Clone> BoundedStore<K> {
         let before = map.len();
         // Ties at the threshold may take a few more keys with them; that is fine.
         map.retain(|_, tat| *tat > threshold);
-        let evicted = before - map.len();
-        self.evictions.fetch_add(
-            u64::try_from(evicted).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+        let evicted = u64::try_from(before - map.len()).unwrap_or(u64::MAX);
+        self.evictions.fetch_add(evicted, Ordering::Relaxed);
+        crate::telemetry::metrics::metrics()
+            .limiter_evictions
+            .get_or_create(&crate::telemetry::metrics::TableLabels {
+                table: self.table.to_owned(),
+            })
+            .inc_by(evicted);
     }
 }
 
@@ -109,7 +115,8 @@ pub struct KeyedLimiter<K: Hash + Eq + Clone> {
 }
 
 impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
-    pub fn new(requests: u32, period: Duration, capacity: usize) -> Self {
+    /// `table` names the key table in the metrics.
+    pub fn new(requests: u32, period: Duration, capacity: usize, table: &'static str) -> Self {
         let settings = (requests, period, capacity);
         let requests = NonZeroU32::new(requests).unwrap_or(NonZeroU32::MIN);
         let period = period.max(Duration::from_secs(1));
@@ -122,7 +129,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         KeyedLimiter {
             limiter: RateLimiter::new(
                 quota,
-                BoundedStore::new(capacity, evictions.clone()),
+                BoundedStore::new(capacity, evictions.clone(), table),
                 clock.clone(),
             ),
             clock,
@@ -171,7 +178,7 @@ mod tests {
 
     #[test]
     fn the_quota_applies_per_key() {
-        let l = KeyedLimiter::new(2, Duration::from_secs(300), 100);
+        let l = KeyedLimiter::new(2, Duration::from_secs(300), 100, "test");
         assert_eq!(l.check(&"a"), Ok(()));
         assert_eq!(l.check(&"a"), Ok(()));
         let retry = l.check(&"a").expect_err("third is over");
@@ -182,7 +189,7 @@ mod tests {
 
     #[test]
     fn the_table_is_bounded_and_evictions_are_counted() {
-        let l = KeyedLimiter::new(5, Duration::from_secs(300), 100);
+        let l = KeyedLimiter::new(5, Duration::from_secs(300), 100, "bounded-test");
         for i in 0..1_000u32 {
             assert_eq!(l.check(&i), Ok(()));
             assert!(l.len() <= 100, "{} keys after {i}", l.len());
@@ -193,11 +200,22 @@ mod tests {
             1_000,
             "every key is held or was evicted"
         );
+        let exported = crate::telemetry::metrics::metrics()
+            .limiter_evictions
+            .get_or_create(&crate::telemetry::metrics::TableLabels {
+                table: "bounded-test".to_owned(),
+            })
+            .get();
+        assert_eq!(
+            exported,
+            l.evictions(),
+            "the metric counts the same evictions"
+        );
     }
 
     #[test]
     fn a_key_being_limited_survives_eviction() {
-        let l = KeyedLimiter::new(3, Duration::from_secs(300), 50);
+        let l = KeyedLimiter::new(3, Duration::from_secs(300), 50, "test");
         // The flooder uses its whole quota: its arrival time is the furthest in the future.
         for _ in 0..3 {
             assert_eq!(l.check(&u32::MAX), Ok(()));
@@ -216,7 +234,7 @@ mod tests {
 
     #[test]
     fn retain_recent_keeps_limited_keys() {
-        let l = KeyedLimiter::new(1, Duration::from_secs(300), 100);
+        let l = KeyedLimiter::new(1, Duration::from_secs(300), 100, "test");
         assert_eq!(l.check(&"limited"), Ok(()));
         l.retain_recent();
         assert!(l.check(&"limited").is_err(), "still limited after a sweep");

@@ -4,7 +4,8 @@
 //! Two kinds:
 //! - **events**, counted where they happen, in the process-wide [`Metrics`] ([`metrics`]):
 //!   requests by face, route, decision and reason; check latency; result-cache hits and
-//!   misses; rate-limited requests; reloads and refreshes by outcome;
+//!   misses; rate-limited requests and rate-limiter evictions; reloads and refreshes by
+//!   outcome; TLS handshakes; upstream errors;
 //! - **state**, read at each scrape by the admin listener (trust issuers and lists, registers,
 //!   revocation counters, cache size), passed to [`render`] as a second registry.
 //!
@@ -46,6 +47,13 @@ pub struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabels {
+    /// A rate limiter's key table: `requests` (per source), `logins-per-source`,
+    /// `logins-per-user`.
+    pub table: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     /// What was reloaded or refreshed: `reference-data`, `trusted-lists`, `registers`.
     pub what: String,
@@ -66,6 +74,8 @@ pub struct Metrics {
     pub tls_handshakes: Family<OutcomeLabels, Counter>,
     /// Gateway upstream errors by kind: `connect`, `protocol`, `timeout`, `request`.
     pub upstream_errors: Family<OutcomeLabels, Counter>,
+    /// Keys a full rate-limiter table forgot to make room, by table.
+    pub limiter_evictions: Family<TableLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -127,8 +137,15 @@ impl Metrics {
             "Gateway calls the upstream did not answer, by kind (connect, protocol, timeout, request)",
             upstream_errors.clone(),
         );
+        let limiter_evictions = Family::<TableLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_rate_limiter_evictions",
+            "Keys a full rate-limiter table dropped to make room (their quota starts afresh), by table",
+            limiter_evictions.clone(),
+        );
         Metrics {
             registry,
+            limiter_evictions,
             tls_handshakes,
             upstream_errors,
             requests,

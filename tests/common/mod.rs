@@ -18,6 +18,15 @@ use psp_gateway::{Config, CountryCode, TrustList};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+/// A loopback port free a moment ago, for a listener a spawned `serve` binds.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
 /// The crate root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
