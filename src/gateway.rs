@@ -19,6 +19,7 @@
 //! The check runs on every request (its result is cached, never beyond the revocation
 //! evidence), so a revocation takes effect on long-lived and resumed TLS sessions too.
 
+mod authority;
 pub mod config;
 mod dialect;
 pub(crate) mod echo;
@@ -176,9 +177,14 @@ pub async fn handle(
     // No route is known for a refused path: its rejection is in the default dialect.
     // The metric's route label is the configured prefix (bounded), never the request path.
     let mut route_label = String::new();
-    let (dialect, outcome) = match path::normalise(&path) {
-        Err(refusal) => (state.default_dialect, Err(Failure::PathRefused(refusal))),
-        Ok(normalised) => {
+    let accepted = authority::accepted(req.uri(), req.headers());
+    let (dialect, outcome) = match accepted.map(|_| path::normalise(&path)) {
+        Err(refusal) => (
+            state.default_dialect,
+            Err(Failure::AuthorityRefused(refusal)),
+        ),
+        Ok(Err(refusal)) => (state.default_dialect, Err(Failure::PathRefused(refusal))),
+        Ok(Ok(normalised)) => {
             let (dialect, required) = match state.route(&method, &normalised) {
                 Some(r) => {
                     route_label = r.prefix.clone();
@@ -214,6 +220,7 @@ pub async fn handle(
                 reason = failure.code(),
                 detail = match &failure {
                     Failure::PathRefused(r) => r.code(),
+                    Failure::AuthorityRefused(r) => r.code(),
                     Failure::Refused(_)
                     | Failure::RouteUnknown
                     | Failure::UpstreamUnavailable

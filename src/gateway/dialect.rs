@@ -15,6 +15,7 @@ use http::StatusCode;
 use hyper::Response;
 use serde_json::json;
 
+use super::authority::AuthorityRefusal;
 use super::config::Dialect;
 use super::path::PathRefusal;
 use crate::policy::{ReasonKind, Rejection};
@@ -28,6 +29,8 @@ pub enum Failure {
     /// The path's meaning depends on the receiver's decoder (`path::normalise`); no route is
     /// chosen and nothing is forwarded.
     PathRefused(PathRefusal),
+    /// The request names two authorities, or a malformed one (`authority::accepted`).
+    AuthorityRefused(AuthorityRefusal),
     /// No route matches the path and method.
     RouteUnknown,
     /// The upstream refused the connection or broke it.
@@ -59,6 +62,12 @@ impl Failure {
                 "FORMAT_ERROR",
                 "path_refused",
                 format!("The request path is refused: {refusal}"),
+            ),
+            Failure::AuthorityRefused(refusal) => (
+                StatusCode::BAD_REQUEST,
+                "FORMAT_ERROR",
+                "authority_refused",
+                format!("The request's authority is refused: {refusal}"),
             ),
             Failure::RouteUnknown => (
                 StatusCode::NOT_FOUND,
@@ -120,7 +129,9 @@ impl Failure {
 /// UK OB `ErrorCode`: OB's own code where it has one, else ours.
 fn ob_code(failure: &Failure, bg: &'static str) -> String {
     match failure {
-        Failure::PathRefused(_) => "UK.OBIE.Resource.InvalidFormat".to_owned(),
+        Failure::PathRefused(_) | Failure::AuthorityRefused(_) => {
+            "UK.OBIE.Resource.InvalidFormat".to_owned()
+        }
         Failure::RouteUnknown => "UK.OBIE.Resource.NotFound".to_owned(),
         Failure::UpstreamUnavailable | Failure::UpstreamTimeout => {
             "UK.OBIE.UnexpectedError".to_owned()

@@ -40,17 +40,47 @@ const HOP_BY_HOP: [&str; 9] = [
 ];
 
 /// Client-certificate headers that load balancers and other proxies use; a client must
-/// never be able to pass one to the bank (DESIGN.md section 5).
-const CLIENT_CERT_HEADERS: [&str; 5] = [
+/// never be able to pass one to the bank (DESIGN.md section 5): Envoy's
+/// `X-Forwarded-Client-Cert`, RFC 9440's `Client-Cert` and `Client-Cert-Chain`, `SSL-Client-Cert`,
+/// `X-Client-Cert` and `X-Client-Verify` (nginx conventions), `X-ARR-ClientCert` (Azure App
+/// Service), and the contract's `eidas`.
+const CLIENT_CERT_HEADERS: [&str; 8] = [
     "x-forwarded-client-cert",
     "client-cert",
     "client-cert-chain",
     "ssl-client-cert",
+    "x-client-cert",
+    "x-client-verify",
+    "x-arr-clientcert",
     "eidas",
 ];
 
-/// Any header starting with this is a client-certificate header too (nginx, Apache, F5).
-const CLIENT_CERT_PREFIX: &str = "x-ssl-client-";
+/// Any header starting with one of these is a client-certificate header too: `X-SSL-Client-*`
+/// (nginx, Apache, F5), `X-Amzn-Mtls-Clientcert*` (AWS load balancers).
+const CLIENT_CERT_PREFIXES: [&str; 2] = ["x-ssl-client-", "x-amzn-mtls-clientcert"];
+
+/// Client-address and front-end headers other proxies set and upstream frameworks believe:
+/// a client must not name its own address, port, scheme or server. The gateway sets
+/// `X-Forwarded-For`, `-Proto` and `-Host` itself; these it removes: `X-Real-IP` (nginx),
+/// `True-Client-IP` (Akamai, Cloudflare), `CF-Connecting-IP`, `Fastly-Client-IP`,
+/// `X-Client-IP`, `X-Cluster-Client-IP`, `X-Original-Forwarded-For`, `X-Forwarded-Port`,
+/// `X-Forwarded-Server`, `X-Forwarded-Scheme`, `X-Forwarded-Ssl`, `X-Url-Scheme` and
+/// `Front-End-Https`. (`X-Forwarded-Prefix` is an override header.)
+pub const CLIENT_ADDRESS_HEADERS: [&str; 13] = [
+    "x-real-ip",
+    "true-client-ip",
+    "cf-connecting-ip",
+    "fastly-client-ip",
+    "x-client-ip",
+    "x-cluster-client-ip",
+    "x-original-forwarded-for",
+    "x-forwarded-port",
+    "x-forwarded-server",
+    "x-forwarded-scheme",
+    "x-forwarded-ssl",
+    "x-url-scheme",
+    "front-end-https",
+];
 
 /// Headers that upstream frameworks honour as a replacement for the request's path or method:
 /// a client could otherwise be routed by the gateway on one path and served another.
@@ -227,12 +257,18 @@ pub fn prepare(
         check_id,
     } = identity;
     let (mut parts, body) = req.into_parts();
-    let original_host = parts.headers.get(header::HOST).cloned().or_else(|| {
-        parts
-            .uri
-            .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-    });
+    // The authority the gateway accepted (`authority::accepted` refused any other): the
+    // target's, or else Host's.
+    let original_host = parts
+        .uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        .or_else(|| parts.headers.get(header::HOST).cloned());
+    // HTTP/2 may split Cookie into crumbs; an HTTP/1.1 receiver expects one line
+    // (RFC 9113 section 8.2.3).
+    if parts.version == Version::HTTP_2 {
+        join_cookie_crumbs(&mut parts.headers);
+    }
     parts.uri = upstream
         .uri_for(path, parts.uri.query())
         .map_err(|e| ForwardError::RequestBuild(e.to_string()))?;
@@ -261,6 +297,9 @@ pub fn prepare(
     h.remove("x-forwarded-proto");
     h.remove("x-forwarded-host");
     h.remove("forwarded");
+    for name in CLIENT_ADDRESS_HEADERS {
+        h.remove(name);
+    }
     let mut chain = prior.join(", ");
     if !chain.is_empty() {
         chain.push_str(", ");
@@ -331,6 +370,22 @@ fn insert(h: &mut HeaderMap, name: &str, value: &str) {
     }
 }
 
+/// Joins the `cookie` fields into one, separated by `"; "`.
+fn join_cookie_crumbs(h: &mut HeaderMap) {
+    let crumbs: Vec<&[u8]> = h
+        .get_all(header::COOKIE)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
+    if crumbs.len() < 2 {
+        return;
+    }
+    let joined = crumbs.join(&b"; "[..]);
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        h.insert(header::COOKIE, value);
+    }
+}
+
 /// Removes the hop-by-hop headers and every header the `Connection` header names.
 fn remove_hop_by_hop(h: &mut HeaderMap) {
     let listed: Vec<String> = h
@@ -356,7 +411,11 @@ fn remove_hop_by_hop(h: &mut HeaderMap) {
 pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaderNames, extra: Option<&str>) {
     let prefixed: Vec<HeaderName> = h
         .keys()
-        .filter(|k| k.as_str().starts_with(CLIENT_CERT_PREFIX))
+        .filter(|k| {
+            CLIENT_CERT_PREFIXES
+                .iter()
+                .any(|p| k.as_str().starts_with(p))
+        })
         .cloned()
         .collect();
     for k in prefixed {
