@@ -547,3 +547,66 @@ mod tests {
         assert_eq!(codes.len(), all.len());
     }
 }
+
+/// Properties over generated paths (proptest): the pieces below exercise every rule, in every
+/// spelling, and arbitrary strings fill the gaps.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    const PIECES: &[&str] = &[
+        "v1", "accounts", "a b", "..", ".", "%2e", "%2E%2e", ".%2e", "%2f", "%5C", "\\", ";",
+        "%3b", "%25", "%2541", "%41", "%7E", "%00", "%7f", "\u{ff0e}", "\u{ff0f}", "\u{e9}",
+        "%C3%A9", "%C0%AE", " .", "", ".. ", "?", "#", "%",
+    ];
+
+    fn path() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::collection::vec(prop::sample::select(PIECES), 0..8)
+                .prop_map(|segments| format!("/{}", segments.join("/"))),
+            "/\\PC{0,40}",
+        ]
+    }
+
+    /// What a receiver that percent-decodes the whole path sees, split at `/`.
+    fn decoded_segments(path: &str) -> Vec<String> {
+        percent_encoding::percent_decode_str(path)
+            .decode_utf8_lossy()
+            .split('/')
+            .map(str::to_owned)
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn normalising_twice_changes_nothing(p in path()) {
+            if let Ok(n) = normalise(&p) {
+                let again = normalise(n.as_str()).map(|m| m.as_str().to_owned());
+                prop_assert_eq!(again, Ok(n.as_str().to_owned()), "from {:?}", p);
+            }
+        }
+
+        #[test]
+        fn a_normalised_path_never_climbs_and_decodes_to_the_same_segments(p in path()) {
+            if let Ok(n) = normalise(&p) {
+                let n = n.as_str();
+                prop_assert!(n.starts_with('/'), "{:?} from {:?}", n, p);
+                let decoded = decoded_segments(n);
+                prop_assert_eq!(
+                    n.split('/').count(),
+                    decoded.len(),
+                    "a decoding receiver sees other segments in {:?} (from {:?})", n, p
+                );
+                for s in &decoded {
+                    prop_assert!(
+                        s != "." && s != "..",
+                        "a dot segment in {:?} (from {:?})", n, p
+                    );
+                }
+            }
+        }
+    }
+}
