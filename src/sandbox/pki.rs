@@ -31,14 +31,12 @@ mod scenarios;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine as _;
 use rcgen::{
     BasicConstraints, CertificateParams, CrlDistributionPoint, DistinguishedName, DnType, DnValue,
     ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
 };
-use rsa::pkcs8::EncodePrivateKey as _;
 use time::OffsetDateTime;
 use time::macros::datetime;
 
@@ -163,7 +161,7 @@ pub fn generate_with_base_url(out_dir: &Path, base_url: &str) -> Result<Manifest
         std::fs::create_dir_all(&path).map_err(|source| SandboxError::Write { path, source })?;
     }
 
-    // RSA key generation dominates the run time: make every key first, on every core.
+    // Every key first, in the order the certificates take them.
     let algorithms: Vec<KeyAlgorithm> = CAS
         .iter()
         .map(|ca| ca.key)
@@ -485,77 +483,56 @@ struct GeneratedKey {
     pem: String,
 }
 
-/// Makes one key per entry of `algorithms`, in that order, spreading the work over the
-/// available cores (RSA prime search is the slow part of [`generate`]).
-fn generate_keys(algorithms: &[KeyAlgorithm]) -> Result<Vec<GeneratedKey>, SandboxError> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .clamp(1, algorithms.len().max(1));
-    let next = AtomicUsize::new(0);
-    // Workers hand back PKCS#8 PEM text; the rcgen key pairs are made on this thread.
-    let mut pems: Vec<Option<Result<String, SandboxError>>> =
-        (0..algorithms.len()).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&algorithm) = algorithms.get(i) else {
-                            break done;
-                        };
-                        done.push((i, generate_key_pem(algorithm)));
-                    }
-                })
-            })
-            .collect();
-        for handle in handles {
-            let done = handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            for (i, pem) in done {
-                pems[i] = Some(pem);
-            }
-        }
-    });
-    algorithms
-        .iter()
-        .zip(pems)
-        .map(|(&algorithm, pem)| {
-            // Every index below algorithms.len() was taken by exactly one worker, and every
-            // worker was joined above.
-            let pem = pem.expect("every key index was generated")?;
-            let pair = KeyPair::from_pkcs8_pem_and_sign_algo(&pem, algorithm.signature()).map_err(
-                |e| SandboxError::KeyGeneration {
-                    algorithm,
-                    detail: e.to_string(),
-                },
-            )?;
-            Ok(GeneratedKey { pair, pem })
-        })
+/// RSA keys for the sandbox, made once with `openssl genpkey` and committed: ring cannot make
+/// RSA keys, and the one pure-Rust RSA implementation has an open timing advisory
+/// (RUSTSEC-2023-0071) that a production build must not carry. Sandbox keys are public anyway
+/// (`certs/` holds them). Each generation takes them from a random starting point, so that two
+/// generated PKIs seldom share a key; within one generation no key is used twice.
+const RSA_2048_POOL: &str = include_str!("pki/rsa-2048.pem");
+const RSA_3072_POOL: &str = include_str!("pki/rsa-3072.pem");
+
+/// The PKCS#8 PEM blocks of a pool.
+fn pool_keys(pool: &str) -> Vec<String> {
+    const END: &str = "-----END PRIVATE KEY-----";
+    pool.split_inclusive(END)
+        .map(str::trim)
+        .filter(|block| block.ends_with(END))
+        .map(|block| format!("{block}\n"))
         .collect()
 }
 
-/// A new private key as PKCS#8 PEM. With ring, rcgen cannot make RSA keys: the RustCrypto rsa
-/// crate makes them (public exponent 65537).
-fn generate_key_pem(algorithm: KeyAlgorithm) -> Result<String, SandboxError> {
-    let failed = |detail: String| SandboxError::KeyGeneration { algorithm, detail };
-    let bits = match algorithm {
-        KeyAlgorithm::Rsa2048 => 2048,
-        KeyAlgorithm::Rsa3072 => 3072,
-        KeyAlgorithm::EcdsaP256 => {
-            let pair =
-                KeyPair::generate_for(algorithm.signature()).map_err(|e| failed(e.to_string()))?;
-            return Ok(pair.serialize_pem());
-        }
-    };
-    let private = rsa::RsaPrivateKey::new(&mut rsa::rand_core::OsRng, bits)
-        .map_err(|e| failed(e.to_string()))?;
-    let pem = private
-        .to_pkcs8_pem(rsa::pkcs8::LineEnding::LF)
-        .map_err(|e| failed(e.to_string()))?;
-    Ok(pem.as_str().to_owned())
+/// Makes one key per entry of `algorithms`, in that order: ECDSA keys new, RSA keys from the
+/// committed pools, none twice.
+fn generate_keys(algorithms: &[KeyAlgorithm]) -> Result<Vec<GeneratedKey>, SandboxError> {
+    let mut pools = [
+        (KeyAlgorithm::Rsa2048, pool_keys(RSA_2048_POOL)),
+        (KeyAlgorithm::Rsa3072, pool_keys(RSA_3072_POOL)),
+    ];
+    for (_, keys) in &mut pools {
+        let mut start = [0u8; 2];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut start)
+            .map_err(|_| SandboxError::Random)?;
+        let len = keys.len().max(1);
+        keys.rotate_left(usize::from(u16::from_le_bytes(start)) % len);
+        keys.reverse(); // taken from the end below
+    }
+    algorithms
+        .iter()
+        .map(|&algorithm| {
+            let failed = |detail: String| SandboxError::KeyGeneration { algorithm, detail };
+            let pem = match pools.iter_mut().find(|(a, _)| *a == algorithm) {
+                Some((_, keys)) => keys.pop().ok_or_else(|| {
+                    failed("the sandbox's RSA key pool is used up (src/sandbox/pki/)".into())
+                })?,
+                None => KeyPair::generate_for(algorithm.signature())
+                    .map_err(|e| failed(e.to_string()))?
+                    .serialize_pem(),
+            };
+            let pair = KeyPair::from_pkcs8_pem_and_sign_algo(&pem, algorithm.signature())
+                .map_err(|e| failed(e.to_string()))?;
+            Ok(GeneratedKey { pair, pem })
+        })
+        .collect()
 }
 
 fn find_ca<'a>(built: &'a [BuiltCa], name: &str) -> Result<&'a BuiltCa, SandboxError> {
@@ -625,6 +602,37 @@ fn write_file(out_dir: &Path, relative: &str, contents: &[u8]) -> Result<(), San
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rsa_pools_hold_distinct_keys_of_their_size_and_one_generation_uses_none_twice() {
+        for (pool, algorithm, bits, count) in [
+            (RSA_2048_POOL, KeyAlgorithm::Rsa2048, 2048, 36),
+            (RSA_3072_POOL, KeyAlgorithm::Rsa3072, 3072, 16),
+        ] {
+            let keys = pool_keys(pool);
+            assert_eq!(keys.len(), count);
+            let distinct: std::collections::BTreeSet<&String> = keys.iter().collect();
+            assert_eq!(distinct.len(), count, "{bits}: a key is in the pool twice");
+            for pem in &keys {
+                let pair = KeyPair::from_pkcs8_pem_and_sign_algo(pem, algorithm.signature())
+                    .expect("an RSA key");
+                // The modulus is the first INTEGER of the RSAPublicKey, after its 0x00 pad.
+                let spki = rcgen::PublicKeyData::subject_public_key_info(&pair);
+                assert!(spki.len() > bits / 8, "{bits}: {} bytes of key", spki.len());
+            }
+        }
+        let algorithms: Vec<KeyAlgorithm> = CAS
+            .iter()
+            .map(|ca| ca.key)
+            .chain(PSPS.iter().map(|psp| psp.key))
+            .collect();
+        let keys = generate_keys(&algorithms).expect("keys");
+        let distinct: std::collections::BTreeSet<Vec<u8>> = keys
+            .iter()
+            .map(|k| rcgen::PublicKeyData::subject_public_key_info(&k.pair))
+            .collect();
+        assert_eq!(distinct.len(), algorithms.len(), "a key was used twice");
+    }
 
     #[test]
     fn serials_are_sixteen_positive_octets() {
