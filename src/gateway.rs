@@ -24,7 +24,7 @@ pub mod config;
 mod dialect;
 pub(crate) mod echo;
 mod forward;
-mod path;
+pub mod path;
 pub mod tls;
 
 use std::sync::Arc;

@@ -1,0 +1,9 @@
+//! An OCSP response (RFC 6960) decoded.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use psp_gateway::revocation::ocsp::parse_response;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = parse_response(data);
+});
