@@ -222,6 +222,7 @@ pub async fn handle(
                     Failure::PathRefused(r) => r.code(),
                     Failure::AuthorityRefused(r) => r.code(),
                     Failure::Refused(_)
+                    | Failure::RequestBodyInvalid
                     | Failure::RouteUnknown
                     | Failure::UpstreamUnavailable
                     | Failure::UpstreamTimeout => "",
@@ -326,20 +327,26 @@ async fn admit_and_forward(
         identity_header: extra,
         configured: &state.strip_headers,
     };
-    let upstream_req = forward::prepare(&state.upstream, req, path, &hop, strip, identity)
-        .map_err(|e| forward_failure(e, check_id))?;
+    let (upstream_req, body_failed) =
+        forward::prepare(&state.upstream, req, path, &hop, strip, identity)
+            .map_err(|e| forward_failure(e, check_id))?;
     state
         .upstream
-        .send(upstream_req)
+        .send(upstream_req, &body_failed)
         .await
         .map_err(|e| forward_failure(e, check_id))
 }
 
 /// Every forwarding error, logged with its detail and mapped to the failure the client sees:
 /// the upstream unreachable or broken is 502, its silence 504. A request that cannot be built
-/// is 502 as well (it names the upstream's URI, which comes from the configuration).
+/// is 502 as well (it names the upstream's URI, which comes from the configuration). A
+/// request body that fails on the client's side is 400.
 fn forward_failure(error: ForwardError, check_id: &str) -> Failure {
     let kind = match &error {
+        ForwardError::RequestBody(detail) => {
+            tracing::info!(check_id = %check_id, error = %detail, "the request body could not be read");
+            return Failure::RequestBodyInvalid;
+        }
         ForwardError::RequestBuild(_) => "request",
         ForwardError::Connect(_) => "connect",
         ForwardError::Protocol(_) => "protocol",
@@ -353,6 +360,7 @@ fn forward_failure(error: ForwardError, check_id: &str) -> Failure {
         })
         .inc();
     match error {
+        ForwardError::RequestBody(_) => Failure::RequestBodyInvalid,
         ForwardError::RequestBuild(detail) => {
             tracing::error!(check_id = %check_id, error = %detail, "cannot build the upstream request");
             Failure::UpstreamUnavailable

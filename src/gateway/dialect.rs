@@ -33,6 +33,9 @@ pub enum Failure {
     AuthorityRefused(AuthorityRefusal),
     /// No route matches the path and method.
     RouteUnknown,
+    /// The request body could not be read while it was forwarded (malformed chunking, a
+    /// connection closed early).
+    RequestBodyInvalid,
     /// The upstream refused the connection or broke it.
     UpstreamUnavailable,
     /// The upstream did not answer in time.
@@ -68,6 +71,13 @@ impl Failure {
                 "FORMAT_ERROR",
                 "authority_refused",
                 format!("The request's authority is refused: {refusal}"),
+            ),
+            Failure::RequestBodyInvalid => (
+                StatusCode::BAD_REQUEST,
+                "FORMAT_ERROR",
+                "request_body_invalid",
+                "The request body could not be read (malformed chunked encoding, or cut short)"
+                    .to_owned(),
             ),
             Failure::RouteUnknown => (
                 StatusCode::NOT_FOUND,
@@ -129,7 +139,7 @@ impl Failure {
 /// UK OB `ErrorCode`: OB's own code where it has one, else ours.
 fn ob_code(failure: &Failure, bg: &'static str) -> String {
     match failure {
-        Failure::PathRefused(_) | Failure::AuthorityRefused(_) => {
+        Failure::PathRefused(_) | Failure::AuthorityRefused(_) | Failure::RequestBodyInvalid => {
             "UK.OBIE.Resource.InvalidFormat".to_owned()
         }
         Failure::RouteUnknown => "UK.OBIE.Resource.NotFound".to_owned(),

@@ -6,6 +6,7 @@
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -118,6 +119,23 @@ pub enum ForwardError {
     Protocol(String),
     /// No response within `gateway.upstream_timeout_ms`.
     Timeout,
+    /// The client's request body could not be read while it was being forwarded (a chunk
+    /// size that overflows, a connection closed early): the caller's fault, not the upstream's.
+    RequestBody(String),
+}
+
+/// Set when the inbound body fails while it is streamed to the upstream.
+#[derive(Debug, Default, Clone)]
+pub struct BodyFailed(Arc<AtomicBool>);
+
+impl BodyFailed {
+    fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// The upstream: base URL and a pooled client.
@@ -181,10 +199,18 @@ impl Upstream {
         })
     }
 
-    /// Sends the prepared request; streams the response back.
-    pub async fn send(&self, req: Request<Body>) -> Result<Response<Body>, ForwardError> {
+    /// Sends the prepared request; streams the response back. `body_failed` is the flag
+    /// [`prepare`] returned with it.
+    pub async fn send(
+        &self,
+        req: Request<Body>,
+        body_failed: &BodyFailed,
+    ) -> Result<Response<Body>, ForwardError> {
         let sent = tokio::time::timeout(self.timeout, self.client.request(req)).await;
         let response = match sent {
+            Ok(Err(e)) if body_failed.is_set() => {
+                return Err(ForwardError::RequestBody(e.to_string()));
+            }
             Err(_) => return Err(ForwardError::Timeout),
             Ok(Err(e)) if e.is_connect() => return Err(ForwardError::Connect(e.to_string())),
             Ok(Err(e)) => return Err(ForwardError::Protocol(e.to_string())),
@@ -241,7 +267,8 @@ pub struct Identity<'a> {
 }
 
 /// Rewrites an inbound request for the upstream: URI (on the normalised `path`), hop-by-hop,
-/// spoofable and override headers, `X-Forwarded-*`, and the identity of the permit.
+/// spoofable and override headers, `X-Forwarded-*`, and the identity of the permit. The flag
+/// returned with it is set if the inbound body fails while it is forwarded.
 pub fn prepare(
     upstream: &Upstream,
     req: Request<Incoming>,
@@ -249,7 +276,7 @@ pub fn prepare(
     hop: &Hop,
     strip: Strip<'_>,
     identity: Identity<'_>,
-) -> Result<Request<Body>, ForwardError> {
+) -> Result<(Request<Body>, BodyFailed), ForwardError> {
     let names = strip.names;
     let Identity {
         permit,
@@ -338,10 +365,15 @@ pub fn prepare(
         insert(h, &names.report_only, r.reason.code());
     }
     insert(h, &names.certificate, &url_encoded_pem(certificate_der));
-    Ok(Request::from_parts(
-        parts,
-        body.map_err(|e| Box::new(e) as BodyError).boxed(),
-    ))
+    let failed = BodyFailed::default();
+    let flag = failed.clone();
+    let body = body
+        .map_err(move |e| {
+            flag.set();
+            Box::new(e) as BodyError
+        })
+        .boxed();
+    Ok((Request::from_parts(parts, body), failed))
 }
 
 /// The certificate as URL-encoded PEM (what nginx's `$ssl_client_escaped_cert` gives).
