@@ -17,7 +17,6 @@
 pub mod auth;
 pub mod config;
 pub mod error;
-pub mod limiter;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -35,10 +34,10 @@ use crate::server::{
 };
 use crate::service::CheckService;
 
+pub use crate::server::KeyedLimiter;
 pub use auth::{AuthFailure, Authenticator, LoginLimits};
 pub use config::{ApiConfig, Credential, FailedLoginConfig, RateLimitConfig};
 pub use error::ApiError;
-pub use limiter::KeyedLimiter;
 
 /// The endpoint's path; matched case-insensitively (the contract uses `/v1/psp/eidas` and
 /// `/v1/PSP/eIDAS`).

@@ -27,7 +27,7 @@ use crate::service::{CheckService, ReferenceData};
 
 /// How often the rate-limit tables (requests per source, logins per source and per user name)
 /// forget keys that are back to full quota (governor keeps them otherwise: STACK.md; the
-/// tables are also bounded in size, `api::limiter`).
+/// tables are also bounded in size, `server::limiter`).
 const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(60);
 
 /// A running service: its bound addresses, and a handle to stop it.
@@ -200,18 +200,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     if let (Some(listener), Some(state)) = (api_listener, api_state) {
         running.api = listener.local_addr().ok();
         let sweep_state = state.clone();
-        let mut sweep_shutdown = shutdown_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(RATE_LIMIT_SWEEP);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {
-                        sweep_state.limiter.load().retain_recent();
-                        sweep_state.auth.load().retain_recent();
-                    }
-                    _ = sweep_shutdown.changed() => return,
-                }
-            }
+        tasks.push(sweep_rate_limits(shutdown_rx.clone(), move || {
+            sweep_state.limiter.load().retain_recent();
+            sweep_state.auth.load().retain_recent();
         }));
         let handler: Handler = Arc::new(move |req: Request<_>, conn| {
             let state = state.clone();
@@ -243,6 +234,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         (gateway_listener, &config.gateway, gateway_state)
     {
         running.gateway = listener.local_addr().ok();
+        let sweep_state = state.clone();
+        tasks.push(sweep_rate_limits(shutdown_rx.clone(), move || {
+            sweep_state.load().sweep();
+        }));
         let upstream = match running.echo {
             Some(addr) => format!("http://{addr}"),
             None => g.upstream.clone(),
@@ -297,6 +292,22 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     )));
     running.tasks = tasks;
     Ok(running)
+}
+
+/// Runs `sweep` every [`RATE_LIMIT_SWEEP`] until shutdown.
+fn sweep_rate_limits(
+    mut shutdown: watch::Receiver<bool>,
+    sweep: impl Fn() + Send + 'static,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(RATE_LIMIT_SWEEP);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => sweep(),
+                _ = shutdown.changed() => return,
+            }
+        }
+    })
 }
 
 /// The UK FCA register adapter `[registers.fca]` configures, if any.
@@ -619,7 +630,7 @@ pub fn build_faces(
         }
         None => (None, None),
     };
-    let gateway = gateway_state(config, service.clone(), echo)?;
+    let gateway = gateway_state(config, service.clone(), echo)?.map(Arc::new);
     let admin = match &config.admin {
         Some(_) => Some(Arc::new(
             AdminState::new(
@@ -651,7 +662,7 @@ fn gateway_state(
     config: &Config,
     service: Arc<CheckService>,
     echo: Option<SocketAddr>,
-) -> Result<Option<Arc<GatewayState>>, StartError> {
+) -> Result<Option<GatewayState>, StartError> {
     let Some(g) = &config.gateway else {
         return Ok(None);
     };
@@ -667,7 +678,7 @@ fn gateway_state(
         error_link_base: config.checks.error_link_base.clone(),
     };
     GatewayState::new(g, around, service)
-        .map(|g| Some(Arc::new(g)))
+        .map(Some)
         .map_err(StartError::Gateway)
 }
 
@@ -935,8 +946,13 @@ fn reload_blocking(
     };
     let api_key = tls_key(config.api.as_ref().and_then(|a| a.tls.as_ref()))?;
     let gateway_key = tls_key(config.gateway.as_ref().and_then(|g| g.tls.as_ref()))?;
-    let gateway =
-        gateway_state(&config, service.clone(), parts.echo).map_err(|e| fail(e.to_string()))?;
+    // The rebuilt gateway keeps the clients' counts when its rate limit is unchanged.
+    let gateway = gateway_state(&config, service.clone(), parts.echo)
+        .map_err(|e| fail(e.to_string()))?
+        .map(|next| match &parts.gateway {
+            Some(current) => Arc::new(next.keeping_counts_of(&current.load())),
+            None => Arc::new(next),
+        });
     let fetcher = crate::fetch::Fetcher::new(
         config.revocation.allow_destinations,
         config.revocation.connect_timeout(),

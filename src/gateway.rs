@@ -27,6 +27,7 @@ mod forward;
 pub mod path;
 pub mod tls;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::{HeaderName, Method};
@@ -38,7 +39,9 @@ use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
 use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection};
 use crate::register::ServiceSet;
-use crate::server::{Body, Cidr, ConnInfo, new_request_id};
+use crate::server::{
+    Body, Cidr, ConnInfo, KeyedLimiter, client_address, new_request_id, source_key,
+};
 use crate::service::CheckService;
 
 pub use config::{Dialect, GatewayConfig, IdentitySource};
@@ -83,6 +86,8 @@ pub struct GatewayState {
     report_only: bool,
     forward_unmatched: bool,
     link_base: String,
+    /// `gateway.rate_limit`: the per-client limiter and its IPv6 block length.
+    limiter: Option<(Arc<KeyedLimiter<IpAddr>>, u8)>,
 }
 
 /// What the gateway takes from outside its own `[gateway]` section: where its upstream is,
@@ -158,7 +163,48 @@ impl GatewayState {
             report_only: around.report_only,
             forward_unmatched: around.forward_unmatched_routes,
             link_base: around.error_link_base,
+            limiter: g.rate_limit.map(|r| {
+                let limiter = KeyedLimiter::new(
+                    r.requests,
+                    std::time::Duration::from_secs(r.period_seconds),
+                    r.max_tracked_sources,
+                    "gateway-requests",
+                );
+                (Arc::new(limiter), r.ipv6_prefix)
+            }),
         })
+    }
+
+    /// Keeps `previous`'s client counts when the rate limit is unchanged (a reload is no
+    /// fresh quota).
+    pub fn keeping_counts_of(mut self, previous: &GatewayState) -> GatewayState {
+        if let (Some((mine, prefix)), Some((theirs, their_prefix))) =
+            (&self.limiter, &previous.limiter)
+            && mine.settings() == theirs.settings()
+            && prefix == their_prefix
+        {
+            self.limiter = Some((theirs.clone(), *their_prefix));
+        }
+        self
+    }
+
+    /// Forgets clients back at full quota (run periodically, as the endpoint's sweep).
+    pub fn sweep(&self) {
+        if let Some((limiter, _)) = &self.limiter {
+            limiter.retain_recent();
+        }
+    }
+
+    /// The seconds to wait when the calling client is over `gateway.rate_limit`.
+    fn over_rate_limit(&self, req: &Request<Incoming>, conn: &ConnInfo) -> Option<u64> {
+        let (limiter, ipv6_prefix) = self.limiter.as_ref()?;
+        let forwarded = req
+            .headers()
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok());
+        let client = client_address(conn.peer.ip(), forwarded, &self.trusted_proxies);
+        limiter.check(&source_key(client, *ipv6_prefix)).err()
     }
 
     fn route(&self, method: &Method, path: &NormalisedPath) -> Option<&Route> {
@@ -173,6 +219,22 @@ pub async fn handle(
     conn: Arc<ConnInfo>,
 ) -> Response<Body> {
     let check_id = new_request_id();
+    if let Some(retry_after_secs) = state.over_rate_limit(&req, &conn) {
+        let metrics = crate::telemetry::metrics::metrics();
+        metrics
+            .rate_limited
+            .get_or_create(&crate::telemetry::metrics::FaceLabels {
+                face: "gateway".to_owned(),
+            })
+            .inc();
+        let failure = Failure::RateLimited { retry_after_secs };
+        metrics.request("gateway", "", "rejected", failure.code());
+        let mut response = failure.response(state.default_dialect, &check_id, &state.link_base);
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, retry_after_secs.into());
+        return response;
+    }
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     // No route is known for a refused path: its rejection is in the default dialect.
     // The metric's route label is the configured prefix (bounded), never the request path.
@@ -222,6 +284,7 @@ pub async fn handle(
                     Failure::PathRefused(r) => r.code(),
                     Failure::AuthorityRefused(r) => r.code(),
                     Failure::Refused(_)
+                    | Failure::RateLimited { .. }
                     | Failure::RequestBodyInvalid
                     | Failure::RouteUnknown
                     | Failure::UpstreamUnavailable

@@ -21,12 +21,14 @@ mod certificate;
 mod cidr;
 mod error_body;
 mod idle;
+pub mod limiter;
 mod request_id;
 
 pub use certificate::{CertificateError, ServerCertificate, load_certified_key};
 pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
 pub use error_body::contract_error;
 pub use idle::TrackedBody;
+pub use limiter::KeyedLimiter;
 pub use request_id::new_request_id;
 
 use std::collections::HashMap;

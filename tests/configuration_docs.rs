@@ -45,6 +45,11 @@ const PLACES: &[(&str, &str, &str)] = &[
     ),
     ("src/api/config.rs", "Credential", "api.credentials[]."),
     ("src/api/config.rs", "RateLimitConfig", "api.rate_limit."),
+    (
+        "src/gateway/config.rs",
+        "GatewayRateLimit",
+        "gateway.rate_limit.",
+    ),
     ("src/gateway/config.rs", "GatewayConfig", "gateway."),
     ("src/gateway/config.rs", "RouteConfig", "gateway.routes[]."),
     (

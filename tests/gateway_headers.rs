@@ -197,3 +197,68 @@ async fn http2_cookie_crumbs_reach_an_http1_upstream_as_one_line() {
     assert_eq!(cookies, ["a=1; b=2; c=3"]);
     running.stop().await;
 }
+
+#[tokio::test]
+async fn each_client_has_its_own_request_quota_in_a_bounded_table() {
+    use psp_gateway::telemetry::metrics::{TableLabels, metrics};
+    let up = upstream::start().await;
+    // Three requests per client; the table remembers two clients; the test's own address is
+    // a trusted proxy, so X-Forwarded-For names the client.
+    let running = service::start(test_config(|t| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!(
+                "upstream = \"http://{}\"\n\
+                 trusted_proxies = [\"127.0.0.1/32\"]\n\
+                 rate_limit = {{ requests = 3, period_seconds = 300, max_tracked_sources = 2 }}",
+                up.addr
+            ),
+        )
+    }))
+    .await;
+    let addr = running.gateway.expect("gateway");
+    let config = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H1);
+    let call = |client: &'static str| {
+        let config = config.clone();
+        async move {
+            let req = with_headers(get("/v1/accounts"), &[("x-forwarded-for", client)]);
+            tls_client::send(addr, config, Proto::H1, req).await.0
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(call("192.0.2.1").await.status(), StatusCode::OK);
+    }
+    let refused = call("192.0.2.1").await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry_after: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .expect("ASCII")
+        .parse()
+        .expect("seconds");
+    assert!((1..=300).contains(&retry_after), "{retry_after}");
+    assert_eq!(
+        call("192.0.2.2").await.status(),
+        StatusCode::OK,
+        "another client has its own quota"
+    );
+    let forwarded = up.received.lock().expect("lock").len();
+    assert_eq!(forwarded, 4, "the refused request was not forwarded");
+
+    let evictions = || {
+        metrics()
+            .limiter_evictions
+            .get_or_create(&TableLabels {
+                table: "gateway-requests".to_owned(),
+            })
+            .get()
+    };
+    let before = evictions();
+    for client in ["192.0.2.3", "192.0.2.4", "192.0.2.5"] {
+        assert_eq!(call(client).await.status(), StatusCode::OK);
+    }
+    assert!(
+        evictions() > before,
+        "new clients made room in the two-client table"
+    );
+    running.stop().await;
+}

@@ -36,7 +36,7 @@ use base64::Engine;
 use tokio::sync::Semaphore;
 
 use super::config::{ApiConfig, Credential};
-use super::limiter::KeyedLimiter;
+use crate::server::KeyedLimiter;
 
 /// How long a successful verification is remembered. Five minutes: a removed credential
 /// stops working within that time after a reload; argon2 costs ~20 ms of CPU per miss.

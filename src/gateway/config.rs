@@ -79,6 +79,10 @@ pub struct GatewayConfig {
     /// absent, the Berlin Group NextGenPSD2 and UK Open Banking defaults (README).
     #[serde(default)]
     pub routes: Option<Vec<RouteConfig>>,
+    /// Requests per client (the peer, or the client a trusted proxy names), off when absent:
+    /// answered 429 in the route's dialect past it.
+    #[serde(default)]
+    pub rate_limit: Option<GatewayRateLimit>,
 }
 
 fn default_upstream_connect_ms() -> u64 {
@@ -95,6 +99,29 @@ fn default_statuses() -> Vec<AuthStatus> {
 
 fn default_dialect() -> Dialect {
     Dialect::BerlinGroup
+}
+
+/// `gateway.rate_limit`: `requests` per `period_seconds` per client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayRateLimit {
+    pub requests: u32,
+    pub period_seconds: u64,
+    /// IPv6 clients are counted per address block of this prefix length (1–128).
+    #[serde(default = "default_ipv6_prefix")]
+    pub ipv6_prefix: u8,
+    /// Clients remembered at most; when full, those closest to full quota are forgotten
+    /// (`psp_gateway_rate_limiter_evictions_total{table="gateway-requests"}`).
+    #[serde(default = "default_max_tracked")]
+    pub max_tracked_sources: usize,
+}
+
+fn default_ipv6_prefix() -> u8 {
+    64
+}
+
+fn default_max_tracked() -> usize {
+    100_000
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

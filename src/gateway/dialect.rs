@@ -31,6 +31,8 @@ pub enum Failure {
     PathRefused(PathRefusal),
     /// The request names two authorities, or a malformed one (`authority::accepted`).
     AuthorityRefused(AuthorityRefusal),
+    /// The client is over `gateway.rate_limit`.
+    RateLimited { retry_after_secs: u64 },
     /// No route matches the path and method.
     RouteUnknown,
     /// The request body could not be read while it was forwarded (malformed chunking, a
@@ -71,6 +73,14 @@ impl Failure {
                 "FORMAT_ERROR",
                 "authority_refused",
                 format!("The request's authority is refused: {refusal}"),
+            ),
+            // NextGenPSD2 section 14.11: ACCESS_EXCEEDED, 429, "The access on the account has
+            // been exceeding the consented multiplicity per day" (the nearest code it has).
+            Failure::RateLimited { retry_after_secs } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "ACCESS_EXCEEDED",
+                "rate_limit_exceeded",
+                format!("Too many requests from this client; retry after {retry_after_secs} s"),
             ),
             Failure::RequestBodyInvalid => (
                 StatusCode::BAD_REQUEST,
@@ -146,6 +156,6 @@ fn ob_code(failure: &Failure, bg: &'static str) -> String {
         Failure::UpstreamUnavailable | Failure::UpstreamTimeout => {
             "UK.OBIE.UnexpectedError".to_owned()
         }
-        Failure::Refused(_) => format!("PSPGW.{bg}"),
+        Failure::Refused(_) | Failure::RateLimited { .. } => format!("PSPGW.{bg}"),
     }
 }
