@@ -397,3 +397,44 @@ async fn a_reload_rebuilds_the_gateway_and_refuses_whole_what_only_a_restart_app
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_keeps_the_gateway_rate_limit_keeps_the_clients_counts() {
+    let dir = std::env::temp_dir().join(format!("psp-gateway-reload-rl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let limited = |t: String| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            "upstream = \"sandbox-echo\"\nrate_limit = { requests = 2, period_seconds = 300 }",
+        )
+    };
+    let path = pki_file_with(&dir, limited);
+    let running = start(psp_gateway::Config::load(&path).expect("config")).await;
+    let gateway = running.gateway.expect("gateway");
+    let (_, mut open) = open_gateway_connection(gateway).await;
+    assert_eq!(get_accounts(&mut open).await, http::StatusCode::OK);
+    assert_eq!(get_accounts(&mut open).await, http::StatusCode::OK);
+    assert_eq!(
+        get_accounts(&mut open).await,
+        http::StatusCode::TOO_MANY_REQUESTS
+    );
+    // The same limit, with another change: the gateway is rebuilt, the quota is not renewed.
+    let path = pki_file_with(&dir, |t| {
+        limited(t).replace(
+            "upstream = \"sandbox-echo\"",
+            "upstream = \"sandbox-echo\"\ndeny = [\"PSDXX-TEST-999998\"]",
+        )
+    });
+    assert!(app::reload(&path, &running).await.is_some());
+    assert_eq!(
+        get_accounts(&mut open).await,
+        http::StatusCode::TOO_MANY_REQUESTS,
+        "a reload is no fresh quota"
+    );
+    // A new limit is a new table.
+    let path = pki_file_with(&dir, |t| limited(t).replace("requests = 2", "requests = 5"));
+    assert!(app::reload(&path, &running).await.is_some());
+    assert_eq!(get_accounts(&mut open).await, http::StatusCode::OK);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
