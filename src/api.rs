@@ -215,8 +215,11 @@ async fn respond(
     if let Err(retry_after_secs) = state.limiter.load().check(&source_key) {
         return Err(ApiError::RateLimited { retry_after_secs });
     }
-    if req.uri().path() == ERRORS_PATH && req.method() == Method::GET {
-        return Ok(error_documentation(request_id));
+    if req.uri().path() == ERRORS_PATH {
+        return match req.method() {
+            &Method::GET => Ok(error_documentation(request_id)),
+            _ => Err(ApiError::MethodNotAllowed),
+        };
     }
     if !req.uri().path().eq_ignore_ascii_case(PATH) {
         return Err(ApiError::NotFound);

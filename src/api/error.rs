@@ -51,7 +51,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                "Only GET is allowed on /v1/psp/eidas".to_owned(),
+                "Only GET is allowed on /v1/psp/eidas and /docs/errors".to_owned(),
             ),
             ApiError::AuthenticationMissing => (
                 StatusCode::UNAUTHORIZED,
