@@ -639,3 +639,41 @@ async fn error_links_resolve_to_the_error_documentation() {
     );
     running.stop().await;
 }
+
+/// An unauthenticated caller (no credentials, a wrong password, a malformed header) makes the
+/// service fetch nothing: authentication comes before the certificate is even decoded, so
+/// anyone on the network cannot aim the service's CRL and OCSP requests.
+#[tokio::test]
+async fn an_unauthenticated_caller_triggers_no_revocation_fetch() {
+    let running = start(test_config(|t| t)).await;
+    let api = running.api.expect("api");
+    let eidas = b64("valid");
+    for authorization in [
+        None,
+        Some("Basic c2FuZGJveDp3cm9uZw=="),
+        Some("Basic !!!"),
+        Some("Bearer x"),
+    ] {
+        let mut headers = vec![
+            ("fi_reference_id", "PSDXX-TEST-999999"),
+            ("eidas", eidas.as_str()),
+        ];
+        if let Some(a) = authorization {
+            headers.push(("authorization", a));
+        }
+        let r = send(api, Method::GET, "/v1/psp/eidas?jurisdiction=XX", &headers).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{authorization:?}");
+    }
+    let stats = running
+        .service
+        .revocation()
+        .expect("the service fetches")
+        .stats();
+    assert_eq!(stats, Default::default(), "no lookup, no fetch: {stats:?}");
+    // The same request, authenticated, does look its evidence up: the counters are live.
+    let r = check(api, &eidas, "XX").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let stats = running.service.revocation().expect("fetches").stats();
+    assert_ne!(stats, Default::default());
+    running.stop().await;
+}
