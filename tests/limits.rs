@@ -263,3 +263,56 @@ async fn connections_over_the_per_source_cap_are_closed_at_once() {
     drop(held);
     running.stop().await;
 }
+
+/// 200 stalled connections (50 from each of four loopback sources, under the per-source cap):
+/// half stall the gateway's TLS handshake, half send half a request head to the check
+/// endpoint. Normal requests from another source are answered meanwhile, and the stalled ones
+/// are closed at their deadlines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_stalled_connections_do_not_stop_normal_requests() {
+    let running = start(test_config(|t| {
+        format!("{t}\n[limits]\nheader_read_timeout_ms = 2000\nhandshake_timeout_ms = 2000\n")
+    }))
+    .await;
+    let (api, gateway) = (running.api.expect("api"), running.gateway.expect("gateway"));
+    let mut stalled = Vec::new();
+    for source in 2..=5u8 {
+        for i in 0..50 {
+            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+            socket
+                .bind(std::net::SocketAddr::from(([127, 0, 0, source], 0)))
+                .expect("bind a loopback source");
+            let target = if i % 2 == 0 { gateway } else { api };
+            let mut stream = socket.connect(target).await.expect("connect");
+            if target == api {
+                stream
+                    .write_all(b"GET /v1/psp/eidas HTTP/1.1\r\nHost: x\r\n")
+                    .await
+                    .expect("half a head");
+            }
+            stalled.push(stream);
+        }
+    }
+    let started = Instant::now();
+    for _ in 0..10 {
+        let r = tokio::time::timeout(Duration::from_secs(5), a_normal_request(api))
+            .await
+            .expect("a normal request is answered within 5 s");
+        assert_eq!(r.status, StatusCode::OK);
+    }
+    let normal = started.elapsed();
+    // Every stalled connection is closed by its deadline (2 s), with a generous margin.
+    for stream in &mut stalled {
+        let answer = read_until_closed(stream, Duration::from_secs(20)).await;
+        assert!(
+            answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"),
+            "{}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    eprintln!(
+        "10 normal requests in {normal:?} beside 200 stalled connections; all 200 closed after {:?}",
+        started.elapsed()
+    );
+    running.stop().await;
+}
