@@ -49,7 +49,7 @@ pub use fca::{
     PERMISSIONS as FCA_PERMISSIONS, PSD_EMD_STATUS as FCA_PSD_EMD_STATUS,
     PassportDirection as FcaPassportDirection, PermissionMeaning as FcaPermissionMeaning,
     PsdStanding, PsdStatusRow as FcaPsdStatusRow, RateLimit as FcaRateLimit,
-    SystemClock as FcaSystemClock, frn_of, gcra_quota as fca_gcra_quota,
+    SystemClock as FcaSystemClock, decode_answer_for_fuzzing, frn_of, gcra_quota as fca_gcra_quota,
 };
 pub use history::{AsOf, Entry as HistoryEntry, History};
 pub use lookup::{

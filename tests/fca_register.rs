@@ -845,3 +845,25 @@ async fn hostile_references_are_refused_before_any_request() {
     assert_eq!(frn_of("PSDGB-OB-Unknown0015800001HQQrZAAX"), None);
     assert_eq!(replay.count(), 0, "no request for any of them");
 }
+
+#[test]
+fn the_fuzzing_entry_decodes_real_answers_as_the_adapter_does() {
+    use psp_gateway::register::decode_answer_for_fuzzing;
+    for (file, records) in [
+        ("registers/fca/fca_552016_firm.json", 1),
+        ("registers/fca/fca_765112_permissions_p1.json", 1),
+        ("registers/fca/fca_765112_passports.json", 1),
+    ] {
+        // The recordings hold the API's body under `body`.
+        let recording: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(common::data(file)).expect("recording"))
+                .expect("JSON");
+        let body = serde_json::to_vec(&recording["body"]).expect("body");
+        assert!(
+            decode_answer_for_fuzzing(&body) >= records,
+            "{file}: no record decoder accepted it"
+        );
+    }
+    assert_eq!(decode_answer_for_fuzzing(b"{\"Status\": \"nope\"}"), 0);
+    assert_eq!(decode_answer_for_fuzzing(b"\xff"), 0);
+}

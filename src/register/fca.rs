@@ -1056,6 +1056,24 @@ impl Inner {
     }
 }
 
+/// Decodes an FCA API answer as the adapter does: the envelope, its status class for each
+/// endpoint, and the firm, permission and passport records its data may carry. For the fuzz
+/// target (`fuzz/`); returns how many of the record decoders accepted the data.
+#[doc(hidden)]
+pub fn decode_answer_for_fuzzing(body: &[u8]) -> usize {
+    let Ok(envelope) = wire::parse_envelope(body) else {
+        return 0;
+    };
+    for endpoint in [Endpoint::Firm, Endpoint::Permissions, Endpoint::Passports] {
+        let _ = wire::classify(endpoint, &envelope.status);
+        let _ = status_error(endpoint, &envelope);
+    }
+    let _ = envelope.page.map(|p| p.total_pages());
+    usize::from(wire::firm_record(&envelope.data).is_ok())
+        + usize::from(wire::permission_names(&envelope.data).is_ok())
+        + usize::from(wire::passport_records(&envelope.data).is_ok())
+}
+
 fn status_error(endpoint: Endpoint, envelope: &wire::Envelope) -> FcaError {
     FcaError::Status {
         endpoint,
