@@ -214,3 +214,64 @@ async fn a_settings_flood_leaves_memory_and_other_clients_unharmed() {
     under_attack("SETTINGS flood", attack, addr, false).await;
     running.stop().await;
 }
+
+/// 300 streams opened at once, each with a request body that never comes, on one connection
+/// whose limit is 100 concurrent streams: the streams past the limit are refused
+/// (RST_STREAM REFUSED_STREAM) or the connection is ended (GOAWAY); the 100 admitted wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_past_the_concurrency_limit_are_refused() {
+    const RST_STREAM_FRAME: u8 = 0x3;
+    const GOAWAY: u8 = 0x7;
+    const REFUSED_STREAM: u32 = 0x7;
+    let running = gateway().await;
+    let addr = running.gateway.expect("gateway");
+    let mut tls = h2_connection(addr).await;
+    let block = request_block();
+    let mut burst = Vec::new();
+    for i in 0..300u32 {
+        // END_HEADERS without END_STREAM: a body is announced and never sent.
+        burst.extend(frame(HEADERS, END_HEADERS, 2 * i + 1, &block));
+    }
+    tls.write_all(&burst).await.expect("write the burst");
+    let (mut refused, mut goaway) = (0u32, false);
+    let mut pending = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while refused < 200 && !goaway {
+        let n = match tokio::time::timeout_at(deadline, tls.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => n,
+        };
+        pending.extend_from_slice(&buf[..n]);
+        while pending.len() >= 9 {
+            let len = usize::from(pending[0]) << 16
+                | usize::from(pending[1]) << 8
+                | usize::from(pending[2]);
+            if pending.len() < 9 + len {
+                break;
+            }
+            let kind = pending[3];
+            let payload = &pending[9..9 + len];
+            if kind == RST_STREAM_FRAME
+                && payload.len() == 4
+                && u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])
+                    == REFUSED_STREAM
+            {
+                refused += 1;
+            }
+            if kind == GOAWAY {
+                goaway = true;
+            }
+            pending.drain(..9 + len);
+        }
+    }
+    assert!(
+        refused >= 200 || goaway,
+        "streams past the limit were neither refused nor the connection ended: {refused} refused"
+    );
+    eprintln!("300 streams on one connection: {refused} refused, GOAWAY {goaway}");
+    // The 100 admitted streams wait for their bodies: close the connection, or the drain
+    // would wait for them.
+    drop(tls);
+    running.stop().await;
+}
