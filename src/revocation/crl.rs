@@ -119,6 +119,48 @@ pub enum CrlError {
     OutOfScope(String),
 }
 
+/// The hasher of the serial index: FxHash's multiply-rotate over 8-byte words. SipHash (the
+/// standard one) resists keys chosen to collide, which no one can do here: the entries are
+/// indexed only after the CA's signature over them verified. It was 12 % of indexing a
+/// million-entry CRL (BENCHMARKS.md).
+type SerialHash = std::hash::BuildHasherDefault<FxHasher>;
+
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl FxHasher {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
+    }
+}
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// One listed certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RevokedEntry {
@@ -157,7 +199,7 @@ pub struct CrlIndex {
     next_update: OffsetDateTime,
     crl_number: Option<String>,
     scope: Scope,
-    revoked: HashMap<Box<[u8]>, RevokedEntry>,
+    revoked: HashMap<Box<[u8]>, RevokedEntry, SerialHash>,
     index_bytes: usize,
 }
 
@@ -226,7 +268,7 @@ impl CrlIndex {
         }
         let next_update = tbs.next_update.ok_or(CrlError::NoNextUpdate)?;
 
-        let mut revoked = HashMap::new();
+        let mut revoked = HashMap::with_hasher(SerialHash::default());
         let mut index_bytes = 0usize;
         let mut entries = Tlvs::new(tbs.revoked.unwrap_or_default())?;
         while let Some(entry) = entries.next_tlv()? {
