@@ -169,6 +169,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     };
 
     let limits = config.limits.resolve();
+    // Requests refused before any face reads them link their error codes here too.
+    let link_base: Arc<str> = config.checks.error_link_base.as_str().into();
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     let gateway_state = faces.gateway.map(|g| Arc::new(ArcSwap::new(g)));
@@ -209,10 +211,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             Box::pin(async move { api::handle(state, req, conn).await })
         });
         tracing::info!(addr = %display_addr(running.api), tls = api_tls.is_some(), "check endpoint listening");
-        tasks.push(tokio::spawn(server::serve(
+        tasks.push(tokio::spawn(server::serve_with_link_base(
             listener,
             api_tls,
             limits,
+            link_base.clone(),
             handler,
             shutdown_rx.clone(),
         )));
@@ -221,10 +224,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     if let Some(listener) = echo_listener {
         running.echo = listener.local_addr().ok();
         tracing::info!(addr = %display_addr(running.echo), "sandbox echo upstream listening");
-        tasks.push(tokio::spawn(server::serve(
+        tasks.push(tokio::spawn(server::serve_with_link_base(
             listener,
             None,
             limits,
+            link_base.clone(),
             crate::gateway::echo::handler(),
             shutdown_rx.clone(),
         )));
@@ -253,10 +257,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             upstream = %upstream,
             "gateway listening"
         );
-        tasks.push(tokio::spawn(server::serve(
+        tasks.push(tokio::spawn(server::serve_with_link_base(
             listener,
             gateway_tls,
             limits,
+            link_base.clone(),
             handler,
             shutdown_rx.clone(),
         )));
@@ -269,10 +274,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             Box::pin(async move { admin::handle(state, req).await })
         });
         tracing::info!(addr = %display_addr(running.admin), "admin listener listening");
-        tasks.push(tokio::spawn(server::serve(
+        tasks.push(tokio::spawn(server::serve_with_link_base(
             listener,
             None,
             limits,
+            link_base.clone(),
             handler,
             shutdown_rx.clone(),
         )));

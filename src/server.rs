@@ -20,6 +20,7 @@
 mod certificate;
 mod cidr;
 mod error_body;
+pub mod framing;
 mod idle;
 pub mod limiter;
 mod request_id;
@@ -168,6 +169,12 @@ fn outcome(what: &str) -> crate::telemetry::metrics::OutcomeLabels {
     }
 }
 
+/// hyper's HTTP/1 read buffer, which bounds a request head: `max_header_bytes`, at least
+/// hyper's minimum of 8 KiB.
+fn hyper_head_limit(limits: &Limits) -> usize {
+    limits.max_header_bytes.max(8192)
+}
+
 /// HTTP/1 allows at most this many header lines. 100 is hyper's default; kept explicit.
 const MAX_HEADERS: usize = 100;
 /// IPv6 peers are counted per /64 for `max_connections_per_source`: one subscriber usually
@@ -182,11 +189,34 @@ const CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// lower than 100.
 const MAX_CONCURRENT_STREAMS: u32 = 100;
 
-/// Serves `listener` until `shutdown` turns true, then stops accepting and drains.
+/// Serves `listener` until `shutdown` turns true, then stops accepting and drains. Requests
+/// refused before any handler reads them (`framing`) link their error code under
+/// `/docs/errors#`.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     limits: Limits,
+    handler: Handler,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve_with_link_base(
+        listener,
+        tls,
+        limits,
+        "/docs/errors#".into(),
+        handler,
+        shutdown,
+    )
+    .await;
+}
+
+/// [`serve`], with the error links of refused requests under `link_base`
+/// (`checks.error_link_base`).
+pub async fn serve_with_link_base(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    limits: Limits,
+    link_base: Arc<str>,
     handler: Handler,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -197,7 +227,10 @@ pub async fn serve(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size(limits.max_header_bytes.max(8192))
+        // A request refused by the framing guard ends the reading side (`framing`): hyper
+        // still answers the requests before it, then shuts down, which writes the refusal.
+        .half_close(true)
+        .max_buf_size(hyper_head_limit(&limits))
         .max_headers(MAX_HEADERS);
     builder
         .http2()
@@ -241,13 +274,17 @@ pub async fn serve(
         let handler = handler.clone();
         let builder = builder.clone();
         let shutdown = shutdown.clone();
+        let link_base = link_base.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _source_slot = source_slot;
             match tls {
                 None => {
                     let conn = Arc::new(ConnInfo { peer, tls: None });
-                    serve_connection(&builder, stream, conn, handler, limits, shutdown).await;
+                    serve_connection(
+                        &builder, stream, conn, handler, limits, &link_base, shutdown,
+                    )
+                    .await;
                 }
                 Some(acceptor) => {
                     let accepted =
@@ -283,7 +320,10 @@ pub async fn serve(
                         peer,
                         tls: Some(info),
                     });
-                    serve_connection(&builder, stream, conn, handler, limits, shutdown).await;
+                    serve_connection(
+                        &builder, stream, conn, handler, limits, &link_base, shutdown,
+                    )
+                    .await;
                 }
             }
         });
@@ -354,6 +394,7 @@ async fn serve_connection<S>(
     conn: Arc<ConnInfo>,
     handler: Handler,
     limits: Limits,
+    link_base: &Arc<str>,
     mut shutdown: watch::Receiver<bool>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -369,6 +410,13 @@ async fn serve_connection<S>(
             Ok::<_, Infallible>(response.map(|body| TrackedBody::new(body, in_flight)))
         }
     });
+    // hyper reads HTTP/1 request heads only after the guard has checked their framing.
+    let stream = framing::FramingGuard::new(
+        stream,
+        hyper_head_limit(&limits),
+        limits.header_read_timeout,
+        link_base.clone(),
+    );
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     // Set once the connection is being closed for idleness: the peer's time to say goodbye.

@@ -903,7 +903,8 @@ async fn every_error_status_answers_as_documented() {
     );
     assert!(reply.body.is_empty(), "a HEAD reply has no body");
 
-    // A request head over the HTTP layer's limit: 431 from hyper, no body, no request id.
+    // A request head over the HTTP layer's limit: 431 from the framing guard, with the
+    // contract's body (checked against the document by `exchange`).
     let huge = "A".repeat(max_head + 1024);
     let (reply, body) = exchange(
         &doc,
@@ -915,8 +916,11 @@ async fn every_error_status_answers_as_documented() {
     )
     .await;
     assert_eq!(reply.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
-    assert_eq!(body, Value::Null);
-    assert!(!reply.headers.contains_key("x-request-id"));
+    assert_eq!(
+        error_code(&reply, &body, &anchors),
+        "request_head_too_large"
+    );
+    seen.insert((431, "request_head_too_large".to_owned()));
     running.stop().await;
 
     // Every (status, code) of the document except the rate limits, the busy refusal and the
@@ -927,6 +931,9 @@ async fn every_error_status_answers_as_documented() {
     expected.remove(&(429, "login_attempts_exceeded".to_owned()));
     expected.remove(&(503, "server_busy".to_owned()));
     expected.remove(&(500, "internal_error".to_owned()));
+    // A conforming HTTP client cannot send an ambiguous head: tests/limits.rs writes one by
+    // hand to the endpoint and checks the answer.
+    expected.remove(&(400, "request_framing_invalid".to_owned()));
     assert_eq!(seen, expected);
 }
 
@@ -1087,6 +1094,35 @@ async fn every_error_of_the_table_conforms_to_its_status() {
         assert_eq!(code, error.code(), "{what}");
         produced.insert((status.as_u16(), code));
     }
+    // The framing guard's refusals, written without hyper: each conforms too.
+    for refusal in psp_gateway::server::framing::REFUSALS {
+        let bytes = refusal.answer("7ef70f86-56d3-4c46-b029-0395cf848dfd", "/docs/errors#");
+        let text = String::from_utf8(bytes).expect("text");
+        let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().expect("status line");
+        let status: StatusCode = status_line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        let mut headers = http::HeaderMap::new();
+        for line in lines {
+            let (name, value) = line.split_once(": ").expect("header");
+            headers.append(
+                http::HeaderName::from_bytes(name.as_bytes()).expect("name"),
+                http::HeaderValue::from_str(value).expect("value"),
+            );
+        }
+        let reply = Reply {
+            status,
+            headers,
+            body: bytes::Bytes::from(body.to_owned()),
+        };
+        let what = format!("{refusal:?}");
+        let json = doc.conform(PATH, &what, &reply);
+        produced.insert((status.as_u16(), error_code(&reply, &json, &anchors)));
+    }
     assert_eq!(
         produced,
         doc.endpoint_codes("/v1/psp/eidas"),
@@ -1097,21 +1133,31 @@ async fn every_error_of_the_table_conforms_to_its_status() {
 #[test]
 fn error_codes_agree_between_the_document_the_code_and_docs_errors_md() {
     let doc = OpenApi::load();
+    // Refused by the HTTP layer's framing guard, on every path, before the endpoint runs
+    // (src/server/framing.rs).
+    let framing: BTreeSet<(u16, String)> = [
+        (400, "request_framing_invalid".to_owned()),
+        (431, "request_head_too_large".to_owned()),
+    ]
+    .into_iter()
+    .collect();
     let endpoint = doc.endpoint_codes("/v1/psp/eidas");
     for p in doc.paths() {
         if p == psp_gateway::api::ERRORS_PATH {
-            // The error documentation can only be refused by the rate limit.
-            assert_eq!(
-                doc.endpoint_codes(&p),
-                [(429, "rate_limit_exceeded".to_owned())]
-                    .into_iter()
-                    .collect(),
-                "{p}"
-            );
+            // The error documentation can only be refused by the rate limit and the framing
+            // guard.
+            let mut expected = framing.clone();
+            expected.insert((429, "rate_limit_exceeded".to_owned()));
+            assert_eq!(doc.endpoint_codes(&p), expected, "{p}");
             continue;
         }
         assert_eq!(doc.endpoint_codes(&p), endpoint, "{p}");
     }
+    assert!(
+        endpoint.is_superset(&framing),
+        "{DOC}: the framing refusals"
+    );
+    let endpoint: BTreeSet<(u16, String)> = endpoint.difference(&framing).cloned().collect();
     let certificate = doc.certificate_check_codes();
 
     // src/api/error.rs and src/check/report.rs.
@@ -1155,13 +1201,28 @@ fn error_codes_agree_between_the_document_the_code_and_docs_errors_md() {
 
     // Nothing else: every code the document enumerates anywhere, and every anchor of
     // docs/errors.md, is one of the two lists.
-    let both: BTreeSet<String> = endpoint
+    let framing_section: BTreeSet<(u16, String)> = sections
         .iter()
+        .find(|(title, _)| title.starts_with("Refused before any face"))
+        .map(|(_, anchors)| {
+            anchors
+                .iter()
+                .map(|(code, status)| (status.parse().expect("status"), code.clone()))
+                .collect()
+        })
+        .expect("docs/errors.md has a `## Refused before any face` section");
+    assert_eq!(
+        framing, framing_section,
+        "docs/errors.md (framing refusals)"
+    );
+    let all: BTreeSet<String> = endpoint
+        .iter()
+        .chain(framing.iter())
         .map(|(_, c)| c.clone())
         .chain(certificate.iter().cloned())
         .collect();
-    assert_eq!(doc.all_code_enums(), both, "codes enumerated in {DOC}");
-    assert_eq!(all_anchors(), both, "anchors of docs/errors.md");
+    assert_eq!(doc.all_code_enums(), all, "codes enumerated in {DOC}");
+    assert_eq!(all_anchors(), all, "anchors of docs/errors.md");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -316,3 +316,32 @@ async fn two_hundred_stalled_connections_do_not_stop_normal_requests() {
     );
     running.stop().await;
 }
+
+/// The framing guard is in front of every listener: a bare LF, or both framings, to the
+/// check endpoint gets 400 with the contract's body before the endpoint reads anything.
+#[tokio::test]
+async fn ambiguous_framing_to_the_check_endpoint_is_refused_with_the_contract_body() {
+    let running = start(test_config(|t| t)).await;
+    for request in [
+        &b"GET /v1/psp/eidas?jurisdiction=XX HTTP/1.1\nHost: x\r\n\r\n"[..],
+        b"GET /v1/psp/eidas?jurisdiction=XX HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    ] {
+        let mut s = TcpStream::connect(running.api.expect("api"))
+            .await
+            .expect("connect");
+        s.write_all(request).await.expect("write");
+        let answer = read_until_closed(&mut s, Duration::from_secs(10)).await;
+        let text = String::from_utf8_lossy(&answer);
+        let (head, body) = text.split_once("\r\n\r\n").expect("an answer");
+        assert!(head.starts_with("HTTP/1.1 400 "), "{text}");
+        let body: serde_json::Value = serde_json::from_str(body).expect("JSON body");
+        assert_eq!(body["errors"][0]["code"], "request_framing_invalid", "{text}");
+        assert_eq!(
+            body["errors"][0]["link"],
+            "/docs/errors#request_framing_invalid"
+        );
+        let id = body["errors"][0]["id"].as_str().expect("id");
+        assert!(head.contains(&format!("x-request-id: {id}")), "{head}");
+    }
+    running.stop().await;
+}

@@ -17,6 +17,17 @@ pub fn contract_error(
     title: &str,
     link_base: &str,
 ) -> Response<Body> {
+    let json = contract_error_json(request_id, code, title, link_base);
+    json_response(status, json, request_id)
+}
+
+/// The contract's error body alone, for answers written without hyper (`server::framing`).
+pub(crate) fn contract_error_json(
+    request_id: &str,
+    code: &str,
+    title: &str,
+    link_base: &str,
+) -> Vec<u8> {
     let body = ErrorBody {
         errors: [ErrorObject {
             id: request_id,
@@ -28,8 +39,7 @@ pub fn contract_error(
     // Serialising a struct of strings cannot fail (serde_json fails only on maps with
     // non-string keys and on failing `Serialize` impls); an empty body would still carry the
     // status and the request id.
-    let json = serde_json::to_vec(&body).unwrap_or_default();
-    json_response(status, json, request_id)
+    serde_json::to_vec(&body).unwrap_or_default()
 }
 
 #[derive(Serialize)]
