@@ -168,6 +168,10 @@ fn state_metrics(service: &CheckService) -> prometheus_client::registry::Registr
         method: String,
         outcome: String,
     }
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct MethodOnly {
+        method: String,
+    }
 
     let mut r = prometheus_client::registry::Registry::default();
     let data = service.data();
@@ -297,7 +301,42 @@ fn state_metrics(service: &CheckService) -> prometheus_client::registry::Registr
             fetches
                 .get_or_create(&label("refresh-failed"))
                 .inc_by(m.refresh_failed);
+            fetches.get_or_create(&label("busy")).inc_by(m.busy);
         }
+        let entries = Family::<MethodOnly, Gauge<i64>>::default();
+        for (method, n) in [("ocsp", stats.ocsp_entries), ("crl", stats.crl_entries)] {
+            entries
+                .get_or_create(&MethodOnly {
+                    method: method.to_owned(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        r.register(
+            "psp_gateway_revocation_cache_entries",
+            "Cached OCSP answers and CRLs, failures included (bounds: revocation.ocsp_cache_entries, revocation.crl_cache_max_bytes)",
+            entries,
+        );
+        let crl_bytes = Gauge::<i64>::default();
+        crl_bytes.set(i64::try_from(stats.crl_bytes).unwrap_or(i64::MAX));
+        r.register(
+            "psp_gateway_revocation_crl_cache_bytes",
+            "Bytes of CRL index held (bound: revocation.crl_cache_max_bytes)",
+            crl_bytes,
+        );
+        let in_flight = Gauge::<i64>::default();
+        in_flight.set(i64::try_from(stats.in_flight).unwrap_or(i64::MAX));
+        r.register(
+            "psp_gateway_revocation_fetches_in_flight",
+            "Revocation downloads in flight now",
+            in_flight,
+        );
+        let cap = Gauge::<i64>::default();
+        cap.set(i64::try_from(stats.max_in_flight).unwrap_or(i64::MAX));
+        r.register(
+            "psp_gateway_revocation_fetches_in_flight_max",
+            "The cap on revocation downloads in flight (revocation.max_fetches_in_flight)",
+            cap,
+        );
         r.register(
             "psp_gateway_revocation_lookups",
             "Revocation cache lookups by method and result",
@@ -305,7 +344,7 @@ fn state_metrics(service: &CheckService) -> prometheus_client::registry::Registr
         );
         r.register(
             "psp_gateway_revocation_fetches",
-            "Revocation downloads by method and outcome (rejected: the content was refused)",
+            "Revocation downloads by method and outcome (rejected: the content was refused; busy: every download slot stayed taken, not fetched)",
             fetches,
         );
     }

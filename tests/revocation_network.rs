@@ -668,7 +668,8 @@ async fn an_unknown_issuer_triggers_no_fetch_at_all() {
     assert_eq!(reason(&evidence.crl), UNKNOWN_ISSUER);
     assert_eq!(reason(&evidence.ocsp), UNKNOWN_ISSUER);
     assert_eq!(server.total_hits(), 0);
-    assert_eq!(checker.stats(), Default::default());
+    let stats = checker.stats();
+    assert_eq!((stats.ocsp, stats.crl, stats.in_flight), Default::default());
 }
 
 #[tokio::test]
@@ -820,4 +821,111 @@ async fn an_ocsp_answer_is_reused_only_for_the_responder_that_gave_it() {
         "the first answer was cached for its own key"
     );
     assert_eq!(other.hits("/ocsp"), 1);
+}
+
+/// A responder that holds each request 300 ms, then answers 503 and closes: how many
+/// requests it held at once at most, and how many it got.
+async fn slow_counting_server() -> (
+    std::net::SocketAddr,
+    Arc<std::sync::Mutex<(usize, usize, usize)>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    // (open now, most open at once, total)
+    let counts = Arc::new(std::sync::Mutex::new((0usize, 0usize, 0usize)));
+    let shared = counts.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counts = shared.clone();
+            tokio::spawn(async move {
+                {
+                    let mut c = counts.lock().expect("lock");
+                    c.0 += 1;
+                    c.1 = c.1.max(c.0);
+                    c.2 += 1;
+                }
+                let mut buf = [0u8; 4096];
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 503 Busy\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+                let _ = stream.shutdown().await;
+                counts.lock().expect("lock").0 -= 1;
+            });
+        }
+    });
+    (addr, counts)
+}
+
+/// 24 new certificates at once, each naming its own CRL and OCSP URL on a slow responder,
+/// under a cap of 4 downloads: the responder never holds more than 4 at once (and does hold
+/// 4, so the cap is what limits), every method fails closed, the misses that found no slot
+/// within their method's timeout say so, and that refusal is not cached (the next lookup
+/// downloads).
+#[tokio::test]
+async fn downloads_in_flight_never_exceed_the_cap_and_the_rest_fail_closed_uncached() {
+    let (addr, counts) = slow_counting_server().await;
+    let ca = TestCa::new("Busy CA");
+    let checker = checker(RevocationConfig {
+        ocsp_timeout_ms: 2_000,
+        crl_timeout_ms: 2_000,
+        max_fetches_in_flight: 4,
+        ..test_config()
+    });
+    let certs: Vec<PspCertificate> = (0..24u8)
+        .map(|i| {
+            ca.leaf(
+                &[0x11, i],
+                &[format!("http://{addr}/crl/{i}")],
+                &[format!("http://{addr}/ocsp/{i}")],
+            )
+        })
+        .collect();
+    let lookups = certs
+        .iter()
+        .map(|cert| checker.evidence(cert, Some(&ca.cert), NOW));
+    let results = futures_util::future::join_all(lookups).await;
+    let (_, most_at_once, total) = *counts.lock().expect("lock");
+    assert_eq!(
+        most_at_once, 4,
+        "the responder held at most the cap, and reached it"
+    );
+    let mut busy = Vec::new();
+    for (cert, evidence) in certs.iter().zip(&results) {
+        for outcome in [&evidence.ocsp, &evidence.crl] {
+            let r = reason(outcome);
+            if r.contains("download slots stayed taken") {
+                busy.push(cert);
+            } else {
+                assert!(r.contains("503"), "{r}");
+            }
+        }
+    }
+    assert!(
+        !busy.is_empty(),
+        "48 downloads of 300 ms under a cap of 4 cannot all fit in 2 s"
+    );
+    assert_eq!(
+        busy.len() + total,
+        48,
+        "every download either ran or was refused a slot"
+    );
+    let stats = checker.stats();
+    assert_eq!(stats.ocsp.busy + stats.crl.busy, busy.len() as u64);
+    assert_eq!(stats.in_flight, 0, "every slot is back");
+
+    // Not cached: the same certificate downloads this time.
+    let before = counts.lock().expect("lock").2;
+    let _ = checker.evidence(busy[0], Some(&ca.cert), NOW).await;
+    assert!(
+        counts.lock().expect("lock").2 > before,
+        "the busy refusal was not cached"
+    );
 }

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use moka::Expiry;
 use moka::future::Cache;
 use time::OffsetDateTime;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::config::{RevocationConfig, RevocationConfigError};
 use super::crl::{CrlIndex, CrlStatus};
@@ -87,6 +88,9 @@ pub struct MethodStats {
     pub refresh_ok: u64,
     /// Background CRL refreshes that failed; the previous CRL stayed in use.
     pub refresh_failed: u64,
+    /// Cache misses that found every download slot taken for their whole wait: failed,
+    /// not cached.
+    pub busy: u64,
 }
 
 /// A snapshot of the counters, for the metrics endpoint.
@@ -94,6 +98,14 @@ pub struct MethodStats {
 pub struct RevocationStats {
     pub ocsp: MethodStats,
     pub crl: MethodStats,
+    /// Downloads in flight now, and the cap (`max_fetches_in_flight`).
+    pub in_flight: usize,
+    pub max_in_flight: usize,
+    /// Cached OCSP answers and CRLs (failures included), and the CRL cache's weight in bytes
+    /// of index. moka applies evictions in batches, so these can be briefly over the bounds.
+    pub ocsp_entries: u64,
+    pub crl_entries: u64,
+    pub crl_bytes: u64,
 }
 
 #[derive(Default)]
@@ -105,6 +117,7 @@ struct Counters {
     rejected: AtomicU64,
     refresh_ok: AtomicU64,
     refresh_failed: AtomicU64,
+    busy: AtomicU64,
 }
 
 impl Counters {
@@ -122,6 +135,7 @@ impl Counters {
             rejected: get(&self.rejected),
             refresh_ok: get(&self.refresh_ok),
             refresh_failed: get(&self.refresh_failed),
+            busy: get(&self.busy),
         }
     }
 }
@@ -242,6 +256,9 @@ struct Inner {
     crl_cache: Cache<CrlKey, Arc<CrlEntry>>,
     ocsp_counters: Counters,
     crl_counters: Counters,
+    /// One permit per download in flight (`max_fetches_in_flight`).
+    fetch_slots: Arc<Semaphore>,
+    max_fetches: usize,
 }
 
 impl std::fmt::Debug for RevocationChecker {
@@ -274,6 +291,7 @@ impl RevocationChecker {
             failure_ttl: config.failure_ttl(),
             ocsp_nonce: config.ocsp_nonce,
         };
+        let max_fetches = usize::try_from(config.max_fetches_in_flight).unwrap_or(usize::MAX);
         let ocsp_cache = Cache::builder()
             .max_capacity(config.ocsp_cache_entries)
             .expire_after(PerEntryExpiry)
@@ -294,6 +312,8 @@ impl RevocationChecker {
                 crl_cache,
                 ocsp_counters: Counters::default(),
                 crl_counters: Counters::default(),
+                fetch_slots: Arc::new(Semaphore::new(max_fetches)),
+                max_fetches,
             }),
         })
     }
@@ -328,7 +348,22 @@ impl RevocationChecker {
         RevocationStats {
             ocsp: self.inner.ocsp_counters.snapshot(),
             crl: self.inner.crl_counters.snapshot(),
+            in_flight: self
+                .inner
+                .max_fetches
+                .saturating_sub(self.inner.fetch_slots.available_permits()),
+            max_in_flight: self.inner.max_fetches,
+            ocsp_entries: self.inner.ocsp_cache.entry_count(),
+            crl_entries: self.inner.crl_cache.entry_count(),
+            crl_bytes: self.inner.crl_cache.weighted_size(),
         }
+    }
+
+    /// Applies the caches' pending evictions, so that [`RevocationChecker::stats`] counts
+    /// what they hold now (tests and benchmarks; the caches do it themselves as they go).
+    pub async fn settle_caches(&self) {
+        self.inner.ocsp_cache.run_pending_tasks().await;
+        self.inner.crl_cache.run_pending_tasks().await;
     }
 }
 
@@ -359,11 +394,21 @@ impl Inner {
             let mut fetched = false;
             let entry = self
                 .ocsp_cache
-                .get_with(key.clone(), async {
+                .try_get_with(key.clone(), async {
+                    let _slot = self.fetch_slot(self.settings.ocsp.total).await?;
                     fetched = true;
-                    Arc::new(self.fetch_ocsp(cert, issuer, now).await)
+                    Ok::<_, String>(Arc::new(self.fetch_ocsp(cert, issuer, now).await))
                 })
                 .await;
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(busy) => {
+                    Counters::bump(&self.ocsp_counters.busy);
+                    return MethodOutcome::Failed {
+                        reason: busy.as_ref().clone(),
+                    };
+                }
+            };
             Counters::bump(if fetched {
                 &self.ocsp_counters.cache_misses
             } else {
@@ -386,6 +431,20 @@ impl Inner {
         MethodOutcome::Failed {
             reason: "the cached OCSP answer is not current and no current one was obtained"
                 .to_owned(),
+        }
+    }
+
+    /// A download slot, waiting at most `wait` (the method's timeout: no caller waits for a
+    /// slot longer than a download may take). Without one, the miss fails closed and is not
+    /// cached, so the next request tries again.
+    async fn fetch_slot(&self, wait: Duration) -> Result<OwnedSemaphorePermit, String> {
+        match tokio::time::timeout(wait, Arc::clone(&self.fetch_slots).acquire_owned()).await {
+            Ok(Ok(slot)) => Ok(slot),
+            Ok(Err(_)) | Err(_) => Err(format!(
+                "all {} revocation download slots stayed taken for {} ms: not checked now",
+                self.max_fetches,
+                wait.as_millis()
+            )),
         }
     }
 
@@ -518,11 +577,21 @@ impl Inner {
             let mut fetched = false;
             let entry = self
                 .crl_cache
-                .get_with(key.clone(), async {
+                .try_get_with(key.clone(), async {
+                    let _slot = self.fetch_slot(self.settings.crl.total).await?;
                     fetched = true;
-                    Arc::new(self.fetch_crl(url, Arc::new(issuer.clone()), now).await)
+                    Ok::<_, String>(Arc::new(
+                        self.fetch_crl(url, Arc::new(issuer.clone()), now).await,
+                    ))
                 })
                 .await;
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(busy) => {
+                    Counters::bump(&self.crl_counters.busy);
+                    return Err(busy.as_ref().clone());
+                }
+            };
             Counters::bump(if fetched {
                 &self.crl_counters.cache_misses
             } else {
@@ -641,7 +710,10 @@ impl Inner {
         let entry = Arc::clone(entry);
         let old = Arc::clone(index);
         tokio::spawn(async move {
-            let fresh = inner.download_crl(&key.url, &entry.issuer, now).await;
+            let fresh = match inner.fetch_slot(inner.settings.crl.total).await {
+                Ok(_slot) => inner.download_crl(&key.url, &entry.issuer, now).await,
+                Err(busy) => Err(busy),
+            };
             match fresh {
                 // Never replace a CRL with an older one (a stale mirror or a replay).
                 Ok(index) if index.this_update() >= old.this_update() => {

@@ -75,6 +75,14 @@ pub const DEFAULT_OCSP_CACHE_ENTRIES: u64 = 100_000;
 /// Memory for indexed CRLs, in bytes of index (about 60 bytes per entry): 256 MiB holds
 /// several of the largest public CRLs at once.
 pub const DEFAULT_CRL_CACHE_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// Revocation downloads in flight at once, OCSP and CRL together: 32. Each is one outbound
+/// connection and, for a CRL, up to `crl_max_bytes` of body; concurrent misses for one key
+/// already share a download, so this bounds distinct keys (a burst of new certificates, or
+/// certificates naming many distribution points). A cache miss waits for a slot at most its
+/// method's timeout, then fails closed, uncached.
+pub const DEFAULT_MAX_FETCHES_IN_FLIGHT: u64 = 32;
+/// Upper bound of `max_fetches_in_flight`: one replica has no use for more connections out.
+const MAX_FETCHES_IN_FLIGHT: u64 = 4096;
 
 /// The `[revocation]` table. Every field is optional; see the constants above for the
 /// defaults and where they come from.
@@ -107,6 +115,8 @@ pub struct RevocationConfig {
     pub ocsp_cache_entries: u64,
     /// Memory for indexed CRLs ([`DEFAULT_CRL_CACHE_MAX_BYTES`]).
     pub crl_cache_max_bytes: u64,
+    /// Downloads in flight at once ([`DEFAULT_MAX_FETCHES_IN_FLIGHT`]).
+    pub max_fetches_in_flight: u64,
     /// Send a random nonce (RFC 8954) with OCSP requests and require a response that carries
     /// one to echo it. Off by default: most large responders serve pre-signed responses and
     /// ignore nonces, and answers are cached anyway; a response without a nonce is accepted
@@ -132,6 +142,7 @@ impl Default for RevocationConfig {
             failure_ttl_secs: DEFAULT_FAILURE_TTL.as_secs(),
             ocsp_cache_entries: DEFAULT_OCSP_CACHE_ENTRIES,
             crl_cache_max_bytes: DEFAULT_CRL_CACHE_MAX_BYTES,
+            max_fetches_in_flight: DEFAULT_MAX_FETCHES_IN_FLIGHT,
             ocsp_nonce: false,
             allow_destinations: AllowDestinations::Public,
         }
@@ -210,6 +221,13 @@ impl RevocationConfig {
             1,
             u64::MAX,
             "bytes",
+        )?;
+        range(
+            "max_fetches_in_flight",
+            self.max_fetches_in_flight,
+            1,
+            MAX_FETCHES_IN_FLIGHT,
+            "downloads",
         )?;
         Ok(())
     }
