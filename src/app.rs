@@ -557,6 +557,14 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
         ("api.listen", format!("{:?}", api.map(|a| a.listen))),
         ("api.tls", format!("{:?}", api.map(|a| a.tls.is_some()))),
         (
+            "api.tls.session_resumption",
+            format!(
+                "{:?}",
+                api.and_then(|a| a.tls.as_ref())
+                    .map(|t| t.session_resumption)
+            ),
+        ),
+        (
             "api.trusted_proxies",
             format!("{:?}", api.map(|a| &a.trusted_proxies)),
         ),
@@ -577,6 +585,15 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
         (
             "gateway.tls",
             format!("{:?}", gateway.map(|g| g.tls.is_some())),
+        ),
+        (
+            "gateway.tls.session_resumption",
+            format!(
+                "{:?}",
+                gateway
+                    .and_then(|g| g.tls.as_ref())
+                    .map(|t| t.session_resumption)
+            ),
         ),
         (
             "gateway.client_certificate",
@@ -722,6 +739,10 @@ pub(crate) fn server_tls_config(
     };
     let mut server_config = builder.with_cert_resolver(certificate.clone());
     server_config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    if !files.session_resumption {
+        server_config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        server_config.send_tls13_tickets = 0;
+    }
     Ok((server_config, certificate))
 }
 

@@ -551,3 +551,40 @@ fn an_identity_header_that_is_not_a_header_name_is_a_configuration_error() {
         "names the key: {err}"
     );
 }
+
+/// `gateway.tls.session_resumption = false`: the same client's second connection is a full
+/// handshake again (and is answered as the first).
+#[tokio::test]
+async fn with_resumption_off_every_connection_is_a_full_handshake() {
+    let config = test_config(|t| {
+        t.replace(
+            "/server/key.pem\" }",
+            "/server/key.pem\", session_resumption = false }",
+        )
+    });
+    assert!(
+        !config
+            .gateway
+            .as_ref()
+            .and_then(|g| g.tls.as_ref())
+            .expect("gateway TLS")
+            .session_resumption,
+        "the test configuration turned resumption off"
+    );
+    let running = service::start(config).await;
+    let client = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H1);
+    for _ in 0..2 {
+        let r = call_with(&running, client.clone(), Proto::H1, get("/v1/accounts")).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert!(!r.resumed, "a full handshake");
+    }
+    running.stop().await;
+
+    // The same client against the default configuration does resume: the test has teeth.
+    let running = service::start(test_config(|t| t)).await;
+    let client = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H1);
+    let first = call_with(&running, client.clone(), Proto::H1, get("/v1/accounts")).await;
+    let second = call_with(&running, client, Proto::H1, get("/v1/accounts")).await;
+    assert!(!first.resumed && second.resumed);
+    running.stop().await;
+}
