@@ -311,32 +311,29 @@ async fn admit_and_forward(
         .trusted_proxies
         .iter()
         .any(|c| c.contains(conn.peer.ip()));
-    let chain = identity_chain(state, &req, conn, peer_trusted).map_err(Failure::Refused)?;
-    let Some((leaf_der, rest)) = chain.split_first() else {
-        return Err(Failure::Refused(Rejection::new(
-            Reason::CertificateMissing,
-            "no client certificate was presented",
-        )));
-    };
-    let certificate = PspCertificate::from_der(leaf_der.clone())
-        .map(Arc::new)
-        .map_err(|e| {
-            Failure::Refused(Rejection::new(
+    let identity = peer_identity(state, &req, conn, peer_trusted).map_err(Failure::Refused)?;
+    let certificate = match &identity.leaf {
+        None => {
+            return Err(Failure::Refused(Rejection::new(
+                Reason::CertificateMissing,
+                "no client certificate was presented",
+            )));
+        }
+        Some(Err(e)) => {
+            return Err(Failure::Refused(Rejection::new(
                 Reason::CertificateUnreadable,
                 format!("the client certificate cannot be read: {e}"),
-            ))
-        })?;
-    let intermediates: Vec<PspCertificate> = rest
-        .iter()
-        .filter_map(|d| PspCertificate::from_der(d.clone()).ok())
-        .collect();
+            )));
+        }
+        Some(Ok(certificate)) => Arc::clone(certificate),
+    };
 
     let started = std::time::Instant::now();
     let report = state
         .service
         .check(
             certificate.clone(),
-            Arc::new(intermediates),
+            Arc::clone(&identity.intermediates),
             state.policy.jurisdiction,
             OffsetDateTime::now_utc(),
         )
@@ -382,7 +379,7 @@ async fn admit_and_forward(
     let extra = state.identity_header.as_ref().map(HeaderName::as_str);
     let identity = forward::Identity {
         permit: &permit,
-        certificate_der: &certificate.der,
+        certificate_pem: &identity.escaped_pem,
         check_id,
     };
     let strip = forward::Strip {
@@ -477,60 +474,115 @@ fn audit_decision(
     );
 }
 
-/// The certificate chain of the call (leaf first): from the handshake, or in header mode
-/// from the identity header when the peer is a trusted proxy (from anyone else the header is
-/// ignored, and removed before forwarding).
-fn identity_chain(
+/// A client's certificate chain, parsed, and its certificate as the upstream receives it.
+struct PeerIdentity {
+    /// `None` when no certificate was presented; why it cannot be read otherwise.
+    leaf: Option<Result<Arc<PspCertificate>, String>>,
+    /// The other certificates presented (those that parse), for the path builder.
+    intermediates: Arc<Vec<PspCertificate>>,
+    /// The leaf as URL-encoded PEM, the certificate header's value.
+    escaped_pem: String,
+}
+
+impl PeerIdentity {
+    fn from_chain<C: AsRef<[u8]>>(chain: &[C]) -> PeerIdentity {
+        let Some((leaf, rest)) = chain.split_first() else {
+            return PeerIdentity {
+                leaf: None,
+                intermediates: Arc::default(),
+                escaped_pem: String::new(),
+            };
+        };
+        let leaf = leaf.as_ref();
+        PeerIdentity {
+            leaf: Some(
+                PspCertificate::from_der(leaf.to_vec())
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string()),
+            ),
+            intermediates: Arc::new(
+                rest.iter()
+                    .filter_map(|d| PspCertificate::from_der(d.as_ref().to_vec()).ok())
+                    .collect(),
+            ),
+            escaped_pem: forward::url_encoded_pem(leaf),
+        }
+    }
+}
+
+/// The identity of the call: from the handshake, parsed once per connection (its
+/// certificate cannot change, so every request on it shares the parse), or in header mode
+/// from the identity header when the peer is a trusted proxy, per request (from anyone else
+/// the header is ignored, and removed before forwarding).
+fn peer_identity(
     state: &GatewayState,
     req: &Request<Incoming>,
     conn: &ConnInfo,
     peer_trusted: bool,
-) -> Result<Vec<Vec<u8>>, Rejection> {
+) -> Result<Arc<PeerIdentity>, Rejection> {
     match state.identity {
-        IdentitySource::Tls => Ok(conn
-            .tls
-            .as_ref()
-            .map(|t| t.peer_chain.iter().map(|c| c.to_vec()).collect())
-            .unwrap_or_default()),
+        IdentitySource::Tls => {
+            let parse = || {
+                let chain = conn.tls.as_ref().map_or(&[][..], |t| &t.peer_chain[..]);
+                Arc::new(PeerIdentity::from_chain(chain))
+            };
+            let kept = conn
+                .face_state
+                .get_or_init(|| parse() as Arc<dyn std::any::Any + Send + Sync>);
+            // Only this face keeps state on its connections; anything else is parsed anew.
+            Ok(Arc::clone(kept)
+                .downcast::<PeerIdentity>()
+                .unwrap_or_else(|_| parse()))
+        }
         IdentitySource::Header => {
-            let Some(name) = &state.identity_header else {
-                return Ok(Vec::new());
-            };
-            if !peer_trusted {
-                return Ok(Vec::new());
-            }
-            let mut values = req.headers().get_all(name).iter();
-            let value = match (values.next(), values.next()) {
-                (None, _) => return Ok(Vec::new()),
-                (Some(value), None) => value,
-                (Some(_), Some(_)) => {
-                    return Err(Rejection::new(
-                        Reason::CertificateUnreadable,
-                        format!("the certificate header `{name}` appears more than once"),
-                    ));
-                }
-            };
-            // Visible ASCII and spaces only (PEM armour has spaces; Base64 and URL-encoded PEM
-            // have none): anything else is refused with its position, never read around.
-            if let Some((at, byte)) = value
-                .as_bytes()
-                .iter()
-                .enumerate()
-                .find(|(_, b)| !(0x20..=0x7e).contains(*b))
-            {
-                return Err(Rejection::new(
-                    Reason::CertificateUnreadable,
-                    format!(
-                        "the certificate header `{name}` has byte 0x{byte:02x} at position {at}, which is not visible ASCII"
-                    ),
-                ));
-            }
-            decode_certificate_chain(value.as_bytes()).map_err(|e| {
-                Rejection::new(
-                    Reason::CertificateUnreadable,
-                    format!("the certificate header cannot be read: {e}"),
-                )
-            })
+            let chain = header_chain(state, req, peer_trusted)?;
+            Ok(Arc::new(PeerIdentity::from_chain(&chain)))
         }
     }
+}
+
+/// Header mode's certificate chain (leaf first), from a trusted proxy's identity header.
+fn header_chain(
+    state: &GatewayState,
+    req: &Request<Incoming>,
+    peer_trusted: bool,
+) -> Result<Vec<Vec<u8>>, Rejection> {
+    let Some(name) = &state.identity_header else {
+        return Ok(Vec::new());
+    };
+    if !peer_trusted {
+        return Ok(Vec::new());
+    }
+    let mut values = req.headers().get_all(name).iter();
+    let value = match (values.next(), values.next()) {
+        (None, _) => return Ok(Vec::new()),
+        (Some(value), None) => value,
+        (Some(_), Some(_)) => {
+            return Err(Rejection::new(
+                Reason::CertificateUnreadable,
+                format!("the certificate header `{name}` appears more than once"),
+            ));
+        }
+    };
+    // Visible ASCII and spaces only (PEM armour has spaces; Base64 and URL-encoded PEM
+    // have none): anything else is refused with its position, never read around.
+    if let Some((at, byte)) = value
+        .as_bytes()
+        .iter()
+        .enumerate()
+        .find(|(_, b)| !(0x20..=0x7e).contains(*b))
+    {
+        return Err(Rejection::new(
+            Reason::CertificateUnreadable,
+            format!(
+                "the certificate header `{name}` has byte 0x{byte:02x} at position {at}, which is not visible ASCII"
+            ),
+        ));
+    }
+    decode_certificate_chain(value.as_bytes()).map_err(|e| {
+        Rejection::new(
+            Reason::CertificateUnreadable,
+            format!("the certificate header cannot be read: {e}"),
+        )
+    })
 }

@@ -85,10 +85,23 @@ pub fn json_response(
 }
 
 /// What the handler learns about the connection a request came on.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ConnInfo {
     pub peer: SocketAddr,
     pub tls: Option<TlsInfo>,
+    /// What a face derives once from the connection and keeps for its life (the gateway's
+    /// parsed client certificate: a connection's certificate cannot change).
+    pub face_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl ConnInfo {
+    pub fn new(peer: SocketAddr, tls: Option<TlsInfo>) -> Self {
+        ConnInfo {
+            peer,
+            tls,
+            face_state: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 /// The TLS side of a connection.
@@ -280,7 +293,7 @@ pub async fn serve_with_link_base(
             let _source_slot = source_slot;
             match tls {
                 None => {
-                    let conn = Arc::new(ConnInfo { peer, tls: None });
+                    let conn = Arc::new(ConnInfo::new(peer, None));
                     serve_connection(
                         &builder, stream, conn, handler, limits, &link_base, shutdown,
                     )
@@ -316,10 +329,7 @@ pub async fn serve_with_link_base(
                             .unwrap_or_default(),
                         resumed,
                     };
-                    let conn = Arc::new(ConnInfo {
-                        peer,
-                        tls: Some(info),
-                    });
+                    let conn = Arc::new(ConnInfo::new(peer, Some(info)));
                     serve_connection(
                         &builder, stream, conn, handler, limits, &link_base, shutdown,
                     )

@@ -439,7 +439,7 @@ async fn an_upstream_that_refuses_is_502_and_one_too_slow_is_504() {
 }
 
 #[tokio::test]
-async fn a_revocation_takes_effect_on_a_resumed_tls_session() {
+async fn a_revocation_takes_effect_on_a_resumed_tls_session_and_on_an_open_connection() {
     // A PKI of this test's own, whose responder can be told that `valid` is now revoked.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let responder_addr = listener.local_addr().expect("addr");
@@ -468,6 +468,15 @@ async fn a_revocation_takes_effect_on_a_resumed_tls_session() {
     let first = call_with(&running, client.clone(), Proto::H1, get("/v1/accounts")).await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.body);
     assert!(!first.resumed);
+    // A keep-alive connection open across the revocation: the gateway parses its certificate
+    // once, and must still check it on every request.
+    let mut kept = tls_client::open_h1(running.gateway.expect("gateway"), client.clone()).await;
+    let before = kept
+        .send_request(get("/v1/accounts"))
+        .await
+        .expect("answer");
+    assert_eq!(before.status(), StatusCode::OK);
+    let _ = before.into_body().collect().await;
 
     // Revoke `valid` at the CA: the manifest says so, the responder reloads it.
     let manifest_path = dir.join("sandbox-pki.json");
@@ -500,6 +509,15 @@ async fn a_revocation_takes_effect_on_a_resumed_tls_session() {
     );
     assert_eq!(second.status, StatusCode::UNAUTHORIZED, "{}", second.body);
     assert_eq!(bg_code(&second), "CERTIFICATE_REVOKED");
+    let after = kept
+        .send_request(get("/v1/accounts"))
+        .await
+        .expect("answer");
+    assert_eq!(
+        after.status(),
+        StatusCode::UNAUTHORIZED,
+        "the same connection, after the revocation"
+    );
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

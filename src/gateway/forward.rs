@@ -262,7 +262,8 @@ pub struct Strip<'a> {
 /// The verified identity a forwarded call carries.
 pub struct Identity<'a> {
     pub permit: &'a Permit,
-    pub certificate_der: &'a [u8],
+    /// The certificate as URL-encoded PEM ([`url_encoded_pem`]).
+    pub certificate_pem: &'a str,
     pub check_id: &'a str,
 }
 
@@ -280,7 +281,7 @@ pub fn prepare(
     let names = strip.names;
     let Identity {
         permit,
-        certificate_der,
+        certificate_pem,
         check_id,
     } = identity;
     let (mut parts, body) = req.into_parts();
@@ -364,7 +365,7 @@ pub fn prepare(
     if let Some(r) = permit.not_enforced() {
         insert(h, &names.report_only, r.reason.code());
     }
-    insert(h, &names.certificate, &url_encoded_pem(certificate_der));
+    insert(h, &names.certificate, certificate_pem);
     let failed = BodyFailed::default();
     let flag = failed.clone();
     let body = body
@@ -377,7 +378,7 @@ pub fn prepare(
 }
 
 /// The certificate as URL-encoded PEM (what nginx's `$ssl_client_escaped_cert` gives).
-fn url_encoded_pem(der: &[u8]) -> String {
+pub fn url_encoded_pem(der: &[u8]) -> String {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
     let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");

@@ -112,6 +112,23 @@ pub async fn send(
     (response, resumed)
 }
 
+/// One TLS connection kept open for HTTP/1.1 keep-alive requests, one after the other.
+pub async fn open_h1(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> hyper::client::conn::http1::SendRequest<ReqBody> {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let tls = TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await
+        .expect("TLS handshake");
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("h1 handshake");
+    tokio::spawn(conn);
+    sender
+}
+
 /// One TLS connection (HTTP/1.1 by ALPN) on which `request` is written byte for byte, below
 /// any HTTP library that would refuse or repair it. Returns the status of the answer, or
 /// `None` when the gateway closed the connection without one. `request` should carry
