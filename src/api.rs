@@ -28,6 +28,7 @@ use hyper::{Request, Response};
 use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
+use crate::cert::input::decode_certificate_input;
 use crate::country::CountryCode;
 use crate::server::{
     Body, Cidr, ConnInfo, client_address, full, json_response, new_request_id, source_key,
@@ -299,23 +300,37 @@ async fn respond(
             ),
         });
     }
-    let certificate =
-        PspCertificate::parse(eidas).map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
-    let fingerprint = certificate.fingerprint_hex();
+    let der =
+        decode_certificate_input(eidas).map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
+    let fingerprint = crate::hex::sha256(&der);
 
-    if let Some(at) = at {
-        return audit(state, certificate, jurisdiction, at, &caller, request_id).await;
-    }
     let started = std::time::Instant::now();
-    let report = state
-        .service
-        .check(
-            Arc::new(certificate),
-            Arc::new(Vec::new()),
-            jurisdiction,
-            OffsetDateTime::now_utc(),
-        )
-        .await;
+    // A certificate asked about again is answered from the cache by its fingerprint, without
+    // parsing it again (the same bytes parsed the same way the first time).
+    let cached = match at {
+        None => state.service.cached(fingerprint, jurisdiction).await,
+        Some(_) => None,
+    };
+    let report = match cached {
+        Some(report) => report,
+        None => {
+            let certificate = PspCertificate::from_der(der)
+                .map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
+            if let Some(at) = at {
+                return audit(state, certificate, jurisdiction, at, &caller, request_id).await;
+            }
+            state
+                .service
+                .check(
+                    Arc::new(certificate),
+                    Arc::new(Vec::new()),
+                    jurisdiction,
+                    OffsetDateTime::now_utc(),
+                )
+                .await
+        }
+    };
+    let fingerprint = crate::hex::lower(&fingerprint);
     crate::telemetry::metrics::metrics()
         .check_duration
         .get_or_create(&crate::telemetry::metrics::FaceLabels {
@@ -340,7 +355,7 @@ async fn respond(
         evidence = %report.revocation_evidence(),
         "check"
     );
-    let body = serde_json::to_vec(&report.to_wire(&state.error_link_base)).map_err(|e| {
+    let body = report.wire_json(&state.error_link_base).map_err(|e| {
         tracing::error!(request_id = %request_id, error = %e, "cannot serialise a check result");
         ApiError::Internal
     })?;

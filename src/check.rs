@@ -260,6 +260,7 @@ pub fn report(
         registers: snapshots
             .registers
             .lookup(cert.auth_number(), input.jurisdiction),
+        wire: Default::default(),
     }
 }
 

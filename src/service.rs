@@ -343,6 +343,32 @@ impl CheckService {
         entry.into_value().report
     }
 
+    /// The cached report of a certificate presented alone (by its DER's SHA-256) for a
+    /// jurisdiction, if there is one still current: what [`CheckService::check`] would answer
+    /// on a hit, without parsing the certificate. Entries expire as they do for `check`
+    /// (validity boundaries, revocation evidence, result TTL) and are keyed by the reference
+    /// data's generation, so a reload is never answered from before it.
+    pub async fn cached(
+        &self,
+        fingerprint: [u8; 32],
+        jurisdiction: CountryCode,
+    ) -> Option<Arc<CheckReport>> {
+        let key = Key {
+            fingerprint,
+            chain: Vec::new(),
+            jurisdiction,
+            generation: self.data.load().generation,
+        };
+        let hit = self.cache.get(&key).await?;
+        crate::telemetry::metrics::metrics()
+            .result_cache
+            .get_or_create(&crate::telemetry::metrics::ResultLabels {
+                result: "hit".to_owned(),
+            })
+            .inc();
+        Some(hit.report)
+    }
+
     /// An audit: the check as it would have come out at the past time `at`, not cached.
     /// - The trust list's status history is read at `at` (as every check does).
     /// - `registers`, when given, are the snapshot in force at `at` (from the register

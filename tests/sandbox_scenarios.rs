@@ -133,3 +133,25 @@ fn the_obie_certificate_is_not_approved_outside_gb_but_its_source_is_still_named
     assert_eq!(r.qtsp_source, Some(QtspSource::Obie));
     assert_eq!(r.qtsp_jurisdiction.as_deref(), Some("GB"));
 }
+
+/// The serialised wire form is made once per report and shared: the same bytes as
+/// serialising `to_wire`, for each link base; a changed clone is serialised anew.
+#[test]
+fn the_wire_json_is_the_wire_form_serialised_once_per_report_and_link_base() {
+    let trust = sandbox_trust();
+    let cert = load_cert(&root().join("certs/psp/untrusted.pem"));
+    let r = run(&trust, &cert, &[], "XX", at(NOW));
+    for base in ["/docs/errors#", "https://bank.example/errors#"] {
+        let expected = serde_json::to_vec(&r.to_wire(base)).expect("serialises");
+        let first = r.wire_json(base).expect("serialises");
+        assert_eq!(first.as_ref(), expected.as_slice(), "{base}");
+        assert_eq!(r.wire_json(base).expect("serialises"), first, "{base}");
+    }
+    let mut changed = r.clone();
+    changed.auth_number = Some("PSDXX-TEST-999999".to_owned());
+    let json = changed.wire_json("/docs/errors#").expect("serialises");
+    assert!(
+        String::from_utf8_lossy(&json).contains("PSDXX-TEST-999999"),
+        "a clone does not carry the original's bytes"
+    );
+}

@@ -29,6 +29,34 @@ pub struct CheckReport {
     pub explanation: Vec<String>,
     /// `homeRegister` and, when the jurisdiction differs from home, `hostRegister`.
     pub registers: RegisterResult,
+    /// The wire form serialised once ([`CheckReport::wire_json`]): a cached report is
+    /// answered many times.
+    pub wire: WireCache,
+}
+
+/// The serialised wire form of one report, with the link base it was made with. A clone
+/// starts empty (it may be changed), and the cache takes no part in comparisons.
+#[derive(Default)]
+pub struct WireCache(std::sync::OnceLock<(Box<str>, bytes::Bytes)>);
+
+impl Clone for WireCache {
+    fn clone(&self) -> Self {
+        WireCache::default()
+    }
+}
+
+impl PartialEq for WireCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for WireCache {}
+
+impl std::fmt::Debug for WireCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WireCache")
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -154,6 +182,20 @@ pub struct WireCheckResult<'a> {
 const UNKNOWN: &str = "Unknown";
 
 impl CheckReport {
+    /// The contract's wire form as JSON, serialised on the first call for `link_base` and
+    /// shared after that (the bytes are reference-counted).
+    pub fn wire_json(&self, link_base: &str) -> Result<bytes::Bytes, serde_json::Error> {
+        if let Some((base, json)) = self.wire.0.get()
+            && **base == *link_base
+        {
+            return Ok(json.clone());
+        }
+        let json = bytes::Bytes::from(serde_json::to_vec(&self.to_wire(link_base))?);
+        // Another caller may have set it meanwhile, with the same bytes: either is right.
+        let _ = self.wire.0.set((link_base.into(), json.clone()));
+        Ok(json)
+    }
+
     /// The contract's wire form; `link_base` prefixes each error code in `link`.
     pub fn to_wire<'a>(&'a self, link_base: &str) -> WireCheckResult<'a> {
         WireCheckResult {
