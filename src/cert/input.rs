@@ -77,6 +77,17 @@ fn decode(input: &[u8], want: Want) -> Result<Vec<Vec<u8>>, CertError> {
             max: MAX_INPUT_LEN,
         });
     }
+    // The common delivery, bare standard Base64 on one line, decoded at once: the readings
+    // below would try exactly this one first. Anything else (or a failure) takes them.
+    if !input.is_empty()
+        && input
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        && let Ok(der) = STANDARD_PAD_INDIFFERENT.decode(input)
+        && let Ok(certs) = split_der(&der)
+    {
+        return Ok(certs.into_iter().map(<[u8]>::to_vec).collect());
+    }
     let input = input.strip_prefix(UTF8_BOM).unwrap_or(input);
     if input.iter().all(u8::is_ascii_whitespace) {
         return Err(CertError::Empty);
