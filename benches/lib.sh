@@ -1,0 +1,80 @@
+# Shared by the load scripts (benches/load.sh, benches/callgrind.sh, benches/idle.sh):
+# sourced, not run. Expects $root (the repository) and $work (a scratch directory below
+# target/, emptied here).
+
+rm -rf "$work"
+# Logs go below the configuration's directory, not into it: the file watcher watches that
+# directory, and a log written there at every request would wake it at every request.
+mkdir -p "$work/logs"
+
+need() { command -v "$1" >/dev/null 2>&1; }
+
+# Debian packages, installed when one of the commands is missing.
+apt_install() {
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# Every server started with `started PID` is stopped on exit.
+pids=()
+started() { pids+=("$1"); }
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# wait_port PORT [tenths of a second]: until something listens on 127.0.0.1:PORT.
+wait_port() {
+  for _ in $(seq 1 "${2:-100}"); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on 127.0.0.1:$1" >&2
+  exit 1
+}
+
+# The small upstream every proxy under test forwards to: nginx on 127.0.0.1:18080 answering
+# 200 with a small JSON body. `nginx_conf EXTRA_HTTP_BLOCK` writes $work/nginx.conf: one
+# process (master_process off), its own prefix, no access log.
+nginx_conf() {
+  cat >"$work/nginx.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+error_log $work/logs/nginx-error.log warn;
+pid $work/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx-body;
+  proxy_temp_path $work/nginx-proxy;
+  fastcgi_temp_path $work/nginx-fastcgi;
+  uwsgi_temp_path $work/nginx-uwsgi;
+  scgi_temp_path $work/nginx-scgi;
+  server {
+    listen 127.0.0.1:18080;
+    keepalive_requests 1000000;
+    location / { default_type application/json; return 200 '{"ok":true}'; }
+  }
+$1
+}
+CONF
+}
+
+# gateway_config API GATEWAY ADMIN: gateway.toml with the upstream above, the endpoint's
+# rate limit raised, absolute paths, and the listeners on the given ports.
+gateway_config() {
+  sed -e "s|upstream = \"sandbox-echo\"|upstream = \"http://127.0.0.1:18080\"|" \
+    -e "s|requests = 15000, period_seconds = 300|requests = 1000000000, period_seconds = 1|" \
+    -e "s|^enabled = true|enabled = true\ncerts = \"$root/certs\"|" \
+    -e "s|\"certs/|\"$root/certs/|g" -e "s|\"registers/|\"$root/registers/|g" \
+    -e "s|127.0.0.1:8080|127.0.0.1:$1|" -e "s|127.0.0.1:8443|127.0.0.1:$2|" \
+    -e "s|127.0.0.1:9090|127.0.0.1:$3|" "$root/gateway.toml"
+}
+
+# The `valid` PSP's client certificate for oha, and the check endpoint's request for it.
+tls=(--insecure --cert "$root/certs/psp/valid.pem" --key "$root/certs/psp/valid.key")
+eidas=$(openssl x509 -in "$root/certs/psp/valid.pem" -outform DER | base64 -w0)
+api_headers=(-H "Authorization: Basic c2FuZGJveDpzYW5kYm94" -H "fi_reference_id: LOAD-1"
+  -H "eidas: $eidas")

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Issue 16's load comparison, A/B/A/B in one run, on loopback only, bounded in time:
+#
+#   benches/load.sh [seconds per run, default 8]
+#
+#   (a) keep-alive mTLS proxying: psp-gateway against nginx (ssl_verify_client on,
+#       proxy_pass to a keepalive upstream), the same upstream for both; then p99 latency of
+#       both at 50 % of nginx's maximum rate;
+#   (b) a new connection per request, with session resumption (both sides' defaults) and
+#       without (psp-gateway's gateway.tls.session_resumption = false, nginx without session
+#       cache or tickets);
+#   (c) GET /v1/psp/eidas, same certificate again (a cached answer), rate limit raised,
+#       against a bare hyper handler (examples/bare_handler.rs) answering a body of the same
+#       size on the same runtime settings;
+#   (d) the CPU time per request of each server process (utime + stime from /proc).
+#
+# PROFILE=1 benches/load.sh 10 draws flame graphs instead (benches/flame-*.svg).
+#
+# Servers run on core 0, oha on core 1 (taskset), HTTP/1.1, 16 connections, TLS 1.3, the
+# sandbox's P-256 server key and the `valid` PSP's RSA-2048 client certificate. It installs
+# what it needs (nginx-light and gnuplot-nox from Debian, oha from crates.io), fails if any
+# response was not the expected status, writes the table with date and machine between the
+# `load:begin` and `load:end` markers of BENCHMARKS.md, and draws benches/load.png.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+secs="${1:-8}"
+conns=16
+work="$root/target/load"
+# shellcheck source=benches/lib.sh
+. "$root/benches/lib.sh"
+
+if ! need nginx || ! need gnuplot || ! need cmake; then apt_install nginx-light gnuplot-nox cmake; fi
+need oha || cargo install --locked oha
+cargo build --release --locked --quiet --bin psp-gateway --example bare_handler
+
+if [ "$(nproc)" -ge 2 ]; then
+  server_cpu=(taskset -c 0)
+  load_cpu=(taskset -c 1)
+else
+  server_cpu=()
+  load_cpu=()
+fi
+
+cat certs/ca/qtsp-issuing.pem certs/ca/qtsp-root.pem >"$work/client-ca.pem"
+# nginx: the upstream (lib.sh), and in front of it the proxy under comparison, with session
+# resumption (18443) and without (18445).
+proxies=$(
+  cat <<EOF
+  upstream up { server 127.0.0.1:18080; keepalive 64; }
+  server {
+    listen 127.0.0.1:18443 ssl;
+    ssl_protocols TLSv1.3;
+    ssl_certificate $root/certs/server/cert.pem;
+    ssl_certificate_key $root/certs/server/key.pem;
+    ssl_client_certificate $work/client-ca.pem;
+    ssl_verify_client on;
+    ssl_verify_depth 3;
+    ssl_session_cache shared:SSL:10m;
+    ssl_session_tickets on;
+    keepalive_requests 1000000;
+    location / {
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-SSL-Client-Cert \$ssl_client_escaped_cert;
+    }
+  }
+  server {
+    listen 127.0.0.1:18445 ssl;
+    ssl_protocols TLSv1.3;
+    ssl_certificate $root/certs/server/cert.pem;
+    ssl_certificate_key $root/certs/server/key.pem;
+    ssl_client_certificate $work/client-ca.pem;
+    ssl_verify_client on;
+    ssl_verify_depth 3;
+    ssl_session_cache off;
+    ssl_session_tickets off;
+    keepalive_requests 1000000;
+    location / {
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-SSL-Client-Cert \$ssl_client_escaped_cert;
+    }
+  }
+EOF
+)
+nginx_conf "$proxies"
+"${server_cpu[@]}" nginx -c "$work/nginx.conf" -p "$work" &
+nginx_pid=$!
+started "$nginx_pid"
+
+# psp-gateway: the sandbox configuration (lib.sh), and the same again without session
+# resumption on other ports.
+gateway_config 8080 8443 9090 >"$work/gateway.toml"
+gateway_config 8081 8444 9091 |
+  sed -e 's|key = "\([^"]*\)/certs/server/key.pem" }|key = "\1/certs/server/key.pem", session_resumption = false }|' \
+    >"$work/gateway-noresume.toml"
+grep -q "session_resumption = false" "$work/gateway-noresume.toml"
+"${server_cpu[@]}" ./target/release/psp-gateway serve --config "$work/gateway.toml" \
+  >"$work/logs/gateway.log" 2>&1 &
+gateway_pid=$!
+started "$gateway_pid"
+"${server_cpu[@]}" ./target/release/psp-gateway serve --config "$work/gateway-noresume.toml" \
+  >"$work/logs/gateway-noresume.log" 2>&1 &
+gateway2_pid=$!
+started "$gateway2_pid"
+for port in 18080 18443 18445 8080 8443 8081 8444; do wait_port "$port"; done
+
+# The endpoint's cached answer, and a bare handler answering as many bytes.
+endpoint="http://127.0.0.1:8080/v1/psp/eidas?jurisdiction=XX"
+answer=$(curl -sf -u sandbox:sandbox -H 'fi_reference_id: LOAD-1' -H "eidas: $eidas" "$endpoint")
+size=${#answer}
+"${server_cpu[@]}" ./target/release/examples/bare_handler 127.0.0.1:18090 "$size" &
+bare_pid=$!
+started "$bare_pid"
+wait_port 18090
+
+# --- measuring --------------------------------------------------------------------------
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+tick_hz=$(getconf CLK_TCK)
+
+# run NAME PID EXPECTED_STATUS OHA_ARGS...: one bounded oha run; appends
+# "name rps p50_ms p99_ms cpu_us_per_request" to $work/runs and fails on any other status.
+run() {
+  local name=$1 pid=$2 status=$3
+  shift 3
+  local before after
+  before=$(cpu_ticks "$pid")
+  "${load_cpu[@]}" oha --no-tui --output-format json -z "${secs}s" -c "$conns" "$@" \
+    >"$work/$name.json"
+  after=$(cpu_ticks "$pid")
+  python3 - "$work/$name.json" "$name" "$status" "$((after - before))" "$tick_hz" \
+    >>"$work/runs" <<'PY'
+import json, sys
+path, name, status, ticks, hz = sys.argv[1:]
+r = json.load(open(path))
+codes = r.get("statusCodeDistribution", {})
+# Requests still in flight when -z ends are reported as aborted: not failures.
+errors = {k: v for k, v in r.get("errorDistribution", {}).items()
+          if k != "aborted due to deadline"}
+total = sum(codes.values())
+bad = {k: v for k, v in codes.items() if k != status}
+if bad or errors or total == 0:
+    sys.exit(f"{name}: expected only {status}, got {codes} and errors {errors}")
+s = r["summary"]
+p = r["latencyPercentiles"]
+cpu_us = int(ticks) / int(hz) * 1e6 / total
+print(name, round(s["requestsPerSec"]), round(p["p50"] * 1000, 3), round(p["p99"] * 1000, 3),
+      round(cpu_us, 1))
+PY
+  tail -1 "$work/runs"
+}
+
+gw=https://127.0.0.1:8443/v1/accounts
+ng=https://127.0.0.1:18443/v1/accounts
+
+# PROFILE=1: flame graphs of psp-gateway on the keep-alive gateway path and on the cached
+# endpoint (perf sampling at 999 Hz with DWARF call stacks, folded by inferno), then stop.
+if [ "${PROFILE:-}" = 1 ]; then
+  need perf || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null
+  need inferno-flamegraph || cargo install --locked inferno
+  profile() {
+    local name=$1
+    shift
+    perf record -q -F 999 --call-graph dwarf,16384 -p "$gateway_pid" -o "$work/$name.perf" \
+      -- sleep "$secs" 2>/dev/null &
+    local rec=$!
+    sleep 0.3
+    "${load_cpu[@]}" oha --no-tui --output-format quiet -z "$((secs - 1))s" -c "$conns" "$@"
+    wait "$rec" || true
+    perf script -i "$work/$name.perf" 2>/dev/null | inferno-collapse-perf >"$work/$name.folded"
+    inferno-flamegraph --title "psp-gateway: $name" <"$work/$name.folded" \
+      >"$root/benches/flame-$name.svg"
+    echo "written: benches/flame-$name.svg"
+  }
+  profile gateway-keepalive "${tls[@]}" "$gw"
+  profile endpoint-cached "${api_headers[@]}" "$endpoint"
+  exit 0
+fi
+
+: >"$work/runs"
+for round in 1 2; do
+  run "keepalive-gateway-$round" "$gateway_pid" 200 "${tls[@]}" "$gw"
+  run "keepalive-nginx-$round" "$nginx_pid" 200 "${tls[@]}" "$ng"
+done
+nginx_max=$(awk '/^keepalive-nginx-/ {s += $2; n++} END {printf "%d", s / n}' "$work/runs")
+half=$((nginx_max / 2))
+run "halfrate-gateway" "$gateway_pid" 200 -q "$half" "${tls[@]}" "$gw"
+run "halfrate-nginx" "$nginx_pid" 200 -q "$half" "${tls[@]}" "$ng"
+for round in 1 2; do
+  run "resumed-gateway-$round" "$gateway_pid" 200 --disable-keepalive "${tls[@]}" "$gw"
+  run "resumed-nginx-$round" "$nginx_pid" 200 --disable-keepalive "${tls[@]}" "$ng"
+  run "full-gateway-$round" "$gateway2_pid" 200 --disable-keepalive "${tls[@]}" \
+    https://127.0.0.1:8444/v1/accounts
+  run "full-nginx-$round" "$nginx_pid" 200 --disable-keepalive "${tls[@]}" \
+    https://127.0.0.1:18445/v1/accounts
+done
+for round in 1 2; do
+  run "endpoint-cached-$round" "$gateway_pid" 200 "${api_headers[@]}" "$endpoint"
+  run "bare-handler-$round" "$bare_pid" 200 http://127.0.0.1:18090/
+done
+
+# --- report -----------------------------------------------------------------------------
+python3 - "$work/runs" "$secs" "$nginx_max" >"$work/table.md" <<'PY'
+import platform, subprocess, sys, time
+runs = {}
+for line in open(sys.argv[1]):
+    name, rps, p50, p99, cpu = line.split()
+    runs[name] = (float(rps), float(p50), float(p99), float(cpu))
+def mean(prefix, i):
+    vals = [v[i] for k, v in runs.items() if k.startswith(prefix)]
+    return sum(vals) / len(vals)
+model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+print(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {cores} cores ({model}), "
+      f"`benches/load.sh {sys.argv[2]}`: {sys.argv[2]} s per run, 16 connections, servers on "
+      "core 0 and oha on core 1, means of two interleaved rounds.\n")
+print("| what | psp-gateway | baseline | ratio | target |")
+print("|---|---|---|---|---|")
+rows = [
+    ("keep-alive mTLS proxying, requests/s", "keepalive-gateway", "keepalive-nginx", 0, "nginx", "≥ 1.2×"),
+    ("p50 latency at full load, ms", "keepalive-gateway", "keepalive-nginx", 1, "nginx", ""),
+    (f"p99 latency at 50 % of nginx's maximum ({int(sys.argv[3]) // 2} requests/s), ms", "halfrate-gateway", "halfrate-nginx", 2, "nginx", "≤ 1×"),
+    ("requests/s achieved at that rate", "halfrate-gateway", "halfrate-nginx", 0, "nginx", ""),
+    ("a new connection per request, resumed, requests/s", "resumed-gateway", "resumed-nginx", 0, "nginx", "≥ 1.5×"),
+    ("a new connection per request, full handshakes, requests/s", "full-gateway", "full-nginx", 0, "nginx", "≥ 1.5×"),
+    ("`/v1/psp/eidas` cached, requests/s", "endpoint-cached", "bare-handler", 0, "bare hyper handler", "≥ 0.7×"),
+    ("CPU per keep-alive proxied request, µs", "keepalive-gateway", "keepalive-nginx", 3, "nginx", ""),
+    ("CPU per cached endpoint request, µs", "endpoint-cached", "bare-handler", 3, "bare hyper handler", ""),
+]
+chart = []
+for what, a, b, i, base, target in rows:
+    x, y = mean(a, i), mean(b, i)
+    ratio = x / y if y else float("nan")
+    print(f"| {what} | {x:,.1f} | {base}: {y:,.1f} | {ratio:.2f}× | {target} |")
+    if i == 0 and not what.startswith("requests/s achieved"):
+        chart.append((what.split(",")[0].replace("`", ""), ratio))
+with open(sys.argv[1] + ".chart", "w") as f:
+    for label, ratio in chart:
+        f.write(f'"{label}" {ratio:.3f}\n')
+PY
+cat "$work/table.md"
+
+gnuplot <<EOF
+set terminal pngcairo size 900,420 font ",10"
+set output "$root/benches/load.png"
+set title "psp-gateway / baseline, requests per second (1 = parity)"
+set style data histogram
+set style fill solid 0.8
+set boxwidth 0.6
+set yrange [0:*]
+set xtics rotate by -15
+set grid ytics
+unset key
+plot "$work/runs.chart" using 2:xtic(1) lc rgb "#2b6cb0", 1 with lines lc rgb "#c53030" lw 2
+EOF
+
+# Into BENCHMARKS.md, between the markers.
+python3 - "$work/table.md" <<'PY'
+import sys
+table = open(sys.argv[1]).read().strip()
+text = open("BENCHMARKS.md").read()
+begin, end = "<!-- load:begin -->", "<!-- load:end -->"
+head, rest = text.split(begin, 1)
+_, tail = rest.split(end, 1)
+open("BENCHMARKS.md", "w").write(f"{head}{begin}\n{table}\n\n![ratios](benches/load.png)\n{end}{tail}")
+PY
+echo "written: BENCHMARKS.md (load:begin..load:end), benches/load.png"
