@@ -88,7 +88,17 @@ pub struct GatewayState {
     link_base: String,
     /// `gateway.rate_limit`: the per-client limiter and its IPv6 block length.
     limiter: Option<(Arc<KeyedLimiter<IpAddr>>, u8)>,
+    /// Parsed client certificate chains by the SHA-256 of their DER, shared by the
+    /// connections that present the same chain (a PSP opens many): each connection holds a
+    /// reference, not a copy, and a new connection skips the parse.
+    identities: moka::future::Cache<[u8; 32], Arc<PeerIdentity>>,
 }
+
+/// Distinct client certificate chains kept for sharing: 4,096, well above the PSPs one bank
+/// serves at once. A chain evicted stays alive while a connection holds it.
+const IDENTITY_CACHE_ENTRIES: u64 = 4_096;
+/// A chain no new connection presented for this long is dropped from the sharing cache.
+const IDENTITY_CACHE_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// What the gateway takes from outside its own `[gateway]` section: where its upstream is,
 /// the `[danger]` relaxations that concern it, and the base of error links (`[checks]`).
@@ -172,6 +182,10 @@ impl GatewayState {
                 );
                 (Arc::new(limiter), r.ipv6_prefix)
             }),
+            identities: moka::future::Cache::builder()
+                .max_capacity(IDENTITY_CACHE_ENTRIES)
+                .time_to_idle(IDENTITY_CACHE_IDLE)
+                .build(),
         })
     }
 
@@ -185,6 +199,8 @@ impl GatewayState {
         {
             self.limiter = Some((theirs.clone(), *their_prefix));
         }
+        // A certificate parses the same under any configuration.
+        self.identities = previous.identities.clone();
         self
     }
 
@@ -311,7 +327,9 @@ async fn admit_and_forward(
         .trusted_proxies
         .iter()
         .any(|c| c.contains(conn.peer.ip()));
-    let identity = peer_identity(state, &req, conn, peer_trusted).map_err(Failure::Refused)?;
+    let identity = peer_identity(state, &req, conn, peer_trusted)
+        .await
+        .map_err(Failure::Refused)?;
     let certificate = match &identity.leaf {
         None => {
             return Err(Failure::Refused(Rejection::new(
@@ -511,10 +529,11 @@ impl PeerIdentity {
 }
 
 /// The identity of the call: from the handshake, parsed once per connection (its
-/// certificate cannot change, so every request on it shares the parse), or in header mode
-/// from the identity header when the peer is a trusted proxy, per request (from anyone else
-/// the header is ignored, and removed before forwarding).
-fn peer_identity(
+/// certificate cannot change, so every request on it shares the parse) and shared with the
+/// other connections that present the same chain, or in header mode from the identity header
+/// when the peer is a trusted proxy, per request (from anyone else the header is ignored, and
+/// removed before forwarding).
+async fn peer_identity(
     state: &GatewayState,
     req: &Request<Incoming>,
     conn: &ConnInfo,
@@ -522,23 +541,48 @@ fn peer_identity(
 ) -> Result<Arc<PeerIdentity>, Rejection> {
     match state.identity {
         IdentitySource::Tls => {
-            let parse = || {
-                let chain = conn.tls.as_ref().map_or(&[][..], |t| &t.peer_chain[..]);
-                Arc::new(PeerIdentity::from_chain(chain))
+            // Only this face keeps state on its connections; anything else is not ours.
+            if let Some(kept) = conn.face_state.get()
+                && let Ok(identity) = Arc::clone(kept).downcast::<PeerIdentity>()
+            {
+                return Ok(identity);
+            }
+            let chain = conn.tls.as_ref().map_or(&[][..], |t| &t.peer_chain[..]);
+            let key = chain_digest(chain);
+            let identity = match state.identities.get(&key).await {
+                Some(identity) => identity,
+                None => {
+                    let identity = Arc::new(PeerIdentity::from_chain(chain));
+                    state.identities.insert(key, Arc::clone(&identity)).await;
+                    identity
+                }
             };
             let kept = conn
                 .face_state
-                .get_or_init(|| parse() as Arc<dyn std::any::Any + Send + Sync>);
-            // Only this face keeps state on its connections; anything else is parsed anew.
+                .get_or_init(|| Arc::clone(&identity) as Arc<dyn std::any::Any + Send + Sync>);
             Ok(Arc::clone(kept)
                 .downcast::<PeerIdentity>()
-                .unwrap_or_else(|_| parse()))
+                .unwrap_or(identity))
         }
         IdentitySource::Header => {
             let chain = header_chain(state, req, peer_trusted)?;
             Ok(Arc::new(PeerIdentity::from_chain(&chain)))
         }
     }
+}
+
+/// SHA-256 over a chain's certificates, each prefixed with its length (so that no two
+/// chains share a digest by splitting the same bytes differently).
+fn chain_digest<C: AsRef<[u8]>>(chain: &[C]) -> [u8; 32] {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for certificate in chain {
+        let der = certificate.as_ref();
+        digest.update(&(der.len() as u64).to_be_bytes());
+        digest.update(der);
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.finish().as_ref());
+    out
 }
 
 /// Header mode's certificate chain (leaf first), from a trusted proxy's identity header.
