@@ -554,6 +554,11 @@ async fn peer_identity(
                 None => {
                     let identity = Arc::new(PeerIdentity::from_chain(chain));
                     state.identities.insert(key, Arc::clone(&identity)).await;
+                    // Once per new chain: count what the cache holds now, evictions applied.
+                    state.identities.run_pending_tasks().await;
+                    crate::telemetry::metrics::metrics()
+                        .client_chains
+                        .set(i64::try_from(state.identities.entry_count()).unwrap_or(i64::MAX));
                     identity
                 }
             };

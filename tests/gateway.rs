@@ -604,5 +604,12 @@ async fn with_resumption_off_every_connection_is_a_full_handshake() {
     let first = call_with(&running, client.clone(), Proto::H1, get("/v1/accounts")).await;
     let second = call_with(&running, client, Proto::H1, get("/v1/accounts")).await;
     assert!(!first.resumed && second.resumed);
+    assert!(
+        psp_gateway::telemetry::metrics::metrics()
+            .client_chains
+            .get()
+            >= 1,
+        "the shared chain is counted"
+    );
     running.stop().await;
 }

@@ -108,6 +108,23 @@ async fn the_scrape_carries_checks_cache_trust_and_registers_and_promtool_accept
         ) >= 1.0
     );
     assert!(text.contains("psp_gateway_revocation_lookups_total{method=\"ocsp\""));
+    // Bounded state (docs/hardening.md): each bound's gauge is in the scrape.
+    assert_eq!(
+        sample(&text, "psp_gateway_revocation_fetches_in_flight_max"),
+        32.0
+    );
+    assert_eq!(
+        sample(&text, "psp_gateway_revocation_fetches_in_flight"),
+        0.0
+    );
+    assert!(
+        sample(
+            &text,
+            "psp_gateway_revocation_cache_entries{method=\"ocsp\"}"
+        ) >= 0.0
+    );
+    assert!(sample(&text, "psp_gateway_revocation_crl_cache_bytes") >= 0.0);
+    assert!(sample(&text, "psp_gateway_client_chain_cache_entries") >= 0.0);
 
     // An independent check of the format.
     let mut promtool = Command::new("promtool")

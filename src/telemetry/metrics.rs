@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -76,6 +77,8 @@ pub struct Metrics {
     pub upstream_errors: Family<OutcomeLabels, Counter>,
     /// Keys a full rate-limiter table forgot to make room, by table.
     pub limiter_evictions: Family<TableLabels, Counter>,
+    /// Distinct client certificate chains the gateway keeps parsed for its connections.
+    pub client_chains: Gauge<i64>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -143,9 +146,16 @@ impl Metrics {
             "Keys a full rate-limiter table dropped to make room (their quota starts afresh), by table",
             limiter_evictions.clone(),
         );
+        let client_chains = Gauge::<i64>::default();
+        registry.register(
+            "psp_gateway_client_chain_cache_entries",
+            "Parsed client certificate chains the gateway shares between connections (bound 4,096)",
+            client_chains.clone(),
+        );
         Metrics {
             registry,
             limiter_evictions,
+            client_chains,
             tls_handshakes,
             upstream_errors,
             requests,
