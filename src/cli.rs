@@ -357,7 +357,8 @@ fn run_serve(path: &Path) -> ExitCode {
         }
         None => None,
     };
-    crate::telemetry::init_with_audit(audit_log);
+    // Held until `serve` returns: dropping it writes the queued log lines.
+    let _log = crate::telemetry::init_with_audit(audit_log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

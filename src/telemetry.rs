@@ -16,28 +16,62 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 /// Installs the global subscriber; a second call does nothing.
 pub fn init() {
-    init_with_audit(None);
+    drop(init_with_audit(None));
 }
+
+/// Keeps the thread that writes the JSON log lines; dropping it writes what is queued.
+/// `serve` holds it until it exits.
+#[must_use = "dropping the guard stops the log writer"]
+pub struct LogGuard {
+    _writer: Option<tracing_appender::non_blocking::WorkerGuard>,
+}
+
+/// Lines queued for the log writer at most; past it, a request waits for the writer (no
+/// line is dropped).
+const QUEUED_LOG_LINES: usize = 128_000;
+/// The log writer's buffer: the lines queued while it wrote are written together.
+const LOG_WRITE_BUFFER: usize = 64 * 1024;
 
 /// Installs the global subscriber, with the audit records (target `audit`) also appended to
 /// `audit_log`; a second call does nothing.
-pub fn init_with_audit(audit_log: Option<Arc<audit::AuditLog>>) {
+///
+/// JSON lines (stderr not a terminal) are formatted on the calling thread and written by a
+/// thread of their own, which writes the lines queued meanwhile in one `write`: at load, one
+/// system call serves many lines, instead of one per line on the request path. No line is
+/// dropped (a full queue makes callers wait), and the queue is written out when the guard is
+/// dropped. The chained audit file ([`audit`]) is written and flushed per record as before.
+pub fn init_with_audit(audit_log: Option<Arc<audit::AuditLog>>) -> LogGuard {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let audit_layer = audit_log.map(|log| {
         audit::install(log.clone());
         AuditLayer { log }
     });
     let registry = tracing_subscriber::registry().with(audit_layer);
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let result = if std::io::stderr().is_terminal() {
-        registry.with(fmt.with_filter(filter)).try_init()
-    } else {
-        registry
-            .with(fmt.json().flatten_event(true).with_filter(filter))
-            .try_init()
-    };
-    // Already installed (tests start several servers in one process): keep the first.
-    drop(result);
+    if std::io::stderr().is_terminal() {
+        let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        // Already installed (tests start several servers in one process): keep the first.
+        drop(registry.with(fmt.with_filter(filter)).try_init());
+        return LogGuard { _writer: None };
+    }
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .buffered_lines_limit(QUEUED_LOG_LINES)
+        .thread_name("psp-gateway-log")
+        .finish(std::io::BufWriter::with_capacity(
+            LOG_WRITE_BUFFER,
+            std::io::stderr(),
+        ));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .json()
+        .flatten_event(true);
+    match registry.with(fmt.with_filter(filter)).try_init() {
+        Ok(()) => LogGuard {
+            _writer: Some(guard),
+        },
+        // Already installed: keep the first, and let this writer go.
+        Err(_) => LogGuard { _writer: None },
+    }
 }
 
 /// Appends every event of target `audit` to the chained audit log, whatever `RUST_LOG` says.
