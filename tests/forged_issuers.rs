@@ -350,6 +350,12 @@ async fn the_gateway_refuses_forged_chains_over_mutual_tls() {
     });
     let running = service::start(config).await;
     let addr = running.gateway.expect("gateway");
+    // The genuine PSP first, so that its parsed chain is in the gateway's shared cache of
+    // client chains: no forgery below may be answered from it.
+    let client = tls_client::client_config(&pki.dir, Some("valid"), Proto::H1);
+    let (response, _) = tls_client::send(addr, client, Proto::H1, get("/v1/accounts")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    up.received.lock().expect("lock").clear();
     for (name, f) in &forgeries {
         f.write(&pki.dir, name);
         let client = tls_client::client_config(&pki.dir, Some(name), Proto::H1);
