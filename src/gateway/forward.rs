@@ -28,16 +28,16 @@ use crate::server::{Body, BodyError};
 
 /// Hop-by-hop headers (RFC 9110 section 7.6.1), plus `proxy-connection` and
 /// `proxy-authorization`, which only concern the hop to this gateway.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authenticate",
-    "proxy-authorization",
+const HOP_BY_HOP: [HeaderName; 9] = [
+    HeaderName::from_static("connection"),
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("te"),
+    HeaderName::from_static("trailer"),
+    HeaderName::from_static("transfer-encoding"),
+    HeaderName::from_static("upgrade"),
+    HeaderName::from_static("proxy-authenticate"),
+    HeaderName::from_static("proxy-authorization"),
 ];
 
 /// Client-certificate headers that load balancers and other proxies use; a client must
@@ -45,15 +45,15 @@ const HOP_BY_HOP: [&str; 9] = [
 /// `X-Forwarded-Client-Cert`, RFC 9440's `Client-Cert` and `Client-Cert-Chain`, `SSL-Client-Cert`,
 /// `X-Client-Cert` and `X-Client-Verify` (nginx conventions), `X-ARR-ClientCert` (Azure App
 /// Service), and the contract's `eidas`.
-const CLIENT_CERT_HEADERS: [&str; 8] = [
-    "x-forwarded-client-cert",
-    "client-cert",
-    "client-cert-chain",
-    "ssl-client-cert",
-    "x-client-cert",
-    "x-client-verify",
-    "x-arr-clientcert",
-    "eidas",
+const CLIENT_CERT_HEADERS: [HeaderName; 8] = [
+    HeaderName::from_static("x-forwarded-client-cert"),
+    HeaderName::from_static("client-cert"),
+    HeaderName::from_static("client-cert-chain"),
+    HeaderName::from_static("ssl-client-cert"),
+    HeaderName::from_static("x-client-cert"),
+    HeaderName::from_static("x-client-verify"),
+    HeaderName::from_static("x-arr-clientcert"),
+    HeaderName::from_static("eidas"),
 ];
 
 /// Any header starting with one of these is a client-certificate header too: `X-SSL-Client-*`
@@ -67,20 +67,20 @@ const CLIENT_CERT_PREFIXES: [&str; 2] = ["x-ssl-client-", "x-amzn-mtls-clientcer
 /// `X-Client-IP`, `X-Cluster-Client-IP`, `X-Original-Forwarded-For`, `X-Forwarded-Port`,
 /// `X-Forwarded-Server`, `X-Forwarded-Scheme`, `X-Forwarded-Ssl`, `X-Url-Scheme` and
 /// `Front-End-Https`. (`X-Forwarded-Prefix` is an override header.)
-pub const CLIENT_ADDRESS_HEADERS: [&str; 13] = [
-    "x-real-ip",
-    "true-client-ip",
-    "cf-connecting-ip",
-    "fastly-client-ip",
-    "x-client-ip",
-    "x-cluster-client-ip",
-    "x-original-forwarded-for",
-    "x-forwarded-port",
-    "x-forwarded-server",
-    "x-forwarded-scheme",
-    "x-forwarded-ssl",
-    "x-url-scheme",
-    "front-end-https",
+pub const CLIENT_ADDRESS_HEADERS: [HeaderName; 13] = [
+    HeaderName::from_static("x-real-ip"),
+    HeaderName::from_static("true-client-ip"),
+    HeaderName::from_static("cf-connecting-ip"),
+    HeaderName::from_static("fastly-client-ip"),
+    HeaderName::from_static("x-client-ip"),
+    HeaderName::from_static("x-cluster-client-ip"),
+    HeaderName::from_static("x-original-forwarded-for"),
+    HeaderName::from_static("x-forwarded-port"),
+    HeaderName::from_static("x-forwarded-server"),
+    HeaderName::from_static("x-forwarded-scheme"),
+    HeaderName::from_static("x-forwarded-ssl"),
+    HeaderName::from_static("x-url-scheme"),
+    HeaderName::from_static("front-end-https"),
 ];
 
 /// Headers that upstream frameworks honour as a replacement for the request's path or method:
@@ -91,18 +91,22 @@ pub const CLIENT_ADDRESS_HEADERS: [&str; 13] = [
 /// (Envoy), and the method overrides `X-HTTP-Method-Override`, `X-HTTP-Method` and
 /// `X-Method-Override` (ASP.NET, Express `method-override`, Google APIs). `gateway.strip_headers`
 /// adds more.
-pub const OVERRIDE_HEADERS: [&str; 10] = [
-    "x-original-url",
-    "x-rewrite-url",
-    "x-original-uri",
-    "x-forwarded-uri",
-    "x-forwarded-path",
-    "x-forwarded-prefix",
-    "x-envoy-original-path",
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
+pub const OVERRIDE_HEADERS: [HeaderName; 10] = [
+    HeaderName::from_static("x-original-url"),
+    HeaderName::from_static("x-rewrite-url"),
+    HeaderName::from_static("x-original-uri"),
+    HeaderName::from_static("x-forwarded-uri"),
+    HeaderName::from_static("x-forwarded-path"),
+    HeaderName::from_static("x-forwarded-prefix"),
+    HeaderName::from_static("x-envoy-original-path"),
+    HeaderName::from_static("x-http-method-override"),
+    HeaderName::from_static("x-http-method"),
+    HeaderName::from_static("x-method-override"),
 ];
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Why a call could not be forwarded. The gateway maps each one to its status in one
 /// exhaustive `match` (`gateway::forward_failure`); the `String`s are the detail for the log,
@@ -321,11 +325,11 @@ pub fn prepare(
     } else {
         None
     };
-    h.remove("x-forwarded-for");
-    h.remove("x-forwarded-proto");
-    h.remove("x-forwarded-host");
-    h.remove("forwarded");
-    for name in CLIENT_ADDRESS_HEADERS {
+    h.remove(X_FORWARDED_FOR);
+    h.remove(X_FORWARDED_PROTO);
+    h.remove(X_FORWARDED_HOST);
+    h.remove(header::FORWARDED);
+    for name in &CLIENT_ADDRESS_HEADERS {
         h.remove(name);
     }
     let mut chain = prior.join(", ");
@@ -429,12 +433,11 @@ fn remove_hop_by_hop(h: &mut HeaderMap) {
         .map(|s| s.trim().to_ascii_lowercase())
         .filter(|s| !s.is_empty())
         .collect();
-    for name in HOP_BY_HOP
-        .iter()
-        .copied()
-        .chain(listed.iter().map(String::as_str))
-    {
+    for name in &HOP_BY_HOP {
         h.remove(name);
+    }
+    for name in &listed {
+        h.remove(name.as_str());
     }
 }
 
@@ -454,12 +457,10 @@ pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaderNames, extra: Opt
     for k in prefixed {
         h.remove(k);
     }
-    for name in names
-        .all()
-        .into_iter()
-        .chain(CLIENT_CERT_HEADERS)
-        .chain(extra)
-    {
+    for name in &CLIENT_CERT_HEADERS {
+        h.remove(name);
+    }
+    for name in names.all().into_iter().chain(extra) {
         let lower = name.to_ascii_lowercase();
         h.remove(lower.as_str());
     }
@@ -468,7 +469,7 @@ pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaderNames, extra: Opt
 /// Removes the path and method override headers and the configured ones, however often they
 /// appear (`HeaderMap` names are lower-case, so in any case; `remove` drops every value).
 pub fn strip_overrides(h: &mut HeaderMap, configured: &[HeaderName]) {
-    for name in OVERRIDE_HEADERS {
+    for name in &OVERRIDE_HEADERS {
         h.remove(name);
     }
     for name in configured {
