@@ -97,6 +97,13 @@ const CONTENT_LENGTH_INVALID: Refusal =
 const HEAD_TOO_LARGE: Refusal = Refusal::too_large("the request head is over the size limit");
 const TOO_MANY_HEADERS: Refusal = Refusal::too_large("the request has more than 100 header lines");
 
+const HEADER_NAME_INVALID: Refusal = Refusal::framing("an invalid byte in a header name");
+const HEADER_VALUE_INVALID: Refusal = Refusal::framing("an invalid byte in a header value");
+const LINE_END_INVALID: Refusal = Refusal::framing("an invalid line end in the request head");
+const TOKEN_INVALID: Refusal = Refusal::framing("an invalid byte in the request line");
+const VERSION_INVALID: Refusal = Refusal::framing("an invalid HTTP version");
+const REQUEST_LINE_INVALID: Refusal = Refusal::framing("an invalid request line");
+
 /// Every refusal the guard can answer, for the documents' tests.
 pub const REFUSALS: &[Refusal] = &[
     BARE_LF,
@@ -106,25 +113,25 @@ pub const REFUSALS: &[Refusal] = &[
     CONTENT_LENGTH_INVALID,
     HEAD_TOO_LARGE,
     TOO_MANY_HEADERS,
-    Refusal::framing("an invalid byte in a header name"),
-    Refusal::framing("an invalid byte in a header value"),
-    Refusal::framing("an invalid line end in the request head"),
-    Refusal::framing("an invalid byte in the request line"),
-    Refusal::framing("an invalid HTTP version"),
-    Refusal::framing("an invalid request line"),
+    HEADER_NAME_INVALID,
+    HEADER_VALUE_INVALID,
+    LINE_END_INVALID,
+    TOKEN_INVALID,
+    VERSION_INVALID,
+    REQUEST_LINE_INVALID,
 ];
 
-/// The head could not be parsed: what httparse found, as a title.
+/// The head could not be parsed: what httparse found.
 fn malformed(e: httparse::Error) -> Refusal {
-    Refusal::framing(match e {
-        httparse::Error::HeaderName => "an invalid byte in a header name",
-        httparse::Error::HeaderValue => "an invalid byte in a header value",
-        httparse::Error::NewLine => "an invalid line end in the request head",
-        httparse::Error::Token => "an invalid byte in the request line",
-        httparse::Error::Version => "an invalid HTTP version",
-        httparse::Error::Status => "an invalid request line",
-        httparse::Error::TooManyHeaders => return TOO_MANY_HEADERS,
-    })
+    match e {
+        httparse::Error::HeaderName => HEADER_NAME_INVALID,
+        httparse::Error::HeaderValue => HEADER_VALUE_INVALID,
+        httparse::Error::NewLine => LINE_END_INVALID,
+        httparse::Error::Token => TOKEN_INVALID,
+        httparse::Error::Version => VERSION_INVALID,
+        httparse::Error::Status => REQUEST_LINE_INVALID,
+        httparse::Error::TooManyHeaders => TOO_MANY_HEADERS,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -385,11 +392,11 @@ impl Framer {
             let b = input[i];
             self.ready.extend_from_slice(&[b]);
             i += 1;
+            let digit = hex(b);
             let next = match (chunk, b) {
-                (Chunk::Start, _) => hex(b).map(|d| Chunk::Size(u64::from(d))),
-                (Chunk::Size(n), _) if hex(b).is_some() => n
-                    .checked_mul(16)
-                    .and_then(|n| n.checked_add(u64::from(hex(b).unwrap_or(0))))
+                (Chunk::Start, _) => digit.map(Chunk::Size),
+                (Chunk::Size(n), _) if digit.is_some() => digit
+                    .and_then(|d| n.checked_mul(16)?.checked_add(d))
                     .map(Chunk::Size),
                 (Chunk::Size(n) | Chunk::SizeSpace(n), b' ' | b'\t') => Some(Chunk::SizeSpace(n)),
                 (Chunk::Size(n) | Chunk::SizeSpace(n) | Chunk::Extension(n), b';') => {
@@ -439,13 +446,9 @@ impl Framer {
     }
 }
 
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
+/// A hexadecimal digit's value (a chunk size's digits).
+fn hex(b: u8) -> Option<u64> {
+    char::from(b).to_digit(16).map(u64::from)
 }
 
 /// How a request's body is delimited.
