@@ -973,11 +973,12 @@ fn reload_blocking(
     };
     let api_key = tls_key(config.api.as_ref().and_then(|a| a.tls.as_ref()))?;
     let gateway_key = tls_key(config.gateway.as_ref().and_then(|g| g.tls.as_ref()))?;
-    // The rebuilt gateway keeps the clients' counts when its rate limit is unchanged.
+    // The rebuilt gateway keeps the clients' counts (when its rate limit is unchanged) and
+    // the parsed client chains.
     let gateway = gateway_state(&config, service.clone(), parts.echo)
         .map_err(|e| fail(e.to_string()))?
         .map(|next| match &parts.gateway {
-            Some(current) => Arc::new(next.keeping_counts_of(&current.load())),
+            Some(current) => Arc::new(next.keeping_state_of(&current.load())),
             None => Arc::new(next),
         });
     let fetcher = crate::fetch::Fetcher::new(

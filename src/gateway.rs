@@ -30,7 +30,7 @@ pub mod tls;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use http::{HeaderName, Method};
+use http::{HeaderName, HeaderValue, Method};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use time::OffsetDateTime;
@@ -189,9 +189,10 @@ impl GatewayState {
         })
     }
 
-    /// Keeps `previous`'s client counts when the rate limit is unchanged (a reload is no
-    /// fresh quota).
-    pub fn keeping_counts_of(mut self, previous: &GatewayState) -> GatewayState {
+    /// Keeps what a reload must not reset from `previous`: the clients' counts when the rate
+    /// limit is unchanged (a reload is no fresh quota), and the parsed client chains (a
+    /// certificate parses the same under any configuration).
+    pub fn keeping_state_of(mut self, previous: &GatewayState) -> GatewayState {
         if let (Some((mine, prefix)), Some((theirs, their_prefix))) =
             (&self.limiter, &previous.limiter)
             && mine.settings() == theirs.settings()
@@ -199,7 +200,6 @@ impl GatewayState {
         {
             self.limiter = Some((theirs.clone(), *their_prefix));
         }
-        // A certificate parses the same under any configuration.
         self.identities = previous.identities.clone();
         self
     }
@@ -397,7 +397,7 @@ async fn admit_and_forward(
     let extra = state.identity_header.as_ref().map(HeaderName::as_str);
     let identity = forward::Identity {
         permit: &permit,
-        certificate_pem: &identity.escaped_pem,
+        certificate: identity.certificate_header.as_ref(),
         check_id,
     };
     let strip = forward::Strip {
@@ -498,8 +498,8 @@ struct PeerIdentity {
     leaf: Option<Result<Arc<PspCertificate>, String>>,
     /// The other certificates presented (those that parse), for the path builder.
     intermediates: Arc<Vec<PspCertificate>>,
-    /// The leaf as URL-encoded PEM, the certificate header's value.
-    escaped_pem: String,
+    /// The certificate header's value: the leaf as URL-encoded PEM, validated once.
+    certificate_header: Option<HeaderValue>,
 }
 
 impl PeerIdentity {
@@ -508,7 +508,7 @@ impl PeerIdentity {
             return PeerIdentity {
                 leaf: None,
                 intermediates: Arc::default(),
-                escaped_pem: String::new(),
+                certificate_header: None,
             };
         };
         let leaf = leaf.as_ref();
@@ -523,7 +523,8 @@ impl PeerIdentity {
                     .filter_map(|d| PspCertificate::from_der(d.as_ref().to_vec()).ok())
                     .collect(),
             ),
-            escaped_pem: forward::url_encoded_pem(leaf),
+            // URL-encoded PEM is visible ASCII: always a valid header value.
+            certificate_header: HeaderValue::from_str(&forward::url_encoded_pem(leaf)).ok(),
         }
     }
 }

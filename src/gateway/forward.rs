@@ -266,8 +266,9 @@ pub struct Strip<'a> {
 /// The verified identity a forwarded call carries.
 pub struct Identity<'a> {
     pub permit: &'a Permit,
-    /// The certificate as URL-encoded PEM ([`url_encoded_pem`]).
-    pub certificate_pem: &'a str,
+    /// The certificate header's value: the certificate as URL-encoded PEM
+    /// ([`url_encoded_pem`]), made once per client chain.
+    pub certificate: Option<&'a HeaderValue>,
     pub check_id: &'a str,
 }
 
@@ -285,7 +286,7 @@ pub fn prepare(
     let names = strip.names;
     let Identity {
         permit,
-        certificate_pem,
+        certificate,
         check_id,
     } = identity;
     let (mut parts, body) = req.into_parts();
@@ -369,7 +370,12 @@ pub fn prepare(
     if let Some(r) = permit.not_enforced() {
         insert(h, &names.report_only, r.reason.code());
     }
-    insert(h, &names.certificate, certificate_pem);
+    if let (Some(value), Ok(name)) = (
+        certificate,
+        HeaderName::from_bytes(names.certificate.as_bytes()),
+    ) {
+        h.insert(name, value.clone());
+    }
     let failed = BodyFailed::default();
     let flag = failed.clone();
     let body = body
