@@ -78,12 +78,4 @@ PY
 } | tee "$work/table.md"
 
 # Into BENCHMARKS.md, between the markers.
-python3 - "$work/table.md" <<'PY'
-import sys
-table = open(sys.argv[1]).read().strip()
-text = open("BENCHMARKS.md").read()
-begin, end = "<!-- callgrind:begin -->", "<!-- callgrind:end -->"
-head, rest = text.split(begin, 1)
-_, tail = rest.split(end, 1)
-open("BENCHMARKS.md", "w").write(f"{head}{begin}\n{table}\n{end}{tail}")
-PY
+between_markers callgrind "$work/table.md"

@@ -79,11 +79,5 @@ table="Run $(date -u '+%Y-%m-%d %H:%M UTC'), \`benches/idle.sh $connections\`: t
 | and $connections idle keep-alive TLS connections (one request each) | $((after / 1024)) MB |
 | per idle connection | $(((after - before) / connections)) KB |"
 echo "$table"
-python3 - "$table" <<'PY'
-import sys
-text = open("BENCHMARKS.md").read()
-begin, end = "<!-- idle:begin -->", "<!-- idle:end -->"
-head, rest = text.split(begin, 1)
-_, tail = rest.split(end, 1)
-open("BENCHMARKS.md", "w").write(f"{head}{begin}\n{sys.argv[1]}\n{end}{tail}")
-PY
+echo "$table" >"$work/table.md"
+between_markers idle "$work/table.md"

@@ -78,3 +78,17 @@ tls=(--insecure --cert "$root/certs/psp/valid.pem" --key "$root/certs/psp/valid.
 eidas=$(openssl x509 -in "$root/certs/psp/valid.pem" -outform DER | base64 -w0)
 api_headers=(-H "Authorization: Basic c2FuZGJveDpzYW5kYm94" -H "fi_reference_id: LOAD-1"
   -H "eidas: $eidas")
+
+# between_markers NAME FILE: replaces what BENCHMARKS.md holds between its `NAME:begin` and
+# `NAME:end` markers with FILE's content.
+between_markers() {
+  python3 - "$1" "$2" "$root/BENCHMARKS.md" <<'PY'
+import sys
+name, table, path = sys.argv[1], open(sys.argv[2]).read().strip(), sys.argv[3]
+text = open(path).read()
+begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+head, rest = text.split(begin, 1)
+_, tail = rest.split(end, 1)
+open(path, "w").write(f"{head}{begin}\n{table}\n{end}{tail}")
+PY
+}

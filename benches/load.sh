@@ -45,37 +45,19 @@ fi
 cat certs/ca/qtsp-issuing.pem certs/ca/qtsp-root.pem >"$work/client-ca.pem"
 # nginx: the upstream (lib.sh), and in front of it the proxy under comparison, with session
 # resumption (18443) and without (18445).
-proxies=$(
+# tls_proxy PORT SESSION_DIRECTIVES: nginx verifying the client certificate and proxying to
+# the upstream with keep-alive.
+tls_proxy() {
   cat <<EOF
-  upstream up { server 127.0.0.1:18080; keepalive 64; }
   server {
-    listen 127.0.0.1:18443 ssl;
+    listen 127.0.0.1:$1 ssl;
     ssl_protocols TLSv1.3;
     ssl_certificate $root/certs/server/cert.pem;
     ssl_certificate_key $root/certs/server/key.pem;
     ssl_client_certificate $work/client-ca.pem;
     ssl_verify_client on;
     ssl_verify_depth 3;
-    ssl_session_cache shared:SSL:10m;
-    ssl_session_tickets on;
-    keepalive_requests 1000000;
-    location / {
-      proxy_pass http://up;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header X-SSL-Client-Cert \$ssl_client_escaped_cert;
-    }
-  }
-  server {
-    listen 127.0.0.1:18445 ssl;
-    ssl_protocols TLSv1.3;
-    ssl_certificate $root/certs/server/cert.pem;
-    ssl_certificate_key $root/certs/server/key.pem;
-    ssl_client_certificate $work/client-ca.pem;
-    ssl_verify_client on;
-    ssl_verify_depth 3;
-    ssl_session_cache off;
-    ssl_session_tickets off;
+    $2
     keepalive_requests 1000000;
     location / {
       proxy_pass http://up;
@@ -85,7 +67,10 @@ proxies=$(
     }
   }
 EOF
-)
+}
+proxies="  upstream up { server 127.0.0.1:18080; keepalive 64; }
+$(tls_proxy 18443 'ssl_session_cache shared:SSL:10m; ssl_session_tickets on;')
+$(tls_proxy 18445 'ssl_session_cache off; ssl_session_tickets off;')"
 nginx_conf "$proxies"
 "${server_cpu[@]}" nginx -c "$work/nginx.conf" -p "$work" &
 nginx_pid=$!
@@ -257,14 +242,7 @@ unset key
 plot "$work/runs.chart" using 2:xtic(1) lc rgb "#2b6cb0", 1 with lines lc rgb "#c53030" lw 2
 EOF
 
-# Into BENCHMARKS.md, between the markers.
-python3 - "$work/table.md" <<'PY'
-import sys
-table = open(sys.argv[1]).read().strip()
-text = open("BENCHMARKS.md").read()
-begin, end = "<!-- load:begin -->", "<!-- load:end -->"
-head, rest = text.split(begin, 1)
-_, tail = rest.split(end, 1)
-open("BENCHMARKS.md", "w").write(f"{head}{begin}\n{table}\n\n![ratios](benches/load.png)\n{end}{tail}")
-PY
+# Into BENCHMARKS.md, between the markers, with the chart.
+printf '\n![ratios](benches/load.png)\n' >>"$work/table.md"
+between_markers load "$work/table.md"
 echo "written: BENCHMARKS.md (load:begin..load:end), benches/load.png"
