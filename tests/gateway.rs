@@ -613,3 +613,48 @@ async fn with_resumption_off_every_connection_is_a_full_handshake() {
     );
     running.stop().await;
 }
+
+/// Two PSPs on keep-alive connections held open side by side, their requests interleaved:
+/// the gateway parses each connection's chain once and shares parses between connections,
+/// and neither may ever lend one PSP's identity (authorisation number, certificate header)
+/// to the other's request.
+#[tokio::test]
+async fn interleaved_keep_alive_connections_of_two_psps_never_swap_identities() {
+    let up = upstream::start().await;
+    let running = gateway(&up, "XX", |t| t).await;
+    let addr = running.gateway.expect("gateway");
+    let dir = &test_pki().dir;
+    let psps = [
+        ("valid", "PSDXX-TEST-000001"),
+        ("aisp", "PSDXX-TEST-000016"),
+    ];
+    let mut connections = Vec::new();
+    for (psp, _) in psps {
+        let client = tls_client::client_config(dir, Some(psp), Proto::H1);
+        // Two connections each: the second shares the first's parse.
+        connections.push((psp, tls_client::open_h1(addr, client.clone()).await));
+        connections.push((psp, tls_client::open_h1(addr, client).await));
+    }
+    for round in 0..3 {
+        for (psp, sender) in &mut connections {
+            let response = sender
+                .send_request(get("/v1/accounts"))
+                .await
+                .expect("answer");
+            assert_eq!(response.status(), StatusCode::OK, "{psp}, round {round}");
+            let _ = response.into_body().collect().await;
+            let seen = up.received.lock().expect("lock").pop().expect("forwarded");
+            let expected = psps.iter().find(|(p, _)| p == psp).expect("psp").1;
+            assert_eq!(seen.headers["x-psp-auth-number"], expected, "{psp}");
+            let pem = percent_encoding::percent_decode_str(
+                seen.headers["x-psp-certificate"].to_str().expect("ascii"),
+            )
+            .decode_utf8()
+            .expect("utf-8")
+            .into_owned();
+            let cert = psp_gateway::PspCertificate::parse(pem.as_bytes()).expect("certificate");
+            assert_eq!(cert.der, load_cert(&test_pki().psp(psp)).der, "{psp}");
+        }
+    }
+    running.stop().await;
+}
