@@ -20,10 +20,12 @@
 //! evidence), so a revocation takes effect on long-lived and resumed TLS sessions too.
 
 mod authority;
+mod budget;
 pub mod config;
 mod dialect;
 pub(crate) mod echo;
 mod forward;
+mod overrides;
 pub mod path;
 pub mod tls;
 
@@ -44,8 +46,9 @@ use crate::server::{
 };
 use crate::service::CheckService;
 
-pub use config::{Dialect, GatewayConfig, IdentitySource};
-pub use dialect::Failure;
+use budget::UpstreamBudget;
+pub use config::{Dialect, GatewayConfig, IdentitySource, UnderscoreHeaders};
+pub use dialect::{Failure, OverloadScope};
 use forward::{ForwardError, Hop, Upstream};
 use path::NormalisedPath;
 pub use path::PathRefusal;
@@ -88,6 +91,13 @@ pub struct GatewayState {
     link_base: String,
     /// `gateway.rate_limit`: the per-client limiter and its IPv6 block length.
     limiter: Option<(Arc<KeyedLimiter<IpAddr>>, u8)>,
+    /// `gateway.allowed_methods`: any other method is refused before routing.
+    allowed_methods: Vec<Method>,
+    /// Their `Allow` header, for the 405.
+    allow_header: HeaderValue,
+    underscores: UnderscoreHeaders,
+    /// Calls in flight to the upstream, in total and per PSP.
+    budget: Arc<UpstreamBudget>,
     /// Parsed client certificate chains by the SHA-256 of their DER, shared by the
     /// connections that present the same chain (a PSP opens many): each connection holds a
     /// reference, not a copy, and a new connection skips the parse.
@@ -134,6 +144,14 @@ impl GatewayState {
             })
             .collect();
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        let allowed_methods = g.methods()?;
+        let allow = allowed_methods
+            .iter()
+            .map(Method::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let allow_header = HeaderValue::from_str(&allow)
+            .map_err(|_| format!("gateway.allowed_methods: `{allow}` is not a header value"))?;
         let upstream = Upstream::new(
             &around.upstream_url,
             around.upstream_ca.as_deref(),
@@ -182,6 +200,13 @@ impl GatewayState {
                 );
                 (Arc::new(limiter), r.ipv6_prefix)
             }),
+            allowed_methods,
+            allow_header,
+            underscores: g.headers_with_underscores,
+            budget: Arc::new(UpstreamBudget::new(
+                g.upstream_max_requests,
+                g.upstream_max_requests_per_psp,
+            )),
             identities: moka::future::Cache::builder()
                 .max_capacity(IDENTITY_CACHE_ENTRIES)
                 .time_to_idle(IDENTITY_CACHE_IDLE)
@@ -200,8 +225,34 @@ impl GatewayState {
         {
             self.limiter = Some((theirs.clone(), *their_prefix));
         }
+        if self.budget.settings() == previous.budget.settings() {
+            // The calls in flight are still in flight: a reload is no fresh budget.
+            self.budget = Arc::clone(&previous.budget);
+        }
         self.identities = previous.identities.clone();
         self
+    }
+
+    /// What is refused before any route is chosen, in this order: a method the gateway does
+    /// not forward, two authorities, a path with two meanings, a query parameter that
+    /// overrides the method or path, a header name with an underscore (when refused).
+    /// Returns the normalised path the route is chosen on.
+    fn screen<B>(&self, req: &Request<B>) -> Result<NormalisedPath, Failure> {
+        if !self.allowed_methods.contains(req.method()) {
+            return Err(Failure::MethodRefused(req.method().clone()));
+        }
+        authority::accepted(req.uri(), req.headers()).map_err(Failure::AuthorityRefused)?;
+        let normalised = path::normalise(req.uri().path()).map_err(Failure::PathRefused)?;
+        if let Some(parameter) = req.uri().query().and_then(overrides::refused_parameter) {
+            return Err(Failure::OverrideRefused(parameter));
+        }
+        if self.underscores == UnderscoreHeaders::Refuse
+            && let Some(name) =
+                overrides::underscore_header(req.headers(), self.identity_header.as_ref())
+        {
+            return Err(Failure::HeaderNameRefused(name));
+        }
+        Ok(normalised)
     }
 
     /// Forgets clients back at full quota (run periodically, as the endpoint's sweep).
@@ -252,17 +303,13 @@ pub async fn handle(
         return response;
     }
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-    // No route is known for a refused path: its rejection is in the default dialect.
-    // The metric's route label is the configured prefix (bounded), never the request path.
+    // Nothing is known of the route of a request refused before routing: its rejection is
+    // in the default dialect. The metric's route label is the configured prefix (bounded),
+    // never the request path.
     let mut route_label = String::new();
-    let accepted = authority::accepted(req.uri(), req.headers());
-    let (dialect, outcome) = match accepted.map(|_| path::normalise(&path)) {
-        Err(refusal) => (
-            state.default_dialect,
-            Err(Failure::AuthorityRefused(refusal)),
-        ),
-        Ok(Err(refusal)) => (state.default_dialect, Err(Failure::PathRefused(refusal))),
-        Ok(Ok(normalised)) => {
+    let (dialect, outcome) = match state.screen(&req) {
+        Err(failure) => (state.default_dialect, Err(failure)),
+        Ok(normalised) => {
             let (dialect, required) = match state.route(&method, &normalised) {
                 Some(r) => {
                     route_label = r.prefix.clone();
@@ -299,7 +346,11 @@ pub async fn handle(
                 detail = match &failure {
                     Failure::PathRefused(r) => r.code(),
                     Failure::AuthorityRefused(r) => r.code(),
+                    Failure::UpstreamOverloaded(scope) => scope.label(),
                     Failure::Refused(_)
+                    | Failure::MethodRefused(_)
+                    | Failure::OverrideRefused(_)
+                    | Failure::HeaderNameRefused(_)
                     | Failure::RateLimited { .. }
                     | Failure::RequestBodyInvalid
                     | Failure::RouteUnknown
@@ -309,9 +360,28 @@ pub async fn handle(
                 "gateway refused"
             );
         }
-        failure.response(dialect, &check_id, &state.link_base)
+        let mut response = failure.response(dialect, &check_id, &state.link_base);
+        match &failure {
+            Failure::MethodRefused(_) => {
+                response
+                    .headers_mut()
+                    .insert(http::header::ALLOW, state.allow_header.clone());
+            }
+            Failure::UpstreamOverloaded(_) => {
+                response.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    HeaderValue::from_static(OVERLOADED_RETRY_AFTER_SECS),
+                );
+            }
+            _ => {}
+        }
+        response
     })
 }
+
+/// `Retry-After` of an `upstream_overloaded` answer: a call in flight to a PSD2 API ends
+/// within seconds (its timeout is `gateway.upstream_timeout_ms`).
+const OVERLOADED_RETRY_AFTER_SECS: &str = "1";
 
 /// Identity, check, access rule, forward: the phases after routing. `path` is the normalised
 /// path the route was chosen on, and the only path the upstream may receive.
@@ -405,14 +475,34 @@ async fn admit_and_forward(
         identity_header: extra,
         configured: &state.strip_headers,
     };
+    // The PSP's share of the upstream: by auth number (one PSP may hold several
+    // certificates), else by certificate.
+    let psp = permit
+        .report()
+        .auth_number
+        .clone()
+        .unwrap_or_else(|| certificate.fingerprint_hex());
+    let ticket = state
+        .budget
+        .take(&psp)
+        .map_err(Failure::UpstreamOverloaded)?;
     let (upstream_req, body_failed) =
         forward::prepare(&state.upstream, req, path, &hop, strip, identity)
             .map_err(|e| forward_failure(e, check_id))?;
-    state
+    let response = state
         .upstream
         .send(upstream_req, &body_failed)
         .await
-        .map_err(|e| forward_failure(e, check_id))
+        .map_err(|e| forward_failure(e, check_id))?;
+    // The upstream connection is busy until the response body is streamed back or dropped.
+    Ok(response.map(|body| {
+        use http_body_util::BodyExt;
+        body.map_frame(move |frame| {
+            let _in_flight = &ticket;
+            frame
+        })
+        .boxed()
+    }))
 }
 
 /// Every forwarding error, logged with its detail and mapped to the failure the client sees:

@@ -1222,7 +1222,14 @@ fn error_codes_agree_between_the_document_the_code_and_docs_errors_md() {
         .chain(certificate.iter().cloned())
         .collect();
     assert_eq!(doc.all_code_enums(), all, "codes enumerated in {DOC}");
-    assert_eq!(all_anchors(), all, "anchors of docs/errors.md");
+    // The gateway's codes have anchors of their own, held to the gateway's error table by
+    // src/gateway/dialect.rs; every other anchor is one of the endpoint's lists.
+    let endpoint_anchors: BTreeSet<String> = sections
+        .iter()
+        .filter(|(title, _)| !title.starts_with("Gateway rejections"))
+        .flat_map(|(_, anchors)| anchors.keys().cloned())
+        .collect();
+    assert_eq!(endpoint_anchors, all, "anchors of docs/errors.md");
 }
 
 // ---------------------------------------------------------------------------------------

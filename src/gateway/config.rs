@@ -83,6 +83,53 @@ pub struct GatewayConfig {
     /// answered 429 in the route's dialect past it.
     #[serde(default)]
     pub rate_limit: Option<GatewayRateLimit>,
+    /// Methods the gateway forwards; any other is refused with 405 before any route is
+    /// chosen. `CONNECT` and `TRACE` may not be listed. Default: GET, HEAD, POST, PUT, PATCH,
+    /// DELETE, OPTIONS.
+    #[serde(default = "default_methods")]
+    pub allowed_methods: Vec<String>,
+    /// Inbound header names with an underscore: `drop` (the default, as nginx does) or
+    /// `refuse` (400 `header_name_refused`). They are never forwarded: a WSGI or CGI upstream
+    /// reads `x_psp_services` as `X-Psp-Services`.
+    #[serde(default)]
+    pub headers_with_underscores: UnderscoreHeaders,
+    /// Calls in flight to the upstream, all PSPs together; past it a call is answered 503
+    /// `upstream_overloaded` at once. Each HTTP/1.1 call in flight holds one upstream
+    /// connection, so this also bounds the connections. Default 1,024 (Envoy's default
+    /// circuit breaker `max_requests` and `max_connections`).
+    #[serde(default = "default_upstream_max_requests")]
+    pub upstream_max_requests: usize,
+    /// Calls in flight to the upstream per PSP (its auth number, or its certificate when it
+    /// has none); past it 503 `upstream_overloaded`. Default 128: one PSP cannot take more
+    /// than an eighth of the default total.
+    #[serde(default = "default_upstream_max_requests_per_psp")]
+    pub upstream_max_requests_per_psp: usize,
+}
+
+fn default_methods() -> Vec<String> {
+    super::overrides::DEFAULT_METHODS
+        .iter()
+        .map(|m| m.as_str().to_owned())
+        .collect()
+}
+
+fn default_upstream_max_requests() -> usize {
+    1_024
+}
+
+fn default_upstream_max_requests_per_psp() -> usize {
+    128
+}
+
+/// `gateway.headers_with_underscores`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnderscoreHeaders {
+    /// Removed before forwarding; the request goes on.
+    #[default]
+    Drop,
+    /// The request is refused with 400 `header_name_refused`.
+    Refuse,
 }
 
 fn default_upstream_connect_ms() -> u64 {
@@ -233,6 +280,27 @@ pub fn default_routes() -> Vec<RouteConfig> {
 }
 
 impl GatewayConfig {
+    /// `allowed_methods`, parsed; `CONNECT` and `TRACE` are refused, and so is an empty list.
+    pub(crate) fn methods(&self) -> Result<Vec<http::Method>, String> {
+        if self.allowed_methods.is_empty() {
+            return Err("gateway.allowed_methods is empty: nothing could be forwarded".into());
+        }
+        self.allowed_methods
+            .iter()
+            .map(|m| {
+                let method: http::Method = m
+                    .parse()
+                    .map_err(|_| format!("gateway.allowed_methods: `{m}` is not an HTTP method"))?;
+                if super::overrides::NEVER_METHODS.contains(&method) {
+                    return Err(format!(
+                        "gateway.allowed_methods: {method} is never forwarded (a tunnel or an echo of the identity headers)"
+                    ));
+                }
+                Ok(method)
+            })
+            .collect()
+    }
+
     pub(crate) fn validate(&self, sandbox: bool) -> Result<(), String> {
         match self.identity {
             IdentitySource::Tls if self.tls.is_none() => {
@@ -315,6 +383,13 @@ impl GatewayConfig {
         for n in &self.strip_headers {
             http::HeaderName::from_bytes(n.as_bytes())
                 .map_err(|_| format!("gateway.strip_headers: `{n}` is not a header name"))?;
+        }
+        self.methods()?;
+        if self.upstream_max_requests == 0 || self.upstream_max_requests_per_psp == 0 {
+            return Err(
+                "gateway.upstream_max_requests and gateway.upstream_max_requests_per_psp must be positive"
+                    .into(),
+            );
         }
         Ok(())
     }

@@ -33,6 +33,17 @@ pub enum Failure {
     AuthorityRefused(AuthorityRefusal),
     /// The client is over `gateway.rate_limit`.
     RateLimited { retry_after_secs: u64 },
+    /// The method is not one the gateway forwards (`gateway.allowed_methods`; `CONNECT` and
+    /// `TRACE` never): refused before any route is chosen.
+    MethodRefused(http::Method),
+    /// A query parameter that an upstream framework reads as the request's method or path
+    /// (`_method`, `X-HTTP-Method-Override`, …; `overrides::refused_parameter`).
+    OverrideRefused(String),
+    /// A header name with an underscore, under `gateway.headers_with_underscores = "refuse"`.
+    HeaderNameRefused(String),
+    /// The upstream's budget of calls in flight is spent, in total or for this PSP
+    /// (`gateway.upstream_max_requests`, `gateway.upstream_max_requests_per_psp`).
+    UpstreamOverloaded(OverloadScope),
     /// No route matches the path and method.
     RouteUnknown,
     /// The request body could not be read while it was forwarded (malformed chunking, a
@@ -81,6 +92,42 @@ impl Failure {
                 "ACCESS_EXCEEDED",
                 "rate_limit_exceeded",
                 format!("Too many requests from this client; retry after {retry_after_secs} s"),
+            ),
+            // NextGenPSD2 section 14.11: SERVICE_INVALID, 405, "The addressed service is not
+            // valid for the addressed resources".
+            Failure::MethodRefused(method) => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "SERVICE_INVALID",
+                "method_not_allowed",
+                format!("The method {method} is not forwarded by this gateway"),
+            ),
+            Failure::OverrideRefused(parameter) => (
+                StatusCode::BAD_REQUEST,
+                "FORMAT_ERROR",
+                "override_parameter_refused",
+                format!(
+                    "The query parameter `{parameter}` would override the request's method or path at the bank's API"
+                ),
+            ),
+            Failure::HeaderNameRefused(name) => (
+                StatusCode::BAD_REQUEST,
+                "FORMAT_ERROR",
+                "header_name_refused",
+                format!("The header name `{name}` has an underscore, which this gateway refuses"),
+            ),
+            Failure::UpstreamOverloaded(scope) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "SERVICE_UNAVAILABLE",
+                "upstream_overloaded",
+                match scope {
+                    OverloadScope::Total => {
+                        "The bank's API has as many calls in flight as this gateway allows"
+                    }
+                    OverloadScope::Psp => {
+                        "This PSP has as many calls in flight to the bank's API as this gateway allows"
+                    }
+                }
+                .to_owned(),
             ),
             Failure::RequestBodyInvalid => (
                 StatusCode::BAD_REQUEST,
@@ -146,16 +193,150 @@ impl Failure {
     }
 }
 
+/// Which budget of calls to the upstream is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverloadScope {
+    /// `gateway.upstream_max_requests`: all PSPs together.
+    Total,
+    /// `gateway.upstream_max_requests_per_psp`: the calling PSP's share.
+    Psp,
+}
+
+impl OverloadScope {
+    pub fn label(self) -> &'static str {
+        match self {
+            OverloadScope::Total => "total",
+            OverloadScope::Psp => "psp",
+        }
+    }
+}
+
 /// UK OB `ErrorCode`: OB's own code where it has one, else ours.
 fn ob_code(failure: &Failure, bg: &'static str) -> String {
     match failure {
-        Failure::PathRefused(_) | Failure::AuthorityRefused(_) | Failure::RequestBodyInvalid => {
-            "UK.OBIE.Resource.InvalidFormat".to_owned()
-        }
+        Failure::PathRefused(_)
+        | Failure::AuthorityRefused(_)
+        | Failure::OverrideRefused(_)
+        | Failure::HeaderNameRefused(_)
+        | Failure::RequestBodyInvalid => "UK.OBIE.Resource.InvalidFormat".to_owned(),
         Failure::RouteUnknown => "UK.OBIE.Resource.NotFound".to_owned(),
-        Failure::UpstreamUnavailable | Failure::UpstreamTimeout => {
-            "UK.OBIE.UnexpectedError".to_owned()
+        Failure::UpstreamUnavailable
+        | Failure::UpstreamTimeout
+        | Failure::UpstreamOverloaded(_) => "UK.OBIE.UnexpectedError".to_owned(),
+        Failure::Refused(_) | Failure::RateLimited { .. } | Failure::MethodRefused(_) => {
+            format!("PSPGW.{bg}")
         }
-        Failure::Refused(_) | Failure::RateLimited { .. } => format!("PSPGW.{bg}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Reason;
+
+    /// One failure of each kind. The `match` has no `_` arm: a new kind of failure does not
+    /// compile until it is listed here, and so until its code has an anchor.
+    fn every_failure() -> Vec<Failure> {
+        let reasons = [
+            Reason::CertificateMissing,
+            Reason::CertificateUnreadable,
+            Reason::SignatureInvalid,
+            Reason::IssuerNotApproved,
+            Reason::CertificateRevoked,
+            Reason::CertificateExpired,
+            Reason::RevocationUnknown,
+            Reason::Denied,
+            Reason::NotAllowed,
+            Reason::NotInRegister,
+            Reason::NotAuthorised,
+            Reason::ServicesNotCovered,
+            Reason::NotPassported,
+            Reason::NoTemporaryPermission,
+            Reason::CrossBorderRefused,
+            Reason::RolesNotCovered,
+        ];
+        for reason in reasons {
+            match reason {
+                Reason::CertificateMissing
+                | Reason::CertificateUnreadable
+                | Reason::SignatureInvalid
+                | Reason::IssuerNotApproved
+                | Reason::CertificateRevoked
+                | Reason::CertificateExpired
+                | Reason::RevocationUnknown
+                | Reason::Denied
+                | Reason::NotAllowed
+                | Reason::NotInRegister
+                | Reason::NotAuthorised
+                | Reason::ServicesNotCovered
+                | Reason::NotPassported
+                | Reason::NoTemporaryPermission
+                | Reason::CrossBorderRefused
+                | Reason::RolesNotCovered => {}
+            }
+        }
+        let mut all: Vec<Failure> = reasons
+            .into_iter()
+            .map(|r| Failure::Refused(Rejection::new(r, "")))
+            .collect();
+        all.extend([
+            Failure::PathRefused(PathRefusal::NotAbsolute),
+            Failure::AuthorityRefused(AuthorityRefusal::DuplicateHost),
+            Failure::RateLimited {
+                retry_after_secs: 1,
+            },
+            Failure::MethodRefused(http::Method::CONNECT),
+            Failure::OverrideRefused("_method".into()),
+            Failure::HeaderNameRefused("x_a".into()),
+            Failure::UpstreamOverloaded(OverloadScope::Total),
+            Failure::RouteUnknown,
+            Failure::RequestBodyInvalid,
+            Failure::UpstreamUnavailable,
+            Failure::UpstreamTimeout,
+        ]);
+        for failure in &all {
+            match failure {
+                Failure::Refused(_)
+                | Failure::PathRefused(_)
+                | Failure::AuthorityRefused(_)
+                | Failure::RateLimited { .. }
+                | Failure::MethodRefused(_)
+                | Failure::OverrideRefused(_)
+                | Failure::HeaderNameRefused(_)
+                | Failure::UpstreamOverloaded(_)
+                | Failure::RouteUnknown
+                | Failure::RequestBodyInvalid
+                | Failure::UpstreamUnavailable
+                | Failure::UpstreamTimeout => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_code_a_gateway_body_can_carry_links_to_its_explanation() {
+        let errors_md = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/errors.md"),
+        )
+        .expect("docs/errors.md");
+        for failure in every_failure() {
+            let response = failure.response(Dialect::Contract, "id-1", "/docs/errors#");
+            let code = failure.code();
+            let anchor = format!("<a id=\"{code}\"></a>");
+            assert!(
+                errors_md.contains(&anchor),
+                "docs/errors.md has no anchor for `{code}`"
+            );
+            assert!(
+                errors_md.contains(&format!("`{code}`")),
+                "docs/errors.md does not explain `{code}`"
+            );
+            let bg = failure.parts().1;
+            assert!(
+                errors_md.contains(&format!("`{bg}`")),
+                "docs/errors.md does not name the Berlin Group code `{bg}`"
+            );
+            assert_eq!(response.status(), failure.status());
+        }
     }
 }

@@ -309,6 +309,7 @@ pub fn prepare(
     let h = &mut parts.headers;
     remove_hop_by_hop(h);
     h.remove(header::HOST);
+    super::overrides::drop_lookalikes(h, |canonical| is_protected(canonical, &strip));
     strip_identity(h, names, strip.identity_header);
     strip_overrides(h, strip.configured);
 
@@ -470,6 +471,27 @@ pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaderNames, extra: Opt
         let lower = name.to_ascii_lowercase();
         h.remove(lower.as_str());
     }
+}
+
+/// Whether `name` (lower case) is a header the gateway removes, sets or reads itself: a
+/// lookalike spelling of it must not reach the upstream either.
+fn is_protected(name: &str, strip: &Strip<'_>) -> bool {
+    let listed = |list: &[HeaderName]| list.iter().any(|h| h.as_str() == name);
+    listed(&HOP_BY_HOP)
+        || listed(&CLIENT_CERT_HEADERS)
+        || listed(&CLIENT_ADDRESS_HEADERS)
+        || listed(&OVERRIDE_HEADERS)
+        || listed(strip.configured)
+        || listed(&[X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST])
+        || name == header::FORWARDED.as_str()
+        || name == header::HOST.as_str()
+        || CLIENT_CERT_PREFIXES.iter().any(|p| name.starts_with(p))
+        || strip
+            .names
+            .all()
+            .into_iter()
+            .chain(strip.identity_header)
+            .any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// Removes the path and method override headers and the configured ones, however often they

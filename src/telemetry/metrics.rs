@@ -79,6 +79,17 @@ pub struct Metrics {
     pub limiter_evictions: Family<TableLabels, Counter>,
     /// Distinct client certificate chains the gateway keeps parsed for its connections.
     pub client_chains: Gauge<i64>,
+    /// Gateway calls in flight to the upstream (bounded by `gateway.upstream_max_requests`).
+    pub upstream_in_flight: Gauge<i64>,
+    /// Gateway calls refused because a budget of calls to the upstream was spent, by scope
+    /// (`total`, `psp`).
+    pub upstream_overflows: Family<ScopeLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScopeLabels {
+    /// `total` or `psp`.
+    pub scope: String,
 }
 
 fn latency_histogram() -> Histogram {
@@ -152,10 +163,24 @@ impl Metrics {
             "Parsed client certificate chains the gateway shares between connections (bound 4,096)",
             client_chains.clone(),
         );
+        let upstream_in_flight = Gauge::<i64>::default();
+        registry.register(
+            "psp_gateway_upstream_in_flight",
+            "Gateway calls in flight to the upstream (bound gateway.upstream_max_requests)",
+            upstream_in_flight.clone(),
+        );
+        let upstream_overflows = Family::<ScopeLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_upstream_overflows",
+            "Gateway calls answered 503 because a budget of calls to the upstream was spent, by scope (total, psp)",
+            upstream_overflows.clone(),
+        );
         Metrics {
             registry,
             limiter_evictions,
             client_chains,
+            upstream_in_flight,
+            upstream_overflows,
             tls_handshakes,
             upstream_errors,
             requests,

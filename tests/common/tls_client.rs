@@ -161,3 +161,23 @@ pub async fn send_raw(
         .and_then(|code| code.parse().ok());
     (status, answer)
 }
+
+/// One TLS connection (HTTP/2 by ALPN) on which many requests can be in flight at once:
+/// clone the sender for each stream.
+pub async fn open_h2(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> hyper::client::conn::http2::SendRequest<ReqBody> {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let tls = TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await
+        .expect("TLS handshake");
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    sender
+}

@@ -1,0 +1,199 @@
+//! What a request may not carry because the bank's framework would read it as another
+//! request: a method the gateway does not forward, a query parameter that overrides the method
+//! or the path, a header name with an underscore.
+//!
+//! The gateway decides on the method and the normalised path; the upstream must act on the
+//! same. Override headers are removed before forwarding (`forward::OVERRIDE_HEADERS`); the
+//! same overrides in the query string are refused here, since a query cannot be rewritten
+//! without changing what the bank's API reads in it.
+
+use http::{HeaderMap, HeaderName, Method};
+
+/// Query parameters that upstream frameworks read as the request's method or path, in the
+/// form [`normalised`] gives them:
+/// - `_method`: Laravel and Symfony (`Request::getMethod` with parameter override), Spring's
+///   `HiddenHttpMethodFilter` (`getParameter`, which includes the query), Rails'
+///   `Rack::MethodOverride` (`_method` in a form body; the query form is refused too), Express
+///   `method-override` configured with a query getter;
+/// - `X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override`: the header names that
+///   Express `method-override`, OData and Google APIs honour, as query parameters;
+/// - `_url`: Phalcon's router reads the path from it.
+const OVERRIDE_PARAMETERS: [&str; 5] = [
+    "-method",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "-url",
+];
+
+/// Characters of a parameter or header name that receivers map onto one another: PHP turns
+/// `.`, ` ` and `[` in parameter names into `_`, and CGI and WSGI turn `-` into `_` in header
+/// names (`HTTP_X_PSP_SERVICES`). All become `-` here.
+fn is_separator(c: char) -> bool {
+    matches!(c, '_' | '-' | '.' | ' ' | '[')
+}
+
+/// A name as every receiver we know reads it: lower case, trimmed, a PHP array suffix
+/// (`name[]`, `name[x]`) dropped, separators made `-`.
+fn normalised(name: &str) -> String {
+    let name = name.trim();
+    let name = match name.find('[') {
+        // `a[b]` is the array `a` in PHP; a leading `[` is a name of its own.
+        Some(at) if at > 0 => &name[..at],
+        _ => name,
+    };
+    name.chars()
+        .map(|c| {
+            if is_separator(c) {
+                '-'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
+        .collect()
+}
+
+/// Longest name echoed back in an error body.
+const ECHO_MAX_CHARS: usize = 64;
+
+fn echoed(name: &str) -> String {
+    name.chars().take(ECHO_MAX_CHARS).collect()
+}
+
+/// The first query parameter (as sent, cut to 64 characters) that overrides the method or the
+/// path, if any. Names are percent-decoded once (as frameworks do), `+` read as a space, and
+/// `&` and `;` both separate parameters (older Rack and Python split on `;` too).
+pub fn refused_parameter(query: &str) -> Option<String> {
+    query
+        .split(['&', ';'])
+        .map(|pair| pair.split('=').next().unwrap_or_default())
+        .find(|raw| {
+            let spaced = raw.replace('+', " ");
+            let decoded = percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy();
+            OVERRIDE_PARAMETERS.contains(&normalised(&decoded).as_str())
+        })
+        .map(echoed)
+}
+
+/// `gateway.allowed_methods` by default: the methods of the PSD2 APIs (NextGenPSD2 and UK OB
+/// use GET, POST, PUT, PATCH and DELETE), with HEAD and OPTIONS (CORS preflight).
+pub const DEFAULT_METHODS: [Method; 7] = [
+    Method::GET,
+    Method::HEAD,
+    Method::POST,
+    Method::PUT,
+    Method::PATCH,
+    Method::DELETE,
+    Method::OPTIONS,
+];
+
+/// Methods no configuration may allow: `CONNECT` asks the gateway for a tunnel (its target
+/// is an authority, which an HTTP/1.1 parser may still hand over as a path), `TRACE` echoes
+/// the request, identity headers included.
+pub const NEVER_METHODS: [Method; 2] = [Method::CONNECT, Method::TRACE];
+
+/// The first header name with an underscore (cut to 64 characters), if any, other than
+/// `except` (header mode's configured certificate header, which a load balancer may spell
+/// with underscores; it is read from trusted proxies only and never forwarded).
+pub fn underscore_header(headers: &HeaderMap, except: Option<&HeaderName>) -> Option<String> {
+    headers
+        .keys()
+        .find(|name| name.as_str().contains('_') && Some(*name) != except)
+        .map(|name| echoed(name.as_str()))
+}
+
+/// Removes every header whose name has an underscore (nginx's `underscores_in_headers off`,
+/// Envoy's `headers_with_underscores_action: DROP_HEADER`), and every header that another
+/// spelling would make one of `protected` at the receiver (`x.psp.services` for
+/// `x-psp-services`): a WSGI or CGI upstream reads `x_psp_services` as `X-Psp-Services`,
+/// and would see a forged value beside (or before) the gateway's.
+pub fn drop_lookalikes(h: &mut HeaderMap, protected: impl Fn(&str) -> bool) {
+    let dropped: Vec<HeaderName> = h
+        .keys()
+        .filter(|name| {
+            let name = name.as_str();
+            if name.contains('_') {
+                return true;
+            }
+            let canonical = normalised(name);
+            canonical != name && protected(&canonical)
+        })
+        .cloned()
+        .collect();
+    for name in dropped {
+        h.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_framework_spelling_of_a_method_override_is_found() {
+        for query in [
+            "_method=DELETE",
+            "a=1&_method=DELETE",
+            "_METHOD=DELETE",
+            "%5Fmethod=DELETE",
+            "%5fmethod=DELETE",
+            "_method[]=DELETE",
+            ".method=DELETE",
+            "+_method=DELETE",
+            "x=1;_method=DELETE",
+            "X-HTTP-Method-Override=DELETE",
+            "x_http_method_override=DELETE",
+            "x.http.method=DELETE",
+            "X-Method-Override=PUT",
+            "_url=/v1/payments",
+            "_method",
+        ] {
+            assert!(refused_parameter(query).is_some(), "{query}");
+        }
+    }
+
+    #[test]
+    fn ordinary_parameters_pass() {
+        for query in [
+            "",
+            "dateFrom=2024-01-01&bookingStatus=booked",
+            "method=card",
+            "payment_method=SEPA",
+            "url=https%3A%2F%2Fexample.test",
+            "withBalance=true;x=1",
+            "%255Fmethod=DELETE",
+        ] {
+            assert_eq!(refused_parameter(query), None, "{query}");
+        }
+    }
+
+    #[test]
+    fn an_echoed_name_is_cut_short() {
+        let long = format!("_method[{}]=x", "a".repeat(1000));
+        assert_eq!(
+            refused_parameter(&long).expect("refused").chars().count(),
+            64
+        );
+    }
+
+    #[test]
+    fn underscore_and_dotted_lookalikes_of_protected_names_are_dropped() {
+        let mut h = HeaderMap::new();
+        for name in [
+            "x_psp_services",
+            "x.psp.auth.number",
+            "x-psp-services",
+            "accept",
+            "x.other",
+        ] {
+            h.insert(
+                HeaderName::from_bytes(name.as_bytes()).expect("name"),
+                http::HeaderValue::from_static("v"),
+            );
+        }
+        drop_lookalikes(&mut h, |n| n.starts_with("x-psp-"));
+        let mut left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["accept", "x-psp-services", "x.other"]);
+    }
+}
