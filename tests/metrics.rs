@@ -125,6 +125,7 @@ async fn the_scrape_carries_checks_cache_trust_and_registers_and_promtool_accept
     );
     assert!(sample(&text, "psp_gateway_revocation_crl_cache_bytes") >= 0.0);
     assert!(sample(&text, "psp_gateway_client_chain_cache_entries") >= 0.0);
+    assert_eq!(sample(&text, "psp_gateway_upstream_in_flight"), 0.0);
 
     // An independent check of the format.
     let mut promtool = Command::new("promtool")
