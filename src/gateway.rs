@@ -351,6 +351,7 @@ pub async fn handle(
                     | Failure::MethodRefused(_)
                     | Failure::OverrideRefused(_)
                     | Failure::HeaderNameRefused(_)
+                    | Failure::FormBodyTooLarge
                     | Failure::RateLimited { .. }
                     | Failure::RequestBodyInvalid
                     | Failure::RouteUnknown
@@ -458,6 +459,17 @@ async fn admit_and_forward(
         decision.as_ref(),
     );
     let permit = decision.map_err(Failure::Refused)?;
+    // Read only for a permitted call: nobody else makes the gateway buffer a body.
+    let req = overrides::screen_form(req, state.upstream.timeout())
+        .await
+        .map_err(|refusal| match refusal {
+            overrides::FormRefusal::Override(field) => Failure::OverrideRefused(field),
+            overrides::FormRefusal::TooLarge => Failure::FormBodyTooLarge,
+            overrides::FormRefusal::Unreadable(detail) => {
+                tracing::info!(check_id = %check_id, error = %detail, "the form body could not be read");
+                Failure::RequestBodyInvalid
+            }
+        })?;
 
     let hop = Hop {
         peer: conn.peer.ip(),

@@ -382,3 +382,69 @@ async fn one_psps_streams_cannot_multiply_into_upstream_connections() {
     assert_eq!((overflows("psp"), overflows("total")), (8, 1));
     running.stop().await;
 }
+
+fn post_form(
+    path: &str,
+    content_type: Option<&str>,
+    body: &'static str,
+) -> http::Request<tls_client::ReqBody> {
+    let mut builder = http::Request::builder()
+        .method(http::Method::POST)
+        .uri(format!("https://localhost{path}"));
+    if let Some(t) = content_type {
+        builder = builder.header(http::header::CONTENT_TYPE, t);
+    }
+    builder
+        .body(
+            http_body_util::Full::new(bytes::Bytes::from_static(body.as_bytes()))
+                .map_err(|never| match never {})
+                .boxed(),
+        )
+        .expect("request")
+}
+
+#[tokio::test]
+async fn a_method_override_in_a_form_body_never_reaches_a_rails_or_spring_upstream() {
+    let up = upstream::start().await;
+    let running = gateway(up.addr, "").await;
+    let addr = running.gateway.expect("gateway");
+    let config = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H2);
+    for content_type in [
+        Some("application/x-www-form-urlencoded"),
+        Some("application/x-www-form-urlencoded; charset=UTF-8"),
+    ] {
+        let (response, _) = tls_client::send(
+            addr,
+            config.clone(),
+            Proto::H2,
+            post_form("/v1/consents", content_type, "access=all&_method=DELETE"),
+        )
+        .await;
+        assert_eq!(
+            response.status(),
+            StatusCode::BAD_REQUEST,
+            "{content_type:?}"
+        );
+    }
+    assert_eq!(received(&up), 0);
+    // An ordinary form is forwarded whole; a JSON body is never read as a form.
+    for (content_type, body) in [
+        (
+            "application/x-www-form-urlencoded",
+            "grant_type=client_credentials",
+        ),
+        ("application/json", r#"{"_method":"DELETE"}"#),
+    ] {
+        let (response, _) = tls_client::send(
+            addr,
+            config.clone(),
+            Proto::H2,
+            post_form("/v1/consents", Some(content_type), body),
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::OK, "{content_type}");
+        let seen = up.received.lock().expect("lock").pop().expect("forwarded");
+        assert_eq!(seen.body_bytes, body.len() as u64, "{content_type}");
+    }
+    running.stop().await;
+}

@@ -39,6 +39,9 @@ pub enum Failure {
     /// A query parameter that an upstream framework reads as the request's method or path
     /// (`_method`, `X-HTTP-Method-Override`, …; `overrides::refused_parameter`).
     OverrideRefused(String),
+    /// A form body over `overrides::MAX_FORM_BODY_BYTES`: it is read whole before forwarding
+    /// (to find method overrides), so it is bounded.
+    FormBodyTooLarge,
     /// A header name with an underscore, under `gateway.headers_with_underscores = "refuse"`.
     HeaderNameRefused(String),
     /// The upstream's budget of calls in flight is spent, in total or for this PSP
@@ -107,6 +110,15 @@ impl Failure {
                 "override_parameter_refused",
                 format!(
                     "The query parameter `{parameter}` would override the request's method or path at the bank's API"
+                ),
+            ),
+            Failure::FormBodyTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "FORMAT_ERROR",
+                "form_body_too_large",
+                format!(
+                    "A form-encoded body is read before forwarding and may not exceed {} bytes",
+                    super::overrides::MAX_FORM_BODY_BYTES
                 ),
             ),
             Failure::HeaderNameRefused(name) => (
@@ -218,6 +230,7 @@ fn ob_code(failure: &Failure, bg: &'static str) -> String {
         | Failure::AuthorityRefused(_)
         | Failure::OverrideRefused(_)
         | Failure::HeaderNameRefused(_)
+        | Failure::FormBodyTooLarge
         | Failure::RequestBodyInvalid => "UK.OBIE.Resource.InvalidFormat".to_owned(),
         Failure::RouteUnknown => "UK.OBIE.Resource.NotFound".to_owned(),
         Failure::UpstreamUnavailable
@@ -288,6 +301,7 @@ mod tests {
             Failure::MethodRefused(http::Method::CONNECT),
             Failure::OverrideRefused("_method".into()),
             Failure::HeaderNameRefused("x_a".into()),
+            Failure::FormBodyTooLarge,
             Failure::UpstreamOverloaded(OverloadScope::Total),
             Failure::RouteUnknown,
             Failure::RequestBodyInvalid,
@@ -303,6 +317,7 @@ mod tests {
                 | Failure::MethodRefused(_)
                 | Failure::OverrideRefused(_)
                 | Failure::HeaderNameRefused(_)
+                | Failure::FormBodyTooLarge
                 | Failure::UpstreamOverloaded(_)
                 | Failure::RouteUnknown
                 | Failure::RequestBodyInvalid

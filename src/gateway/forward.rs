@@ -13,7 +13,6 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri, Version};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -203,6 +202,11 @@ impl Upstream {
         })
     }
 
+    /// `gateway.upstream_timeout_ms`.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Sends the prepared request; streams the response back. `body_failed` is the flag
     /// [`prepare`] returned with it.
     pub async fn send(
@@ -277,7 +281,7 @@ pub struct Identity<'a> {
 /// returned with it is set if the inbound body fails while it is forwarded.
 pub fn prepare(
     upstream: &Upstream,
-    req: Request<Incoming>,
+    req: Request<Body>,
     path: &NormalisedPath,
     hop: &Hop,
     strip: Strip<'_>,
@@ -382,7 +386,7 @@ pub fn prepare(
     let body = body
         .map_err(move |e| {
             flag.set();
-            Box::new(e) as BodyError
+            e
         })
         .boxed();
     Ok((Request::from_parts(parts, body), failed))
