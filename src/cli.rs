@@ -575,23 +575,24 @@ fn audit(
     Ok((report, wire))
 }
 
-/// Certificate inputs are small; refuse to read anything large (a wrong path, a device).
+/// Budget: the largest certificate or `--chain` file read, in bytes. Certificate inputs are
+/// small (a chain of a dozen PEM certificates is under 64 KiB, [`MAX_INPUT_LEN`]); 1 MiB
+/// refuses a wrong path, a device or an endless pipe (`/dev/zero`) before memory runs out,
+/// and the decoder then applies its own, smaller cap.
+///
+/// [`MAX_INPUT_LEN`]: crate::cert::input::MAX_INPUT_LEN
 const MAX_INPUT_FILE_BYTES: u64 = 1024 * 1024;
 
+/// Reads a certificate input through a bounded reader: a regular file, a pipe (`<(cmd)`,
+/// `/dev/stdin`) or a device alike never costs more than [`MAX_INPUT_FILE_BYTES`].
 fn read_input(path: &Path) -> Result<Vec<u8>, Failure> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| (EXIT_NO_INPUT, format!("{}: {e}", path.display())))?;
-    if meta.len() > MAX_INPUT_FILE_BYTES {
-        return Err((
-            EXIT_DATA_ERR,
-            format!(
-                "{}: {} bytes is over the {MAX_INPUT_FILE_BYTES}-byte limit for a certificate file",
-                path.display(),
-                meta.len()
-            ),
-        ));
-    }
-    std::fs::read(path).map_err(|e| (EXIT_NO_INPUT, format!("{}: {e}", path.display())))
+    use crate::bounded::{BoundedReadError, read_file};
+    read_file(path, MAX_INPUT_FILE_BYTES, "a certificate file").map_err(|e| match e {
+        BoundedReadError::Io(e) => (EXIT_NO_INPUT, format!("{}: {e}", path.display())),
+        too_large @ BoundedReadError::TooLarge { .. } => {
+            (EXIT_DATA_ERR, format!("{}: {too_large}", path.display()))
+        }
+    })
 }
 
 fn run_register(command: RegisterCommand) -> Result<String, Failure> {

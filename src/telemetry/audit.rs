@@ -189,12 +189,36 @@ pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
             why,
         };
         let f = File::open(file).map_err(|e| broken(0, format!("cannot read: {e}")))?;
-        for (i, line) in BufReader::new(f).lines().enumerate() {
-            let n = i + 1;
-            let line = line.map_err(|e| broken(n, format!("cannot read: {e}")))?;
-            if line.len() > MAX_LINE_BYTES {
-                return Err(broken(n, "the line is too long to be a record".to_owned()));
+        let mut reader = BufReader::new(f);
+        let mut n = 0;
+        loop {
+            n += 1;
+            // One line at a time, never more than MAX_LINE_BYTES of it in memory: a file with
+            // no line ends (a device, a pipe, a corrupted file) is refused at the limit.
+            let mut bytes = Vec::new();
+            let read = (&mut reader)
+                .take(MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut bytes)
+                .map_err(|e| broken(n, format!("cannot read: {e}")))?;
+            if read == 0 {
+                break;
             }
+            if bytes.last() == Some(&b'\n') {
+                bytes.pop();
+                // As `BufRead::lines`: a CRLF line end is a line end.
+                if bytes.last() == Some(&b'\r') {
+                    bytes.pop();
+                }
+            } else if bytes.len() > MAX_LINE_BYTES {
+                return Err(broken(
+                    n,
+                    format!(
+                        "the line is over the {MAX_LINE_BYTES}-byte limit, too long to be a record"
+                    ),
+                ));
+            }
+            let line = String::from_utf8(bytes)
+                .map_err(|_| broken(n, "the line is not UTF-8 text".to_owned()))?;
             if line.trim().is_empty() {
                 return Err(broken(n, "an empty line".to_owned()));
             }
