@@ -280,6 +280,11 @@ pub fn run() -> ExitCode {
             command: AuditCommand::Verify { files },
         } => match crate::telemetry::audit::verify(&files) {
             Ok(v) => {
+                // The chain holds, but a record was lost where a write was cut short: said
+                // on stderr, once per set-aside torn line.
+                for torn in &v.torn_lines_set_aside {
+                    eprintln!("psp-gateway: audit log: {torn}");
+                }
                 println!(
                     "audit chain unbroken: {} records, seq {} to {}, last hash {}{}",
                     v.records,
@@ -296,6 +301,12 @@ pub fn run() -> ExitCode {
                         ""
                     }
                 );
+                if !v.torn_lines_set_aside.is_empty() {
+                    println!(
+                        "{} torn line(s) set aside at start: a record was lost each time (stderr names them)",
+                        v.torn_lines_set_aside.len()
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(e) if e.line == 0 => fail(EXIT_NO_INPUT, &format!("audit log: {e}")),
@@ -357,8 +368,20 @@ fn run_serve(path: &Path) -> ExitCode {
         }
         None => None,
     };
+    let torn = audit_log
+        .as_ref()
+        .and_then(|log| Some((log.path(), log.torn_set_aside()?.to_owned())));
     // Held until `serve` returns: dropping it writes the queued log lines.
     let _log = crate::telemetry::init_with_audit(audit_log);
+    if let Some((file, aside)) = torn {
+        // Start-up goes on: the chain continues from the last intact record, and its next
+        // record names the set-aside file (`audit verify` reports it).
+        tracing::warn!(
+            audit_file = %file.display(),
+            torn_file = %aside.display(),
+            "the audit log's last line was torn (a write cut short: a full disk, a crash); its bytes were moved aside and the chain goes on from the last intact record"
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

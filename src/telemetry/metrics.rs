@@ -79,6 +79,10 @@ pub struct Metrics {
     pub limiter_evictions: Family<TableLabels, Counter>,
     /// Distinct client certificate chains the gateway keeps parsed for its connections.
     pub client_chains: Gauge<i64>,
+    /// Audit records that could not be written (a full disk): each is a record lost.
+    pub audit_write_failures: Counter,
+    /// Torn final audit lines set aside at start (a write was cut short before).
+    pub audit_torn_lines: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -152,8 +156,22 @@ impl Metrics {
             "Parsed client certificate chains the gateway shares between connections (bound 4,096)",
             client_chains.clone(),
         );
+        let audit_write_failures = Counter::default();
+        registry.register(
+            "psp_gateway_audit_write_failures",
+            "Audit records that could not be written to the audit file (a full disk): each is a record lost",
+            audit_write_failures.clone(),
+        );
+        let audit_torn_lines = Counter::default();
+        registry.register(
+            "psp_gateway_audit_torn_lines",
+            "Torn final lines of the audit file set aside at start (moved to <file>.torn-<time>)",
+            audit_torn_lines.clone(),
+        );
         Metrics {
             registry,
+            audit_write_failures,
+            audit_torn_lines,
             limiter_evictions,
             client_chains,
             tls_handshakes,
