@@ -39,6 +39,11 @@ const EXIT_TEMP_FAIL: u8 = 75;
 /// The configuration, or a file it names, cannot be used.
 const EXIT_BAD_CONFIG: u8 = 78;
 
+/// Budget: the longest secret `credentials hash` reads from stdin, in bytes. Passwords and API
+/// secrets are tens of bytes (a 256-bit random secret is 44 in Base64); 4 KiB bounds a device
+/// or an endless pipe on stdin.
+const MAX_SECRET_BYTES: u64 = 4096;
+
 /// The configuration used when `--config` is not given, if it exists in the working directory.
 const DEFAULT_CONFIG: &str = "gateway.toml";
 
@@ -240,10 +245,26 @@ pub fn run() -> ExitCode {
         Command::Credentials {
             command: CredentialsCommand::Hash,
         } => {
-            let mut line = String::new();
-            if let Err(e) = std::io::stdin().read_line(&mut line) {
+            // The first line only, and never more than MAX_SECRET_BYTES of it: stdin may be
+            // a device or an endless pipe (`< /dev/zero`).
+            use std::io::{BufRead, Read};
+            let mut line = Vec::new();
+            if let Err(e) = std::io::stdin()
+                .lock()
+                .take(MAX_SECRET_BYTES + 1)
+                .read_until(b'\n', &mut line)
+            {
                 return fail(EXIT_NO_INPUT, &format!("cannot read stdin: {e}"));
             }
+            if !line.ends_with(b"\n") && line.len() as u64 > MAX_SECRET_BYTES {
+                return fail(
+                    EXIT_DATA_ERR,
+                    &format!("the secret on stdin is over the {MAX_SECRET_BYTES}-byte limit"),
+                );
+            }
+            let Ok(line) = String::from_utf8(line) else {
+                return fail(EXIT_DATA_ERR, "the secret on stdin is not UTF-8 text");
+            };
             let secret = line.trim_end_matches(['\r', '\n']);
             if secret.is_empty() {
                 return fail(EXIT_USAGE, "empty secret on stdin");

@@ -364,6 +364,10 @@ fn check_with_a_trusted_list_names_its_signer_and_refuses_a_broken_one() {
 /// an endless input stops by itself (and cannot exhaust the machine's memory) even if the bound
 /// under test is missing: the child is killed at the deadline and the test then fails.
 fn psp_gateway_bounded(args: &[&str]) -> Output {
+    psp_gateway_bounded_with_stdin(args, std::process::Stdio::null())
+}
+
+fn psp_gateway_bounded_with_stdin(args: &[&str], stdin: std::process::Stdio) -> Output {
     // Budget: a check completes in well under a second; 60 s leaves room for a loaded CI host.
     const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
     let mut child = Command::new("sh")
@@ -373,6 +377,7 @@ fn psp_gateway_bounded(args: &[&str]) -> Output {
         .arg(env!("CARGO_BIN_EXE_psp-gateway"))
         .args(args)
         .current_dir(root())
+        .stdin(stdin)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -432,6 +437,11 @@ fn an_endless_device_as_any_input_file_is_refused_at_its_limit_not_read_until_me
     assert_refused_at_the_limit(&o, 78, "1048576", "config check --config /dev/zero");
     let o = psp_gateway_bounded(&["audit", "verify", "/dev/zero"]);
     assert_refused_at_the_limit(&o, 65, "1048576", "audit verify /dev/zero");
+    let o = psp_gateway_bounded_with_stdin(
+        &["credentials", "hash"],
+        std::fs::File::open("/dev/zero").expect("/dev/zero").into(),
+    );
+    assert_refused_at_the_limit(&o, 65, "4096", "credentials hash < /dev/zero");
 }
 
 #[test]
