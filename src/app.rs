@@ -762,9 +762,12 @@ fn load_tls_files(
 
 /// Runs the service from a configuration file until SIGTERM or SIGINT.
 pub async fn run(config_path: &Path, config: Config) -> Result<(), StartError> {
-    let files = watched_files(config_path, &config);
+    // The watch is in place before the listeners are, so that a change made once the service
+    // answers is never missed (one made during the start reloads right after it).
+    let (changed_tx, changed) = tokio::sync::mpsc::channel::<()>(1);
+    let watcher = watcher_for(&watched_files(config_path, &config), &changed_tx);
     let running = start(config).await?;
-    wait_for_signals(config_path, &running, files).await;
+    wait_for_signals(config_path, &running, (changed_tx, changed), watcher).await;
     tracing::info!("shutting down: draining connections");
     running.stop().await;
     tracing::info!("stopped");
@@ -791,8 +794,20 @@ fn watcher_for(
     }
 }
 
+/// The file watch: where it sends, what it reads, the watcher (held, not read: dropping it
+/// stops the watch).
+type Changes = (
+    tokio::sync::mpsc::Sender<()>,
+    tokio::sync::mpsc::Receiver<()>,
+);
+
 #[cfg(unix)]
-async fn wait_for_signals(config_path: &Path, running: &Running, files: Vec<PathBuf>) {
+async fn wait_for_signals(
+    config_path: &Path,
+    running: &Running,
+    (changed_tx, mut changed): Changes,
+    watcher: Option<notify::RecommendedWatcher>,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -803,9 +818,8 @@ async fn wait_for_signals(config_path: &Path, running: &Running, files: Vec<Path
         let _ = tokio::signal::ctrl_c().await;
         return;
     };
-    let (changed_tx, mut changed) = tokio::sync::mpsc::channel::<()>(1);
     // Held, not read: dropping it stops the watch.
-    let mut _watcher = watcher_for(&files, &changed_tx);
+    let mut _watcher = watcher;
     loop {
         let reloaded = tokio::select! {
             _ = term.recv() => return,
@@ -836,7 +850,12 @@ async fn wait_for_signals(config_path: &Path, running: &Running, files: Vec<Path
 }
 
 #[cfg(not(unix))]
-async fn wait_for_signals(_config_path: &Path, _running: &Running, _files: Vec<PathBuf>) {
+async fn wait_for_signals(
+    _config_path: &Path,
+    _running: &Running,
+    _changes: Changes,
+    _watcher: Option<notify::RecommendedWatcher>,
+) {
     let _ = tokio::signal::ctrl_c().await;
 }
 
@@ -847,10 +866,11 @@ const CHANGE_DEBOUNCE: Duration = Duration::from_millis(500);
 /// that reload applies (trust sources and lists, pinned signers, register files not fetched
 /// by the service itself, the FCA key file, the listeners' certificates and keys, the
 /// upstream CA). Files the service writes (fetched registers, the trust cache, the history,
-/// the audit log) are not watched.
+/// the audit log) are not watched. Every path is absolute (a relative `--config` makes the
+/// paths it names relative, and the watch matches the absolute paths its events carry),
+/// sorted, each once.
 pub fn watched_files(config_path: &Path, config: &Config) -> Vec<PathBuf> {
-    let mut files =
-        vec![std::path::absolute(config_path).unwrap_or_else(|_| config_path.to_owned())];
+    let mut files = vec![config_path.to_owned()];
     for source in config.trust_sources() {
         files.extend(source.issuers.iter().map(|i| i.path.clone()));
         for list in &source.trusted_lists {
@@ -874,18 +894,43 @@ pub fn watched_files(config_path: &Path, config: &Config) -> Vec<PathBuf> {
     {
         files.push(config.resolve(key));
     }
+    // The listeners' certificates and keys (a reload replaces them: certificate rotation
+    // without a restart), and the upstream CA (a reload rebuilds the gateway's client).
+    let api_tls = config.api.as_ref().and_then(|a| a.tls.as_ref());
+    let gateway_tls = config.gateway.as_ref().and_then(|g| g.tls.as_ref());
+    for tls in api_tls.into_iter().chain(gateway_tls) {
+        files.push(config.resolve(&tls.cert));
+        files.push(config.resolve(&tls.key));
+    }
+    if let Some(ca) = config.gateway.as_ref().and_then(|g| g.upstream_ca.as_ref()) {
+        files.push(config.resolve(ca));
+    }
+    let mut files: Vec<PathBuf> = files
+        .into_iter()
+        .map(|f| std::path::absolute(&f).unwrap_or(f))
+        .collect();
+    files.sort();
+    files.dedup();
     files
 }
 
 /// Watches the directories of `files` (editors and deployments replace files by renaming,
 /// which a watch on the file itself would lose) and sends on `changed` when one of `files`
-/// is written, created, renamed or removed.
+/// is written, created, renamed or removed. `files` are absolute ([`watched_files`]); a file
+/// reached through symbolic links is also watched where it really is, so that replacing its
+/// target (a Kubernetes secret volume swaps a `..data` link to a new directory and removes
+/// the old one) is seen too.
 fn watch_files(
     files: &[PathBuf],
     changed: tokio::sync::mpsc::Sender<()>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     use notify::Watcher;
-    let wanted: std::collections::BTreeSet<PathBuf> = files.iter().cloned().collect();
+    let mut wanted: std::collections::BTreeSet<PathBuf> = files.iter().cloned().collect();
+    wanted.extend(files.iter().filter_map(|f| std::fs::canonicalize(f).ok()));
+    let dirs: std::collections::BTreeSet<PathBuf> = wanted
+        .iter()
+        .filter_map(|f| f.parent().map(Path::to_path_buf))
+        .collect();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         if event.kind.is_access() {
@@ -896,14 +941,22 @@ fn watch_files(
             let _ = changed.try_send(());
         }
     })?;
-    let dirs: std::collections::BTreeSet<PathBuf> = files
-        .iter()
-        .filter_map(|f| f.parent().map(Path::to_path_buf))
-        .collect();
+    let mut watching = 0;
+    let mut last_error = None;
     for dir in dirs {
-        watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+        // One directory that cannot be watched does not stop the watch of the others.
+        match watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
+            Ok(()) => watching += 1,
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch this directory; SIGHUP still reloads");
+                last_error = Some(e);
+            }
+        }
     }
-    Ok(watcher)
+    match last_error {
+        Some(e) if watching == 0 => Err(e),
+        _ => Ok(watcher),
+    }
 }
 
 /// Re-reads the configuration file and applies it, all or nothing: the reference data, the

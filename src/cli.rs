@@ -39,6 +39,11 @@ const EXIT_TEMP_FAIL: u8 = 75;
 /// The configuration, or a file it names, cannot be used.
 const EXIT_BAD_CONFIG: u8 = 78;
 
+/// Budget: the longest secret `credentials hash` reads from stdin, in bytes. Passwords and API
+/// secrets are tens of bytes (a 256-bit random secret is 44 in Base64); 4 KiB bounds a device
+/// or an endless pipe on stdin.
+const MAX_SECRET_BYTES: u64 = 4096;
+
 /// The configuration used when `--config` is not given, if it exists in the working directory.
 const DEFAULT_CONFIG: &str = "gateway.toml";
 
@@ -240,10 +245,26 @@ pub fn run() -> ExitCode {
         Command::Credentials {
             command: CredentialsCommand::Hash,
         } => {
-            let mut line = String::new();
-            if let Err(e) = std::io::stdin().read_line(&mut line) {
+            // The first line only, and never more than MAX_SECRET_BYTES of it: stdin may be
+            // a device or an endless pipe (`< /dev/zero`).
+            use std::io::{BufRead, Read};
+            let mut line = Vec::new();
+            if let Err(e) = std::io::stdin()
+                .lock()
+                .take(MAX_SECRET_BYTES + 1)
+                .read_until(b'\n', &mut line)
+            {
                 return fail(EXIT_NO_INPUT, &format!("cannot read stdin: {e}"));
             }
+            if !line.ends_with(b"\n") && line.len() as u64 > MAX_SECRET_BYTES {
+                return fail(
+                    EXIT_DATA_ERR,
+                    &format!("the secret on stdin is over the {MAX_SECRET_BYTES}-byte limit"),
+                );
+            }
+            let Ok(line) = String::from_utf8(line) else {
+                return fail(EXIT_DATA_ERR, "the secret on stdin is not UTF-8 text");
+            };
             let secret = line.trim_end_matches(['\r', '\n']);
             if secret.is_empty() {
                 return fail(EXIT_USAGE, "empty secret on stdin");
@@ -280,6 +301,11 @@ pub fn run() -> ExitCode {
             command: AuditCommand::Verify { files },
         } => match crate::telemetry::audit::verify(&files) {
             Ok(v) => {
+                // The chain holds, but a record was lost where a write was cut short: said
+                // on stderr, once per set-aside torn line.
+                for torn in &v.torn_lines_set_aside {
+                    eprintln!("psp-gateway: audit log: {torn}");
+                }
                 println!(
                     "audit chain unbroken: {} records, seq {} to {}, last hash {}{}",
                     v.records,
@@ -296,6 +322,12 @@ pub fn run() -> ExitCode {
                         ""
                     }
                 );
+                if !v.torn_lines_set_aside.is_empty() {
+                    println!(
+                        "{} torn line(s) set aside at start: a record was lost each time (stderr names them)",
+                        v.torn_lines_set_aside.len()
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(e) if e.line == 0 => fail(EXIT_NO_INPUT, &format!("audit log: {e}")),
@@ -357,8 +389,20 @@ fn run_serve(path: &Path) -> ExitCode {
         }
         None => None,
     };
+    let torn = audit_log
+        .as_ref()
+        .and_then(|log| Some((log.path(), log.torn_set_aside()?.to_owned())));
     // Held until `serve` returns: dropping it writes the queued log lines.
     let _log = crate::telemetry::init_with_audit(audit_log);
+    if let Some((file, aside)) = torn {
+        // Start-up goes on: the chain continues from the last intact record, and its next
+        // record names the set-aside file (`audit verify` reports it).
+        tracing::warn!(
+            audit_file = %file.display(),
+            torn_file = %aside.display(),
+            "the audit log's last line was torn (a write cut short: a full disk, a crash); its bytes were moved aside and the chain goes on from the last intact record"
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -575,23 +619,24 @@ fn audit(
     Ok((report, wire))
 }
 
-/// Certificate inputs are small; refuse to read anything large (a wrong path, a device).
+/// Budget: the largest certificate or `--chain` file read, in bytes. Certificate inputs are
+/// small (a chain of a dozen PEM certificates is under 64 KiB, [`MAX_INPUT_LEN`]); 1 MiB
+/// refuses a wrong path, a device or an endless pipe (`/dev/zero`) before memory runs out,
+/// and the decoder then applies its own, smaller cap.
+///
+/// [`MAX_INPUT_LEN`]: crate::cert::input::MAX_INPUT_LEN
 const MAX_INPUT_FILE_BYTES: u64 = 1024 * 1024;
 
+/// Reads a certificate input through a bounded reader: a regular file, a pipe (`<(cmd)`,
+/// `/dev/stdin`) or a device alike never costs more than [`MAX_INPUT_FILE_BYTES`].
 fn read_input(path: &Path) -> Result<Vec<u8>, Failure> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| (EXIT_NO_INPUT, format!("{}: {e}", path.display())))?;
-    if meta.len() > MAX_INPUT_FILE_BYTES {
-        return Err((
-            EXIT_DATA_ERR,
-            format!(
-                "{}: {} bytes is over the {MAX_INPUT_FILE_BYTES}-byte limit for a certificate file",
-                path.display(),
-                meta.len()
-            ),
-        ));
-    }
-    std::fs::read(path).map_err(|e| (EXIT_NO_INPUT, format!("{}: {e}", path.display())))
+    use crate::bounded::{BoundedReadError, read_file};
+    read_file(path, MAX_INPUT_FILE_BYTES, "a certificate file").map_err(|e| match e {
+        BoundedReadError::Io(e) => (EXIT_NO_INPUT, format!("{}: {e}", path.display())),
+        too_large @ BoundedReadError::TooLarge { .. } => {
+            (EXIT_DATA_ERR, format!("{}: {too_large}", path.display()))
+        }
+    })
 }
 
 fn run_register(command: RegisterCommand) -> Result<String, Failure> {

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod api;
 pub mod app;
+pub mod bounded;
 pub mod cert;
 pub mod check;
 pub mod cli;

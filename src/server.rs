@@ -13,9 +13,10 @@
 //! not keep a connection open, so clients that send only those cannot hold the connection
 //! slots.
 //!
-//! Limits on what comes from the network are named in [`Limits`] with their sources. hyper's
-//! header-read timeout only works with a timer set on the builder (STACK.md), so it is set
-//! here; tokio-rustls has no handshake timeout of its own, so the accept is wrapped in one.
+//! Limits on what comes from the network are named in [`Limits`] with their sources. The
+//! header-read timeout is the framing guard's, per head; hyper's own, which also ran between
+//! requests, is off ([`connection_builder`]); tokio-rustls has no handshake timeout of its own,
+//! so the accept is wrapped in one.
 
 mod certificate;
 mod cidr;
@@ -124,8 +125,8 @@ pub type Handler = Arc<
 /// Limits on one listener.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Time to receive a request's headers, and (hyper ≥ 1.6) the idle time between requests
-    /// on an HTTP/1 connection. 10 s: slow-loris defence; nginx's `client_header_timeout`
+    /// Time to receive a request's headers, from their first byte (the framing guard keeps
+    /// it; not the wait for a next request, which is `idle_timeout`). 10 s: slow-loris defence; nginx's `client_header_timeout`
     /// defaults to 60 s, Envoy's `request_headers_timeout` is unset by default; 10 s is ample
     /// for machine clients on a bank's network.
     pub header_read_timeout: Duration,
@@ -235,22 +236,7 @@ pub async fn serve_with_link_base(
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let per_source = PerSource::new(limits.max_connections_per_source);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        // A request refused by the framing guard ends the reading side (`framing`): hyper
-        // still answers the requests before it, then shuts down, which writes the refusal.
-        .half_close(true)
-        .max_buf_size(hyper_head_limit(&limits))
-        .max_headers(MAX_HEADERS);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
-    let builder = Arc::new(builder);
+    let builder = Arc::new(connection_builder(&limits));
 
     loop {
         if *shutdown.borrow() {
@@ -347,6 +333,35 @@ pub async fn serve_with_link_base(
     {
         tracing::warn!("drain timeout: closing remaining connections");
     }
+}
+
+/// hyper's connection settings for a listener with `limits`.
+///
+/// The timeouts of a connection are kept here, not by hyper: the framing guard's per-head
+/// deadline (`header_read_timeout`, from a head's first byte, [`framing::FramingGuard`]), and
+/// the request-level watchdog (`first_request_timeout` before the first request,
+/// `idle_timeout` between requests, [`idle::RequestTracker`]). hyper's own header-read timer
+/// is off: in hyper ≥ 1.6 it starts as soon as a keep-alive connection waits for its next
+/// request, so it closed every idle HTTP/1 connection `header_read_timeout` (10 s) after its
+/// last answer, whatever `idle_timeout` said. With the guard holding a head until it is
+/// complete, that timer could measure nothing else.
+fn connection_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        // A request refused by the framing guard ends the reading side (`framing`): hyper
+        // still answers the requests before it, then shuts down, which writes the refusal.
+        .half_close(true)
+        .max_buf_size(hyper_head_limit(limits))
+        .max_headers(MAX_HEADERS);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+    builder
 }
 
 /// Connections per source key, for `max_connections_per_source`.
@@ -483,4 +498,96 @@ pub struct TlsFiles {
 
 fn resumption_default() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    /// One request on `client`; the response head and body, or `None` when the connection was
+    /// closed instead of answering.
+    async fn request(client: &mut DuplexStream) -> Option<String> {
+        client
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .ok()?;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = client.read(&mut buf).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            got.extend_from_slice(&buf[..n]);
+            // The answer's body is "ok": the response is whole once it has arrived.
+            if got.ends_with(b"\r\n\r\nok") {
+                return Some(String::from_utf8_lossy(&got).into_owned());
+            }
+        }
+    }
+
+    /// A connection served as every listener serves one, with `limits`, over an in-memory pipe
+    /// (the paused clock then advances only when both ends wait).
+    fn connection(limits: Limits) -> (DuplexStream, tokio::task::JoinHandle<()>) {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let handler: Handler =
+            Arc::new(|_req, _conn| Box::pin(async { Response::new(full("ok")) }));
+        let builder = connection_builder(&limits);
+        let (_tx, shutdown) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let _tx = _tx;
+            let conn = Arc::new(ConnInfo::new(SocketAddr::from(([127, 0, 0, 1], 1)), None));
+            serve_connection(
+                &builder,
+                server,
+                conn,
+                handler,
+                limits,
+                &Arc::from("/docs/errors#"),
+                shutdown,
+            )
+            .await;
+        });
+        (client, task)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_keep_alive_connection_idle_past_the_header_timeout_but_within_idle_timeout_is_still_served()
+     {
+        // The documented defaults: 10 s to send a head, 60 s idle between requests.
+        let limits = Limits::default();
+        assert!(limits.header_read_timeout < limits.idle_timeout);
+        let (mut client, _task) = connection(limits);
+        assert!(request(&mut client).await.is_some(), "the first request");
+        // Idle for longer than the header-read timeout (it closed the connection here at
+        // 10 s), less than the idle timeout.
+        tokio::time::sleep(limits.header_read_timeout * 3).await;
+        let second = request(&mut client).await;
+        assert!(
+            second
+                .as_deref()
+                .is_some_and(|r| r.starts_with("HTTP/1.1 200")),
+            "the connection is still usable: {second:?}"
+        );
+        // Idle for longer than the idle timeout: closed.
+        tokio::time::sleep(limits.idle_timeout + Duration::from_secs(1)).await;
+        assert_eq!(request(&mut client).await, None, "closed for idleness");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_timeout_is_the_configured_one_not_the_header_timeout() {
+        let limits = Limits {
+            header_read_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(300),
+            ..Limits::default()
+        };
+        let (mut client, task) = connection(limits);
+        assert!(request(&mut client).await.is_some());
+        tokio::time::sleep(Duration::from_secs(299)).await;
+        assert!(request(&mut client).await.is_some(), "within idle_timeout");
+        tokio::time::sleep(Duration::from_secs(301)).await;
+        assert!(task.is_finished(), "the connection ended past idle_timeout");
+        assert_eq!(request(&mut client).await, None);
+    }
 }

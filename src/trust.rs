@@ -936,24 +936,21 @@ fn status_name(s: &tsl::ServiceStatus) -> String {
     }
 }
 
+/// Reads a trust file (a list, a LOTL, a pinned signer) through a bounded reader, so that a
+/// pipe or a device (whose `metadata` says 0 bytes) is refused at the limit too.
 fn read_capped(source_name: &str, path: &Path) -> Result<Vec<u8>, TrustLoadError> {
-    let read_err = |error| TrustLoadError::Read {
-        source_name: source_name.to_owned(),
-        path: path.to_owned(),
-        error,
-    };
-    let len = std::fs::metadata(path).map_err(read_err)?.len();
-    if len > MAX_TRUST_FILE_BYTES {
-        return Err(TrustLoadError::Invalid {
+    use crate::bounded::{BoundedReadError, read_file};
+    read_file(path, MAX_TRUST_FILE_BYTES, "a trust file").map_err(|e| match e {
+        BoundedReadError::Io(error) => TrustLoadError::Read {
             source_name: source_name.to_owned(),
             path: path.to_owned(),
-            message: format!("{len} bytes is over the {MAX_TRUST_FILE_BYTES}-byte limit"),
-        });
-    }
-    std::fs::read(path).map_err(|error| TrustLoadError::Read {
-        source_name: source_name.to_owned(),
-        path: path.to_owned(),
-        error,
+            error,
+        },
+        too_large @ BoundedReadError::TooLarge { .. } => TrustLoadError::Invalid {
+            source_name: source_name.to_owned(),
+            path: path.to_owned(),
+            message: too_large.to_string(),
+        },
     })
 }
 

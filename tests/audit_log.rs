@@ -16,6 +16,7 @@ use common::{free_port, root};
 struct Serve {
     child: Child,
     api: SocketAddr,
+    admin: SocketAddr,
 }
 
 impl Drop for Serve {
@@ -27,6 +28,7 @@ impl Drop for Serve {
 
 fn serve(dir: &Path, audit: &Path) -> Serve {
     let api_port = free_port();
+    let admin_port = free_port();
     let root = root().display().to_string();
     let text = std::fs::read_to_string(common::root().join("gateway.toml"))
         .expect("gateway.toml")
@@ -38,7 +40,7 @@ fn serve(dir: &Path, audit: &Path) -> Serve {
         )
         .replace("127.0.0.1:8080", &format!("127.0.0.1:{api_port}"))
         .replace("127.0.0.1:8443", &format!("127.0.0.1:{}", free_port()))
-        .replace("127.0.0.1:9090", &format!("127.0.0.1:{}", free_port()));
+        .replace("127.0.0.1:9090", &format!("127.0.0.1:{admin_port}"));
     let config = dir.join("gateway.toml");
     std::fs::write(
         &config,
@@ -48,7 +50,7 @@ fn serve(dir: &Path, audit: &Path) -> Serve {
     let child = Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
         .args(["serve", "--config", config.to_str().expect("path")])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("serve.stderr")).expect("stderr file"))
         .spawn()
         .expect("serve starts");
     let api: SocketAddr = format!("127.0.0.1:{api_port}").parse().expect("addr");
@@ -60,7 +62,8 @@ fn serve(dir: &Path, audit: &Path) -> Serve {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    Serve { child, api }
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().expect("addr");
+    Serve { child, api, admin }
 }
 
 /// One check through the endpoint, over a plain HTTP/1.1 socket.
@@ -93,7 +96,12 @@ fn verify(files: &[&Path]) -> Output {
 }
 
 fn scratch() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit_log");
+    scratch_named("audit_log")
+}
+
+/// A directory of its own for each test (the tests of this file run side by side).
+fn scratch_named(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
     dir
@@ -186,4 +194,106 @@ fn the_running_service_keeps_a_chained_audit_log_that_verify_checks() {
     assert_eq!(broken.status.code(), Some(65));
     let err = String::from_utf8_lossy(&broken.stderr);
     assert!(err.contains("audit.jsonl.1: line 3"), "{err}");
+}
+
+/// One plain HTTP/1.1 GET; the response's text.
+fn get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    out
+}
+
+#[test]
+fn a_torn_final_audit_line_does_not_stop_serve_and_verify_still_reports_it() {
+    let dir = scratch_named("audit_log_torn");
+    let audit = dir.join("audit.jsonl");
+    {
+        let log = psp_gateway::telemetry::audit::AuditLog::open(&audit).expect("open");
+        for i in 0..2 {
+            let mut m = serde_json::Map::new();
+            m.insert("message".into(), "check".into());
+            m.insert("n".into(), i.into());
+            log.append(m).expect("append");
+        }
+    }
+    // A write cut short (a full disk): half a record, no line end.
+    let torn = br#"{"seq":3,"prev":"ab12","message":"che"#;
+    let mut bytes = std::fs::read(&audit).expect("read");
+    bytes.extend_from_slice(torn);
+    std::fs::write(&audit, &bytes).expect("write");
+
+    let before = verify(&[&audit]);
+    assert_eq!(before.status.code(), Some(65));
+    let err = String::from_utf8_lossy(&before.stderr);
+    assert!(err.contains("line 3") && err.contains("torn"), "{err}");
+
+    // serve starts (it exited 73 here before), and goes on chaining.
+    let serve = serve(&dir, &audit);
+    check(serve.api, "valid");
+    let lines = wait_for_lines(&audit, 4);
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    let note: serde_json::Value = serde_json::from_str(&lines[2]).expect("JSON");
+    assert_eq!(note["seq"], 3);
+    assert_eq!(note["message"], "audit_torn_line_set_aside");
+    assert_eq!(note["torn_bytes"], torn.len());
+    let aside = PathBuf::from(note["torn_file"].as_str().expect("torn_file"));
+    assert_eq!(
+        std::fs::read(&aside).expect("set aside"),
+        torn,
+        "the evidence is kept"
+    );
+    let last: serde_json::Value = serde_json::from_str(&lines[3]).expect("JSON");
+    assert_eq!(
+        (&last["seq"], &last["message"]),
+        (&4.into(), &"check".into())
+    );
+
+    let after = verify(&[&audit]);
+    assert_eq!(
+        after.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&after.stderr)
+    );
+    assert!(String::from_utf8_lossy(&after.stdout).contains("1 torn line(s) set aside"));
+    let err = String::from_utf8_lossy(&after.stderr);
+    assert!(err.contains(aside.to_str().expect("path")), "{err}");
+
+    let metrics = get(serve.admin, "/metrics");
+    assert!(
+        metrics.contains("psp_gateway_audit_torn_lines_total 1"),
+        "{metrics}"
+    );
+    let stderr = std::fs::read_to_string(dir.join("serve.stderr")).expect("stderr");
+    assert!(
+        stderr.contains("torn") && stderr.contains("WARN"),
+        "a warning in the log: {stderr}"
+    );
+}
+
+#[test]
+fn a_full_disk_loses_no_audit_record_silently() {
+    let dir = scratch_named("audit_log_full");
+    // /dev/full: every write fails with ENOSPC, as on a full disk.
+    let serve = serve(&dir, Path::new("/dev/full"));
+    check(serve.api, "valid");
+    check(serve.api, "expired");
+    let metrics = get(serve.admin, "/metrics");
+    assert!(
+        metrics.contains("psp_gateway_audit_write_failures_total 2"),
+        "each lost record is counted: {metrics}"
+    );
+    let stderr = std::fs::read_to_string(dir.join("serve.stderr")).expect("stderr");
+    assert_eq!(
+        stderr.matches("cannot append to the audit log").count(),
+        2,
+        "each lost record is logged: {stderr}"
+    );
 }

@@ -359,3 +359,140 @@ fn check_with_a_trusted_list_names_its_signer_and_refuses_a_broken_one() {
     let stderr = String::from_utf8_lossy(&broken.stderr);
     assert!(stderr.contains("digest mismatch"), "{stderr}");
 }
+
+/// Runs the binary with a deadline and an address-space limit of its own, so that a test of
+/// an endless input stops by itself (and cannot exhaust the machine's memory) even if the bound
+/// under test is missing: the child is killed at the deadline and the test then fails.
+fn psp_gateway_bounded(args: &[&str]) -> Output {
+    psp_gateway_bounded_with_stdin(args, std::process::Stdio::null())
+}
+
+fn psp_gateway_bounded_with_stdin(args: &[&str], stdin: std::process::Stdio) -> Output {
+    // Budget: a check completes in well under a second; 60 s leaves room for a loaded CI host.
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+    let mut child = Command::new("sh")
+        .arg("-c")
+        // 2 GiB of address space: ample for the binary and its threads, far below the host's.
+        .arg("ulimit -v 2097152; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(args)
+        .current_dir(root())
+        .stdin(stdin)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} was still running after {DEADLINE:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn assert_refused_at_the_limit(o: &Output, code: i32, limit: &str, what: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{what}: {err}");
+    assert!(
+        err.contains(&format!("{limit}-byte limit")),
+        "{what}: the message names the limit: {err}"
+    );
+    assert!(o.stdout.is_empty(), "{what}: nothing on stdout");
+}
+
+#[test]
+fn an_endless_device_as_any_input_file_is_refused_at_its_limit_not_read_until_memory_runs_out() {
+    let check = |extra: &[&str]| {
+        let mut args = vec![
+            "check",
+            "--cert",
+            "certs/psp/valid.pem",
+            "--jurisdiction",
+            "XX",
+            "--offline",
+        ];
+        args.extend_from_slice(extra);
+        psp_gateway_bounded(&args)
+    };
+    let o = psp_gateway_bounded(&["check", "--cert", "/dev/zero", "--jurisdiction", "XX"]);
+    assert_refused_at_the_limit(&o, 65, "1048576", "--cert /dev/zero");
+    assert_refused_at_the_limit(&check(&["--chain", "/dev/zero"]), 65, "1048576", "--chain");
+    assert_refused_at_the_limit(
+        &check(&["--trust", "/dev/zero"]),
+        65,
+        "33554432",
+        "--trust /dev/zero",
+    );
+    assert_refused_at_the_limit(
+        &check(&["--config", "/dev/zero"]),
+        78,
+        "1048576",
+        "--config /dev/zero",
+    );
+    let o = psp_gateway_bounded(&["config", "check", "--config", "/dev/zero"]);
+    assert_refused_at_the_limit(&o, 78, "1048576", "config check --config /dev/zero");
+    let o = psp_gateway_bounded(&["audit", "verify", "/dev/zero"]);
+    assert_refused_at_the_limit(&o, 65, "1048576", "audit verify /dev/zero");
+    let o = psp_gateway_bounded_with_stdin(
+        &["credentials", "hash"],
+        std::fs::File::open("/dev/zero").expect("/dev/zero").into(),
+    );
+    assert_refused_at_the_limit(&o, 65, "4096", "credentials hash < /dev/zero");
+}
+
+#[test]
+fn a_fifo_fed_without_end_as_the_certificate_is_refused_at_the_limit() {
+    let dir = std::env::temp_dir().join(format!("psp-gateway-cli-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let fifo = dir.join("cert.pem");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo");
+    // The writer feeds Base64-looking text until the reader goes away (EPIPE: Rust ignores
+    // SIGPIPE, so the write fails and the thread ends).
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(&fifo) else {
+                return 0u64;
+            };
+            let chunk = [b'A'; 64 * 1024];
+            let mut written = 0u64;
+            while f.write_all(&chunk).is_ok() {
+                written += chunk.len() as u64;
+            }
+            written
+        })
+    };
+    let o = psp_gateway_bounded(&[
+        "check",
+        "--cert",
+        fifo.to_str().expect("utf-8 path"),
+        "--jurisdiction",
+        "XX",
+        "--offline",
+    ]);
+    // Should the binary not have opened the FIFO, a read-write open (which never blocks on
+    // Linux) releases the writer from its own open; its writes then fail once this is dropped.
+    drop(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo),
+    );
+    let written = writer.join().expect("writer thread");
+    assert_refused_at_the_limit(&o, 65, "1048576", "--cert FIFO");
+    assert!(
+        written <= 64 * 1024 * 1024,
+        "the reader stopped near the limit, not at the end of memory: {written} bytes written"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -136,3 +136,216 @@ fn a_replaced_register_file_is_reloaded_without_a_signal() {
         "the error names the file: {error}"
     );
 }
+
+/// A `serve` started as the README starts it: in a directory holding `gateway.toml`, its
+/// `certs/` and `registers/`, with the relative `--config gateway.toml`.
+struct Relative {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+    admin: SocketAddr,
+    gateway: SocketAddr,
+}
+
+impl Drop for Relative {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// Waits, up to a bounded deadline, for `what` to hold; false when it never did.
+fn eventually(deadline: Duration, mut what: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + deadline;
+    loop {
+        if what() {
+            return true;
+        }
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn serve_relative(name: &str) -> Relative {
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("reload_watch_{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_tree(&root().join("certs"), &dir.join("certs"));
+    copy_tree(
+        &root().join("registers/sandbox"),
+        &dir.join("registers/sandbox"),
+    );
+    let (admin_port, gateway_port) = (free_port(), free_port());
+    let text = std::fs::read_to_string(root().join("gateway.toml"))
+        .expect("gateway.toml")
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{}", free_port()))
+        .replace("127.0.0.1:8443", &format!("127.0.0.1:{gateway_port}"))
+        .replace("127.0.0.1:9090", &format!("127.0.0.1:{admin_port}"));
+    std::fs::write(dir.join("gateway.toml"), text).expect("write config");
+    let stderr = dir.join("serve.stderr");
+    let child = Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(["serve", "--config", "gateway.toml"])
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+        .spawn()
+        .expect("serve starts");
+    let serve = Relative {
+        child,
+        dir,
+        admin: format!("127.0.0.1:{admin_port}").parse().expect("addr"),
+        gateway: format!("127.0.0.1:{gateway_port}").parse().expect("addr"),
+    };
+    // serve watches before it listens: once it answers, a change is seen.
+    assert!(
+        eventually(Duration::from_secs(30), || generation(&serve).is_some()),
+        "serve did not answer: {}",
+        std::fs::read_to_string(&stderr).unwrap_or_default()
+    );
+    assert_eq!(generation(&serve), Some(1), "serve is up with generation 1");
+    serve
+}
+
+fn generation(serve: &Relative) -> Option<u64> {
+    readyz(serve.admin)?["generation"].as_u64()
+}
+
+/// Replaces `path` the way deployments do: written aside, renamed over.
+fn replace_file(path: &std::path::Path, contents: &[u8]) {
+    let mut staged = path.as_os_str().to_owned();
+    staged.push(".new");
+    std::fs::write(&staged, contents).expect("write");
+    std::fs::rename(&staged, path).expect("rename");
+}
+
+/// Bounded: a watch that misses the change fails the test within 20 s.
+fn assert_reloaded(serve: &Relative, what: &str) {
+    let reloaded = eventually(Duration::from_secs(20), || generation(serve) == Some(2));
+    assert!(
+        reloaded,
+        "{what}: the change was not picked up without a signal (generation {:?}); serve said: {}",
+        generation(serve),
+        std::fs::read_to_string(serve.dir.join("serve.stderr")).unwrap_or_default()
+    );
+}
+
+#[test]
+fn a_changed_configuration_is_reloaded_when_config_is_a_relative_path() {
+    let serve = serve_relative("config");
+    let path = serve.dir.join("gateway.toml");
+    let mut text = std::fs::read(&path).expect("read");
+    text.extend_from_slice(b"\n# changed\n");
+    replace_file(&path, &text);
+    assert_reloaded(&serve, "gateway.toml");
+}
+
+#[test]
+fn a_replaced_register_file_named_relatively_is_reloaded() {
+    let serve = serve_relative("register");
+    let path = serve.dir.join("registers/sandbox/XX.json");
+    let text = std::fs::read_to_string(&path).expect("read");
+    replace_file(
+        &path,
+        text.replacen("Sandbox Valid PSP", "Sandbox Valid PSP Ltd", 1)
+            .as_bytes(),
+    );
+    assert_reloaded(&serve, "registers/sandbox/XX.json");
+}
+
+#[test]
+fn a_replaced_trust_file_named_relatively_is_reloaded() {
+    let serve = serve_relative("trust");
+    let path = serve.dir.join("certs/ca/qtsp-issuing.pem");
+    let pem = std::fs::read(&path).expect("read");
+    replace_file(&path, &pem);
+    assert_reloaded(&serve, "certs/ca/qtsp-issuing.pem");
+}
+
+/// The certificate the gateway presents to a new TLS handshake (no client certificate: the
+/// gateway only requests one).
+fn presented_certificate(serve: &Relative) -> Option<Vec<u8>> {
+    use rustls::pki_types::pem::PemObject;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(serve.dir.join("certs/server/ca.pem"))
+        .expect("server CA")
+    {
+        roots.add(c.expect("server CA")).expect("add root");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).ok()?;
+    let mut tcp = TcpStream::connect(serve.gateway).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).ok()?;
+    }
+    Some(conn.peer_certificates()?.first()?.to_vec())
+}
+
+/// A new certificate for `localhost` from the sandbox server CA, with a key of its own.
+fn new_server_certificate(certs: &std::path::Path) -> (String, String) {
+    let ca_key = rcgen::KeyPair::from_pem(
+        &std::fs::read_to_string(certs.join("server/ca.key")).expect("CA key"),
+    )
+    .expect("CA key parses");
+    let ca = rcgen::Issuer::from_ca_cert_pem(
+        &std::fs::read_to_string(certs.join("server/ca.pem")).expect("CA"),
+        ca_key,
+    )
+    .expect("CA parses");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost (rotated)");
+    let cert = params.signed_by(&key, &ca).expect("signed");
+    (cert.pem(), key.serialize_pem())
+}
+
+#[test]
+fn a_rotated_tls_certificate_and_key_are_presented_to_new_handshakes_without_a_restart() {
+    use rustls::pki_types::pem::PemObject;
+    let serve = serve_relative("tls");
+    let before = presented_certificate(&serve).expect("a handshake before the rotation");
+    let (cert, key) = new_server_certificate(&serve.dir.join("certs"));
+    let expected = rustls::pki_types::CertificateDer::from_pem_slice(cert.as_bytes())
+        .expect("new certificate")
+        .to_vec();
+    assert_ne!(before, expected);
+    // As a certificate manager rotates them: the key, then the certificate.
+    replace_file(&serve.dir.join("certs/server/key.pem"), key.as_bytes());
+    replace_file(&serve.dir.join("certs/server/cert.pem"), cert.as_bytes());
+    let mut last = None;
+    let rotated = eventually(Duration::from_secs(20), || {
+        last = presented_certificate(&serve);
+        last.as_deref() == Some(&expected[..])
+    });
+    assert!(
+        rotated,
+        "new handshakes still get the old certificate (it changed: {}); serve said: {}",
+        last.as_deref() != Some(&before[..]),
+        std::fs::read_to_string(serve.dir.join("serve.stderr")).unwrap_or_default()
+    );
+    assert!(generation(&serve).is_some_and(|g| g >= 2));
+}

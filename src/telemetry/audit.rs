@@ -8,6 +8,9 @@
 //! files. [`verify`] (`psp-gateway audit verify FILE...`) walks the files in order and names
 //! the first line that breaks the chain.
 //!
+//! A torn final line (a write cut short) is set aside at start ([`AuditLog::open`]); a failed
+//! write is counted in `psp_gateway_audit_write_failures_total`.
+//!
 //! What the chain cannot show: lines cut from the end of the last file (nothing follows
 //! them), or from the start of the first file given. Ship the file off the host as it grows
 //! (the usual log pipeline) and keep the last `seq` and hash seen to close both gaps.
@@ -38,52 +41,119 @@ struct State {
 /// An open, chained audit log.
 pub struct AuditLog {
     state: Mutex<State>,
+    /// Where a torn final line was moved when the log was opened.
+    torn_set_aside: Option<PathBuf>,
 }
 
 impl AuditLog {
     /// Opens `path` for appending. When it already holds records, the chain continues from
-    /// its last line.
+    /// its last intact line. A torn final line (a write cut short: a full disk, a crash) never
+    /// stops the opening: its bytes are moved to `<file>.torn-<unix time>`, the file is cut
+    /// back to the last intact record, and a record saying so (`audit_torn_line_set_aside`,
+    /// with the new file's name, length and SHA-256) is the next link of the chain.
     pub fn open(path: &Path) -> io::Result<AuditLog> {
-        let (seq, prev) = match last_line(path)? {
-            Some(line) => {
-                let record: Value = serde_json::from_str(&line).map_err(|e| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "{}: the last line is not an audit record: {e}",
-                            path.display()
-                        ),
-                    )
-                })?;
-                let seq = record["seq"].as_u64().ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("{}: the last line has no seq", path.display()),
-                    )
-                })?;
-                (seq, crate::hex::lower(&crate::hex::sha256(line.as_bytes())))
+        let tail = read_tail(path)?;
+        let mut set_aside = None;
+        let (seq, prev, needs_newline) = match &tail {
+            None => (0, GENESIS.to_owned(), false),
+            Some(tail) => {
+                let found = last_record(&tail.bytes);
+                if let Some(torn) = found.torn.clone() {
+                    let kept_len = tail.offset + found.end as u64;
+                    set_aside = Some(set_torn_aside(path, &torn, kept_len)?);
+                }
+                match found.record {
+                    Some((seq, line)) => (
+                        seq,
+                        crate::hex::lower(&crate::hex::sha256(line.as_bytes())),
+                        found.needs_newline,
+                    ),
+                    // Nothing intact in the tail: a brand-new chain only when the file held
+                    // no more than the torn line; anything else is not a torn line.
+                    None if tail.offset == 0
+                        && tail.bytes[..found.end].iter().all(u8::is_ascii_whitespace) =>
+                    {
+                        (0, GENESIS.to_owned(), false)
+                    }
+                    None => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "{}: the last line is not an audit record, nor is the one before a torn line",
+                                path.display()
+                            ),
+                        ));
+                    }
+                }
             }
-            None => (0, GENESIS.to_owned()),
         };
-        Ok(AuditLog {
+        let mut file = open_append(path)?;
+        if needs_newline {
+            // An intact last record without its line end: end it, so the next record starts
+            // a line of its own (the hash covers the line without its newline).
+            file.write_all(b"\n")?;
+        }
+        let log = AuditLog {
             state: Mutex::new(State {
                 path: path.to_owned(),
-                file: open_append(path)?,
+                file,
                 seq,
                 prev,
             }),
-        })
+            torn_set_aside: set_aside.as_ref().map(|a| a.file.clone()),
+        };
+        if let Some(aside) = set_aside {
+            crate::telemetry::metrics::metrics().audit_torn_lines.inc();
+            let mut fields = Map::new();
+            fields.insert("message".into(), "audit_torn_line_set_aside".into());
+            fields.insert("torn_file".into(), aside.file.display().to_string().into());
+            fields.insert("torn_bytes".into(), aside.bytes.into());
+            fields.insert("torn_sha256".into(), aside.sha256.into());
+            fields.insert(
+                "time".into(),
+                time::OffsetDateTime::now_utc()
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default()
+                    .into(),
+            );
+            log.append(fields)?;
+        }
+        Ok(log)
     }
 
-    /// Appends one record with `fields` (after `seq` and `prev`).
+    /// Appends one record with `fields` (after `seq` and `prev`). A write that fails (a full
+    /// disk) is counted (`psp_gateway_audit_write_failures_total`), and the file is cut back to
+    /// its last whole record so that a part-written line cannot join the next one.
     pub fn append(&self, fields: Map<String, Value>) -> io::Result<()> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let seq = state.seq + 1;
         let line = render(seq, &state.prev, fields);
         let mut bytes = line.clone().into_bytes();
         bytes.push(b'\n');
-        state.file.write_all(&bytes)?;
-        state.file.flush()?;
+        // Where a regular file ends before this record (one fstat, next to the write itself).
+        let before = state
+            .file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        if let Err(e) = state
+            .file
+            .write_all(&bytes)
+            .and_then(|()| state.file.flush())
+        {
+            crate::telemetry::metrics::metrics()
+                .audit_write_failures
+                .inc();
+            if let Some(before) = before
+                && state.file.metadata().is_ok_and(|m| m.len() > before)
+            {
+                // Best effort: when even this fails, the torn line stays, and the next start
+                // sets it aside.
+                let _ = state.file.set_len(before);
+            }
+            return Err(e);
+        }
         state.seq = seq;
         state.prev = crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
         Ok(())
@@ -94,6 +164,11 @@ impl AuditLog {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.file = open_append(&state.path)?;
         Ok(())
+    }
+
+    /// The file a torn final line was moved to when the log was opened, if there was one.
+    pub fn torn_set_aside(&self) -> Option<&Path> {
+        self.torn_set_aside.as_deref()
     }
 
     pub fn path(&self) -> PathBuf {
@@ -131,23 +206,138 @@ fn open_append(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
 
-/// The last non-empty line of `path`, if it exists and has one.
-fn last_line(path: &Path) -> io::Result<Option<String>> {
+/// The end of an audit file: its last bytes, and where they start.
+struct Tail {
+    bytes: Vec<u8>,
+    offset: u64,
+}
+
+/// The last `2 * MAX_LINE_BYTES` of `path` (room for a torn line and the record before it);
+/// `None` when it does not exist, is empty, or is not a regular file (a FIFO or a device
+/// such as `/dev/stderr` is written to, never read back).
+fn read_tail(path: &Path) -> io::Result<Option<Tail>> {
     let mut f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let len = f.metadata()?.len();
-    let start = len.saturating_sub(MAX_LINE_BYTES as u64);
-    f.seek(SeekFrom::Start(start))?;
-    let mut tail = String::new();
-    f.take(MAX_LINE_BYTES as u64).read_to_string(&mut tail)?;
-    Ok(tail
-        .lines()
+    let meta = f.metadata()?;
+    if !meta.is_file() || meta.len() == 0 {
+        return Ok(None);
+    }
+    let window = 2 * MAX_LINE_BYTES as u64;
+    let offset = meta.len().saturating_sub(window);
+    f.seek(SeekFrom::Start(offset))?;
+    let mut bytes = Vec::new();
+    f.take(window).read_to_end(&mut bytes)?;
+    Ok(Some(Tail { bytes, offset }))
+}
+
+/// What the end of a file holds.
+#[derive(Debug, PartialEq, Eq)]
+struct LastRecord {
+    /// The last intact record's `seq` and line (without its line end).
+    record: Option<(u64, String)>,
+    /// The bytes after it that are no record (a torn line), if any.
+    torn: Option<Vec<u8>>,
+    /// Where the torn bytes start in the tail (its length when there are none).
+    end: usize,
+    /// The intact record is the very end of the file, without its newline.
+    needs_newline: bool,
+}
+
+/// Reads a line as a record: JSON with a numeric `seq` and a string `prev`.
+fn as_record(line: &[u8]) -> Option<(u64, String)> {
+    let text = std::str::from_utf8(line).ok()?;
+    let record: Value = serde_json::from_str(text).ok()?;
+    let seq = record["seq"].as_u64()?;
+    record["prev"].as_str()?;
+    Some((seq, text.to_owned()))
+}
+
+/// Finds the last intact record of `tail`, and the torn final line after it: at most one
+/// line (with or without its newline) is taken as torn, and only when it is the last.
+fn last_record(tail: &[u8]) -> LastRecord {
+    // Lines with their end offsets (after the newline, if any); blank lines are skipped.
+    let mut lines: Vec<(usize, usize, bool)> = Vec::new(); // (start, end, has newline)
+    let mut start = 0;
+    while start < tail.len() {
+        let (end, nl) = match memchr::memchr(b'\n', &tail[start..]) {
+            Some(i) => (start + i + 1, true),
+            None => (tail.len(), false),
+        };
+        lines.push((start, end, nl));
+        start = end;
+    }
+    let content = |&(s, e, nl): &(usize, usize, bool)| {
+        let line = &tail[s..if nl { e - 1 } else { e }];
+        line.strip_suffix(b"\r").unwrap_or(line)
+    };
+    let mut it = lines
+        .iter()
         .rev()
-        .find(|l| !l.trim().is_empty())
-        .map(str::to_owned))
+        .filter(|l| !content(l).iter().all(u8::is_ascii_whitespace));
+    let Some(last) = it.next() else {
+        return LastRecord {
+            record: None,
+            torn: None,
+            end: tail.len(),
+            needs_newline: false,
+        };
+    };
+    if let Some(record) = as_record(content(last)) {
+        return LastRecord {
+            record: Some(record),
+            torn: None,
+            end: tail.len(),
+            needs_newline: !last.2 && last.1 == tail.len(),
+        };
+    }
+    let torn = tail[last.0..].to_vec();
+    LastRecord {
+        record: it.next().and_then(|l| as_record(content(l))),
+        torn: Some(torn),
+        end: last.0,
+        needs_newline: false,
+    }
+}
+
+/// The torn bytes, kept as evidence.
+struct SetAside {
+    file: PathBuf,
+    bytes: u64,
+    sha256: String,
+}
+
+/// Copies `torn` to `<path>.torn-<unix time>` (synced), then cuts `path` back to `kept_len`.
+fn set_torn_aside(path: &Path, torn: &[u8], kept_len: u64) -> io::Result<SetAside> {
+    let stamp = time::OffsetDateTime::now_utc().unix_timestamp();
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".torn-{stamp}"));
+    let mut aside = PathBuf::from(name);
+    let mut n = 1;
+    let mut out = loop {
+        match OpenOptions::new().write(true).create_new(true).open(&aside) {
+            Ok(f) => break f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                n += 1;
+                let mut name = path.as_os_str().to_owned();
+                name.push(format!(".torn-{stamp}-{n}"));
+                aside = PathBuf::from(name);
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    out.write_all(torn)?;
+    out.sync_all()?;
+    let f = OpenOptions::new().write(true).open(path)?;
+    f.set_len(kept_len)?;
+    f.sync_all()?;
+    Ok(SetAside {
+        file: aside,
+        bytes: torn.len() as u64,
+        sha256: crate::hex::lower(&crate::hex::sha256(torn)),
+    })
 }
 
 /// Where a chain breaks.
@@ -170,6 +360,9 @@ pub struct Verified {
     /// Whether the first record continues a chain not given here (`prev` is not
     /// [`GENESIS`]).
     pub starts_mid_chain: bool,
+    /// The records saying a torn final line was set aside at start (a write was cut short,
+    /// its record is lost), each described with its file, line and the torn bytes' file.
+    pub torn_lines_set_aside: Vec<String>,
 }
 
 /// Checks the chain through `files`, in order (oldest first).
@@ -180,6 +373,7 @@ pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
         last_seq: None,
         last_hash: GENESIS.to_owned(),
         starts_mid_chain: false,
+        torn_lines_set_aside: Vec::new(),
     };
     let mut expected: Option<(u64, String)> = None;
     for file in files {
@@ -189,17 +383,52 @@ pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
             why,
         };
         let f = File::open(file).map_err(|e| broken(0, format!("cannot read: {e}")))?;
-        for (i, line) in BufReader::new(f).lines().enumerate() {
-            let n = i + 1;
-            let line = line.map_err(|e| broken(n, format!("cannot read: {e}")))?;
-            if line.len() > MAX_LINE_BYTES {
-                return Err(broken(n, "the line is too long to be a record".to_owned()));
+        let mut reader = BufReader::new(f);
+        let mut n = 0;
+        loop {
+            n += 1;
+            // One line at a time, never more than MAX_LINE_BYTES of it in memory: a file with
+            // no line ends (a device, a pipe, a corrupted file) is refused at the limit.
+            let mut bytes = Vec::new();
+            let read = (&mut reader)
+                .take(MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut bytes)
+                .map_err(|e| broken(n, format!("cannot read: {e}")))?;
+            if read == 0 {
+                break;
             }
+            let ended = bytes.last() == Some(&b'\n');
+            if ended {
+                bytes.pop();
+                // As `BufRead::lines`: a CRLF line end is a line end.
+                if bytes.last() == Some(&b'\r') {
+                    bytes.pop();
+                }
+            } else if bytes.len() > MAX_LINE_BYTES {
+                return Err(broken(
+                    n,
+                    format!(
+                        "the line is over the {MAX_LINE_BYTES}-byte limit, too long to be a record"
+                    ),
+                ));
+            }
+            let line = String::from_utf8(bytes)
+                .map_err(|_| broken(n, "the line is not UTF-8 text".to_owned()))?;
             if line.trim().is_empty() {
                 return Err(broken(n, "an empty line".to_owned()));
             }
-            let record: Value = serde_json::from_str(&line)
-                .map_err(|e| broken(n, format!("not a JSON record ({e})")))?;
+            let record: Value = serde_json::from_str(&line).map_err(|e| {
+                if ended {
+                    broken(n, format!("not a JSON record ({e})"))
+                } else {
+                    broken(
+                        n,
+                        format!(
+                            "the last line is torn (cut short, no line end: a write that failed, a full disk?); `serve` sets it aside at start ({e})"
+                        ),
+                    )
+                }
+            })?;
             let seq = record["seq"]
                 .as_u64()
                 .ok_or_else(|| broken(n, "no seq".to_owned()))?;
@@ -233,6 +462,15 @@ pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
                         ));
                     }
                 }
+            }
+            if record["message"] == "audit_torn_line_set_aside" {
+                out.torn_lines_set_aside.push(format!(
+                    "{} line {n} (seq {seq}): a torn line was set aside at start in {} ({} bytes, SHA-256 {})",
+                    file.display(),
+                    record["torn_file"].as_str().unwrap_or("?"),
+                    record["torn_bytes"],
+                    record["torn_sha256"].as_str().unwrap_or("?"),
+                ));
             }
             let hash = crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
             expected = Some((seq + 1, hash.clone()));
@@ -361,5 +599,80 @@ mod tests {
         // Files given in the wrong order break it.
         let e = verify(&[path.clone(), dir.join("audit.jsonl.1")]).unwrap_err();
         assert!(e.why.contains("seq 1 where 4 was expected"), "{e}");
+    }
+    #[test]
+    fn a_torn_final_line_is_set_aside_and_the_chain_goes_on_from_the_last_intact_record() {
+        let dir = scratch("torn");
+        let path = dir.join("audit.jsonl");
+        write(&path, 2);
+        let mut bytes = std::fs::read(&path).expect("read");
+        let intact_len = bytes.len();
+        bytes.extend_from_slice(b"{\"seq\":3,\"pr");
+        std::fs::write(&path, &bytes).expect("write");
+        let e = verify(std::slice::from_ref(&path)).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.why.contains("torn"), "{e}");
+
+        let log = AuditLog::open(&path).expect("a torn line does not stop the opening");
+        let aside = log.torn_set_aside().expect("set aside").to_owned();
+        assert_eq!(std::fs::read(&aside).expect("kept"), b"{\"seq\":3,\"pr");
+        log.append(record(9)).expect("append");
+        let l = lines(&path);
+        assert_eq!(l.len(), 4);
+        assert_eq!(
+            std::fs::read(&path).expect("read")[..intact_len],
+            bytes[..intact_len]
+        );
+        let v = verify(std::slice::from_ref(&path)).expect("verifies");
+        assert_eq!((v.records, v.last_seq), (4, Some(4)));
+        assert_eq!(
+            v.torn_lines_set_aside.len(),
+            1,
+            "{:?}",
+            v.torn_lines_set_aside
+        );
+    }
+
+    #[test]
+    fn a_last_record_without_its_line_end_is_ended_not_joined_to_the_next() {
+        let dir = scratch("no-newline");
+        let path = dir.join("audit.jsonl");
+        write(&path, 2);
+        let text = std::fs::read_to_string(&path).expect("read");
+        std::fs::write(&path, text.trim_end()).expect("write");
+        write(&path, 1);
+        let v = verify(std::slice::from_ref(&path)).expect("verifies");
+        assert_eq!(v.records, 3);
+        assert!(v.torn_lines_set_aside.is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_is_counted_and_the_chain_goes_on_from_the_last_written_record() {
+        let dir = scratch("full");
+        let path = dir.join("audit.jsonl");
+        write(&path, 1);
+        let log = AuditLog::open(&path).expect("open");
+        let failures = crate::telemetry::metrics::metrics()
+            .audit_write_failures
+            .get();
+        // A full disk, for one record.
+        let real = std::mem::replace(
+            &mut log.state.lock().expect("lock").file,
+            OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .expect("/dev/full"),
+        );
+        assert!(log.append(record(2)).is_err());
+        assert!(
+            crate::telemetry::metrics::metrics()
+                .audit_write_failures
+                .get()
+                > failures
+        );
+        log.state.lock().expect("lock").file = real;
+        log.append(record(3)).expect("append");
+        let v = verify(std::slice::from_ref(&path)).expect("verifies");
+        assert_eq!((v.records, v.last_seq), (2, Some(2)));
     }
 }

@@ -84,6 +84,10 @@ pub struct Metrics {
     /// Gateway calls refused because a budget of calls to the upstream was spent, by scope
     /// (`total`, `psp`).
     pub upstream_overflows: Family<ScopeLabels, Counter>,
+    /// Audit records that could not be written (a full disk): each is a record lost.
+    pub audit_write_failures: Counter,
+    /// Torn final audit lines set aside at start (a write was cut short before).
+    pub audit_torn_lines: Counter,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -175,8 +179,22 @@ impl Metrics {
             "Gateway calls answered 503 because a budget of calls to the upstream was spent, by scope (total, psp)",
             upstream_overflows.clone(),
         );
+        let audit_write_failures = Counter::default();
+        registry.register(
+            "psp_gateway_audit_write_failures",
+            "Audit records that could not be written to the audit file (a full disk): each is a record lost",
+            audit_write_failures.clone(),
+        );
+        let audit_torn_lines = Counter::default();
+        registry.register(
+            "psp_gateway_audit_torn_lines",
+            "Torn final lines of the audit file set aside at start (moved to <file>.torn-<time>)",
+            audit_torn_lines.clone(),
+        );
         Metrics {
             registry,
+            audit_write_failures,
+            audit_torn_lines,
             limiter_evictions,
             client_chains,
             upstream_in_flight,
