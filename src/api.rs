@@ -84,8 +84,6 @@ pub struct ApiState {
     pub valid_jurisdictions: std::collections::BTreeSet<CountryCode>,
     pub max_eidas_header_bytes: usize,
     pub error_link_base: String,
-    /// Callers with the `audit` role.
-    pub auditors: std::collections::BTreeSet<String>,
     /// The register configuration audits read the history of (`with_audit`).
     pub audit_registers: Option<(crate::register::RegisterConfig, std::path::PathBuf)>,
 }
@@ -147,12 +145,6 @@ impl ApiState {
             valid_jurisdictions,
             max_eidas_header_bytes: api.max_eidas_header_bytes,
             error_link_base,
-            auditors: api
-                .credentials
-                .iter()
-                .filter(|c| c.roles.contains(&config::Role::Audit))
-                .map(|c| c.username.clone())
-                .collect(),
             audit_registers: None,
         }
     }
@@ -248,11 +240,12 @@ async fn respond(
         })?;
 
     let jurisdiction = jurisdiction(req.uri().query(), &state.valid_jurisdictions)?;
-    // `at` (an extension for audits) exists only for callers with the audit role; for
-    // anyone else it is refused as an unknown parameter would be.
+    // `at` (an extension for audits) exists only for callers with the audit role (in the
+    // credentials that authenticated this request: a reload that removes the role applies
+    // from the next request); for anyone else it is refused as an unknown parameter would be.
     let at = match query_once(req.uri().query(), "at")? {
         None => None,
-        Some(_) if !state.auditors.contains(&caller) => {
+        Some(_) if !auth.has_role(&caller, config::Role::Audit) => {
             return Err(ApiError::ParameterInvalid {
                 name: "at",
                 why: "this endpoint has no such parameter".to_owned(),

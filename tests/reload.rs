@@ -438,3 +438,87 @@ async fn a_reload_that_keeps_the_gateway_rate_limit_keeps_the_clients_counts() {
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The sandbox's password hash line (`password_hash = "…"`, for the password `sandbox`) in the
+/// configuration file at `path`.
+fn sandbox_hash_line(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path)
+        .expect("read")
+        .lines()
+        .find(|l| l.starts_with("password_hash"))
+        .expect("the sandbox credential")
+        .to_owned()
+}
+
+/// A check of the sandbox's valid PSP on the endpoint at `api` with `authorization`, and
+/// `query` appended to `jurisdiction=XX`.
+async fn api_check(api: std::net::SocketAddr, authorization: &str, query: &str) -> Reply {
+    use base64::Engine;
+    let pem = std::fs::read(root().join("certs/psp/valid.pem")).expect("cert");
+    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+        .expect("parses")
+        .der;
+    let eidas = base64::engine::general_purpose::STANDARD.encode(der);
+    send(
+        api,
+        http::Method::GET,
+        &format!("/v1/psp/eidas?jurisdiction=XX{query}"),
+        &[
+            ("authorization", authorization),
+            ("fi_reference_id", "PSDXX-TEST-999999"),
+            ("eidas", &eidas),
+        ],
+    )
+    .await
+}
+
+/// auditor:sandbox
+const AUDITOR: &str = "Basic YXVkaXRvcjpzYW5kYm94";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_or_a_caller_removed_by_a_reload_is_refused_from_the_next_request() {
+    use http::StatusCode;
+    let dir = std::env::temp_dir().join(format!("psp-gateway-reload-role-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let hash = sandbox_hash_line(&sandbox_file(&dir, ""));
+    let auditor = |roles: &str| {
+        format!("[[api.credentials]]\nusername = \"auditor\"\n{hash}\nroles = [{roles}]\n")
+    };
+    let path = sandbox_file(&dir, &auditor("\"audit\""));
+    let running = start(psp_gateway::Config::load(&path).expect("config")).await;
+    let api = running.api.expect("api");
+    let at = "&at=2026-01-01T00:00:00Z";
+    // The auditor's password is verified and remembered; `at` is allowed.
+    assert_eq!(api_check(api, AUDITOR, at).await.status, StatusCode::OK);
+    assert_eq!(api_check(api, AUDITOR, "").await.status, StatusCode::OK);
+
+    // The role removed: the same (remembered) password may still check, but `at` is refused
+    // as for any caller without the role, at once.
+    let path = sandbox_file(&dir, &auditor(""));
+    assert!(app::reload(&path, &running).await.is_some());
+    let refused = api_check(api, AUDITOR, at).await;
+    assert_eq!(refused.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        refused.json()["errors"][0]["code"],
+        "parameter_invalid",
+        "the documented refusal of `at` for a caller without the audit role"
+    );
+    assert_eq!(api_check(api, AUDITOR, "").await.status, StatusCode::OK);
+
+    // The role back, then the caller removed: 401 from the next request.
+    let path = sandbox_file(&dir, &auditor("\"audit\""));
+    assert!(app::reload(&path, &running).await.is_some());
+    assert_eq!(api_check(api, AUDITOR, at).await.status, StatusCode::OK);
+    let path = sandbox_file(&dir, "");
+    assert!(app::reload(&path, &running).await.is_some());
+    assert_eq!(
+        api_check(api, AUDITOR, at).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        api_check(api, AUDITOR, "").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -35,7 +35,7 @@ use argon2::{Argon2, Block, CustomizedPasswordHasher, PasswordHash, PasswordHash
 use base64::Engine;
 use tokio::sync::Semaphore;
 
-use super::config::{ApiConfig, Credential};
+use super::config::{ApiConfig, Credential, Role};
 use crate::server::KeyedLimiter;
 
 /// How long a successful verification is remembered. Five minutes: a removed credential
@@ -92,8 +92,14 @@ impl LoginLimits {
     }
 }
 
+/// One configured caller: the password hash and the roles, replaced together by a reload.
+struct Account {
+    password_hash: String,
+    roles: Vec<Role>,
+}
+
 pub struct Authenticator {
-    users: Arc<HashMap<String, String>>,
+    users: Arc<HashMap<String, Account>>,
     dummy_hash: Arc<String>,
     verified: moka::future::Cache<[u8; 32], ()>,
     permits: Arc<Semaphore>,
@@ -109,7 +115,15 @@ impl Authenticator {
             users: Arc::new(
                 credentials
                     .iter()
-                    .map(|c| (c.username.clone(), c.password_hash.clone()))
+                    .map(|c| {
+                        (
+                            c.username.clone(),
+                            Account {
+                                password_hash: c.password_hash.clone(),
+                                roles: c.roles.clone(),
+                            },
+                        )
+                    })
                     .collect(),
             ),
             dummy_hash: Arc::new(dummy_hash(credentials)),
@@ -172,7 +186,7 @@ impl Authenticator {
             // Held until the verification ends, even when the request is abandoned.
             let _permit = permit;
             let (hash, known) = match users.get(&user_for_task) {
-                Some(h) => (h.as_str(), true),
+                Some(account) => (account.password_hash.as_str(), true),
                 None => (dummy.as_str(), false),
             };
             // A permit guarantees a free buffer; the fallback only guards against a bug.
@@ -195,6 +209,15 @@ impl Authenticator {
         } else {
             Err(AuthFailure::Wrong)
         }
+    }
+
+    /// Whether `user` holds `role` in this authenticator's credentials: asked of the same
+    /// authenticator that authenticated the request, so a reload that removes a role or a
+    /// user takes effect from the next request.
+    pub fn has_role(&self, user: &str, role: Role) -> bool {
+        self.users
+            .get(user)
+            .is_some_and(|account| account.roles.contains(&role))
     }
 
     /// Forgets sources and user names back at full login quota (run periodically).
