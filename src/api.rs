@@ -103,10 +103,13 @@ impl ApiState {
     /// section. Requests in flight finish with what they started with. (The listen address
     /// and TLS files need a restart.)
     pub fn reload(&self, api: &ApiConfig) {
-        self.auth.store(Arc::new(Authenticator::new(
-            &api.credentials,
-            LoginLimits::from_config(api),
-        )));
+        // What the credentials and limits did not change is kept: remembered logins (so a
+        // reload sends no caller back to argon2), verification slots, login quotas.
+        let next = self
+            .auth
+            .load()
+            .reloaded(&api.credentials, LoginLimits::from_config(api));
+        self.auth.store(Arc::new(next));
         // A limiter with unchanged settings keeps its counts (a reload is no fresh quota).
         let wanted = limiter_of(api);
         if self.limiter.load().settings() != wanted.settings() {

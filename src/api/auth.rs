@@ -27,6 +27,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use std::sync::{Mutex, PoisonError};
@@ -38,8 +39,10 @@ use tokio::sync::Semaphore;
 use super::config::{ApiConfig, Credential, Role};
 use crate::server::KeyedLimiter;
 
-/// How long a successful verification is remembered. Five minutes: a removed credential
-/// stops working within that time after a reload; argon2 costs ~20 ms of CPU per miss.
+/// How long a successful verification is remembered. Five minutes: argon2 costs ~20 ms of CPU
+/// per miss. A reload keeps the remembered verifications (so callers are not all sent back to
+/// argon2 at once), but one is honoured only against the hash it was verified with, for a
+/// user still configured: a changed or removed credential stops working at once.
 const VERIFIED_TTL: Duration = Duration::from_secs(300);
 /// Cached verifications at most: one per active caller credential is enough.
 const VERIFIED_CAPACITY: u64 = 10_000;
@@ -70,7 +73,7 @@ pub enum AuthFailure {
 }
 
 /// The bounds on password verification (see the module documentation).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoginLimits {
     pub max_concurrent: usize,
     pub per_source: u32,
@@ -101,42 +104,43 @@ struct Account {
 pub struct Authenticator {
     users: Arc<HashMap<String, Account>>,
     dummy_hash: Arc<String>,
+    /// Successful verifications, kept across reloads (see [`Authenticator::reloaded`]).
     verified: moka::future::Cache<[u8; 32], ()>,
+    /// Argon2 verifications run so far, by this authenticator and those it was reloaded from.
+    verifications: Arc<AtomicU64>,
+    /// The verification slots, kept across reloads that keep their number.
+    slots: Arc<Slots>,
+    /// The login quotas, kept across reloads that keep their settings.
+    quotas: Arc<Quotas>,
+    limits: LoginLimits,
+}
+
+/// The verification permits and the working memory of each (as many buffers as permits).
+struct Slots {
     permits: Arc<Semaphore>,
-    /// The working memory of each verification slot (as many as permits).
     memory: Arc<Mutex<Vec<Vec<Block>>>>,
+}
+
+impl Slots {
+    fn new(max_concurrent: usize) -> Slots {
+        Slots {
+            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            memory: Arc::new(Mutex::new(
+                (0..max_concurrent.max(1)).map(|_| Vec::new()).collect(),
+            )),
+        }
+    }
+}
+
+/// The login quotas per source address and per user name.
+struct Quotas {
     per_source: KeyedLimiter<IpAddr>,
     per_user: KeyedLimiter<String>,
 }
 
-impl Authenticator {
-    pub fn new(credentials: &[Credential], limits: LoginLimits) -> Authenticator {
-        Authenticator {
-            users: Arc::new(
-                credentials
-                    .iter()
-                    .map(|c| {
-                        (
-                            c.username.clone(),
-                            Account {
-                                password_hash: c.password_hash.clone(),
-                                roles: c.roles.clone(),
-                            },
-                        )
-                    })
-                    .collect(),
-            ),
-            dummy_hash: Arc::new(dummy_hash(credentials)),
-            verified: moka::future::Cache::builder()
-                .max_capacity(VERIFIED_CAPACITY)
-                .time_to_live(VERIFIED_TTL)
-                .build(),
-            permits: Arc::new(Semaphore::new(limits.max_concurrent.max(1))),
-            memory: Arc::new(Mutex::new(
-                (0..limits.max_concurrent.max(1))
-                    .map(|_| Vec::new())
-                    .collect(),
-            )),
+impl Quotas {
+    fn new(limits: &LoginLimits) -> Quotas {
+        Quotas {
             per_source: KeyedLimiter::new(
                 limits.per_source,
                 limits.period,
@@ -151,6 +155,87 @@ impl Authenticator {
             ),
         }
     }
+}
+
+fn accounts(credentials: &[Credential]) -> Arc<HashMap<String, Account>> {
+    Arc::new(
+        credentials
+            .iter()
+            .map(|c| {
+                (
+                    c.username.clone(),
+                    Account {
+                        password_hash: c.password_hash.clone(),
+                        roles: c.roles.clone(),
+                    },
+                )
+            })
+            .collect(),
+    )
+}
+
+impl Authenticator {
+    pub fn new(credentials: &[Credential], limits: LoginLimits) -> Authenticator {
+        Authenticator {
+            users: accounts(credentials),
+            dummy_hash: Arc::new(dummy_hash(credentials)),
+            verified: moka::future::Cache::builder()
+                .max_capacity(VERIFIED_CAPACITY)
+                .time_to_live(VERIFIED_TTL)
+                .build(),
+            verifications: Arc::new(AtomicU64::new(0)),
+            slots: Arc::new(Slots::new(limits.max_concurrent)),
+            quotas: Arc::new(Quotas::new(&limits)),
+            limits,
+        }
+    }
+
+    /// The authenticator of a reloaded configuration, keeping what the reload did not change:
+    /// remembered verifications of unchanged credentials (an entry is keyed by user name,
+    /// password and the hash it was verified against, so a changed hash or a removed user
+    /// never matches one, and roles are read from the new credentials on every request), the
+    /// verification slots when their number is unchanged (so a reload never doubles the
+    /// argon2 memory in use), and the login quotas when their settings are unchanged (a
+    /// reload is no fresh quota).
+    pub fn reloaded(&self, credentials: &[Credential], limits: LoginLimits) -> Authenticator {
+        let unchanged_hashes = credentials.len() == self.users.len()
+            && credentials.iter().all(|c| {
+                self.users
+                    .get(&c.username)
+                    .is_some_and(|a| a.password_hash == c.password_hash)
+            });
+        let same_quotas = LoginLimits {
+            max_concurrent: self.limits.max_concurrent,
+            ..limits
+        } == self.limits;
+        Authenticator {
+            users: accounts(credentials),
+            // The dummy hash follows the configured hashes' parameters.
+            dummy_hash: if unchanged_hashes {
+                self.dummy_hash.clone()
+            } else {
+                Arc::new(dummy_hash(credentials))
+            },
+            verified: self.verified.clone(),
+            verifications: self.verifications.clone(),
+            slots: if limits.max_concurrent == self.limits.max_concurrent {
+                self.slots.clone()
+            } else {
+                Arc::new(Slots::new(limits.max_concurrent))
+            },
+            quotas: if same_quotas {
+                self.quotas.clone()
+            } else {
+                Arc::new(Quotas::new(&limits))
+            },
+            limits,
+        }
+    }
+
+    /// Argon2 verifications run so far (by this authenticator and those it was reloaded from).
+    pub fn verifications(&self) -> u64 {
+        self.verifications.load(Ordering::Relaxed)
+    }
 
     /// Checks an `Authorization` header value from `source` (already reduced to its
     /// counting key, [`crate::server::source_key`]); returns the username.
@@ -160,27 +245,37 @@ impl Authenticator {
         source: IpAddr,
     ) -> Result<String, AuthFailure> {
         let (user, password) = parse_basic(header.ok_or(AuthFailure::Missing)?)?;
-        let key = digest(&user, &password);
-        if self.verified.get(&key).await.is_some() && self.users.contains_key(&user) {
+        // Remembered only against the hash configured now: a changed hash or a removed user
+        // is verified afresh.
+        let key = self
+            .users
+            .get(&user)
+            .map(|account| digest(&user, &password, &account.password_hash));
+        if let Some(key) = key
+            && self.verified.get(&key).await.is_some()
+        {
             return Ok(user);
         }
         // Quotas before any argon2 work; both are charged, so that neither a source trying
         // many names nor many sources trying one name get further.
-        let by_source = self.per_source.check(&source);
-        let by_user = self.per_user.check(&user);
+        let by_source = self.quotas.per_source.check(&source);
+        let by_user = self.quotas.per_user.check(&user);
         if let Err(wait) = by_source.and(by_user) {
             return Err(AuthFailure::TooManyAttempts {
                 retry_after_secs: wait,
             });
         }
-        let permit =
-            tokio::time::timeout(PASSWORD_CHECK_WAIT, self.permits.clone().acquire_owned())
-                .await
-                .map_err(|_| AuthFailure::Busy)?
-                .map_err(|_| AuthFailure::Busy)?;
+        let permit = tokio::time::timeout(
+            PASSWORD_CHECK_WAIT,
+            self.slots.permits.clone().acquire_owned(),
+        )
+        .await
+        .map_err(|_| AuthFailure::Busy)?
+        .map_err(|_| AuthFailure::Busy)?;
         let users = self.users.clone();
         let dummy = self.dummy_hash.clone();
-        let pool = self.memory.clone();
+        let pool = self.slots.memory.clone();
+        self.verifications.fetch_add(1, Ordering::Relaxed);
         let user_for_task = user.clone();
         let ok = tokio::task::spawn_blocking(move || {
             // Held until the verification ends, even when the request is abandoned.
@@ -203,7 +298,7 @@ impl Authenticator {
         })
         .await
         .unwrap_or(false);
-        if ok {
+        if ok && let Some(key) = key {
             self.verified.insert(key, ()).await;
             Ok(user)
         } else {
@@ -222,14 +317,17 @@ impl Authenticator {
 
     /// Forgets sources and user names back at full login quota (run periodically).
     pub fn retain_recent(&self) {
-        self.per_source.retain_recent();
-        self.per_user.retain_recent();
+        self.quotas.per_source.retain_recent();
+        self.quotas.per_user.retain_recent();
     }
 
     /// Entries evicted from the login quota tables because they were full (per source,
     /// per user name).
     pub fn evictions(&self) -> (u64, u64) {
-        (self.per_source.evictions(), self.per_user.evictions())
+        (
+            self.quotas.per_source.evictions(),
+            self.quotas.per_user.evictions(),
+        )
     }
 }
 
@@ -327,11 +425,14 @@ fn dummy_hash(credentials: &[Credential]) -> String {
     }
 }
 
-fn digest(user: &str, password: &str) -> [u8; 32] {
+/// The key of a remembered verification: user name, password and the PHC string verified
+/// against, each length-prefixed.
+fn digest(user: &str, password: &str, password_hash: &str) -> [u8; 32] {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-    ctx.update(user.as_bytes());
-    ctx.update(&[0]);
-    ctx.update(password.as_bytes());
+    for part in [user, password, password_hash] {
+        ctx.update(&(part.len() as u64).to_be_bytes());
+        ctx.update(part.as_bytes());
+    }
     let mut out = [0u8; 32];
     out.copy_from_slice(ctx.finish().as_ref());
     out
@@ -583,6 +684,7 @@ mod tests {
         let auth = Arc::new(Authenticator::new(&alice(), limits(1_000, 1_000)));
         // Take every permit, as long-running verifications would.
         let held = auth
+            .slots
             .permits
             .clone()
             .acquire_many_owned(2)
@@ -597,7 +699,11 @@ mod tests {
             auth.authenticate(Some(&basic("alice:guess")), ip(1)).await,
             Err(AuthFailure::Wrong)
         );
-        assert_eq!(auth.permits.available_permits(), 2, "permits come back");
+        assert_eq!(
+            auth.slots.permits.available_permits(),
+            2,
+            "permits come back"
+        );
     }
 
     #[test]
