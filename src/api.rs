@@ -8,8 +8,9 @@
 //! 2. rate limit per source address (IPv6 per address block, `api.rate_limit.ipv6_prefix`)
 //!    — first, so that nothing costly (argon2, parsing) runs for a flooding client;
 //! 3. path (`/v1/psp/eidas`, any case) and method (GET);
-//! 4. credentials (HTTP Basic, argon2; the login quotas per source and per user name and the
-//!    cap on concurrent verifications are in [`auth`]);
+//! 4. credentials (HTTP Basic, argon2; the failed-login counts per source, per user name and
+//!    source, and per user name (which only slows down), and the cap on concurrent
+//!    verifications are in [`auth`]);
 //! 5. parameters: `jurisdiction`, `version`, `fi_reference_id`, `transaction_reference`,
 //!    `eidas` (decoded tolerantly);
 //! 6. the check (cached), and the 200 body.
