@@ -16,7 +16,8 @@
 //!   work: only the attempt's own source pays. A name over its failures from all sources is
 //!   never refused (issue 22: twenty wrong passwords from one address, then one every 0.5 s,
 //!   kept the owner out from every address): it is *under attack*, and attempts for it from
-//!   sources that failed for it in the last period go through a slow lane of
+//!   sources that failed for it in the last period (or have an attempt for it in flight: a
+//!   new source's burst) go through a slow lane of
 //!   [`SLOWED_PER_USER`] places per name and [`SLOWED_TOTAL`] in all; a wrong password there
 //!   is answered after [`SLOWED_DELAY`], its place held as long by a timer (even if the client
 //!   hangs up); with no place free, 429 at once for that name from that source. A right
@@ -343,8 +344,6 @@ impl Authenticator {
         let quotas = &*self.quotas;
         let user_key = user_key(&user);
         let pair = (user_key, source);
-        // Asked before this attempt is charged: has this source failed for this name lately?
-        let failed_here_before = quotas.per_user_and_source.failed_recently(&pair, now);
         // Refusals, before any argon2 work, only for what the attempt's own source did: a
         // source over its failures (any names), or a name from a source over its failures.
         // Charged before the verification, so a burst of concurrent attempts cannot overrun
@@ -354,14 +353,19 @@ impl Authenticator {
                 retry_after_secs: wait,
             });
         }
-        if let Err(wait) = quotas.per_user_and_source.charge(&pair, now) {
-            quotas.per_source.refund(&source, now);
-            return Err(AuthFailure::TooManyAttempts {
-                retry_after_secs: wait,
-            });
-        }
+        // A clean pair: this source has no failure for this name in the period, and no
+        // attempt of it in flight (so a new source's burst of concurrent guesses is not clean).
+        let clean_pair = match quotas.per_user_and_source.charge(&pair, now) {
+            Ok(clean) => clean,
+            Err(wait) => {
+                quotas.per_source.refund(&source, now);
+                return Err(AuthFailure::TooManyAttempts {
+                    retry_after_secs: wait,
+                });
+            }
+        };
         // The name's failures from every source: never a refusal (a stranger would lock the
-        // owner out), only the slow lane past the limit, for sources that failed before.
+        // owner out), only the slow lane past the limit, for pairs that are not clean.
         let under_attack = quotas.per_user.charge(&user_key, now).is_err();
         let charges = Charges {
             quotas,
@@ -369,7 +373,7 @@ impl Authenticator {
             pair,
             user: (!under_attack).then_some(user_key),
         };
-        let place = if under_attack && failed_here_before {
+        let place = if under_attack && !clean_pair {
             match quotas.slowed.enter(&user_key) {
                 Some(place) => Some(place),
                 None => {
@@ -887,6 +891,48 @@ mod tests {
         for task in held {
             task.abort();
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_address_bursting_guesses_at_a_name_under_attack_gets_one_past_the_slow_lane() {
+        let auth = Arc::new(Authenticator::new(&alice(), limits(1_000, 1)));
+        assert_eq!(
+            at_once(&auth, "alice:guess", ip(1)).await,
+            Err(AuthFailure::Wrong)
+        );
+        // Five guesses at once from a new address: the first charged is clean and verified
+        // at once; the others are not (an attempt of the pair is in flight, or failed), so
+        // they need the name's two places, and the rest are refused.
+        let tasks: Vec<_> = (0..5)
+            .map(|i| {
+                let auth = auth.clone();
+                tokio::spawn(async move {
+                    auth.authenticate(Some(&basic(&format!("alice:burst{i}"))), ip(9))
+                        .await
+                })
+            })
+            .collect();
+        tokio::time::timeout(NOT_SLOWED, async {
+            while tasks.iter().filter(|t| t.is_finished()).count() + auth.slowed() != tasks.len() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{} places held", auth.slowed()));
+        assert_eq!(auth.slowed(), SLOWED_PER_USER);
+        let (mut wrong, mut refused) = (0, 0);
+        for task in tasks {
+            if !task.is_finished() {
+                task.abort();
+                continue;
+            }
+            match task.await.expect("task") {
+                Err(AuthFailure::Wrong) => wrong += 1,
+                r if too_many(r.clone()) => refused += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!((wrong, refused), (1, 5 - 1 - SLOWED_PER_USER));
     }
 
     #[tokio::test]

@@ -64,7 +64,8 @@ fn default_max_concurrent_password_checks() -> usize {
 ///   attack: never refused (a stranger could lock the owner out), but attempts from sources
 ///   that failed for the name in the last period are slowed down (at most 2 at a time per
 ///   name, each wrong one answered after 2 s; beyond, 429 at once for that name and source).
-///   A source that has not failed for the name gets its verification at once.
+///   A source that has not failed for the name (and has no attempt for it in flight) gets its
+///   verification at once.
 ///
 /// Only failures count: an attempt is counted before its verification (so a burst cannot
 /// overrun a limit) and given back when the password is right. A remembered success (5

@@ -76,6 +76,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
     }
 
     /// Whether `key` had a failure confirmed within the last period.
+    #[cfg(test)]
     pub fn failed_recently(&self, key: &K, now: Instant) -> bool {
         self.lock().get(key).is_some_and(|entry| {
             self.live(entry, now) && entry.last.is_some_and(|l| l + self.period > now)
@@ -102,8 +103,14 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
 
     /// Counts one failure of `key` at `now`, unless it is at its limit: then nothing is
     /// counted and the whole seconds until one more is allowed (at least 1) are returned.
-    pub fn charge(&self, key: &K, now: Instant) -> Result<(), u64> {
+    /// `Ok(true)` when the key was clean before: nothing counted (no failure, and no charge
+    /// awaiting its verification) and no failure confirmed within the period. Read and
+    /// charged at once, so of concurrent attempts with one key, one at most finds it clean.
+    pub fn charge(&self, key: &K, now: Instant) -> Result<bool, u64> {
         let mut map = self.lock();
+        let clean = map.get(key).is_none_or(|entry| {
+            entry.until <= now && entry.last.is_none_or(|l| l + self.period <= now)
+        });
         let current = map.get(key).map(|e| e.until).filter(|until| *until > now);
         if let Some(until) = current
             && self.count(until, now) >= self.limit
@@ -123,7 +130,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
             }
             map.insert(key.clone(), Entry { until, last: None });
         }
-        Ok(())
+        Ok(clean)
     }
 
     /// Gives back one charge of `key` (the verification it was taken for succeeded, or never
@@ -293,7 +300,11 @@ mod tests {
         let t0 = Instant::now();
         for n in 0..3 {
             assert_eq!(ledger.failures(&"k", t0), n);
-            assert_eq!(ledger.charge(&"k", t0), Ok(()));
+            assert_eq!(
+                ledger.charge(&"k", t0),
+                Ok(n == 0),
+                "clean before the first only"
+            );
         }
         let wait = ledger.charge(&"k", t0).expect_err("the fourth is over");
         assert_eq!(wait, 100, "one failure leaks away every 100 s");
@@ -301,7 +312,7 @@ mod tests {
         assert_eq!(ledger.failures(&"other", t0), 0);
         let later = t0 + Duration::from_secs(100);
         assert_eq!(ledger.failures(&"k", later), 2);
-        assert_eq!(ledger.charge(&"k", later), Ok(()));
+        assert_eq!(ledger.charge(&"k", later), Ok(false));
         assert!(ledger.charge(&"k", later).is_err());
         // A refund gives one back; the last one removes the key.
         ledger.refund(&"k", later);
@@ -321,13 +332,19 @@ mod tests {
     fn a_confirmed_failure_is_remembered_for_a_period() {
         let ledger = FailureLedger::new(10, PERIOD, 100, "test");
         let t0 = Instant::now();
-        ledger.charge(&"k", t0).expect("charge");
+        assert_eq!(ledger.charge(&"k", t0), Ok(true));
         assert!(!ledger.failed_recently(&"k", t0), "not yet confirmed");
         ledger.fail(&"k", t0);
         // Its one failure leaks away in 30 s; it is remembered as a failure for 300 s.
         let t1 = t0 + Duration::from_secs(31);
         assert_eq!(ledger.failures(&"k", t1), 0);
         assert!(ledger.failed_recently(&"k", t1));
+        assert_eq!(
+            ledger.charge(&"k", t1),
+            Ok(false),
+            "not clean: it failed lately"
+        );
+        ledger.refund(&"k", t1);
         ledger.retain_recent(t1);
         assert_eq!(ledger.len(), 1);
         let t2 = t0 + PERIOD;
