@@ -8,8 +8,9 @@
 //! 2. rate limit per source address (IPv6 per address block, `api.rate_limit.ipv6_prefix`)
 //!    — first, so that nothing costly (argon2, parsing) runs for a flooding client;
 //! 3. path (`/v1/psp/eidas`, any case) and method (GET);
-//! 4. credentials (HTTP Basic, argon2; the login quotas per source and per user name and the
-//!    cap on concurrent verifications are in [`auth`]);
+//! 4. credentials (HTTP Basic, argon2; the failed-login counts per source, per user name and
+//!    source, and per user name (which only slows down), and the cap on concurrent
+//!    verifications are in [`auth`]);
 //! 5. parameters: `jurisdiction`, `version`, `fi_reference_id`, `transaction_reference`,
 //!    `eidas` (decoded tolerantly);
 //! 6. the check (cached), and the 200 body.
@@ -84,8 +85,6 @@ pub struct ApiState {
     pub valid_jurisdictions: std::collections::BTreeSet<CountryCode>,
     pub max_eidas_header_bytes: usize,
     pub error_link_base: String,
-    /// Callers with the `audit` role.
-    pub auditors: std::collections::BTreeSet<String>,
     /// The register configuration audits read the history of (`with_audit`).
     pub audit_registers: Option<(crate::register::RegisterConfig, std::path::PathBuf)>,
 }
@@ -105,10 +104,13 @@ impl ApiState {
     /// section. Requests in flight finish with what they started with. (The listen address
     /// and TLS files need a restart.)
     pub fn reload(&self, api: &ApiConfig) {
-        self.auth.store(Arc::new(Authenticator::new(
-            &api.credentials,
-            LoginLimits::from_config(api),
-        )));
+        // What the credentials and limits did not change is kept: remembered logins (so a
+        // reload sends no caller back to argon2), verification slots, login quotas.
+        let next = self
+            .auth
+            .load()
+            .reloaded(&api.credentials, LoginLimits::from_config(api));
+        self.auth.store(Arc::new(next));
         // A limiter with unchanged settings keeps its counts (a reload is no fresh quota).
         let wanted = limiter_of(api);
         if self.limiter.load().settings() != wanted.settings() {
@@ -147,12 +149,6 @@ impl ApiState {
             valid_jurisdictions,
             max_eidas_header_bytes: api.max_eidas_header_bytes,
             error_link_base,
-            auditors: api
-                .credentials
-                .iter()
-                .filter(|c| c.roles.contains(&config::Role::Audit))
-                .map(|c| c.username.clone())
-                .collect(),
             audit_registers: None,
         }
     }
@@ -248,11 +244,12 @@ async fn respond(
         })?;
 
     let jurisdiction = jurisdiction(req.uri().query(), &state.valid_jurisdictions)?;
-    // `at` (an extension for audits) exists only for callers with the audit role; for
-    // anyone else it is refused as an unknown parameter would be.
+    // `at` (an extension for audits) exists only for callers with the audit role (in the
+    // credentials that authenticated this request: a reload that removes the role applies
+    // from the next request); for anyone else it is refused as an unknown parameter would be.
     let at = match query_once(req.uri().query(), "at")? {
         None => None,
-        Some(_) if !state.auditors.contains(&caller) => {
+        Some(_) if !auth.has_role(&caller, config::Role::Audit) => {
             return Err(ApiError::ParameterInvalid {
                 name: "at",
                 why: "this endpoint has no such parameter".to_owned(),

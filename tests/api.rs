@@ -681,3 +681,66 @@ async fn an_unauthenticated_caller_triggers_no_revocation_fetch() {
     assert_ne!((stats.ocsp, stats.crl), Default::default());
     running.stop().await;
 }
+
+/// One login attempt with `credentials` (`user:password`) from `source`, behind the trusted
+/// proxy on 127.0.0.1.
+async fn login_from(addr: std::net::SocketAddr, credentials: &str, source: &str) -> Reply {
+    let authorization = format!("Basic {}", STANDARD.encode(credentials));
+    send(
+        addr,
+        Method::GET,
+        "/v1/psp/eidas?jurisdiction=XX",
+        &[
+            ("authorization", authorization.as_str()),
+            ("fi_reference_id", "PSDXX-TEST-999999"),
+            ("eidas", &b64("valid")),
+            ("x-forwarded-for", source),
+        ],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stranger_flooding_wrong_passwords_for_a_name_never_locks_its_owner_out() {
+    // Issue 22: twenty wrong passwords for `sandbox` from one address gave the owner 429 from
+    // every other address, and one more every 0.5 s kept it so. The defaults:
+    // 10 failures per name and source, 20 per name from all sources (then only slowed).
+    let config = test_config(|t| {
+        t.replace(
+            "rate_limit = { requests = 15000, period_seconds = 300 }",
+            "rate_limit = { requests = 15000, period_seconds = 300 }\ntrusted_proxies = [\"127.0.0.1/32\"]",
+        )
+    });
+    let running = start(config).await;
+    let addr = running.api.expect("api listening");
+    let strangers = ["203.0.113.1", "203.0.113.2", "203.0.113.3"];
+    for stranger in strangers {
+        for i in 0..10 {
+            let reply = login_from(addr, &format!("sandbox:guess{i}"), stranger).await;
+            assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{stranger} try {i}");
+        }
+    }
+    // 30 failures for the name: it is under attack. Each stranger's own address is refused
+    // for it, at once, however long the stranger goes on.
+    for round in 0..5 {
+        for stranger in strangers {
+            let reply = login_from(addr, "sandbox:guess", stranger).await;
+            assert_eq!(
+                reply.status,
+                StatusCode::TOO_MANY_REQUESTS,
+                "{stranger} round {round}"
+            );
+            assert_eq!(error_code(&reply), "login_attempts_exceeded");
+            assert!(reply.headers.contains_key("retry-after"));
+        }
+        // The owner, from an address that has not failed for the name, gets in.
+        let owner = format!("192.0.2.{}", round + 10);
+        let reply = login_from(addr, "sandbox:sandbox", &owner).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "the owner from {owner}, round {round}"
+        );
+    }
+    running.stop().await;
+}

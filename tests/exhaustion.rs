@@ -8,6 +8,9 @@
 //! runs inside this test process, so the process's peak resident set (`VmHWM`) is measured
 //! around the attack. This file holds one test only, so no other test shares the process's
 //! memory while it runs.
+//!
+//! A second phase (issue 22) floods the login tables with 100,000 wrong logins from 1,000
+//! addresses and measures what the tables hold and the memory they take.
 
 mod common;
 
@@ -54,6 +57,7 @@ async fn concurrent_wrong_logins_stay_within_a_memory_bound_and_a_valid_caller_k
         );
         format!("{t}\n[limits]\nmax_connections_per_source = 1000\n")
     });
+    let api_config = config.api.clone().expect("the sandbox has an [api]");
     let running = start(config).await;
     let addr = running.api.expect("api listening");
     let valid = STANDARD.encode(common::load_cert(&test_pki().psp("valid")).der);
@@ -149,6 +153,92 @@ async fn concurrent_wrong_logins_stay_within_a_memory_bound_and_a_valid_caller_k
     // After the attack the caller still gets through.
     assert_eq!(caller(valid.clone()).await, StatusCode::OK);
     running.stop().await;
+
+    login_tables_under_a_hundred_thousand_wrong_logins(&api_config).await;
+}
+
+/// Wrong logins of the second phase, and the addresses they come from (issue 22: "keep it
+/// bounded for 100,000 wrong logins from 1,000 addresses").
+const FLOOD_ATTEMPTS: u32 = 100_000;
+const FLOOD_SOURCES: u32 = 1_000;
+/// Allowed growth of the resident set while the login tables hold their 100,000 keys
+/// (`api.rate_limit.max_tracked_sources`, the default bound): 9.5 MiB measured (all three
+/// tables, 100,000 + 1,000 + 100 keys, the allocator's slack included).
+const MAX_TABLE_GROWTH_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The second phase: the login tables with the sandbox's limits, but no source or name ever
+/// refused (so that every attempt is verified and tracked: the worst case for the tables),
+/// under 100,000 wrong logins for 100 names from 1,000 addresses. A cheap hash (8 KiB, one
+/// pass) stands in for the sandbox's, whose argon2 cost the first phase measured.
+async fn login_tables_under_a_hundred_thousand_wrong_logins(api: &psp_gateway::api::ApiConfig) {
+    use psp_gateway::api::{AuthFailure, Authenticator, Credential, LoginLimits};
+    use std::sync::Arc;
+    let cheap = argon2::PasswordHasher::hash_password(
+        &argon2::Argon2::new(
+            argon2::Algorithm::Argon2id,
+            argon2::Version::V0x13,
+            argon2::Params::new(8, 1, 1, None).expect("params"),
+        ),
+        b"sandbox",
+    )
+    .expect("hash")
+    .to_string();
+    let defaults = LoginLimits::from_config(api);
+    let bound = defaults.max_tracked;
+    let auth = Arc::new(Authenticator::new(
+        &[Credential {
+            username: "sandbox".into(),
+            password_hash: cheap,
+            roles: Vec::new(),
+        }],
+        LoginLimits {
+            per_source: u32::MAX,
+            per_user_and_source: u32::MAX,
+            per_user: u32::MAX,
+            ..defaults
+        },
+    ));
+    let rss_before = memory().0;
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..8 {
+        let auth = auth.clone();
+        workers.spawn(async move {
+            for i in (worker..FLOOD_ATTEMPTS).step_by(8) {
+                let (name, source) = (i / FLOOD_SOURCES, i % FLOOD_SOURCES);
+                let credentials = STANDARD.encode(format!("user{name}:guess"));
+                let source = std::net::IpAddr::V4(std::net::Ipv4Addr::from(0xc612_0000 + source));
+                let result = auth
+                    .authenticate(Some(format!("Basic {credentials}").as_bytes()), source)
+                    .await;
+                assert_eq!(result, Err(AuthFailure::Wrong), "attempt {i}");
+            }
+        });
+    }
+    while let Some(worker) = workers.join_next().await {
+        worker.expect("worker");
+    }
+    let rss_after = memory().0;
+    let (sources, pairs, names) = auth.tracked();
+    let growth = rss_after.saturating_sub(rss_before);
+    println!(
+        "{FLOOD_ATTEMPTS} wrong logins from {FLOOD_SOURCES} addresses: tables hold {sources} sources, {pairs} (name, source) pairs, {names} names (bound {bound}); VmRSS {:.1} MiB -> {:.1} MiB (growth {:.1} MiB)",
+        mb(rss_before),
+        mb(rss_after),
+        mb(growth)
+    );
+    assert_eq!(auth.verifications(), u64::from(FLOOD_ATTEMPTS));
+    assert!(sources <= bound && pairs <= bound && names <= bound);
+    assert_eq!(
+        pairs,
+        bound.min(FLOOD_ATTEMPTS as usize),
+        "every pair is tracked up to the bound"
+    );
+    assert!(
+        growth < MAX_TABLE_GROWTH_BYTES,
+        "RSS grew by {:.1} MiB (bound {:.1} MiB)",
+        mb(growth),
+        mb(MAX_TABLE_GROWTH_BYTES)
+    );
 }
 
 /// The status of one attacker's reply; only refusals are acceptable.

@@ -99,64 +99,72 @@ fn config_file(
     path
 }
 
+/// Callers that keep calling during the reloads, each with a credential of its own (so each
+/// needs its own argon2 verification when its login is not remembered), more than the two
+/// verification slots: before the remembered logins were kept across reloads, some of them
+/// got 503 `server_busy` after each reload (16 and 23 in two runs of 20 reloads, issue 22).
+const CALLERS_UNDER_LOAD: usize = 8;
+
+/// `Basic` credentials of `user` with the sandbox's password.
+fn basic_sandbox(user: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:sandbox"))
+    )
+}
+
+/// Argon2 verifications the running endpoint has made so far.
+fn verifications(running: &app::Running) -> u64 {
+    running
+        .api_state
+        .as_ref()
+        .expect("api")
+        .auth
+        .load()
+        .verifications()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_reloads_under_load_fail_no_request_and_a_new_credential_takes_effect() {
-    use base64::Engine;
-    use http::{Method, StatusCode};
+    use http::StatusCode;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
     let dir = std::env::temp_dir().join(format!("psp-gateway-reload20-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let path = sandbox_file(&dir, "");
-    let config = psp_gateway::Config::load(&path).expect("config");
-    let hash = std::fs::read_to_string(&path)
-        .expect("read")
-        .lines()
-        .find(|l| l.starts_with("password_hash"))
-        .expect("hash")
-        .to_owned();
-    let running = start(config).await;
+    let hash = sandbox_hash_line(&sandbox_file(&dir, ""));
+    // The callers under load, in every configuration of the test.
+    let callers: String = (0..CALLERS_UNDER_LOAD)
+        .map(|i| format!("[[api.credentials]]\nusername = \"client{i}\"\n{hash}\n"))
+        .collect();
+    let path = sandbox_file(&dir, &callers);
+    let running = start(psp_gateway::Config::load(&path).expect("config")).await;
     let api = running.api.expect("api");
     let admin = running.admin.expect("admin");
-    let pem = std::fs::read(root().join("certs/psp/valid.pem")).expect("cert");
-    let der = psp_gateway::cert::PspCertificate::parse(&pem)
-        .expect("parses")
-        .der;
-    let eidas = base64::engine::general_purpose::STANDARD.encode(der);
-    let check = {
-        let eidas = eidas.clone();
-        move |auth: &'static str| {
-            let eidas = eidas.clone();
-            async move {
-                send(
-                    api,
-                    Method::GET,
-                    "/v1/psp/eidas?jurisdiction=XX",
-                    &[
-                        ("authorization", auth),
-                        ("fi_reference_id", "PSDXX-TEST-999999"),
-                        ("eidas", &eidas),
-                    ],
-                )
-                .await
-                .status
-            }
-        }
-    };
+    let check = move |auth: String| async move { api_check(api, &auth, "").await.status };
     // second:sandbox is not a caller yet.
-    const SECOND: &str = "Basic c2Vjb25kOnNhbmRib3g=";
-    assert_eq!(check(SECOND).await, StatusCode::UNAUTHORIZED);
+    let second = basic_sandbox("second");
+    assert_eq!(check(second.clone()).await, StatusCode::UNAUTHORIZED);
+    // Each caller logs in once: one verification each, then remembered.
+    for i in 0..CALLERS_UNDER_LOAD {
+        assert_eq!(
+            check(basic_sandbox(&format!("client{i}"))).await,
+            StatusCode::OK
+        );
+    }
+    let verified_before = verifications(&running);
 
     let stop = Arc::new(AtomicBool::new(false));
     let answered = Arc::new(AtomicU32::new(0));
     let mut load = Vec::new();
-    for _ in 0..2 {
-        let (stop, answered, check) = (stop.clone(), answered.clone(), check.clone());
+    for i in 0..CALLERS_UNDER_LOAD {
+        let (stop, answered) = (stop.clone(), answered.clone());
+        let auth = basic_sandbox(&format!("client{i}"));
         load.push(tokio::spawn(async move {
             let mut failed = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                let status = check("Basic c2FuZGJveDpzYW5kYm94").await;
+                let status = check(auth.clone()).await;
                 answered.fetch_add(1, Ordering::Relaxed);
                 if status != StatusCode::OK {
                     failed.push(status);
@@ -168,9 +176,9 @@ async fn twenty_reloads_under_load_fail_no_request_and_a_new_credential_takes_ef
     for round in 0..20 {
         // Every other reload adds the second caller; the last one keeps it.
         let extra = if round % 2 == 1 {
-            format!("[[api.credentials]]\nusername = \"second\"\n{hash}\n")
+            format!("{callers}[[api.credentials]]\nusername = \"second\"\n{hash}\n")
         } else {
-            String::new()
+            callers.clone()
         };
         let path = sandbox_file(&dir, &extra);
         app::reload(&path, &running).await;
@@ -189,14 +197,19 @@ async fn twenty_reloads_under_load_fail_no_request_and_a_new_credential_takes_ef
         );
     }
     assert!(answered.load(Ordering::Relaxed) > 0);
+    assert_eq!(
+        verifications(&running),
+        verified_before,
+        "the callers' remembered logins outlive the reloads: no password is verified again"
+    );
     // The last reload's configuration has the second caller.
-    assert_eq!(check(SECOND).await, StatusCode::OK);
+    assert_eq!(check(second.clone()).await, StatusCode::OK);
 
     // A failed reload is shown in /readyz (ready still: the data in use is the last good),
     // and cleared by the next good one.
     std::fs::write(dir.join("bad.toml"), "[checks\n").expect("write");
     app::reload(&dir.join("bad.toml"), &running).await;
-    let ready = send(admin, Method::GET, "/readyz", &[]).await.json();
+    let ready = send(admin, http::Method::GET, "/readyz", &[]).await.json();
     assert!(
         ready["lastReloadError"]["error"]
             .as_str()
@@ -204,11 +217,77 @@ async fn twenty_reloads_under_load_fail_no_request_and_a_new_credential_takes_ef
             .contains("configuration invalid"),
         "{ready:#}"
     );
-    app::reload(&sandbox_file(&dir, ""), &running).await;
-    let ready = send(admin, Method::GET, "/readyz", &[]).await.json();
+    app::reload(&sandbox_file(&dir, &callers), &running).await;
+    let ready = send(admin, http::Method::GET, "/readyz", &[]).await.json();
     assert!(ready["lastReloadError"].is_null(), "{ready:#}");
     // And the second caller is gone again.
-    assert_eq!(check(SECOND).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(check(second).await, StatusCode::UNAUTHORIZED);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_forgets_the_remembered_login_of_a_changed_credential_only() {
+    use http::StatusCode;
+    let dir = std::env::temp_dir().join(format!("psp-gateway-reload-kept-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let sandbox_hash = sandbox_hash_line(&sandbox_file(&dir, ""));
+    let other = |hash: &str| {
+        format!("[[api.credentials]]\nusername = \"other\"\npassword_hash = \"{hash}\"\n")
+    };
+    let first = psp_gateway::api::auth::hash_secret("sandbox").expect("hash");
+    let path = sandbox_file(&dir, &other(&first));
+    let running = start(psp_gateway::Config::load(&path).expect("config")).await;
+    let api = running.api.expect("api");
+    let (sandbox, other_caller) = (basic_sandbox("sandbox"), basic_sandbox("other"));
+    assert_eq!(api_check(api, &sandbox, "").await.status, StatusCode::OK);
+    assert_eq!(
+        api_check(api, &other_caller, "").await.status,
+        StatusCode::OK
+    );
+    let verified = verifications(&running);
+    assert_eq!(verified, 2, "one verification per credential");
+
+    // Unchanged credentials (the file rewritten, the data reloaded): nothing is verified again.
+    assert!(app::reload(&path, &running).await.is_some());
+    assert_eq!(api_check(api, &sandbox, "").await.status, StatusCode::OK);
+    assert_eq!(
+        api_check(api, &other_caller, "").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(verifications(&running), verified);
+
+    // `other` rehashed (the same password, another salt): its login is verified again, once;
+    // the sandbox's is still remembered.
+    let second = psp_gateway::api::auth::hash_secret("sandbox").expect("hash");
+    assert!(
+        app::reload(&sandbox_file(&dir, &other(&second)), &running)
+            .await
+            .is_some()
+    );
+    assert_eq!(
+        api_check(api, &other_caller, "").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        api_check(api, &other_caller, "").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(api_check(api, &sandbox, "").await.status, StatusCode::OK);
+    assert_eq!(verifications(&running), verified + 1);
+
+    // `other`'s password changed: the old one, remembered a moment ago, is refused.
+    let changed = psp_gateway::api::auth::hash_secret("a new password").expect("hash");
+    assert!(
+        app::reload(&sandbox_file(&dir, &other(&changed)), &running)
+            .await
+            .is_some()
+    );
+    assert_eq!(
+        api_check(api, &other_caller, "").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert!(sandbox_hash.contains("$argon2"), "{sandbox_hash}");
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -435,6 +514,90 @@ async fn a_reload_that_keeps_the_gateway_rate_limit_keeps_the_clients_counts() {
     let path = pki_file_with(&dir, |t| limited(t).replace("requests = 2", "requests = 5"));
     assert!(app::reload(&path, &running).await.is_some());
     assert_eq!(get_accounts(&mut open).await, http::StatusCode::OK);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The sandbox's password hash line (`password_hash = "…"`, for the password `sandbox`) in the
+/// configuration file at `path`.
+fn sandbox_hash_line(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path)
+        .expect("read")
+        .lines()
+        .find(|l| l.starts_with("password_hash"))
+        .expect("the sandbox credential")
+        .to_owned()
+}
+
+/// A check of the sandbox's valid PSP on the endpoint at `api` with `authorization`, and
+/// `query` appended to `jurisdiction=XX`.
+async fn api_check(api: std::net::SocketAddr, authorization: &str, query: &str) -> Reply {
+    use base64::Engine;
+    let pem = std::fs::read(root().join("certs/psp/valid.pem")).expect("cert");
+    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+        .expect("parses")
+        .der;
+    let eidas = base64::engine::general_purpose::STANDARD.encode(der);
+    send(
+        api,
+        http::Method::GET,
+        &format!("/v1/psp/eidas?jurisdiction=XX{query}"),
+        &[
+            ("authorization", authorization),
+            ("fi_reference_id", "PSDXX-TEST-999999"),
+            ("eidas", &eidas),
+        ],
+    )
+    .await
+}
+
+/// auditor:sandbox
+const AUDITOR: &str = "Basic YXVkaXRvcjpzYW5kYm94";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_or_a_caller_removed_by_a_reload_is_refused_from_the_next_request() {
+    use http::StatusCode;
+    let dir = std::env::temp_dir().join(format!("psp-gateway-reload-role-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let hash = sandbox_hash_line(&sandbox_file(&dir, ""));
+    let auditor = |roles: &str| {
+        format!("[[api.credentials]]\nusername = \"auditor\"\n{hash}\nroles = [{roles}]\n")
+    };
+    let path = sandbox_file(&dir, &auditor("\"audit\""));
+    let running = start(psp_gateway::Config::load(&path).expect("config")).await;
+    let api = running.api.expect("api");
+    let at = "&at=2026-01-01T00:00:00Z";
+    // The auditor's password is verified and remembered; `at` is allowed.
+    assert_eq!(api_check(api, AUDITOR, at).await.status, StatusCode::OK);
+    assert_eq!(api_check(api, AUDITOR, "").await.status, StatusCode::OK);
+
+    // The role removed: the same (remembered) password may still check, but `at` is refused
+    // as for any caller without the role, at once.
+    let path = sandbox_file(&dir, &auditor(""));
+    assert!(app::reload(&path, &running).await.is_some());
+    let refused = api_check(api, AUDITOR, at).await;
+    assert_eq!(refused.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        refused.json()["errors"][0]["code"],
+        "parameter_invalid",
+        "the documented refusal of `at` for a caller without the audit role"
+    );
+    assert_eq!(api_check(api, AUDITOR, "").await.status, StatusCode::OK);
+
+    // The role back, then the caller removed: 401 from the next request.
+    let path = sandbox_file(&dir, &auditor("\"audit\""));
+    assert!(app::reload(&path, &running).await.is_some());
+    assert_eq!(api_check(api, AUDITOR, at).await.status, StatusCode::OK);
+    let path = sandbox_file(&dir, "");
+    assert!(app::reload(&path, &running).await.is_some());
+    assert_eq!(
+        api_check(api, AUDITOR, at).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        api_check(api, AUDITOR, "").await.status,
+        StatusCode::UNAUTHORIZED
+    );
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

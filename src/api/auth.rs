@@ -10,13 +10,25 @@
 //!   memory, allocated once and reused (`verify_in`): letting argon2 allocate per call left
 //!   each verification's 19 MiB resident in the allocator's per-thread arenas (measured: 21
 //!   verifications, 2 at a time, still raised the peak RSS by 417 MiB);
-//! - every verification takes one cell of a quota per source address and one per user name
-//!   (`api.failed_logins`); a source or a user name over its quota is refused
-//!   ([`AuthFailure::TooManyAttempts`], 429) before any argon2 work. Cells are taken before
-//!   the verification, so a burst of concurrent attempts cannot overrun the quota; a correct
-//!   password takes a cell only on its first verification, after which it is cached;
-//! - a cached credential (a success in the last 5 minutes) needs neither a permit nor a cell,
-//!   so callers that are logged in are not slowed by an attack on the endpoint.
+//! - failed logins are counted per source address, per (user name, source) and per user name
+//!   (`api.failed_logins`, [`ledger`]). A source over its failures, or a name from a source
+//!   over its failures, is refused ([`AuthFailure::TooManyAttempts`], 429) before any argon2
+//!   work: only the attempt's own source pays. A name over its failures from all sources is
+//!   never refused (issue 22: twenty wrong passwords from one address, then one every 0.5 s,
+//!   kept the owner out from every address): it is *under attack*, and attempts for it from
+//!   sources that failed for it in the last period (or have an attempt for it in flight: a
+//!   new source's burst) go through a slow lane of
+//!   [`SLOWED_PER_USER`] places per name and [`SLOWED_TOTAL`] in all; a wrong password there
+//!   is answered after [`SLOWED_DELAY`], its place held as long by a timer (even if the client
+//!   hangs up); with no place free, 429 at once for that name from that source. A right
+//!   password is answered at once, and a source that has not failed for the name is never
+//!   slowed: the owner from a clean address always gets in. Attempts are counted before the
+//!   verification (so a burst cannot overrun a limit) and given back when it succeeds. Each
+//!   table holds at most `api.rate_limit.max_tracked_sources` keys of fixed size (a user name
+//!   is keyed by 16 bytes of its SHA-256);
+//! - a cached credential (a success in the last 5 minutes) needs neither a permit nor a
+//!   count, so callers that are logged in are not slowed by an attack on the endpoint; a
+//!   reload keeps it while the credential is unchanged.
 //!
 //! Timing: an unknown user costs the same argon2 verification as a known one (against a
 //! dummy hash made at start-up with the configured hashes' parameters), so response times
@@ -27,7 +39,8 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use std::sync::{Mutex, PoisonError};
 
@@ -35,11 +48,15 @@ use argon2::{Argon2, Block, CustomizedPasswordHasher, PasswordHash, PasswordHash
 use base64::Engine;
 use tokio::sync::Semaphore;
 
-use super::config::{ApiConfig, Credential};
-use crate::server::KeyedLimiter;
+use super::config::{ApiConfig, Credential, Role};
 
-/// How long a successful verification is remembered. Five minutes: a removed credential
-/// stops working within that time after a reload; argon2 costs ~20 ms of CPU per miss.
+mod ledger;
+use ledger::{FailureLedger, SlowLane};
+
+/// How long a successful verification is remembered. Five minutes: argon2 costs ~20 ms of CPU
+/// per miss. A reload keeps the remembered verifications (so callers are not all sent back to
+/// argon2 at once), but one is honoured only against the hash it was verified with, for a
+/// user still configured: a changed or removed credential stops working at once.
 const VERIFIED_TTL: Duration = Duration::from_secs(300);
 /// Cached verifications at most: one per active caller credential is enough.
 const VERIFIED_CAPACITY: u64 = 10_000;
@@ -52,6 +69,18 @@ const MAX_AUTHORIZATION_BYTES: usize = 1024;
 pub const PASSWORD_CHECK_WAIT: Duration = Duration::from_millis(250);
 /// `Retry-After` of a busy refusal: the queue is short-lived, so soon.
 pub const BUSY_RETRY_AFTER_SECS: u64 = 1;
+/// How long the answer to a slowed failed login is held, and its place in the slow lane with
+/// it. Two seconds: a person retyping a password hardly notices it, while the lane's
+/// [`SLOWED_PER_USER`] places let a name under attack be tried at most once a second from
+/// the sources that failed for it before. Held by a timer, not a worker: a slowed answer costs
+/// a sleeping task and its connection, and their number is bounded by [`SLOWED_TOTAL`].
+pub const SLOWED_DELAY: Duration = Duration::from_secs(2);
+/// Places in the slow lane per user name: two answers held at once (see [`SLOWED_DELAY`]).
+pub const SLOWED_PER_USER: usize = 2;
+/// Places in the slow lane in all: 64 sleeping requests at most, whatever the number of
+/// names under attack (a few KB each); past it, the attempt is refused (429) at once, to its
+/// own (user name, source) only.
+pub const SLOWED_TOTAL: usize = 64;
 /// The password the dummy hash is made from (never compared with a real one: a match
 /// against the dummy still fails, `known` is false).
 const DUMMY_PASSWORD: &[u8] = b"psp-gateway dummy password for unknown users";
@@ -63,19 +92,26 @@ pub enum AuthFailure {
     Missing,
     /// Unknown user or wrong password.
     Wrong,
-    /// The source address or the user name is over its login quota; seconds to wait.
+    /// The source address, or the user name from this source, is over its failed logins, or
+    /// the name is under attack and its slow lane is full; seconds to wait.
     TooManyAttempts { retry_after_secs: u64 },
     /// Every verification permit stayed taken for [`PASSWORD_CHECK_WAIT`].
     Busy,
 }
 
 /// The bounds on password verification (see the module documentation).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoginLimits {
     pub max_concurrent: usize,
+    /// Failed logins from one source (any names), then refused.
     pub per_source: u32,
+    /// Failed logins for one name from one source, then refused.
+    pub per_user_and_source: u32,
+    /// Failed logins for one name from all sources, then slowed down (never refused).
     pub per_user: u32,
     pub period: Duration,
+    /// How long a slowed failure's answer, and its place in the slow lane, are held.
+    pub slowed_delay: Duration,
     /// Keys held at most by each quota table.
     pub max_tracked: usize,
 }
@@ -85,57 +121,204 @@ impl LoginLimits {
         LoginLimits {
             max_concurrent: api.max_concurrent_password_checks,
             per_source: api.failed_logins.per_source,
+            per_user_and_source: api.failed_logins.per_user_and_source.get(),
             per_user: api.failed_logins.per_user,
             period: Duration::from_secs(api.failed_logins.period_seconds),
+            slowed_delay: SLOWED_DELAY,
             max_tracked: api.rate_limit.max_tracked_sources,
         }
     }
 }
 
-pub struct Authenticator {
-    users: Arc<HashMap<String, String>>,
-    dummy_hash: Arc<String>,
-    verified: moka::future::Cache<[u8; 32], ()>,
-    permits: Arc<Semaphore>,
-    /// The working memory of each verification slot (as many as permits).
-    memory: Arc<Mutex<Vec<Vec<Block>>>>,
-    per_source: KeyedLimiter<IpAddr>,
-    per_user: KeyedLimiter<String>,
+/// One configured caller: the password hash and the roles, replaced together by a reload.
+struct Account {
+    password_hash: String,
+    roles: Vec<Role>,
 }
 
-impl Authenticator {
-    pub fn new(credentials: &[Credential], limits: LoginLimits) -> Authenticator {
-        Authenticator {
-            users: Arc::new(
-                credentials
-                    .iter()
-                    .map(|c| (c.username.clone(), c.password_hash.clone()))
-                    .collect(),
-            ),
-            dummy_hash: Arc::new(dummy_hash(credentials)),
-            verified: moka::future::Cache::builder()
-                .max_capacity(VERIFIED_CAPACITY)
-                .time_to_live(VERIFIED_TTL)
-                .build(),
-            permits: Arc::new(Semaphore::new(limits.max_concurrent.max(1))),
+pub struct Authenticator {
+    users: Arc<HashMap<String, Account>>,
+    dummy_hash: Arc<String>,
+    /// Successful verifications, kept across reloads (see [`Authenticator::reloaded`]).
+    verified: moka::future::Cache<[u8; 32], ()>,
+    /// Argon2 verifications run so far, by this authenticator and those it was reloaded from.
+    verifications: Arc<AtomicU64>,
+    /// The verification slots, kept across reloads that keep their number.
+    slots: Arc<Slots>,
+    /// The login quotas, kept across reloads that keep their settings.
+    quotas: Arc<Quotas>,
+    limits: LoginLimits,
+}
+
+/// The verification permits and the working memory of each (as many buffers as permits).
+struct Slots {
+    permits: Arc<Semaphore>,
+    memory: Arc<Mutex<Vec<Vec<Block>>>>,
+}
+
+impl Slots {
+    fn new(max_concurrent: usize) -> Slots {
+        Slots {
+            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
             memory: Arc::new(Mutex::new(
-                (0..limits.max_concurrent.max(1))
-                    .map(|_| Vec::new())
-                    .collect(),
+                (0..max_concurrent.max(1)).map(|_| Vec::new()).collect(),
             )),
-            per_source: KeyedLimiter::new(
+        }
+    }
+}
+
+/// A user name as the login tables key it: the first 16 bytes of its SHA-256, so that an
+/// entry's size does not depend on the (attacker-chosen, up to 1 KiB) name.
+type UserKey = [u8; 16];
+
+fn user_key(user: &str) -> UserKey {
+    let digest = ring::digest::digest(&ring::digest::SHA256, user.as_bytes());
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest.as_ref()[..16]);
+    key
+}
+
+/// Failed logins (see the module documentation): refused per source and per (user name,
+/// source); per user name, only slowed down.
+struct Quotas {
+    per_source: FailureLedger<IpAddr>,
+    per_user_and_source: FailureLedger<(UserKey, IpAddr)>,
+    per_user: FailureLedger<UserKey>,
+    slowed: Arc<SlowLane<UserKey>>,
+}
+
+impl Quotas {
+    fn new(limits: &LoginLimits) -> Quotas {
+        Quotas {
+            per_source: FailureLedger::new(
                 limits.per_source,
                 limits.period,
                 limits.max_tracked,
                 "logins-per-source",
             ),
-            per_user: KeyedLimiter::new(
+            per_user_and_source: FailureLedger::new(
+                limits.per_user_and_source,
+                limits.period,
+                limits.max_tracked,
+                "logins-per-user-and-source",
+            ),
+            per_user: FailureLedger::new(
                 limits.per_user,
                 limits.period,
                 limits.max_tracked,
                 "logins-per-user",
             ),
+            slowed: SlowLane::new(SLOWED_PER_USER, SLOWED_TOTAL, limits.slowed_delay),
         }
+    }
+}
+
+/// The charges an attempt took before its verification, given back when it succeeds (or
+/// never ran) and confirmed as failures when it fails.
+struct Charges<'a> {
+    quotas: &'a Quotas,
+    source: IpAddr,
+    pair: (UserKey, IpAddr),
+    /// Whether the user name's ledger took a charge (it takes none once at its limit).
+    user: Option<UserKey>,
+}
+
+impl Charges<'_> {
+    fn refund(self, now: Instant) {
+        self.quotas.per_source.refund(&self.source, now);
+        self.quotas.per_user_and_source.refund(&self.pair, now);
+        if let Some(user) = &self.user {
+            self.quotas.per_user.refund(user, now);
+        }
+    }
+
+    fn confirm(self, now: Instant) {
+        self.quotas.per_source.fail(&self.source, now);
+        self.quotas.per_user_and_source.fail(&self.pair, now);
+        if let Some(user) = &self.user {
+            self.quotas.per_user.fail(user, now);
+        }
+    }
+}
+
+fn accounts(credentials: &[Credential]) -> Arc<HashMap<String, Account>> {
+    Arc::new(
+        credentials
+            .iter()
+            .map(|c| {
+                (
+                    c.username.clone(),
+                    Account {
+                        password_hash: c.password_hash.clone(),
+                        roles: c.roles.clone(),
+                    },
+                )
+            })
+            .collect(),
+    )
+}
+
+impl Authenticator {
+    pub fn new(credentials: &[Credential], limits: LoginLimits) -> Authenticator {
+        Authenticator {
+            users: accounts(credentials),
+            dummy_hash: Arc::new(dummy_hash(credentials)),
+            verified: moka::future::Cache::builder()
+                .max_capacity(VERIFIED_CAPACITY)
+                .time_to_live(VERIFIED_TTL)
+                .build(),
+            verifications: Arc::new(AtomicU64::new(0)),
+            slots: Arc::new(Slots::new(limits.max_concurrent)),
+            quotas: Arc::new(Quotas::new(&limits)),
+            limits,
+        }
+    }
+
+    /// The authenticator of a reloaded configuration, keeping what the reload did not change:
+    /// remembered verifications of unchanged credentials (an entry is keyed by user name,
+    /// password and the hash it was verified against, so a changed hash or a removed user
+    /// never matches one, and roles are read from the new credentials on every request), the
+    /// verification slots when their number is unchanged (so a reload never doubles the
+    /// argon2 memory in use), and the login quotas when their settings are unchanged (a
+    /// reload is no fresh quota).
+    pub fn reloaded(&self, credentials: &[Credential], limits: LoginLimits) -> Authenticator {
+        let unchanged_hashes = credentials.len() == self.users.len()
+            && credentials.iter().all(|c| {
+                self.users
+                    .get(&c.username)
+                    .is_some_and(|a| a.password_hash == c.password_hash)
+            });
+        let same_quotas = LoginLimits {
+            max_concurrent: self.limits.max_concurrent,
+            ..limits
+        } == self.limits;
+        Authenticator {
+            users: accounts(credentials),
+            // The dummy hash follows the configured hashes' parameters.
+            dummy_hash: if unchanged_hashes {
+                self.dummy_hash.clone()
+            } else {
+                Arc::new(dummy_hash(credentials))
+            },
+            verified: self.verified.clone(),
+            verifications: self.verifications.clone(),
+            slots: if limits.max_concurrent == self.limits.max_concurrent {
+                self.slots.clone()
+            } else {
+                Arc::new(Slots::new(limits.max_concurrent))
+            },
+            quotas: if same_quotas {
+                self.quotas.clone()
+            } else {
+                Arc::new(Quotas::new(&limits))
+            },
+            limits,
+        }
+    }
+
+    /// Argon2 verifications run so far (by this authenticator and those it was reloaded from).
+    pub fn verifications(&self) -> u64 {
+        self.verifications.load(Ordering::Relaxed)
     }
 
     /// Checks an `Authorization` header value from `source` (already reduced to its
@@ -146,33 +329,116 @@ impl Authenticator {
         source: IpAddr,
     ) -> Result<String, AuthFailure> {
         let (user, password) = parse_basic(header.ok_or(AuthFailure::Missing)?)?;
-        let key = digest(&user, &password);
-        if self.verified.get(&key).await.is_some() && self.users.contains_key(&user) {
+        // Remembered only against the hash configured now: a changed hash or a removed user
+        // is verified afresh.
+        let key = self
+            .users
+            .get(&user)
+            .map(|account| digest(&user, &password, &account.password_hash));
+        if let Some(key) = key
+            && self.verified.get(&key).await.is_some()
+        {
             return Ok(user);
         }
-        // Quotas before any argon2 work; both are charged, so that neither a source trying
-        // many names nor many sources trying one name get further.
-        let by_source = self.per_source.check(&source);
-        let by_user = self.per_user.check(&user);
-        if let Err(wait) = by_source.and(by_user) {
+        let now = Instant::now();
+        let quotas = &*self.quotas;
+        let user_key = user_key(&user);
+        let pair = (user_key, source);
+        // Refusals, before any argon2 work, only for what the attempt's own source did: a
+        // source over its failures (any names), or a name from a source over its failures.
+        // Charged before the verification, so a burst of concurrent attempts cannot overrun
+        // a limit; given back when the password was right.
+        if let Err(wait) = quotas.per_source.charge(&source, now) {
             return Err(AuthFailure::TooManyAttempts {
                 retry_after_secs: wait,
             });
         }
-        let permit =
-            tokio::time::timeout(PASSWORD_CHECK_WAIT, self.permits.clone().acquire_owned())
-                .await
-                .map_err(|_| AuthFailure::Busy)?
-                .map_err(|_| AuthFailure::Busy)?;
+        // A clean pair: this source has no failure for this name in the period, and no
+        // attempt of it in flight (so a new source's burst of concurrent guesses is not clean).
+        let clean_pair = match quotas.per_user_and_source.charge(&pair, now) {
+            Ok(clean) => clean,
+            Err(wait) => {
+                quotas.per_source.refund(&source, now);
+                return Err(AuthFailure::TooManyAttempts {
+                    retry_after_secs: wait,
+                });
+            }
+        };
+        // The name's failures from every source: never a refusal (a stranger would lock the
+        // owner out), only the slow lane past the limit, for pairs that are not clean.
+        let under_attack = quotas.per_user.charge(&user_key, now).is_err();
+        let charges = Charges {
+            quotas,
+            source,
+            pair,
+            user: (!under_attack).then_some(user_key),
+        };
+        let place = if under_attack && !clean_pair {
+            match quotas.slowed.enter(&user_key) {
+                Some(place) => Some(place),
+                None => {
+                    charges.refund(now);
+                    return Err(AuthFailure::TooManyAttempts {
+                        retry_after_secs: quotas.slowed.delay().as_secs().max(1),
+                    });
+                }
+            }
+        } else {
+            None
+        };
+        let verified = self.verify(&user, password).await;
+        let now = Instant::now();
+        match verified {
+            Err(busy) => {
+                charges.refund(now);
+                if let Some(place) = place {
+                    place.leave_now();
+                }
+                Err(busy)
+            }
+            Ok(true) => {
+                charges.refund(now);
+                if let Some(place) = place {
+                    place.leave_now();
+                }
+                if let Some(key) = key {
+                    self.verified.insert(key, ()).await;
+                }
+                Ok(user)
+            }
+            Ok(false) => {
+                charges.confirm(now);
+                if let Some(place) = place {
+                    // The place stays taken for the delay even if the client hangs up; the
+                    // answer waits as long.
+                    drop(place);
+                    tokio::time::sleep(quotas.slowed.delay()).await;
+                }
+                Err(AuthFailure::Wrong)
+            }
+        }
+    }
+
+    /// One argon2 verification of `password` for `user` (against the dummy hash for an
+    /// unknown user), under a permit: `Ok(true)` for a configured user's right password.
+    async fn verify(&self, user: &str, password: String) -> Result<bool, AuthFailure> {
+        let permit = tokio::time::timeout(
+            PASSWORD_CHECK_WAIT,
+            self.slots.permits.clone().acquire_owned(),
+        )
+        .await
+        .map_err(|_| AuthFailure::Busy)?
+        .map_err(|_| AuthFailure::Busy)?;
         let users = self.users.clone();
         let dummy = self.dummy_hash.clone();
-        let pool = self.memory.clone();
-        let user_for_task = user.clone();
+        let pool = self.slots.memory.clone();
+        self.verifications.fetch_add(1, Ordering::Relaxed);
+        let user_for_task = user.to_owned();
         let ok = tokio::task::spawn_blocking(move || {
             // Held until the verification ends, even when the request is abandoned.
             let _permit = permit;
             let (hash, known) = match users.get(&user_for_task) {
-                Some(h) => (h.as_str(), true),
+                Some(account) => (account.password_hash.as_str(), true),
                 None => (dummy.as_str(), false),
             };
             // A permit guarantees a free buffer; the fallback only guards against a bug.
@@ -189,24 +455,49 @@ impl Authenticator {
         })
         .await
         .unwrap_or(false);
-        if ok {
-            self.verified.insert(key, ()).await;
-            Ok(user)
-        } else {
-            Err(AuthFailure::Wrong)
-        }
+        Ok(ok)
     }
 
-    /// Forgets sources and user names back at full login quota (run periodically).
+    /// Whether `user` holds `role` in this authenticator's credentials: asked of the same
+    /// authenticator that authenticated the request, so a reload that removes a role or a
+    /// user takes effect from the next request.
+    pub fn has_role(&self, user: &str, role: Role) -> bool {
+        self.users
+            .get(user)
+            .is_some_and(|account| account.roles.contains(&role))
+    }
+
+    /// Forgets the login tables' keys with nothing left to say (run periodically).
     pub fn retain_recent(&self) {
-        self.per_source.retain_recent();
-        self.per_user.retain_recent();
+        let now = Instant::now();
+        self.quotas.per_source.retain_recent(now);
+        self.quotas.per_user_and_source.retain_recent(now);
+        self.quotas.per_user.retain_recent(now);
     }
 
-    /// Entries evicted from the login quota tables because they were full (per source,
-    /// per user name).
-    pub fn evictions(&self) -> (u64, u64) {
-        (self.per_source.evictions(), self.per_user.evictions())
+    /// Keys held now by the login tables: per source, per (user name, source), per user name.
+    pub fn tracked(&self) -> (usize, usize, usize) {
+        (
+            self.quotas.per_source.len(),
+            self.quotas.per_user_and_source.len(),
+            self.quotas.per_user.len(),
+        )
+    }
+
+    /// Answers held in the slow lane now (failed logins of names under attack, each held for
+    /// the lane's delay).
+    pub fn slowed(&self) -> usize {
+        self.quotas.slowed.held()
+    }
+
+    /// Entries evicted from the login tables because they were full (per source, per (user
+    /// name, source), per user name).
+    pub fn evictions(&self) -> (u64, u64, u64) {
+        (
+            self.quotas.per_source.evictions(),
+            self.quotas.per_user_and_source.evictions(),
+            self.quotas.per_user.evictions(),
+        )
     }
 }
 
@@ -304,11 +595,14 @@ fn dummy_hash(credentials: &[Credential]) -> String {
     }
 }
 
-fn digest(user: &str, password: &str) -> [u8; 32] {
+/// The key of a remembered verification: user name, password and the PHC string verified
+/// against, each length-prefixed.
+fn digest(user: &str, password: &str, password_hash: &str) -> [u8; 32] {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-    ctx.update(user.as_bytes());
-    ctx.update(&[0]);
-    ctx.update(password.as_bytes());
+    for part in [user, password, password_hash] {
+        ctx.update(&(part.len() as u64).to_be_bytes());
+        ctx.update(part.as_bytes());
+    }
     let mut out = [0u8; 32];
     out.copy_from_slice(ctx.finish().as_ref());
     out
@@ -401,14 +695,49 @@ mod tests {
         );
     }
 
+    /// A delay no test waits for: an answer wrongly slowed hangs the test (each such call is
+    /// under [`NOT_SLOWED`]).
+    const TEST_DELAY: Duration = Duration::from_secs(3600);
+
     fn limits(per_source: u32, per_user: u32) -> LoginLimits {
         LoginLimits {
             max_concurrent: 2,
             per_source,
+            per_user_and_source: 1_000,
             per_user,
             period: Duration::from_secs(300),
+            slowed_delay: TEST_DELAY,
             max_tracked: 1_000,
         }
+    }
+
+    /// How long a call that must not be slowed may take before the test calls it slowed: a
+    /// failure detector only, far below [`TEST_DELAY`] and far above a cheap verification.
+    const NOT_SLOWED: Duration = Duration::from_secs(60);
+
+    /// `authenticate`, which must answer without being slowed.
+    async fn at_once(
+        auth: &Authenticator,
+        credentials: &str,
+        source: IpAddr,
+    ) -> Result<String, AuthFailure> {
+        tokio::time::timeout(
+            NOT_SLOWED,
+            auth.authenticate(Some(&basic(credentials)), source),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{credentials} from {source} was slowed down"))
+    }
+
+    /// Waits (without a clock) until `auth` holds `n` answers in its slow lane.
+    async fn slowed(auth: &Authenticator, n: usize) {
+        tokio::time::timeout(NOT_SLOWED, async {
+            while auth.slowed() != n {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{} slowed answers, not {n}", auth.slowed()));
     }
 
     fn ip(i: u32) -> IpAddr {
@@ -474,30 +803,262 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn one_user_name_from_many_sources_is_stopped_by_the_per_user_quota() {
-        let auth = Authenticator::new(&alice(), limits(100, 5));
+    async fn a_stranger_flooding_wrong_passwords_never_locks_the_owner_out() {
+        let auth = Authenticator::new(
+            &alice(),
+            LoginLimits {
+                per_user_and_source: 5,
+                ..limits(100, 5)
+            },
+        );
+        let stranger = ip(1);
         for i in 0..5 {
             assert_eq!(
-                auth.authenticate(Some(&basic("alice:guess")), ip(i)).await,
+                at_once(&auth, "alice:guess", stranger).await,
                 Err(AuthFailure::Wrong),
                 "attempt {i}"
             );
         }
-        for i in 5..50 {
+        // The stranger's own address is refused for the name, at once, however long it goes on.
+        for i in 5..100 {
             assert!(
-                too_many(auth.authenticate(Some(&basic("alice:guess")), ip(i)).await),
-                "attempt {i} from a fresh source"
+                too_many(at_once(&auth, "alice:guess", stranger).await),
+                "attempt {i}"
             );
         }
-        // Even the right password is refused before any verification: the name is locked.
-        assert!(too_many(
-            auth.authenticate(Some(&basic("alice:s3cret")), ip(99))
-                .await
-        ));
-        // Another name from the same sources is not affected.
+        // The owner, from an address that has not failed for the name, is let in at once.
         assert_eq!(
-            auth.authenticate(Some(&basic("bob:guess")), ip(0)).await,
+            at_once(&auth, "alice:s3cret", ip(2)).await,
+            Ok("alice".to_owned())
+        );
+        // And a mistyped password from a clean address is answered at once too.
+        assert_eq!(
+            at_once(&auth, "alice:typo", ip(3)).await,
             Err(AuthFailure::Wrong)
+        );
+        assert_eq!(auth.slowed(), 0);
+        // Another name from the stranger's address is its own matter.
+        assert_eq!(
+            at_once(&auth, "bob:guess", stranger).await,
+            Err(AuthFailure::Wrong)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_name_under_attack_slows_only_sources_that_failed_for_it_and_never_the_owner() {
+        let auth = Arc::new(Authenticator::new(&alice(), limits(1_000, 3)));
+        // Three failures from three sources: the name is under attack.
+        for i in 1..=3 {
+            assert_eq!(
+                at_once(&auth, "alice:guess", ip(i)).await,
+                Err(AuthFailure::Wrong)
+            );
+        }
+        // Sources that failed before take the name's two places in the slow lane and hold them
+        // for the delay.
+        let mut held = Vec::new();
+        for i in 1..=2 {
+            let auth = auth.clone();
+            held.push(tokio::spawn(async move {
+                auth.authenticate(Some(&basic("alice:guess")), ip(i)).await
+            }));
+        }
+        slowed(&auth, SLOWED_PER_USER).await;
+        // A third is refused at once (no verification, no place), for its own address only.
+        let verifications = auth.verifications();
+        let refused = at_once(&auth, "alice:guess", ip(3)).await;
+        assert!(
+            matches!(refused, Err(AuthFailure::TooManyAttempts { retry_after_secs }) if retry_after_secs == TEST_DELAY.as_secs()),
+            "{refused:?}"
+        );
+        assert_eq!(auth.verifications(), verifications);
+        // The owner from a clean address: in, at once, while the lane is full.
+        assert_eq!(
+            at_once(&auth, "alice:s3cret", ip(50)).await,
+            Ok("alice".to_owned())
+        );
+        // A new address gets one verification at once; after its failure it is slowed too.
+        assert_eq!(
+            at_once(&auth, "alice:guess", ip(51)).await,
+            Err(AuthFailure::Wrong)
+        );
+        assert!(too_many(at_once(&auth, "alice:guess", ip(51)).await));
+        assert_eq!(
+            auth.slowed(),
+            SLOWED_PER_USER,
+            "the lane is bounded per name"
+        );
+        for task in held {
+            task.abort();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_address_bursting_guesses_at_a_name_under_attack_gets_one_past_the_slow_lane() {
+        let auth = Arc::new(Authenticator::new(&alice(), limits(1_000, 1)));
+        assert_eq!(
+            at_once(&auth, "alice:guess", ip(1)).await,
+            Err(AuthFailure::Wrong)
+        );
+        // Five guesses at once from a new address: the first charged is clean and verified
+        // at once; the others are not (an attempt of the pair is in flight, or failed), so
+        // they need the name's two places, and the rest are refused.
+        let tasks: Vec<_> = (0..5)
+            .map(|i| {
+                let auth = auth.clone();
+                tokio::spawn(async move {
+                    auth.authenticate(Some(&basic(&format!("alice:burst{i}"))), ip(9))
+                        .await
+                })
+            })
+            .collect();
+        tokio::time::timeout(NOT_SLOWED, async {
+            while tasks.iter().filter(|t| t.is_finished()).count() + auth.slowed() != tasks.len() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{} places held", auth.slowed()));
+        assert_eq!(auth.slowed(), SLOWED_PER_USER);
+        let (mut wrong, mut refused) = (0, 0);
+        for task in tasks {
+            if !task.is_finished() {
+                task.abort();
+                continue;
+            }
+            match task.await.expect("task") {
+                Err(AuthFailure::Wrong) => wrong += 1,
+                r if too_many(r.clone()) => refused += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!((wrong, refused), (1, 5 - 1 - SLOWED_PER_USER));
+    }
+
+    #[tokio::test]
+    async fn a_slowed_client_that_hangs_up_does_not_free_its_place() {
+        let auth = Arc::new(Authenticator::new(&alice(), limits(1_000, 1)));
+        assert_eq!(
+            at_once(&auth, "alice:guess", ip(1)).await,
+            Err(AuthFailure::Wrong)
+        );
+        let task = {
+            let auth = auth.clone();
+            tokio::spawn(async move { auth.authenticate(Some(&basic("alice:guess")), ip(1)).await })
+        };
+        slowed(&auth, 1).await;
+        task.abort();
+        assert!(task.await.is_err_and(|e| e.is_cancelled()));
+        assert_eq!(auth.slowed(), 1, "held for the delay, hung up or not");
+    }
+
+    #[tokio::test]
+    async fn the_slow_lane_holds_a_bounded_number_of_answers_over_all_names() {
+        let creds: Vec<Credential> = (0..40)
+            .map(|i| Credential {
+                username: format!("user{i}"),
+                password_hash: cheap_hash("s3cret"),
+                roles: Vec::new(),
+            })
+            .collect();
+        let auth = Arc::new(Authenticator::new(&creds, limits(1_000_000, 1)));
+        let source = |name: u32, i: u32| ip(1_000 * name + i);
+        // One failure from each of three sources per name: 40 names under attack.
+        for name in 0..40 {
+            for i in 0..3 {
+                let _ = at_once(&auth, &format!("user{name}:guess"), source(name, i)).await;
+            }
+        }
+        // Then each of those sources tries again, all at once: 120 attempts for 80 places by
+        // name, 64 in all.
+        let mut tasks = Vec::new();
+        for name in 0..40 {
+            for i in 0..3 {
+                let auth = auth.clone();
+                tasks.push(tokio::spawn(async move {
+                    auth.authenticate(Some(&basic(&format!("user{name}:guess"))), source(name, i))
+                        .await
+                }));
+            }
+        }
+        // Every attempt is either answered at once or holds a place.
+        tokio::time::timeout(NOT_SLOWED, async {
+            while tasks.iter().filter(|t| t.is_finished()).count() + auth.slowed() != tasks.len() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{} places held", auth.slowed()));
+        assert_eq!(auth.slowed(), SLOWED_TOTAL);
+        let mut refused = 0;
+        for task in tasks {
+            if task.is_finished() {
+                assert!(too_many(task.await.expect("task")));
+                refused += 1;
+            } else {
+                task.abort();
+            }
+        }
+        assert_eq!(refused, 120 - SLOWED_TOTAL, "the rest refused at once");
+    }
+
+    /// Attempts of the flood below, and the addresses they come from (issue 22: "keep it
+    /// bounded for 100,000 wrong logins from 1,000 addresses").
+    const FLOOD_ATTEMPTS: u32 = 100_000;
+    const FLOOD_SOURCES: u32 = 1_000;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hundred_thousand_wrong_logins_from_a_thousand_addresses_keep_every_login_table_at_its_bound()
+     {
+        // No source or name is ever refused or slowed here, so that every attempt is verified
+        // and tracked: 100 names from each of the 1,000 addresses, 100,000 distinct (name,
+        // source) keys for a table of 10,000.
+        let bound = 10_000;
+        let auth = Arc::new(Authenticator::new(
+            &alice(),
+            LoginLimits {
+                max_tracked: bound,
+                ..limits(1_000_000, 1_000_000)
+            },
+        ));
+        let mut workers = tokio::task::JoinSet::new();
+        for worker in 0..8 {
+            let auth = auth.clone();
+            workers.spawn(async move {
+                let mut most = (0, 0, 0);
+                for i in (worker..FLOOD_ATTEMPTS).step_by(8) {
+                    let (name, source) = (i / FLOOD_SOURCES, i % FLOOD_SOURCES);
+                    let result = auth
+                        .authenticate(Some(&basic(&format!("user{name}:guess"))), ip(source))
+                        .await;
+                    assert_eq!(result, Err(AuthFailure::Wrong), "attempt {i}");
+                    let (a, b, c) = auth.tracked();
+                    most = (most.0.max(a), most.1.max(b), most.2.max(c));
+                }
+                most
+            });
+        }
+        let mut most = (0, 0, 0);
+        while let Some(worker) = workers.join_next().await {
+            let m = worker.expect("worker");
+            most = (most.0.max(m.0), most.1.max(m.1), most.2.max(m.2));
+        }
+        assert_eq!(auth.verifications(), u64::from(FLOOD_ATTEMPTS));
+        assert_eq!(most.0, FLOOD_SOURCES as usize, "one entry per source");
+        assert!(
+            most.1 <= bound && most.1 >= bound * 9 / 10,
+            "the (name, source) table filled up to its bound, never past it: {}",
+            most.1
+        );
+        assert_eq!(
+            most.2,
+            (FLOOD_ATTEMPTS / FLOOD_SOURCES) as usize,
+            "one entry per name"
+        );
+        let (_, pair_evictions, _) = auth.evictions();
+        assert!(
+            pair_evictions >= u64::from(FLOOD_ATTEMPTS) - bound as u64,
+            "{pair_evictions} evictions"
         );
     }
 
@@ -560,6 +1121,7 @@ mod tests {
         let auth = Arc::new(Authenticator::new(&alice(), limits(1_000, 1_000)));
         // Take every permit, as long-running verifications would.
         let held = auth
+            .slots
             .permits
             .clone()
             .acquire_many_owned(2)
@@ -574,7 +1136,11 @@ mod tests {
             auth.authenticate(Some(&basic("alice:guess")), ip(1)).await,
             Err(AuthFailure::Wrong)
         );
-        assert_eq!(auth.permits.available_permits(), 2, "permits come back");
+        assert_eq!(
+            auth.slots.permits.available_permits(),
+            2,
+            "permits come back"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! configuration into these types (the endpoint never reads the configuration itself).
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 
 use serde::Deserialize;
 
@@ -41,7 +42,8 @@ pub struct ApiConfig {
     /// waits up to 250 ms for a turn, then gets 503 `server_busy`.
     #[serde(default = "default_max_concurrent_password_checks")]
     pub max_concurrent_password_checks: usize,
-    /// The quota of password verifications per source address and per user name.
+    /// Failed logins counted per source address, per user name and source, and per user
+    /// name (refused for the first two, slowed down for the third).
     #[serde(default)]
     pub failed_logins: FailedLoginConfig,
 }
@@ -53,16 +55,29 @@ fn default_max_concurrent_password_checks() -> usize {
     2
 }
 
-/// Password verifications allowed per source address and per user name: `per_source` and
-/// `per_user` per `period_seconds`, each refilled evenly. Every verification counts (a failed
-/// login, or the first success of a credential, which is then remembered for 5 minutes and
-/// costs nothing more); a source or user name over its quota gets 429
-/// `login_attempts_exceeded` before any argon2 work. Default: 20 per 300 s each.
+/// Failed logins counted per `period_seconds`, each count refilled evenly (issue 22):
+/// - `per_source`: failed logins from one source address (any user names); past it, that
+///   source gets 429 `login_attempts_exceeded` before any argon2 work;
+/// - `per_user_and_source`: failed logins for one user name from one source address; past it,
+///   that source gets 429 for that name, and other sources are unaffected;
+/// - `per_user`: failed logins for one user name from all sources; past it, the name is under
+///   attack: never refused (a stranger could lock the owner out), but attempts from sources
+///   that failed for the name in the last period are slowed down (at most 2 at a time per
+///   name, each wrong one answered after 2 s; beyond, 429 at once for that name and source).
+///   A source that has not failed for the name (and has no attempt for it in flight) gets its
+///   verification at once.
+///
+/// Only failures count: an attempt is counted before its verification (so a burst cannot
+/// overrun a limit) and given back when the password is right. A remembered success (5
+/// minutes) is not verified again. Defaults: 20, 10 and 20 per 300 s.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FailedLoginConfig {
     #[serde(default = "default_failed_logins")]
     pub per_source: u32,
+    /// Positive (a zero is refused when the configuration is read).
+    #[serde(default = "default_failed_logins_per_user_and_source")]
+    pub per_user_and_source: NonZeroU32,
     #[serde(default = "default_failed_logins")]
     pub per_user: u32,
     #[serde(default = "default_rate_period")]
@@ -73,6 +88,7 @@ impl Default for FailedLoginConfig {
     fn default() -> Self {
         FailedLoginConfig {
             per_source: default_failed_logins(),
+            per_user_and_source: default_failed_logins_per_user_and_source(),
             per_user: default_failed_logins(),
             period_seconds: default_rate_period(),
         }
@@ -80,9 +96,15 @@ impl Default for FailedLoginConfig {
 }
 
 /// 20 per 5 minutes: a caller who mistyped a password retries a few times; a guesser gets
-/// 5,760 tries a day per source address and per user name instead of 15,000 per 5 minutes.
+/// 5,760 tries a day per source address instead of 15,000 per 5 minutes.
 fn default_failed_logins() -> u32 {
     20
+}
+
+/// 10 per 5 minutes: half a source's failures on one name, so a source that mistyped one
+/// name's password ten times can still log in as another.
+fn default_failed_logins_per_user_and_source() -> NonZeroU32 {
+    NonZeroU32::new(10).unwrap_or(NonZeroU32::MIN)
 }
 
 fn default_max_eidas_header_bytes() -> usize {
@@ -134,8 +156,8 @@ pub struct RateLimitConfig {
     /// Applies to the request quota and the per-source login quota.
     #[serde(default = "default_ipv6_prefix")]
     pub ipv6_prefix: u8,
-    /// Sources remembered at most by each limiter table (request quota, logins per source,
-    /// logins per user name). When full, the entries closest to full quota are forgotten
+    /// Keys remembered at most by each limiter table (request quota; failed logins per
+    /// source, per user name and source, per user name). When full, the entries closest to full quota are forgotten
     /// (counted as evictions). 100,000 entries of ~50 bytes: a few MB.
     #[serde(default = "default_max_tracked_sources")]
     pub max_tracked_sources: usize,
