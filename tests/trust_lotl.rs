@@ -679,3 +679,72 @@ fn check_with_lotl_authorises_a_list_through_the_lotl_or_refuses_it() {
     assert!(!refused.status.success(), "{}", text(&refused));
     assert!(text(&refused).contains("not pinned"), "{}", text(&refused));
 }
+
+/// A refresher as `trust fetch` makes one, allowed to reach 127.0.0.1.
+fn loopback_refresher() -> psp_gateway::trust::refresh::Refresher {
+    psp_gateway::trust::refresh::Refresher::new(psp_gateway::trust::refresh::FetchSettings {
+        allow: psp_gateway::fetch::AllowDestinations::Loopback,
+        connect_timeout: Duration::from_secs(5),
+        timeout: Duration::from_secs(20),
+        mirrors: Vec::new(),
+        refresh_interval: Duration::from_secs(3600),
+    })
+}
+
+fn lotl_spec(w: &World, location: String) -> psp_gateway::trust::LotlSpec {
+    psp_gateway::trust::LotlSpec {
+        location,
+        signers: vec![w.k0.cert_pem.clone()],
+        signer_sha256: Vec::new(),
+        territories: Some(vec!["CZ".to_owned()]),
+        cache_dir: w.dir().join("cache"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pivot_locations_of_an_unverified_lotl_are_never_opened_as_files() {
+    let w = World::new("lotl-file-pivots");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    // A genuine pivot signed by the pinned k0, announcing k2, lying in a local file; and a
+    // FIFO, which would hold a reader forever. The LOTL, signed by k2 (not pinned), names
+    // both as its pivots.
+    let pivot = w.dir().join("eu-lotl-pivot-10.xml");
+    std::fs::write(&pivot, w.lotl(10, &w.k0, &[&w.k2], &[], &cz_url)).expect("write");
+    let fifo = w.dir().join("fifo-pivot.xml");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success());
+    // Newest first: followed oldest first, the plain path would be read first.
+    let pivots = [
+        format!("file://{}", pivot.display()),
+        fifo.display().to_string(),
+        pivot.display().to_string(),
+    ];
+    files.put("/lotl.xml", w.lotl(12, &w.k2, &[&w.k2], &pivots, &cz_url));
+    let spec = lotl_spec(&w, files.url("/lotl.xml"));
+    let fetched = tokio::time::timeout(
+        // Not a timing assertion: a FIFO opened for reading would hang the test forever.
+        Duration::from_secs(120),
+        loopback_refresher().fetch_source(
+            "eu",
+            &spec,
+            time::Duration::ZERO,
+            OffsetDateTime::now_utc(),
+            &mut |_| {},
+        ),
+    )
+    .await
+    .expect("the fetch ends: the FIFO is never opened")
+    .expect("pins readable");
+    let lotl = fetched.log.lotl.expect("LOTL attempt");
+    assert!(!lotl.ok, "{lotl:?}");
+    assert!(
+        lotl.message.contains("is not an http or https URL")
+            && lotl.message.contains("never opened as files"),
+        "{lotl:?}"
+    );
+    // Nothing stored: the genuine pivot in the file did not carry trust.
+    assert_eq!(cached_sequence(w.dir(), "lotl.xml"), None);
+    assert_eq!(fetched.stored, 0);
+}

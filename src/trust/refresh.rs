@@ -5,7 +5,10 @@
 //!
 //! Every download goes through the same client as revocation fetching
 //! ([`crate::fetch`]): `http`/`https` only, the `revocation.allow_destinations` policy, no
-//! redirects, a time limit, and at most [`MAX_TSL_BYTES`] per document.
+//! redirects, a time limit, and at most [`MAX_TSL_BYTES`] per document. A location read
+//! from a document (a pivot, a national list) is an `http`/`https` URL or nothing: it is
+//! never opened as a file, even when the document later verifies. Only the configured LOTL
+//! location, the operator's own choice, may be a (regular) file.
 //!
 //! Rules beyond the signatures (each refusal keeps the last good copy):
 //! - a document already past its `NextUpdate` plus the grace is not stored;
@@ -87,40 +90,47 @@ impl Refresher {
         location.to_owned()
     }
 
-    /// The bytes at `location`: a URL (through the mirrors) or a file.
-    async fn get(&self, location: &str) -> Result<Vec<u8>, String> {
-        let lower = location.to_ascii_lowercase();
-        if lower.starts_with("http://") || lower.starts_with("https://") {
-            let url = self.mirrored(location);
-            let limits = Limits {
-                total: self.settings.timeout,
-                max_bytes: MAX_TSL_BYTES as u64,
-            };
-            let via = if url == location {
-                String::new()
-            } else {
-                format!(" (mirror {url})")
-            };
-            self.fetcher
-                .get(&url, limits)
-                .await
-                .map(|b| b.to_vec())
-                .map_err(|e| format!("fetching {location}{via}: {e}"))
-        } else {
-            let path = std::path::Path::new(location);
-            let len = tokio::fs::metadata(path)
-                .await
-                .map_err(|e| format!("{location}: {e}"))?
-                .len();
-            if len > MAX_TSL_BYTES as u64 {
-                return Err(format!(
-                    "{location}: {len} bytes is over the {MAX_TSL_BYTES}-byte limit"
-                ));
-            }
-            tokio::fs::read(path)
-                .await
-                .map_err(|e| format!("{location}: {e}"))
+    /// The bytes at a location read from a list (a pivot, a national list): an `http` or
+    /// `https` URL only, through the mirrors and the fetch client (its destination policy,
+    /// time and size limits). A location in a document is the document author's choice, and
+    /// before the document verifies, anyone's: it is never opened as a file.
+    async fn get_published(&self, location: &str) -> Result<Vec<u8>, String> {
+        if !is_http_url(location) {
+            return Err(format!(
+                "location {:?} is not an http or https URL: locations read from a list are fetched, never opened as files",
+                excerpt(location)
+            ));
         }
+        let url = self.mirrored(location);
+        let limits = Limits {
+            total: self.settings.timeout,
+            max_bytes: MAX_TSL_BYTES as u64,
+        };
+        let via = if url == location {
+            String::new()
+        } else {
+            format!(" (mirror {url})")
+        };
+        self.fetcher
+            .get(&url, limits)
+            .await
+            .map(|b| b.to_vec())
+            .map_err(|e| format!("fetching {location}{via}: {e}"))
+    }
+
+    /// The bytes at the configured LOTL location: a URL as [`Self::get_published`], or, as
+    /// the operator's own choice, a regular file (never a FIFO or a device), read through a
+    /// bounded reader.
+    async fn get_configured(&self, location: &str) -> Result<Vec<u8>, String> {
+        if is_http_url(location) {
+            return self.get_published(location).await;
+        }
+        let path = std::path::PathBuf::from(location);
+        let shown = location.to_owned();
+        tokio::task::spawn_blocking(move || read_regular_file(&path))
+            .await
+            .map_err(|e| format!("{shown}: {e}"))?
+            .map_err(|e| format!("{shown}: {e}"))
     }
 
     /// Fetches the LOTL of source `name` and the lists it points to, storing what verifies.
@@ -221,7 +231,7 @@ impl Refresher {
         grace: time::Duration,
         now: OffsetDateTime,
     ) -> Result<(VerifiedLotl, Vec<u8>, Vec<Vec<u8>>), String> {
-        let bytes = self.get(&spec.location).await?;
+        let bytes = self.get_configured(&spec.location).await?;
         let signer = lotl::signer_of(&bytes).map_err(|e| format!("LOTL {e}"))?;
         let mut pivots: Vec<(String, Vec<u8>)> = Vec::new();
         if !pinned.contains(&signer.fingerprint_sha256) {
@@ -237,7 +247,7 @@ impl Refresher {
                 ));
             }
             for location in locations {
-                let pivot = self.get(&location).await?;
+                let pivot = self.get_published(&location).await?;
                 pivots.push((location, pivot));
             }
         }
@@ -267,7 +277,7 @@ impl Refresher {
         if !super::cache::is_territory_code(territory) {
             return Err(format!("territory {territory:?} is not a two-letter code"));
         }
-        let bytes = self.get(location).await?;
+        let bytes = self.get_published(location).await?;
         let signed = lotl::verify_national(lotl, territory, &bytes)?;
         fresh(&signed.list, grace, now)?;
         if let Ok(Some(old)) = cache.read_list(territory)
@@ -286,6 +296,46 @@ fn cached_lotl(cache: &SourceCache, pinned: &[lotl::Fingerprint]) -> Option<Trus
     lotl::verify_lotl(&bytes, pinned, &pivots)
         .ok()
         .map(|v| v.lotl.list)
+}
+
+/// Whether `location` starts with `http://` or `https://` (any case).
+fn is_http_url(location: &str) -> bool {
+    let lower = location.get(..8).unwrap_or(location).to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+/// At most 200 characters of a location, for a message.
+fn excerpt(location: &str) -> String {
+    location.chars().take(200).collect()
+}
+
+/// A regular file of at most [`MAX_TSL_BYTES`], read through a bounded reader. A FIFO, a
+/// device or a directory is refused before it is opened (opening a FIFO would wait for a
+/// writer), and again on the open file (the path may have changed in between).
+fn read_regular_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let not_regular = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, a device or a directory is never read as a list)",
+        )
+    };
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_TSL_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_TSL_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("over the {MAX_TSL_BYTES}-byte limit"),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn fresh(list: &TrustedList, grace: time::Duration, now: OffsetDateTime) -> Result<(), String> {
