@@ -713,7 +713,10 @@ async fn pivot_locations_of_an_unverified_lotl_are_never_opened_as_files() {
     let pivot = w.dir().join("eu-lotl-pivot-10.xml");
     std::fs::write(&pivot, w.lotl(10, &w.k0, &[&w.k2], &[], &cz_url)).expect("write");
     let fifo = w.dir().join("fifo-pivot.xml");
-    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
     assert!(made.success());
     // Newest first: followed oldest first, the plain path would be read first.
     let pivots = [

@@ -15,6 +15,7 @@
 //! - a document whose `TSLSequenceNumber` is lower than the stored copy's is not stored (an
 //!   old list replayed by whoever sits between us and the publisher).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -24,6 +25,21 @@ use super::lotl::{self, VerifiedLotl};
 use super::tsl::{self, MAX_TSL_BYTES, TrustedList};
 use super::{LotlSpec, TrustLoadError};
 use crate::fetch::{AllowDestinations, Fetcher, Limits};
+
+/// How many download time limits (`fetch_timeout_secs`) one round of a source may take: the
+/// LOTL, then its pivots (fetched together), then the national lists (fetched together).
+pub const ROUND_TIMEOUTS: u32 = 3;
+
+/// Most national lists downloaded at once. The LOTL points to 31 XML lists (EU and EEA);
+/// eight at a time keeps a round within a few download times without opening thirty
+/// connections at once.
+pub const MAX_CONCURRENT_FETCHES: usize = 8;
+
+/// Longest wait for the parse and verification of one document, done on the blocking pool.
+/// The shape budgets of [`super::tsl::shape`] make that work linear: the largest real list
+/// (CZ, 640 KB) verifies in well under a second in a debug build; 30 s is a backstop for a
+/// loaded machine, not a figure a list should come near.
+pub const MAX_VERIFY_TIME: Duration = Duration::from_secs(30);
 
 /// How lists are fetched and how often (`[trust]` in the configuration).
 #[derive(Debug, Clone)]
@@ -136,6 +152,11 @@ impl Refresher {
     /// Fetches the LOTL of source `name` and the lists it points to, storing what verifies.
     /// Fails only when the pinned certificates cannot be read; everything else is in the
     /// outcome's log.
+    ///
+    /// The round has one deadline, [`ROUND_TIMEOUTS`] download time limits from its start:
+    /// the LOTL, its pivots (all at once) and then the national lists (all at once, at most
+    /// [`MAX_CONCURRENT_FETCHES`] at a time) each take at most one. A document not done by
+    /// then is a failure of this round, and its last good copy stays.
     pub async fn fetch_source(
         &self,
         name: &str,
@@ -148,8 +169,17 @@ impl Refresher {
         let cache = spec.cache(name);
         let mut log = cache.read_log();
         let (mut failures, mut stored) = (0usize, 0usize);
+        let deadline = tokio::time::Instant::now() + self.settings.timeout * ROUND_TIMEOUTS;
+        let late = || {
+            format!(
+                "not done by the round's deadline ({ROUND_TIMEOUTS} download time limits); the stored copy is kept"
+            )
+        };
 
-        let fetched = self.fetch_lotl(spec, &pinned, &cache, grace, now).await;
+        let fetched =
+            tokio::time::timeout_at(deadline, self.fetch_lotl(spec, &pinned, &cache, grace, now))
+                .await
+                .unwrap_or_else(|_| Err(late()));
         let attempt = match &fetched {
             Ok((v, bytes, pivots)) => match cache.store_lotl(bytes, pivots) {
                 Ok(()) => {
@@ -178,37 +208,65 @@ impl Refresher {
         // The LOTL that authorises the national lists: the new one, or the last good one.
         let effective = match fetched {
             Ok((v, _, _)) => Some(v.lotl.list),
-            Err(_) => cached_lotl(&cache, &pinned),
+            Err(_) => {
+                let (cache, pinned) = (cache.clone(), pinned.clone());
+                off_workers("the stored LOTL", move || {
+                    cached_lotl(&cache, &pinned).ok_or_else(String::new)
+                })
+                .await
+                .ok()
+            }
         };
         if let Some(lotl) = effective {
+            let lotl = Arc::new(lotl);
             let pointers = lotl::national_pointers(&lotl, spec.territories.as_deref());
             let total = pointers.len() + 1;
+            let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_FETCHES));
+            let mut running = tokio::task::JoinSet::new();
             for (i, pointer) in pointers.iter().enumerate() {
-                let t = pointer.territory.as_str();
-                let attempt = match self
-                    .fetch_list(&lotl, t, &pointer.location, &cache, grace, now)
+                let (this, lotl, cache) = (self.clone(), lotl.clone(), cache.clone());
+                let (t, location) = (pointer.territory.clone(), pointer.location.clone());
+                let permits = permits.clone();
+                running.spawn(async move {
+                    let fetched = tokio::time::timeout_at(deadline, async {
+                        let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
+                        this.fetch_list(&lotl, &t, &location, &cache, grace, now)
+                            .await
+                    })
                     .await
-                {
-                    Ok((list, bytes)) => match cache.store_list(t, &bytes) {
-                        Ok(()) => {
-                            stored += 1;
-                            ok(now, &list, &[])
-                        }
-                        Err(e) => failed(now, format!("cannot store: {e}")),
-                    },
-                    Err(e) => failed(now, e),
+                    .unwrap_or_else(|_| Err(late()));
+                    let attempt = match fetched {
+                        Ok((list, bytes)) => match cache.store_list(&t, &bytes) {
+                            Ok(()) => ok(now, &list, &[]),
+                            Err(e) => failed(now, format!("cannot store: {e}")),
+                        },
+                        Err(e) => failed(now, e),
+                    };
+                    (i, attempt)
+                });
+            }
+            let mut done = 1usize;
+            while let Some(joined) = running.join_next().await {
+                let Ok((i, attempt)) = joined else {
+                    // A fetch task that panicked: counted, its copy stays.
+                    failures += 1;
+                    continue;
                 };
-                if !attempt.ok {
+                done += 1;
+                if attempt.ok {
+                    stored += 1;
+                } else {
                     failures += 1;
                 }
+                let pointer = &pointers[i];
                 progress(Step {
-                    done: i + 2,
+                    done,
                     total,
-                    what: t,
+                    what: &pointer.territory,
                     location: &pointer.location,
                     attempt: &attempt,
                 });
-                log.lists.insert(t.to_owned(), attempt);
+                log.lists.insert(pointer.territory.clone(), attempt);
             }
         }
         if let Err(e) = cache.write_log(&log) {
@@ -231,43 +289,66 @@ impl Refresher {
         grace: time::Duration,
         now: OffsetDateTime,
     ) -> Result<(VerifiedLotl, Vec<u8>, Vec<Vec<u8>>), String> {
-        let bytes = self.get_configured(&spec.location).await?;
-        let signer = lotl::signer_of(&bytes).map_err(|e| format!("LOTL {e}"))?;
-        let mut pivots: Vec<(String, Vec<u8>)> = Vec::new();
-        if !pinned.contains(&signer.fingerprint_sha256) {
-            // Where the pivots are is read from the LOTL before it is trusted: it only says
-            // what to fetch; every pivot must then verify from the pinned keys on.
-            let unverified = tsl::parse(&bytes).map_err(|e| format!("LOTL: {e}"))?;
-            let locations = lotl::pivot_locations(&unverified);
-            if locations.len() > lotl::MAX_PIVOTS {
-                return Err(format!(
-                    "the LOTL announces {} pivots, more than the {} followed",
-                    locations.len(),
-                    lotl::MAX_PIVOTS
-                ));
+        let bytes = Arc::new(self.get_configured(&spec.location).await?);
+        let pinned = pinned.to_vec();
+        let b = bytes.clone();
+        let p = pinned.clone();
+        // Where the pivots are is read from the LOTL before it is trusted: it only says what
+        // to fetch (URLs only, through the destination policy); every pivot must then verify
+        // from the pinned keys on.
+        let locations = off_workers("the LOTL", move || {
+            let signer = lotl::signer_of(&b).map_err(|e| format!("LOTL {e}"))?;
+            if p.contains(&signer.fingerprint_sha256) {
+                return Ok(Vec::new());
             }
-            for location in locations {
-                let pivot = self.get_published(&location).await?;
-                pivots.push((location, pivot));
+            let unverified = tsl::parse(&b).map_err(|e| format!("LOTL: {e}"))?;
+            Ok(lotl::pivot_locations(&unverified))
+        })
+        .await?;
+        if locations.len() > lotl::MAX_PIVOTS {
+            return Err(format!(
+                "the LOTL announces {} pivots, more than the {} followed",
+                locations.len(),
+                lotl::MAX_PIVOTS
+            ));
+        }
+        let mut running = tokio::task::JoinSet::new();
+        for (i, location) in locations.iter().enumerate() {
+            let (this, location) = (self.clone(), location.clone());
+            running.spawn(async move { (i, this.get_published(&location).await) });
+        }
+        let mut fetched: Vec<Option<Vec<u8>>> = vec![None; locations.len()];
+        while let Some(joined) = running.join_next().await {
+            let (i, got) = joined.map_err(|e| format!("a pivot fetch did not finish: {e}"))?;
+            fetched[i] = Some(got?);
+        }
+        let pivots: Vec<(String, Vec<u8>)> = locations
+            .into_iter()
+            .zip(fetched)
+            .filter_map(|(l, b)| b.map(|b| (l, b)))
+            .collect();
+        let cache = cache.clone();
+        off_workers("the LOTL", move || {
+            let verified = lotl::verify_lotl(&bytes, &pinned, &pivots)?;
+            fresh(&verified.lotl.list, grace, now)?;
+            if let Some(old) = cached_lotl(&cache, &pinned) {
+                not_older(&verified.lotl.list, &old)?;
             }
-        }
-        let verified = lotl::verify_lotl(&bytes, pinned, &pivots)?;
-        fresh(&verified.lotl.list, grace, now)?;
-        if let Some(old) = cached_lotl(cache, pinned) {
-            not_older(&verified.lotl.list, &old)?;
-        }
-        Ok((
-            verified,
-            bytes,
-            pivots.into_iter().map(|(_, b)| b).collect(),
-        ))
+            let bytes = Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.to_vec());
+            Ok((
+                verified,
+                bytes,
+                pivots.into_iter().map(|(_, b)| b).collect(),
+            ))
+        })
+        .await
     }
 
     /// A national list, verified against the LOTL's pointer, fresh and not older than the
     /// stored one.
     async fn fetch_list(
         &self,
-        lotl: &TrustedList,
+        lotl: &Arc<TrustedList>,
         territory: &str,
         location: &str,
         cache: &SourceCache,
@@ -278,14 +359,34 @@ impl Refresher {
             return Err(format!("territory {territory:?} is not a two-letter code"));
         }
         let bytes = self.get_published(location).await?;
-        let signed = lotl::verify_national(lotl, territory, &bytes)?;
-        fresh(&signed.list, grace, now)?;
-        if let Ok(Some(old)) = cache.read_list(territory)
-            && let Ok(old) = lotl::verify_national(lotl, territory, &old)
-        {
-            not_older(&signed.list, &old.list)?;
-        }
-        Ok((signed.list, bytes))
+        let (lotl, territory, cache) = (lotl.clone(), territory.to_owned(), cache.clone());
+        off_workers(&format!("the list for {territory}"), move || {
+            let signed = lotl::verify_national(&lotl, &territory, &bytes)?;
+            fresh(&signed.list, grace, now)?;
+            if let Ok(Some(old)) = cache.read_list(&territory)
+                && let Ok(old) = lotl::verify_national(&lotl, &territory, &old)
+            {
+                not_older(&signed.list, &old.list)?;
+            }
+            Ok((signed.list, bytes))
+        })
+        .await
+    }
+}
+
+/// Runs `verify` (parsing and verifying documents: CPU, not I/O) on the blocking pool, so
+/// that the async workers keep answering, and gives up waiting after [`MAX_VERIFY_TIME`].
+async fn off_workers<T: Send + 'static>(
+    what: &str,
+    verify: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::time::timeout(MAX_VERIFY_TIME, tokio::task::spawn_blocking(verify)).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(format!("verifying {what} did not finish: {e}")),
+        Err(_) => Err(format!(
+            "verifying {what} took more than {} s: refused",
+            MAX_VERIFY_TIME.as_secs()
+        )),
     }
 }
 
@@ -328,7 +429,8 @@ fn read_regular_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
         return Err(not_regular());
     }
     let mut bytes = Vec::new();
-    file.take(MAX_TSL_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+    file.take(MAX_TSL_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
     if bytes.len() > MAX_TSL_BYTES {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
