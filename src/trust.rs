@@ -348,6 +348,56 @@ pub enum NotApproved {
     },
     #[error("{0}")]
     Qualification(#[from] qualifications::Refusal),
+    /// The list the issuer comes from (or the LOTL that authorised it) is past its
+    /// `NextUpdate` plus the grace at the time of the check: judged at every decision from
+    /// the snapshot's own dates, whether or not a refresh has run since.
+    #[error(
+        "{list} is past its NextUpdate ({next_update}){grace}: its issuers approve nothing until a fresh list is loaded",
+        next_update = rfc3339(*next_update),
+        grace = if until > next_update { format!(" and the grace (until {})", rfc3339(*until)) } else { String::new() }
+    )]
+    ListStale {
+        /// `trusted list CZ (…/lists/CZ.xml)`, or the LOTL's.
+        list: String,
+        next_update: OffsetDateTime,
+        until: OffsetDateTime,
+    },
+}
+
+/// Until when the issuers of one list may be used: the list's `NextUpdate` plus the grace,
+/// or the LOTL's that authorised it, whichever comes first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListDeadline {
+    /// The list whose date this is, for the refusal.
+    pub list: String,
+    pub next_update: OffsetDateTime,
+    /// `next_update` plus the grace: after this instant the list approves nothing.
+    pub until: OffsetDateTime,
+}
+
+impl ListDeadline {
+    /// The deadline of a list as its status records it (`None` for a list without
+    /// `NextUpdate`, which is never used).
+    fn of(status: &ListStatus) -> Option<ListDeadline> {
+        let list = match (status.role, status.territory.as_deref()) {
+            (ListRole::Lotl, _) => format!("the LOTL ({})", status.location),
+            (_, Some(t)) => format!("trusted list {t} ({})", status.location),
+            (_, None) => format!("trusted list {}", status.location),
+        };
+        Some(ListDeadline {
+            list,
+            next_update: status.next_update?,
+            until: status.usable_until?,
+        })
+    }
+
+    /// The earlier of two deadlines.
+    fn earliest(self, other: Option<&ListDeadline>) -> ListDeadline {
+        match other {
+            Some(o) if o.until < self.until => o.clone(),
+            _ => self,
+        }
+    }
 }
 
 /// An approved issuer: its CA certificate, its source and its approval history.
@@ -403,6 +453,9 @@ impl TrustedIssuer {
 pub struct TrustList {
     sources: Vec<Source>,
     issuers: Vec<TrustedIssuer>,
+    /// Per issuer (same index), until when the list it came from may be used; `None` for
+    /// issuers approved by configuration.
+    deadlines: Vec<Option<ListDeadline>>,
     /// What loading passed over (trusted-list services that are not CA/QC, undecodable
     /// entries), for `config check` and logs.
     notes: Vec<String>,
@@ -469,6 +522,7 @@ impl TrustList {
         );
         TrustList {
             sources,
+            deadlines: vec![None; issuers.len()],
             issuers,
             notes: Vec::new(),
             lists: Vec::new(),
@@ -481,6 +535,37 @@ impl TrustList {
 
     pub fn issuers(&self) -> &[TrustedIssuer] {
         &self.issuers
+    }
+
+    /// Until when the list trust-list issuer `issuer` came from may be used (`None`: an
+    /// issuer approved by configuration, always).
+    pub fn deadline(&self, issuer: usize) -> Option<&ListDeadline> {
+        self.deadlines.get(issuer).and_then(Option::as_ref)
+    }
+
+    /// Whether the list that issuer `issuer` came from is still usable at `now` (its
+    /// `NextUpdate` plus the grace, and its LOTL's, not passed): the decision-time half of
+    /// freshness, which does not wait for a refresh or a reload.
+    pub fn fresh_at(&self, issuer: usize, now: OffsetDateTime) -> Result<(), NotApproved> {
+        match self.deadline(issuer) {
+            Some(d) if d.until < now => Err(NotApproved::ListStale {
+                list: d.list.clone(),
+                next_update: d.next_update,
+                until: d.until,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// How long an approval by issuer `issuer` made at `now` may be reused: until its list's
+    /// deadline, not an instant beyond; unbounded for an issuer approved by configuration.
+    pub fn approval_ttl(&self, issuer: usize, now: OffsetDateTime) -> std::time::Duration {
+        match self.deadline(issuer) {
+            Some(d) => {
+                std::time::Duration::try_from(d.until - now).unwrap_or(std::time::Duration::ZERO)
+            }
+            None => std::time::Duration::MAX,
+        }
     }
 
     pub fn notes(&self) -> &[String] {
@@ -550,6 +635,7 @@ impl TrustList {
                         certificate.subject
                     )));
                 }
+                self.deadlines.push(None);
                 self.issuers.push(TrustedIssuer {
                     source: index,
                     certificate,
@@ -661,7 +747,7 @@ impl TrustList {
                 path.display().to_string(),
             );
             status.signer = Some(signer);
-            self.use_list(index, status, &list, sc.next_update_grace, at);
+            self.use_list(index, status, &list, sc.next_update_grace, at, None);
         }
         if let Some(lotl) = &sc.lotl {
             self.add_lotl(index, sc, lotl, at)?;
@@ -669,7 +755,9 @@ impl TrustList {
         Ok(())
     }
 
-    /// Adds the list's issuers unless it is stale at `at`, and records its status.
+    /// Adds the list's issuers unless it is stale at `at`, and records its status. Its
+    /// issuers carry the list's deadline, or `lotl`'s (the LOTL that authorised it) when that
+    /// comes first.
     fn use_list(
         &mut self,
         source: usize,
@@ -677,11 +765,17 @@ impl TrustList {
         list: &tsl::TrustedList,
         grace: time::Duration,
         at: OffsetDateTime,
+        lotl: Option<&ListDeadline>,
     ) {
         status.judge(list, grace, at);
         status.services = list.services.len();
         if status.problem.is_none() {
-            status.issuers = self.add_trusted_list(source, Path::new(&status.location), list);
+            // A used list has a NextUpdate (a list without one is refused by `judge`).
+            if let Some(deadline) = ListDeadline::of(&status) {
+                let deadline = deadline.earliest(lotl);
+                status.issuers =
+                    self.add_trusted_list(source, Path::new(&status.location), list, &deadline);
+            }
         }
         self.lists.push(status);
     }
@@ -743,6 +837,7 @@ impl TrustList {
         });
         status.judge(&verified.lotl.list, sc.next_update_grace, at);
         let lotl_usable = status.problem.is_none();
+        let lotl_deadline = ListDeadline::of(&status);
         self.lists.push(status);
         let lotl = &verified.lotl.list;
         for pointer in lotl::national_pointers(lotl, spec.territories.as_deref()) {
@@ -785,7 +880,14 @@ impl TrustList {
                         "{}, authorised by the LOTL for {t}",
                         signed.signer_label()
                     ));
-                    self.use_list(index, status, &signed.list, sc.next_update_grace, at);
+                    self.use_list(
+                        index,
+                        status,
+                        &signed.list,
+                        sc.next_update_grace,
+                        at,
+                        lotl_deadline.as_ref(),
+                    );
                 }
                 Err(e) => {
                     status.problem = Some(e);
@@ -810,8 +912,19 @@ impl TrustList {
         Ok(())
     }
 
+    fn push_issuer(&mut self, deadline: ListDeadline, issuer: TrustedIssuer) {
+        self.deadlines.push(Some(deadline));
+        self.issuers.push(issuer);
+    }
+
     /// Adds the CA/QC services of `list` as issuers; returns how many were added.
-    fn add_trusted_list(&mut self, source: usize, path: &Path, list: &tsl::TrustedList) -> usize {
+    fn add_trusted_list(
+        &mut self,
+        source: usize,
+        path: &Path,
+        list: &tsl::TrustedList,
+        deadline: &ListDeadline,
+    ) -> usize {
         let before = self.issuers.len();
         for skipped in &list.skipped {
             self.notes.push(format!("{}: {skipped}", path.display()));
@@ -887,17 +1000,20 @@ impl TrustList {
             }
             for der in &service.certificates {
                 match PspCertificate::from_der(der.clone()) {
-                    Ok(certificate) => self.issuers.push(TrustedIssuer {
-                        source,
-                        certificate,
-                        origin: format!(
-                            "{} (TL {}): {}",
-                            path.display(),
-                            list.territory,
-                            service.service_name
-                        ),
-                        history: history.clone(),
-                    }),
+                    Ok(certificate) => self.push_issuer(
+                        deadline.clone(),
+                        TrustedIssuer {
+                            source,
+                            certificate,
+                            origin: format!(
+                                "{} (TL {}): {}",
+                                path.display(),
+                                list.territory,
+                                service.service_name
+                            ),
+                            history: history.clone(),
+                        },
+                    ),
                     Err(e) => self.notes.push(format!(
                         "{}: service `{}`: certificate passed over: {e}",
                         path.display(),

@@ -22,10 +22,12 @@ use time::format_description::well_known::Rfc3339;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// A static file server: path → bytes, changeable while it runs.
+/// A static file server: path → bytes, changeable while it runs. Once `held`, it answers
+/// nothing (an attacker who serves the next list and chooses how long a round lasts).
 struct Files {
     addr: SocketAddr,
     files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+    held: Arc<std::sync::atomic::AtomicBool>,
     _stop: watch::Sender<bool>,
 }
 
@@ -34,10 +36,16 @@ impl Files {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let files: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
+        let held: Arc<std::sync::atomic::AtomicBool> = Arc::default();
         let served = files.clone();
+        let holding = held.clone();
         let handler: Handler = Arc::new(move |req, _conn| {
             let served = served.clone();
+            let holding = holding.clone();
             Box::pin(async move {
+                if holding.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
+                }
                 let body = served.lock().expect("lock").get(req.uri().path()).cloned();
                 match body {
                     Some(b) => Response::new(full(b)),
@@ -60,6 +68,7 @@ impl Files {
         Files {
             addr,
             files,
+            held,
             _stop: stop,
         }
     }
@@ -69,6 +78,11 @@ impl Files {
             .lock()
             .expect("lock")
             .insert(path.to_owned(), bytes);
+    }
+
+    /// From now on, every request waits forever.
+    fn hold(&self) {
+        self.held.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn url(&self, path: &str) -> String {
@@ -324,6 +338,19 @@ impl World {
         pivots: &[String],
         cz_url: &str,
     ) -> Vec<u8> {
+        self.lotl_until(seq, by, next, pivots, cz_url, in_days(30))
+    }
+
+    /// [`World::lotl`] with `NextUpdate` at `next_update`.
+    fn lotl_until(
+        &self,
+        seq: u64,
+        by: &Signer,
+        next: &[&Signer],
+        pivots: &[String],
+        cz_url: &str,
+        next_update: OffsetDateTime,
+    ) -> Vec<u8> {
         let now = OffsetDateTime::now_utc();
         let ids = |signers: &[&Signer]| {
             signers
@@ -365,7 +392,7 @@ impl World {
             next_ids = ids(next),
             cz_ids = ids(&[&self.cz]),
             issued = rfc3339(now - time::Duration::days(1)),
-            next_update = rfc3339(now + time::Duration::days(30)),
+            next_update = rfc3339(next_update),
         );
         sign_list(self.dir(), &format!("lotl-{seq}"), &xml, by)
     }
@@ -599,6 +626,27 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
     assert_eq!(ready["trustedLists"]["used"], 2, "{ready:#}");
     assert!(ready["trustedIssuers"].as_u64().expect("count") > 0);
 
+    // The real Czech QWAC's issuer is on the (re-signed) real Czech list: approved now.
+    let qwac = Arc::new(
+        psp_gateway::cert::PspCertificate::parse(&read(
+            "psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem",
+        ))
+        .expect("parses"),
+    );
+    let check = || {
+        running.service.check(
+            qwac.clone(),
+            Arc::new(Vec::new()),
+            "CZ".parse().expect("code"),
+            OffsetDateTime::now_utc(),
+        )
+    };
+    let before = check().await;
+    assert!(before.validity.valid_qtsp, "{:#?}", before.explanation);
+    // From now on the server answers nothing: the refresh round that starts at the CZ
+    // list's NextUpdate cannot end, so no reload replaces the snapshot in time.
+    files.hold();
+
     // Past the CZ list's NextUpdate, /readyz says so without waiting for a reload.
     let left = soon - OffsetDateTime::now_utc() + time::Duration::seconds(1);
     tokio::time::sleep(Duration::try_from(left).unwrap_or(Duration::ZERO)).await;
@@ -610,7 +658,22 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
         problems.contains("CZ") && problems.contains("past its NextUpdate"),
         "{body:#}"
     );
-    running.stop().await;
+    // And the same snapshot approves nothing from that instant (not from the cache either).
+    let after = check().await;
+    assert!(!after.validity.valid_qtsp, "{:#?}", after.explanation);
+    let stale: Vec<_> = after
+        .errors
+        .iter()
+        .filter(|e| e.code.as_str() == "trusted_list_stale")
+        .collect();
+    assert_eq!(stale.len(), 1, "{:#?}", after.errors);
+    assert!(
+        stale[0].title.contains("past its NextUpdate"),
+        "{}",
+        stale[0].title
+    );
+    // The round is still held: stopping would wait for it, so the runtime ends it instead.
+    drop(running);
 }
 
 #[test]
@@ -750,4 +813,67 @@ async fn pivot_locations_of_an_unverified_lotl_are_never_opened_as_files() {
     // Nothing stored: the genuine pivot in the file did not carry trust.
     assert_eq!(cached_sequence(w.dir(), "lotl.xml"), None);
     assert_eq!(fetched.stored, 0);
+}
+
+/// The trust list a LOTL source gives, loaded from its cache at `at`.
+fn load_source(spec: &psp_gateway::trust::LotlSpec, at: OffsetDateTime) -> psp_gateway::TrustList {
+    psp_gateway::TrustList::load(
+        &[psp_gateway::trust::SourceSpec {
+            name: "eu".to_owned(),
+            qtsp_source: psp_gateway::QtspSource::Eidas,
+            reported_jurisdiction: "EEA".to_owned(),
+            valid_for: ["CZ".parse().expect("code")].into_iter().collect(),
+            qc_compliance: None,
+            untyped: None,
+            issuers: Vec::new(),
+            trusted_lists: Vec::new(),
+            lotl: Some(spec.clone()),
+            next_update_grace: time::Duration::ZERO,
+        }],
+        at,
+    )
+    .expect("loads")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_national_list_stops_approving_when_the_lotl_that_authorised_it_passes_its_next_update() {
+    let w = World::new("lotl-deadline");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    // The LOTL is due again in one day, the Czech list in thirty.
+    let lotl_next = (in_days(1)).replace_nanosecond(0).expect("whole second");
+    files.put(
+        "/lotl.xml",
+        w.lotl_until(1, &w.k0, &[&w.k0], &[], &cz_url, lotl_next),
+    );
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    let spec = lotl_spec(&w, files.url("/lotl.xml"));
+    let outcome = loopback_refresher()
+        .fetch_source(
+            "eu",
+            &spec,
+            time::Duration::ZERO,
+            OffsetDateTime::now_utc(),
+            &mut |_| {},
+        )
+        .await
+        .expect("pins readable");
+    assert_eq!(
+        (outcome.stored, outcome.failures),
+        (2, 0),
+        "{:?}",
+        outcome.log
+    );
+    let trust = load_source(&spec, OffsetDateTime::now_utc());
+    assert!(!trust.issuers().is_empty());
+    for i in 0..trust.issuers().len() {
+        let d = trust.deadline(i).expect("a list's issuer has a deadline");
+        assert_eq!(d.until, lotl_next, "{d:?}");
+        assert!(d.list.contains("LOTL"), "{d:?}");
+        assert!(trust.fresh_at(i, lotl_next).is_ok());
+        let refused = trust
+            .fresh_at(i, lotl_next + time::Duration::SECOND)
+            .expect_err("stale");
+        assert!(refused.to_string().contains("the LOTL"), "{refused}");
+    }
 }
