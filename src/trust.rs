@@ -661,6 +661,9 @@ impl TrustList {
             };
             // One tree: the document whose signature is verified is the one read.
             let doc = xmlsig::parse_document(&bytes).map_err(|e| invalid(e.to_string()))?;
+            // For a list authorised through a LOTL: whether that LOTL is usable at `at`, and
+            // until when (a stale LOTL disables its lists, as for a LOTL source).
+            let mut through_lotl: Option<(Option<String>, Option<ListDeadline>)> = None;
             let signer = match &tl.signers {
                 ListSigners::Unsigned => {
                     tracing::warn!(
@@ -716,6 +719,17 @@ impl TrustList {
                         .territory;
                     let signed = lotl::verify_national(&lotl.lotl.list, &territory, &bytes)
                         .map_err(invalid)?;
+                    let mut lotl_status = ListStatus::new(
+                        &sc.name,
+                        ListRole::Lotl,
+                        Some("EU"),
+                        file.display().to_string(),
+                    );
+                    lotl_status.signer = Some(format!("{}, pinned", lotl.lotl.signer_label()));
+                    lotl_status.judge(&lotl.lotl.list, sc.next_update_grace, at);
+                    through_lotl =
+                        Some((lotl_status.problem.clone(), ListDeadline::of(&lotl_status)));
+                    self.lists.push(lotl_status);
                     format!(
                         "signature verified, signer {}, authorised for {territory} by the LOTL {} (sequence {}, signed by {})",
                         signed.signer_label(),
@@ -747,7 +761,24 @@ impl TrustList {
                 path.display().to_string(),
             );
             status.signer = Some(signer);
-            self.use_list(index, status, &list, sc.next_update_grace, at, None);
+            let lotl_deadline = match through_lotl {
+                Some((Some(problem), _)) => {
+                    status.problem = Some(format!(
+                        "the LOTL that authorises it is not used: {problem}"
+                    ));
+                    None
+                }
+                Some((None, deadline)) => deadline,
+                None => None,
+            };
+            self.use_list(
+                index,
+                status,
+                &list,
+                sc.next_update_grace,
+                at,
+                lotl_deadline.as_ref(),
+            );
         }
         if let Some(lotl) = &sc.lotl {
             self.add_lotl(index, sc, lotl, at)?;

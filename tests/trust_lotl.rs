@@ -877,3 +877,67 @@ async fn a_national_list_stops_approving_when_the_lotl_that_authorised_it_passes
         assert!(refused.to_string().contains("the LOTL"), "{refused}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_with_a_lotl_past_its_next_update_uses_none_of_its_lists() {
+    let w = World::new("check-stale-lotl");
+    let cz = w.dir().join("cz.xml");
+    std::fs::write(&cz, w.cz(100, in_days(30), &w.cz)).expect("write");
+    let config = w.dir().join("empty.toml");
+    std::fs::write(&config, "").expect("write");
+    let check = |lotl: &Path| {
+        bin(&[
+            "check",
+            "--config",
+            config.to_str().expect("path"),
+            "--cert",
+            data("psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem")
+                .to_str()
+                .expect("path"),
+            "--jurisdiction",
+            "CZ",
+            "--offline",
+            "--lotl",
+            lotl.to_str().expect("path"),
+            "--lotl-signer",
+            w.k0.cert_pem.to_str().expect("path"),
+            "--trust",
+            cz.to_str().expect("path"),
+        ])
+    };
+    let valid_qtsp = |o: &Output| {
+        let report: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("JSON ({e}): {}", text(o)));
+        report["eIDAS"]["validity"]["validQTSP"].clone()
+    };
+    // A current LOTL authorises the Czech list: the real QWAC's issuer is approved.
+    let fresh = w.dir().join("lotl-fresh.xml");
+    std::fs::write(
+        &fresh,
+        w.lotl(1, &w.k0, &[&w.k0], &[], "https://cz.example/tl.xml"),
+    )
+    .expect("write");
+    let ok = check(&fresh);
+    assert_eq!(valid_qtsp(&ok), true, "{}", text(&ok));
+    // The same LOTL, due an hour ago: none of its lists is used.
+    let stale = w.dir().join("lotl-stale.xml");
+    std::fs::write(
+        &stale,
+        w.lotl_until(
+            2,
+            &w.k0,
+            &[&w.k0],
+            &[],
+            "https://cz.example/tl.xml",
+            OffsetDateTime::now_utc() - time::Duration::hours(1),
+        ),
+    )
+    .expect("write");
+    let refused = check(&stale);
+    assert_eq!(valid_qtsp(&refused), false, "{}", text(&refused));
+    assert!(
+        text(&refused).contains("the LOTL that authorises it is not used: past its NextUpdate"),
+        "{}",
+        text(&refused)
+    );
+}
