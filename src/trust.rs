@@ -238,7 +238,7 @@ impl ListStatus {
         self.next_update = list.next_update;
         self.usable_until = list.next_update.map(|n| n + grace);
         if self.problem.is_none() {
-            self.problem = self.staleness(at);
+            self.problem = not_admissible(list, at).or_else(|| self.staleness(at));
         }
     }
 
@@ -265,6 +265,34 @@ impl ListStatus {
     /// Why the list is not used at `now`: the problem found at load, or staleness since.
     pub fn problem_at(&self, now: OffsetDateTime) -> Option<String> {
         self.problem.clone().or_else(|| self.staleness(now))
+    }
+}
+
+/// How far a list's `ListIssueDateTime` may be ahead of our clock: five minutes, the clock
+/// skew Kerberos tolerates by default (RFC 4120 section 1.1); hosts kept by NTP are within a
+/// second. A list issued further in the future is not used (a list from the future is not
+/// the one in force, and would outrank the real next one by its sequence number).
+pub const MAX_CLOCK_SKEW: time::Duration = time::Duration::minutes(5);
+
+/// Why a list cannot be used at `at` whatever its dates of freshness: no
+/// `TSLSequenceNumber` (without it a replay cannot be told from a new list), or a
+/// `ListIssueDateTime` more than [`MAX_CLOCK_SKEW`] after `at`. Applied at every load and
+/// at every fetch ([`refresh`]).
+pub fn not_admissible(list: &tsl::TrustedList, at: OffsetDateTime) -> Option<String> {
+    if list.sequence_number.is_none() {
+        return Some(
+            "no TSLSequenceNumber (TS 119 612 clause 5.3.2): a replayed list could not be told from a new one, so the list is not used"
+                .to_owned(),
+        );
+    }
+    match list.issue_date {
+        Some(issued) if issued > at + MAX_CLOCK_SKEW => Some(format!(
+            "ListIssueDateTime {} is in the future (more than {} min after {}): not used",
+            rfc3339(issued),
+            MAX_CLOCK_SKEW.whole_minutes(),
+            rfc3339(at)
+        )),
+        _ => None,
     }
 }
 
@@ -664,6 +692,8 @@ impl TrustList {
             // For a list authorised through a LOTL: whether that LOTL is usable at `at`, and
             // until when (a stale LOTL disables its lists, as for a LOTL source).
             let mut through_lotl: Option<(Option<String>, Option<ListDeadline>)> = None;
+            // The signer verified here, whose validity at the list's issue is judged below.
+            let mut verified_signer: Option<PspCertificate> = None;
             let signer = match &tl.signers {
                 ListSigners::Unsigned => {
                     tracing::warn!(
@@ -691,11 +721,13 @@ impl TrustList {
                             verified.signer.fingerprint_hex()
                         )));
                     }
-                    format!(
+                    let label = format!(
                         "signature verified, signer {} (SHA-256 {}) pinned",
                         verified.signer.subject,
                         verified.signer.fingerprint_hex()
-                    )
+                    );
+                    verified_signer = Some(verified.signer);
+                    label
                 }
                 ListSigners::Lotl { file, signers } => {
                     let spec = LotlSpec {
@@ -745,15 +777,20 @@ impl TrustList {
                 ListSigners::AnyVerified => {
                     let verified = xmlsig::verify(&doc)
                         .map_err(|e| invalid(format!("signature refused: {e}")))?;
-                    format!(
+                    let label = format!(
                         "signature verified, signer {} (SHA-256 {}) accepted as the operator's explicit choice (no LOTL authorises it here)",
                         verified.signer.subject,
                         verified.signer.fingerprint_hex()
-                    )
+                    );
+                    verified_signer = Some(verified.signer);
+                    label
                 }
             };
             self.notes.push(format!("{}: {signer}", path.display()));
             let list = tsl::read_document(&doc).map_err(|e| invalid(e.to_string()))?;
+            if let Some(signer) = &verified_signer {
+                lotl::signer_valid_at_issue(&list, signer).map_err(invalid)?;
+            }
             let mut status = ListStatus::new(
                 &sc.name,
                 ListRole::Configured,
@@ -857,6 +894,20 @@ impl TrustList {
                 return Ok(());
             }
         };
+        // The highest sequence numbers accepted so far: a stored document below them is an
+        // older genuine one put in place of the last accepted (cache::rollback).
+        let record = match cache.read_sequences() {
+            Ok(r) => r,
+            Err(e) => {
+                status.problem = Some(format!(
+                    "the sequence record cannot be read ({e}); no list of this source is used"
+                ));
+                self.lists.push(status);
+                return Ok(());
+            }
+        };
+        status.problem =
+            cache::rollback(&record, cache::LOTL_KEY, verified.lotl.list.sequence_number);
         status.signer = Some(if verified.pivots_followed.is_empty() {
             format!("{}, pinned", verified.lotl.signer_label())
         } else {
@@ -911,6 +962,7 @@ impl TrustList {
                         "{}, authorised by the LOTL for {t}",
                         signed.signer_label()
                     ));
+                    status.problem = cache::rollback(&record, t, signed.list.sequence_number);
                     self.use_list(
                         index,
                         status,

@@ -391,17 +391,37 @@ impl World {
 "#,
             next_ids = ids(next),
             cz_ids = ids(&[&self.cz]),
-            issued = rfc3339(now - time::Duration::days(1)),
+            // Now: the signers made for these tests are valid from their creation on.
+            issued = rfc3339(now),
             next_update = rfc3339(next_update),
         );
         sign_list(self.dir(), &format!("lotl-{seq}"), &xml, by)
     }
 
-    /// The real Czech list as sequence `seq` with `NextUpdate` at `next_update`, signed by
-    /// `by`.
+    /// The real Czech list as sequence `seq` with `NextUpdate` at `next_update`, issued now,
+    /// signed by `by`.
     fn cz(&self, seq: u64, next_update: OffsetDateTime, by: &Signer) -> Vec<u8> {
+        self.cz_edited(seq, next_update, by, |xml| xml)
+    }
+
+    /// [`World::cz`] with `edit` applied to the unsigned XML before signing.
+    fn cz_edited(
+        &self,
+        seq: u64,
+        next_update: OffsetDateTime,
+        by: &Signer,
+        edit: impl FnOnce(String) -> String,
+    ) -> Vec<u8> {
         let xml = String::from_utf8(read(CZ_2019)).expect("UTF-8");
+        // Issued now: the signers made for these tests are valid from their creation on.
         let xml = strip_signature(&xml)
+            .replace(
+                "<ListIssueDateTime>2019-08-23T08:00:00Z</ListIssueDateTime>",
+                &format!(
+                    "<ListIssueDateTime>{}</ListIssueDateTime>",
+                    rfc3339(OffsetDateTime::now_utc())
+                ),
+            )
             .replace(
                 "<TSLSequenceNumber>77</TSLSequenceNumber>",
                 &format!("<TSLSequenceNumber>{seq}</TSLSequenceNumber>"),
@@ -410,7 +430,7 @@ impl World {
                 "<dateTime>2020-02-23T00:00:00Z</dateTime>",
                 &format!("<dateTime>{}</dateTime>", rfc3339(next_update)),
             );
-        sign_list(self.dir(), &format!("cz-{seq}"), &xml, by)
+        sign_list(self.dir(), &format!("cz-{seq}"), &edit(xml), by)
     }
 }
 
@@ -940,4 +960,113 @@ async fn check_with_a_lotl_past_its_next_update_uses_none_of_its_lists() {
         "{}",
         text(&refused)
     );
+}
+
+/// Fetches `spec` in process; the CZ attempt's message, and whether it was stored.
+async fn fetch_cz(spec: &psp_gateway::trust::LotlSpec) -> (bool, String) {
+    let outcome = loopback_refresher()
+        .fetch_source(
+            "eu",
+            spec,
+            time::Duration::ZERO,
+            OffsetDateTime::now_utc(),
+            &mut |_| {},
+        )
+        .await
+        .expect("pins readable");
+    let cz = outcome.log.lists.get("CZ").expect("a CZ attempt").clone();
+    (cz.ok, cz.message)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_signed_outside_the_signers_validity_issued_in_the_future_or_without_a_sequence_are_refused()
+ {
+    let w = World::new("lotl-admission");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/lotl.xml", w.lotl(1, &w.k0, &[&w.k0], &[], &cz_url));
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    let spec = lotl_spec(&w, files.url("/lotl.xml"));
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(stored, "{message}");
+
+    // Issued (as the list says) in 2019, before the signer's certificate existed.
+    let issued_2019 = |xml: String| {
+        let at = xml.find("<ListIssueDateTime>").expect("issue date");
+        let end = xml.find("</ListIssueDateTime>").expect("issue date end");
+        format!(
+            "{}<ListIssueDateTime>2019-08-23T08:00:00Z{}",
+            &xml[..at],
+            &xml[end..]
+        )
+    };
+    files.put("/cz.xml", w.cz_edited(101, in_days(30), &w.cz, issued_2019));
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(!stored);
+    assert!(
+        message.contains(
+            "whose certificate was not valid at the list's ListIssueDateTime 2019-08-23T08:00:00Z"
+        ),
+        "{message}"
+    );
+
+    // Issued tomorrow: beyond the clock-skew budget.
+    let tomorrow = rfc3339(in_days(1));
+    files.put(
+        "/cz.xml",
+        w.cz_edited(102, in_days(30), &w.cz, |xml| {
+            let at = xml.find("<ListIssueDateTime>").expect("issue date");
+            let end = xml.find("</ListIssueDateTime>").expect("issue date end");
+            format!("{}<ListIssueDateTime>{tomorrow}{}", &xml[..at], &xml[end..])
+        }),
+    );
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(!stored);
+    assert!(message.contains("is in the future"), "{message}");
+
+    // No TSLSequenceNumber: it would replace sequence 100 and blind the replay check.
+    files.put(
+        "/cz.xml",
+        w.cz_edited(103, in_days(30), &w.cz, |xml| {
+            xml.replace("<TSLSequenceNumber>103</TSLSequenceNumber>", "")
+        }),
+    );
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(!stored);
+    assert!(message.contains("no TSLSequenceNumber"), "{message}");
+    assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(100));
+    let trust = load_source(&spec, OffsetDateTime::now_utc());
+    assert!(trust.list_problems(OffsetDateTime::now_utc()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_genuine_list_put_in_the_cache_is_not_used_and_does_not_lower_the_bar() {
+    let w = World::new("lotl-cache-rollback");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/lotl.xml", w.lotl(1, &w.k0, &[&w.k0], &[], &cz_url));
+    let old = w.cz(100, in_days(30), &w.cz);
+    files.put("/cz.xml", old.clone());
+    let spec = lotl_spec(&w, files.url("/lotl.xml"));
+    assert!(fetch_cz(&spec).await.0);
+    files.put("/cz.xml", w.cz(101, in_days(30), &w.cz));
+    assert!(fetch_cz(&spec).await.0);
+    let now = OffsetDateTime::now_utc();
+    assert!(!load_source(&spec, now).issuers().is_empty());
+
+    // Sequence 100, genuinely signed and still fresh, copied over the stored 101.
+    std::fs::write(w.dir().join("cache/eu/lists/CZ.xml"), &old).expect("write");
+    let trust = load_source(&spec, now);
+    assert!(trust.issuers().is_empty(), "the older list is not used");
+    let problems = trust.list_problems(now).join("\n");
+    assert!(
+        problems.contains("sequence 100 is older than sequence 101, accepted before")
+            && problems.contains("rollback"),
+        "{problems}"
+    );
+    // Nor does it lower the bar for the next fetch: 100 served again is still refused.
+    files.put("/cz.xml", old);
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(!stored);
+    assert!(message.contains("rollback"), "{message}");
 }

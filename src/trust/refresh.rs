@@ -12,8 +12,13 @@
 //!
 //! Rules beyond the signatures (each refusal keeps the last good copy):
 //! - a document already past its `NextUpdate` plus the grace is not stored;
-//! - a document whose `TSLSequenceNumber` is lower than the stored copy's is not stored (an
-//!   old list replayed by whoever sits between us and the publisher).
+//! - a document without `TSLSequenceNumber`, or issued more than
+//!   [`super::MAX_CLOCK_SKEW`] in the future, is not stored ([`super::not_admissible`]);
+//! - a document whose signer was not valid at its `ListIssueDateTime` is not stored
+//!   ([`super::lotl::signer_valid_at_issue`]);
+//! - a document whose `TSLSequenceNumber` is lower than the stored copy's, or than the
+//!   highest ever accepted (`sequences.json`), is not stored (an old list replayed by whoever
+//!   sits between us and the publisher).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -181,7 +186,10 @@ impl Refresher {
                 .await
                 .unwrap_or_else(|_| Err(late()));
         let attempt = match &fetched {
-            Ok((v, bytes, pivots)) => match cache.store_lotl(bytes, pivots) {
+            Ok((v, bytes, pivots)) => match cache
+                .store_lotl(bytes, pivots)
+                .and_then(|()| raise(&cache, super::cache::LOTL_KEY, v.lotl.list.sequence_number))
+            {
                 Ok(()) => {
                     stored += 1;
                     ok(now, &v.lotl.list, &v.pivots_followed)
@@ -235,24 +243,30 @@ impl Refresher {
                     })
                     .await
                     .unwrap_or_else(|_| Err(late()));
-                    let attempt = match fetched {
+                    let (attempt, seq) = match fetched {
                         Ok((list, bytes)) => match cache.store_list(&t, &bytes) {
-                            Ok(()) => ok(now, &list, &[]),
-                            Err(e) => failed(now, format!("cannot store: {e}")),
+                            Ok(()) => (ok(now, &list, &[]), list.sequence_number),
+                            Err(e) => (failed(now, format!("cannot store: {e}")), None),
                         },
-                        Err(e) => failed(now, e),
+                        Err(e) => (failed(now, e), None),
                     };
-                    (i, attempt)
+                    (i, attempt, seq)
                 });
             }
             let mut done = 1usize;
             while let Some(joined) = running.join_next().await {
-                let Ok((i, attempt)) = joined else {
+                let Ok((i, mut attempt, seq)) = joined else {
                     // A fetch task that panicked: counted, its copy stays.
                     failures += 1;
                     continue;
                 };
                 done += 1;
+                // Recorded here, one at a time: the tasks run concurrently.
+                if attempt.ok
+                    && let Err(e) = raise(&cache, &pointers[i].territory, seq)
+                {
+                    attempt = failed(now, format!("stored, but the sequence record was not: {e}"));
+                }
                 if attempt.ok {
                     stored += 1;
                 } else {
@@ -334,6 +348,7 @@ impl Refresher {
             if let Some(old) = cached_lotl(&cache, &pinned) {
                 not_older(&verified.lotl.list, &old)?;
             }
+            not_below_record(&cache, super::cache::LOTL_KEY, &verified.lotl.list)?;
             let bytes = Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.to_vec());
             Ok((
                 verified,
@@ -368,6 +383,7 @@ impl Refresher {
             {
                 not_older(&signed.list, &old.list)?;
             }
+            not_below_record(&cache, &territory, &signed.list)?;
             Ok((signed.list, bytes))
         })
         .await
@@ -441,6 +457,9 @@ fn read_regular_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
 }
 
 fn fresh(list: &TrustedList, grace: time::Duration, now: OffsetDateTime) -> Result<(), String> {
+    if let Some(why) = super::not_admissible(list, now) {
+        return Err(format!("{why}; the stored copy is kept"));
+    }
     match list.next_update {
         Some(next) if next + grace < now => Err(format!(
             "sequence {} is already past its NextUpdate ({}); the stored copy is kept",
@@ -458,6 +477,27 @@ fn not_older(new: &TrustedList, old: &TrustedList) -> Result<(), String> {
             "sequence {n} is older than the stored sequence {o}: refused as a replay; the stored copy is kept"
         )),
         _ => Ok(()),
+    }
+}
+
+/// Refuses `new` if its sequence number is below the highest recorded for `key` (a stored
+/// copy replaced by an older one since must not lower the bar); a record that cannot be
+/// read refuses too.
+fn not_below_record(cache: &SourceCache, key: &str, new: &TrustedList) -> Result<(), String> {
+    let record = cache
+        .read_sequences()
+        .map_err(|e| format!("the sequence record cannot be read ({e}); nothing is stored"))?;
+    match super::cache::rollback(&record, key, new.sequence_number) {
+        Some(why) => Err(format!("{why}; the stored copy is kept")),
+        None => Ok(()),
+    }
+}
+
+/// Records an accepted document's sequence number.
+fn raise(cache: &SourceCache, key: &str, seq: Option<u64>) -> std::io::Result<()> {
+    match seq {
+        Some(n) => cache.raise_sequence(key, n),
+        None => Ok(()),
     }
 }
 
