@@ -232,14 +232,13 @@ fn unsigned_content(
     // ds:Object/xades:QualifyingProperties.
     let qualifying = signed_properties.parent_element();
     let object = qualifying.and_then(|q| q.parent_element());
-    if let Some(object) = object {
-        if let Some(other) = object
+    if let Some(object) = object
+        && let Some(other) = object
             .children()
             .filter(Node::is_element)
             .find(|c| Some(c.id()) != qualifying.map(|q| q.id()))
-        {
-            return Err(unsigned(other));
-        }
+    {
+        return Err(unsigned(other));
     }
     if let Some(qualifying) = qualifying {
         let mut unsigned_properties = 0usize;
