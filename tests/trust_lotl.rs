@@ -785,7 +785,8 @@ fn lotl_spec(w: &World, location: String) -> psp_gateway::trust::LotlSpec {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pivot_locations_of_an_unverified_lotl_are_never_opened_as_files() {
+async fn pivot_locations_of_an_unverified_lotl_are_never_opened_as_files_nor_followed_to_another_server()
+ {
     let w = World::new("lotl-file-pivots");
     let files = Files::start().await;
     let cz_url = files.url("/cz.xml");
@@ -833,6 +834,32 @@ async fn pivot_locations_of_an_unverified_lotl_are_never_opened_as_files() {
     // Nothing stored: the genuine pivot in the file did not carry trust.
     assert_eq!(cached_sequence(w.dir(), "lotl.xml"), None);
     assert_eq!(fetched.stored, 0);
+
+    // The same genuine pivot on another server (another origin): not followed either.
+    let elsewhere = Files::start().await;
+    elsewhere.put(
+        "/eu-lotl-pivot-10.xml",
+        std::fs::read(&pivot).expect("the pivot"),
+    );
+    let p10 = elsewhere.url("/eu-lotl-pivot-10.xml");
+    files.put("/lotl.xml", w.lotl(13, &w.k2, &[&w.k2], &[p10], &cz_url));
+    let fetched = loopback_refresher()
+        .fetch_source(
+            "eu",
+            &spec,
+            time::Duration::ZERO,
+            OffsetDateTime::now_utc(),
+            &mut |_| {},
+        )
+        .await
+        .expect("pins readable");
+    let lotl = fetched.log.lotl.expect("LOTL attempt");
+    assert!(!lotl.ok, "{lotl:?}");
+    assert!(
+        lotl.message.contains("is not on the LOTL's own server"),
+        "{lotl:?}"
+    );
+    assert_eq!(cached_sequence(w.dir(), "lotl.xml"), None);
 }
 
 /// The trust list a LOTL source gives, loaded from its cache at `at`.

@@ -326,6 +326,12 @@ impl Refresher {
                 lotl::MAX_PIVOTS
             ));
         }
+        // Read from a document that has not verified, a pivot location is followed only to
+        // the LOTL's own server (the Commission publishes its pivots next to the LOTL:
+        // https://ec.europa.eu/tools/lotl/eu-lotl-pivot-341.xml …), and only as a URL.
+        for location in &locations {
+            pivot_location_allowed(&spec.location, location)?;
+        }
         let mut running = tokio::task::JoinSet::new();
         for (i, location) in locations.iter().enumerate() {
             let (this, location) = (self.clone(), location.clone());
@@ -413,6 +419,38 @@ fn cached_lotl(cache: &SourceCache, pinned: &[lotl::Fingerprint]) -> Option<Trus
     lotl::verify_lotl(&bytes, pinned, &pivots)
         .ok()
         .map(|v| v.lotl.list)
+}
+
+/// Whether a pivot `location`, read from the LOTL at `lotl_location` before it verified, may
+/// be fetched: an `http`/`https` URL on the same origin (scheme, host and port) as the LOTL.
+fn pivot_location_allowed(lotl_location: &str, location: &str) -> Result<(), String> {
+    if !is_http_url(location) {
+        return Err(format!(
+            "pivot location {:?} is not an http or https URL: locations read from a list are fetched, never opened as files",
+            excerpt(location)
+        ));
+    }
+    match (origin(lotl_location), origin(location)) {
+        (Some(lotl), Some(pivot)) if lotl == pivot => Ok(()),
+        (lotl, _) => Err(format!(
+            "pivot location {:?} is not on the LOTL's own server ({}): a location read from a LOTL that has not verified yet is followed only there",
+            excerpt(location),
+            lotl.unwrap_or_else(|| "the LOTL is a file, so none".to_owned())
+        )),
+    }
+}
+
+/// `scheme://authority` of an http(s) URL, lowercased; `None` for anything else.
+fn origin(url: &str) -> Option<String> {
+    if !is_http_url(url) {
+        return None;
+    }
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    Some(format!("{scheme}://{authority}").to_ascii_lowercase())
 }
 
 /// Whether `location` starts with `http://` or `https://` (any case).
@@ -531,5 +569,38 @@ fn failed(now: OffsetDateTime, message: String) -> Attempt {
         at: now,
         ok: false,
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pivots_are_followed_only_as_urls_on_the_lotls_own_server() {
+        let lotl = "https://ec.europa.eu/tools/lotl/eu-lotl.xml";
+        assert!(
+            pivot_location_allowed(
+                lotl,
+                "https://ec.europa.eu/tools/lotl/eu-lotl-pivot-341.xml"
+            )
+            .is_ok()
+        );
+        assert!(pivot_location_allowed(lotl, "HTTPS://EC.EUROPA.EU/x/p.xml").is_ok());
+        for refused in [
+            "https://ec.europa.eu.attacker.example/p.xml",
+            "https://ec.europa.eu:8443/p.xml",
+            "http://ec.europa.eu/tools/lotl/p.xml",
+            "https://user@ec.europa.eu/p.xml",
+            "https://169.254.169.254/latest/meta-data.xml",
+            "/etc/passwd.xml",
+            "file:///etc/p.xml",
+        ] {
+            assert!(pivot_location_allowed(lotl, refused).is_err(), "{refused}");
+        }
+        // A LOTL read from a file has no server: its pivots are not followed.
+        let e = pivot_location_allowed("/srv/lotl.xml", "https://ec.europa.eu/p.xml")
+            .expect_err("refused");
+        assert!(e.contains("the LOTL is a file"), "{e}");
     }
 }
