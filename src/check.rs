@@ -165,6 +165,12 @@ pub fn report(
         TrustOutcome::NotApproved { issuer, reason } => {
             let i = &trust.issuers()[*issuer];
             explanation.push(format!("issuer {} does not approve it: {reason}", i.origin));
+            if let Refusal::Service(crate::trust::NotApproved::ListStale { .. }) = reason {
+                errors.push(CertCheckError::new(
+                    ErrorCode::TrustedListStale,
+                    format!("Issuer of {} not used: {reason}", cert.subject),
+                ));
+            }
             (false, Some(&trust.sources()[i.source]))
         }
         TrustOutcome::Unknown => {
@@ -487,6 +493,8 @@ fn approval(input: &CheckInput<'_>, trust: &TrustList, issuer: usize) -> Result<
     let cert = input.certificate;
     let t = &trust.issuers()[issuer];
     let source = &trust.sources()[t.source];
+    // The list the issuer came from, judged now (docs/trusted-lists.md, Freshness).
+    trust.fresh_at(issuer, input.now)?;
     if !source.valid_for.contains(&input.jurisdiction) {
         return Err(Refusal::Jurisdiction {
             source_name: source.name.clone(),

@@ -323,6 +323,10 @@ impl CheckService {
                 this.fca_home(&mut report, &certificate, &data.registers, jurisdiction)
                     .await;
                 let mut ttl = evidence_ttl(validity_ttl, &evidence, now);
+                // Never past the NextUpdate of the list that approved the issuer.
+                if let check::TrustOutcome::Approved { issuer } = resolution.trust {
+                    ttl = ttl.min(data.trust.approval_ttl(issuer, now));
+                }
                 if report.registers.home.warning.is_some() {
                     // A stale or missing on-demand answer: ask again soon.
                     ttl = ttl.min(FAILED_EVIDENCE_TTL);

@@ -238,7 +238,7 @@ impl ListStatus {
         self.next_update = list.next_update;
         self.usable_until = list.next_update.map(|n| n + grace);
         if self.problem.is_none() {
-            self.problem = self.staleness(at);
+            self.problem = not_admissible(list, at).or_else(|| self.staleness(at));
         }
     }
 
@@ -265,6 +265,34 @@ impl ListStatus {
     /// Why the list is not used at `now`: the problem found at load, or staleness since.
     pub fn problem_at(&self, now: OffsetDateTime) -> Option<String> {
         self.problem.clone().or_else(|| self.staleness(now))
+    }
+}
+
+/// How far a list's `ListIssueDateTime` may be ahead of our clock: five minutes, the clock
+/// skew Kerberos tolerates by default (RFC 4120 section 1.1); hosts kept by NTP are within a
+/// second. A list issued further in the future is not used (a list from the future is not
+/// the one in force, and would outrank the real next one by its sequence number).
+pub const MAX_CLOCK_SKEW: time::Duration = time::Duration::minutes(5);
+
+/// Why a list cannot be used at `at` whatever its dates of freshness: no
+/// `TSLSequenceNumber` (without it a replay cannot be told from a new list), or a
+/// `ListIssueDateTime` more than [`MAX_CLOCK_SKEW`] after `at`. Applied at every load and
+/// at every fetch ([`refresh`]).
+pub fn not_admissible(list: &tsl::TrustedList, at: OffsetDateTime) -> Option<String> {
+    if list.sequence_number.is_none() {
+        return Some(
+            "no TSLSequenceNumber (TS 119 612 clause 5.3.2): a replayed list could not be told from a new one, so the list is not used"
+                .to_owned(),
+        );
+    }
+    match list.issue_date {
+        Some(issued) if issued > at + MAX_CLOCK_SKEW => Some(format!(
+            "ListIssueDateTime {} is in the future (more than {} min after {}): not used",
+            rfc3339(issued),
+            MAX_CLOCK_SKEW.whole_minutes(),
+            rfc3339(at)
+        )),
+        _ => None,
     }
 }
 
@@ -348,6 +376,56 @@ pub enum NotApproved {
     },
     #[error("{0}")]
     Qualification(#[from] qualifications::Refusal),
+    /// The list the issuer comes from (or the LOTL that authorised it) is past its
+    /// `NextUpdate` plus the grace at the time of the check: judged at every decision from
+    /// the snapshot's own dates, whether or not a refresh has run since.
+    #[error(
+        "{list} is past its NextUpdate ({next_update}){grace}: its issuers approve nothing until a fresh list is loaded",
+        next_update = rfc3339(*next_update),
+        grace = if until > next_update { format!(" and the grace (until {})", rfc3339(*until)) } else { String::new() }
+    )]
+    ListStale {
+        /// `trusted list CZ (…/lists/CZ.xml)`, or the LOTL's.
+        list: String,
+        next_update: OffsetDateTime,
+        until: OffsetDateTime,
+    },
+}
+
+/// Until when the issuers of one list may be used: the list's `NextUpdate` plus the grace,
+/// or the LOTL's that authorised it, whichever comes first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListDeadline {
+    /// The list whose date this is, for the refusal.
+    pub list: String,
+    pub next_update: OffsetDateTime,
+    /// `next_update` plus the grace: after this instant the list approves nothing.
+    pub until: OffsetDateTime,
+}
+
+impl ListDeadline {
+    /// The deadline of a list as its status records it (`None` for a list without
+    /// `NextUpdate`, which is never used).
+    fn of(status: &ListStatus) -> Option<ListDeadline> {
+        let list = match (status.role, status.territory.as_deref()) {
+            (ListRole::Lotl, _) => format!("the LOTL ({})", status.location),
+            (_, Some(t)) => format!("trusted list {t} ({})", status.location),
+            (_, None) => format!("trusted list {}", status.location),
+        };
+        Some(ListDeadline {
+            list,
+            next_update: status.next_update?,
+            until: status.usable_until?,
+        })
+    }
+
+    /// The earlier of two deadlines.
+    fn earliest(self, other: Option<&ListDeadline>) -> ListDeadline {
+        match other {
+            Some(o) if o.until < self.until => o.clone(),
+            _ => self,
+        }
+    }
 }
 
 /// An approved issuer: its CA certificate, its source and its approval history.
@@ -403,6 +481,9 @@ impl TrustedIssuer {
 pub struct TrustList {
     sources: Vec<Source>,
     issuers: Vec<TrustedIssuer>,
+    /// Per issuer (same index), until when the list it came from may be used; `None` for
+    /// issuers approved by configuration.
+    deadlines: Vec<Option<ListDeadline>>,
     /// What loading passed over (trusted-list services that are not CA/QC, undecodable
     /// entries), for `config check` and logs.
     notes: Vec<String>,
@@ -469,6 +550,7 @@ impl TrustList {
         );
         TrustList {
             sources,
+            deadlines: vec![None; issuers.len()],
             issuers,
             notes: Vec::new(),
             lists: Vec::new(),
@@ -481,6 +563,37 @@ impl TrustList {
 
     pub fn issuers(&self) -> &[TrustedIssuer] {
         &self.issuers
+    }
+
+    /// Until when the list trust-list issuer `issuer` came from may be used (`None`: an
+    /// issuer approved by configuration, always).
+    pub fn deadline(&self, issuer: usize) -> Option<&ListDeadline> {
+        self.deadlines.get(issuer).and_then(Option::as_ref)
+    }
+
+    /// Whether the list that issuer `issuer` came from is still usable at `now` (its
+    /// `NextUpdate` plus the grace, and its LOTL's, not passed): the decision-time half of
+    /// freshness, which does not wait for a refresh or a reload.
+    pub fn fresh_at(&self, issuer: usize, now: OffsetDateTime) -> Result<(), NotApproved> {
+        match self.deadline(issuer) {
+            Some(d) if d.until < now => Err(NotApproved::ListStale {
+                list: d.list.clone(),
+                next_update: d.next_update,
+                until: d.until,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// How long an approval by issuer `issuer` made at `now` may be reused: until its list's
+    /// deadline, not an instant beyond; unbounded for an issuer approved by configuration.
+    pub fn approval_ttl(&self, issuer: usize, now: OffsetDateTime) -> std::time::Duration {
+        match self.deadline(issuer) {
+            Some(d) => {
+                std::time::Duration::try_from(d.until - now).unwrap_or(std::time::Duration::ZERO)
+            }
+            None => std::time::Duration::MAX,
+        }
     }
 
     pub fn notes(&self) -> &[String] {
@@ -550,6 +663,7 @@ impl TrustList {
                         certificate.subject
                     )));
                 }
+                self.deadlines.push(None);
                 self.issuers.push(TrustedIssuer {
                     source: index,
                     certificate,
@@ -575,6 +689,11 @@ impl TrustList {
             };
             // One tree: the document whose signature is verified is the one read.
             let doc = xmlsig::parse_document(&bytes).map_err(|e| invalid(e.to_string()))?;
+            // For a list authorised through a LOTL: whether that LOTL is usable at `at`, and
+            // until when (a stale LOTL disables its lists, as for a LOTL source).
+            let mut through_lotl: Option<(Option<String>, Option<ListDeadline>)> = None;
+            // The signer verified here, whose validity at the list's issue is judged below.
+            let mut verified_signer: Option<PspCertificate> = None;
             let signer = match &tl.signers {
                 ListSigners::Unsigned => {
                     tracing::warn!(
@@ -602,11 +721,13 @@ impl TrustList {
                             verified.signer.fingerprint_hex()
                         )));
                     }
-                    format!(
+                    let label = format!(
                         "signature verified, signer {} (SHA-256 {}) pinned",
                         verified.signer.subject,
                         verified.signer.fingerprint_hex()
-                    )
+                    );
+                    verified_signer = Some(verified.signer);
+                    label
                 }
                 ListSigners::Lotl { file, signers } => {
                     let spec = LotlSpec {
@@ -630,6 +751,17 @@ impl TrustList {
                         .territory;
                     let signed = lotl::verify_national(&lotl.lotl.list, &territory, &bytes)
                         .map_err(invalid)?;
+                    let mut lotl_status = ListStatus::new(
+                        &sc.name,
+                        ListRole::Lotl,
+                        Some("EU"),
+                        file.display().to_string(),
+                    );
+                    lotl_status.signer = Some(format!("{}, pinned", lotl.lotl.signer_label()));
+                    lotl_status.judge(&lotl.lotl.list, sc.next_update_grace, at);
+                    through_lotl =
+                        Some((lotl_status.problem.clone(), ListDeadline::of(&lotl_status)));
+                    self.lists.push(lotl_status);
                     format!(
                         "signature verified, signer {}, authorised for {territory} by the LOTL {} (sequence {}, signed by {})",
                         signed.signer_label(),
@@ -645,15 +777,20 @@ impl TrustList {
                 ListSigners::AnyVerified => {
                     let verified = xmlsig::verify(&doc)
                         .map_err(|e| invalid(format!("signature refused: {e}")))?;
-                    format!(
+                    let label = format!(
                         "signature verified, signer {} (SHA-256 {}) accepted as the operator's explicit choice (no LOTL authorises it here)",
                         verified.signer.subject,
                         verified.signer.fingerprint_hex()
-                    )
+                    );
+                    verified_signer = Some(verified.signer);
+                    label
                 }
             };
             self.notes.push(format!("{}: {signer}", path.display()));
             let list = tsl::read_document(&doc).map_err(|e| invalid(e.to_string()))?;
+            if let Some(signer) = &verified_signer {
+                lotl::signer_valid_at_issue(&list, signer).map_err(invalid)?;
+            }
             let mut status = ListStatus::new(
                 &sc.name,
                 ListRole::Configured,
@@ -661,7 +798,24 @@ impl TrustList {
                 path.display().to_string(),
             );
             status.signer = Some(signer);
-            self.use_list(index, status, &list, sc.next_update_grace, at);
+            let lotl_deadline = match through_lotl {
+                Some((Some(problem), _)) => {
+                    status.problem = Some(format!(
+                        "the LOTL that authorises it is not used: {problem}"
+                    ));
+                    None
+                }
+                Some((None, deadline)) => deadline,
+                None => None,
+            };
+            self.use_list(
+                index,
+                status,
+                &list,
+                sc.next_update_grace,
+                at,
+                lotl_deadline.as_ref(),
+            );
         }
         if let Some(lotl) = &sc.lotl {
             self.add_lotl(index, sc, lotl, at)?;
@@ -669,7 +823,9 @@ impl TrustList {
         Ok(())
     }
 
-    /// Adds the list's issuers unless it is stale at `at`, and records its status.
+    /// Adds the list's issuers unless it is stale at `at`, and records its status. Its
+    /// issuers carry the list's deadline, or `lotl`'s (the LOTL that authorised it) when that
+    /// comes first.
     fn use_list(
         &mut self,
         source: usize,
@@ -677,11 +833,17 @@ impl TrustList {
         list: &tsl::TrustedList,
         grace: time::Duration,
         at: OffsetDateTime,
+        lotl: Option<&ListDeadline>,
     ) {
         status.judge(list, grace, at);
         status.services = list.services.len();
         if status.problem.is_none() {
-            status.issuers = self.add_trusted_list(source, Path::new(&status.location), list);
+            // A used list has a NextUpdate (a list without one is refused by `judge`).
+            if let Some(deadline) = ListDeadline::of(&status) {
+                let deadline = deadline.earliest(lotl);
+                status.issuers =
+                    self.add_trusted_list(source, Path::new(&status.location), list, &deadline);
+            }
         }
         self.lists.push(status);
     }
@@ -732,6 +894,20 @@ impl TrustList {
                 return Ok(());
             }
         };
+        // The highest sequence numbers accepted so far: a stored document below them is an
+        // older genuine one put in place of the last accepted (cache::rollback).
+        let record = match cache.read_sequences() {
+            Ok(r) => r,
+            Err(e) => {
+                status.problem = Some(format!(
+                    "the sequence record cannot be read ({e}); no list of this source is used"
+                ));
+                self.lists.push(status);
+                return Ok(());
+            }
+        };
+        status.problem =
+            cache::rollback(&record, cache::LOTL_KEY, verified.lotl.list.sequence_number);
         status.signer = Some(if verified.pivots_followed.is_empty() {
             format!("{}, pinned", verified.lotl.signer_label())
         } else {
@@ -743,6 +919,7 @@ impl TrustList {
         });
         status.judge(&verified.lotl.list, sc.next_update_grace, at);
         let lotl_usable = status.problem.is_none();
+        let lotl_deadline = ListDeadline::of(&status);
         self.lists.push(status);
         let lotl = &verified.lotl.list;
         for pointer in lotl::national_pointers(lotl, spec.territories.as_deref()) {
@@ -785,7 +962,15 @@ impl TrustList {
                         "{}, authorised by the LOTL for {t}",
                         signed.signer_label()
                     ));
-                    self.use_list(index, status, &signed.list, sc.next_update_grace, at);
+                    status.problem = cache::rollback(&record, t, signed.list.sequence_number);
+                    self.use_list(
+                        index,
+                        status,
+                        &signed.list,
+                        sc.next_update_grace,
+                        at,
+                        lotl_deadline.as_ref(),
+                    );
                 }
                 Err(e) => {
                     status.problem = Some(e);
@@ -810,8 +995,19 @@ impl TrustList {
         Ok(())
     }
 
+    fn push_issuer(&mut self, deadline: ListDeadline, issuer: TrustedIssuer) {
+        self.deadlines.push(Some(deadline));
+        self.issuers.push(issuer);
+    }
+
     /// Adds the CA/QC services of `list` as issuers; returns how many were added.
-    fn add_trusted_list(&mut self, source: usize, path: &Path, list: &tsl::TrustedList) -> usize {
+    fn add_trusted_list(
+        &mut self,
+        source: usize,
+        path: &Path,
+        list: &tsl::TrustedList,
+        deadline: &ListDeadline,
+    ) -> usize {
         let before = self.issuers.len();
         for skipped in &list.skipped {
             self.notes.push(format!("{}: {skipped}", path.display()));
@@ -887,17 +1083,20 @@ impl TrustList {
             }
             for der in &service.certificates {
                 match PspCertificate::from_der(der.clone()) {
-                    Ok(certificate) => self.issuers.push(TrustedIssuer {
-                        source,
-                        certificate,
-                        origin: format!(
-                            "{} (TL {}): {}",
-                            path.display(),
-                            list.territory,
-                            service.service_name
-                        ),
-                        history: history.clone(),
-                    }),
+                    Ok(certificate) => self.push_issuer(
+                        deadline.clone(),
+                        TrustedIssuer {
+                            source,
+                            certificate,
+                            origin: format!(
+                                "{} (TL {}): {}",
+                                path.display(),
+                                list.territory,
+                                service.service_name
+                            ),
+                            history: history.clone(),
+                        },
+                    ),
                     Err(e) => self.notes.push(format!(
                         "{}: service `{}`: certificate passed over: {e}",
                         path.display(),

@@ -155,8 +155,52 @@ fn the_real_czech_list_is_not_used_past_its_next_update_unless_the_grace_covers_
 }
 
 #[test]
-fn the_same_qwac_today_is_expired_and_keeps_its_other_flags() {
+fn a_loaded_list_stops_approving_the_instant_it_passes_its_next_update_without_a_reload() {
+    // Loaded while fresh, as serve holds it between two refreshes.
     let trust = trust_at(&cz_tl(), cz_fresh());
+    let r = run(&trust, &creditas(), &[], "CZ", at("2020-02-23T00:00:00Z"));
+    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+    let codes = |r: &psp_gateway::check::CheckReport| -> Vec<&'static str> {
+        r.errors.iter().map(|e| e.code.as_str()).collect()
+    };
+    assert!(!codes(&r).contains(&"trusted_list_stale"));
+    // One second past NextUpdate: the same snapshot approves nothing, and says why.
+    let r = run(&trust, &creditas(), &[], "CZ", at("2020-02-23T00:00:01Z"));
+    assert!(!r.validity.valid_qtsp, "{:#?}", r.explanation);
+    assert_eq!(
+        r.qtsp_source,
+        Some(QtspSource::Eidas),
+        "the issuer is known"
+    );
+    let stale = r
+        .errors
+        .iter()
+        .find(|e| e.code.as_str() == "trusted_list_stale")
+        .unwrap_or_else(|| panic!("{:#?}", r.errors));
+    assert!(
+        stale
+            .title
+            .contains("past its NextUpdate (2020-02-23T00:00:00Z)")
+            && stale.title.contains("CZ-tl_seq77_2019-08-23.xml"),
+        "{}",
+        stale.title
+    );
+    // The grace moves the instant, and only by the grace.
+    let graced = format!("[trust]\nnext_update_grace_secs = 86400\n{}", cz_tl());
+    let trust = trust_at(&graced, cz_fresh());
+    let r = run(&trust, &creditas(), &[], "CZ", at("2020-02-24T00:00:00Z"));
+    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+    let r = run(&trust, &creditas(), &[], "CZ", at("2020-02-24T00:00:01Z"));
+    assert!(!r.validity.valid_qtsp);
+    assert!(codes(&r).contains(&"trusted_list_stale"), "{:#?}", r.errors);
+}
+
+#[test]
+fn the_same_qwac_today_is_expired_and_keeps_its_other_flags() {
+    // The list must still be fresh when the check is made (freshness is judged at every
+    // decision): ten years of grace, explicitly.
+    let graced = format!("[trust]\nnext_update_grace_secs = 315360000\n{}", cz_tl());
+    let trust = trust_at(&graced, cz_fresh());
     let r = run(&trust, &creditas(), &[], "CZ", at("2026-11-21T00:00:00Z"));
     assert_eq!(flags3(&r), (true, true, false));
     assert_eq!(r.qtsp_source, Some(QtspSource::Eidas));

@@ -22,10 +22,12 @@ use time::format_description::well_known::Rfc3339;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// A static file server: path → bytes, changeable while it runs.
+/// A static file server: path → bytes, changeable while it runs. Once `held`, it answers
+/// nothing (an attacker who serves the next list and chooses how long a round lasts).
 struct Files {
     addr: SocketAddr,
     files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+    held: Arc<std::sync::atomic::AtomicBool>,
     _stop: watch::Sender<bool>,
 }
 
@@ -34,10 +36,16 @@ impl Files {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let files: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
+        let held: Arc<std::sync::atomic::AtomicBool> = Arc::default();
         let served = files.clone();
+        let holding = held.clone();
         let handler: Handler = Arc::new(move |req, _conn| {
             let served = served.clone();
+            let holding = holding.clone();
             Box::pin(async move {
+                if holding.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
+                }
                 let body = served.lock().expect("lock").get(req.uri().path()).cloned();
                 match body {
                     Some(b) => Response::new(full(b)),
@@ -60,6 +68,7 @@ impl Files {
         Files {
             addr,
             files,
+            held,
             _stop: stop,
         }
     }
@@ -69,6 +78,11 @@ impl Files {
             .lock()
             .expect("lock")
             .insert(path.to_owned(), bytes);
+    }
+
+    /// From now on, every request waits forever.
+    fn hold(&self) {
+        self.held.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn url(&self, path: &str) -> String {
@@ -324,6 +338,19 @@ impl World {
         pivots: &[String],
         cz_url: &str,
     ) -> Vec<u8> {
+        self.lotl_until(seq, by, next, pivots, cz_url, in_days(30))
+    }
+
+    /// [`World::lotl`] with `NextUpdate` at `next_update`.
+    fn lotl_until(
+        &self,
+        seq: u64,
+        by: &Signer,
+        next: &[&Signer],
+        pivots: &[String],
+        cz_url: &str,
+        next_update: OffsetDateTime,
+    ) -> Vec<u8> {
         let now = OffsetDateTime::now_utc();
         let ids = |signers: &[&Signer]| {
             signers
@@ -364,17 +391,37 @@ impl World {
 "#,
             next_ids = ids(next),
             cz_ids = ids(&[&self.cz]),
-            issued = rfc3339(now - time::Duration::days(1)),
-            next_update = rfc3339(now + time::Duration::days(30)),
+            // Now: the signers made for these tests are valid from their creation on.
+            issued = rfc3339(now),
+            next_update = rfc3339(next_update),
         );
         sign_list(self.dir(), &format!("lotl-{seq}"), &xml, by)
     }
 
-    /// The real Czech list as sequence `seq` with `NextUpdate` at `next_update`, signed by
-    /// `by`.
+    /// The real Czech list as sequence `seq` with `NextUpdate` at `next_update`, issued now,
+    /// signed by `by`.
     fn cz(&self, seq: u64, next_update: OffsetDateTime, by: &Signer) -> Vec<u8> {
+        self.cz_edited(seq, next_update, by, |xml| xml)
+    }
+
+    /// [`World::cz`] with `edit` applied to the unsigned XML before signing.
+    fn cz_edited(
+        &self,
+        seq: u64,
+        next_update: OffsetDateTime,
+        by: &Signer,
+        edit: impl FnOnce(String) -> String,
+    ) -> Vec<u8> {
         let xml = String::from_utf8(read(CZ_2019)).expect("UTF-8");
+        // Issued now: the signers made for these tests are valid from their creation on.
         let xml = strip_signature(&xml)
+            .replace(
+                "<ListIssueDateTime>2019-08-23T08:00:00Z</ListIssueDateTime>",
+                &format!(
+                    "<ListIssueDateTime>{}</ListIssueDateTime>",
+                    rfc3339(OffsetDateTime::now_utc())
+                ),
+            )
             .replace(
                 "<TSLSequenceNumber>77</TSLSequenceNumber>",
                 &format!("<TSLSequenceNumber>{seq}</TSLSequenceNumber>"),
@@ -383,7 +430,7 @@ impl World {
                 "<dateTime>2020-02-23T00:00:00Z</dateTime>",
                 &format!("<dateTime>{}</dateTime>", rfc3339(next_update)),
             );
-        sign_list(self.dir(), &format!("cz-{seq}"), &xml, by)
+        sign_list(self.dir(), &format!("cz-{seq}"), &edit(xml), by)
     }
 }
 
@@ -599,6 +646,27 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
     assert_eq!(ready["trustedLists"]["used"], 2, "{ready:#}");
     assert!(ready["trustedIssuers"].as_u64().expect("count") > 0);
 
+    // The real Czech QWAC's issuer is on the (re-signed) real Czech list: approved now.
+    let qwac = Arc::new(
+        psp_gateway::cert::PspCertificate::parse(&read(
+            "psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem",
+        ))
+        .expect("parses"),
+    );
+    let check = || {
+        running.service.check(
+            qwac.clone(),
+            Arc::new(Vec::new()),
+            "CZ".parse().expect("code"),
+            OffsetDateTime::now_utc(),
+        )
+    };
+    let before = check().await;
+    assert!(before.validity.valid_qtsp, "{:#?}", before.explanation);
+    // From now on the server answers nothing: the refresh round that starts at the CZ
+    // list's NextUpdate cannot end, so no reload replaces the snapshot in time.
+    files.hold();
+
     // Past the CZ list's NextUpdate, /readyz says so without waiting for a reload.
     let left = soon - OffsetDateTime::now_utc() + time::Duration::seconds(1);
     tokio::time::sleep(Duration::try_from(left).unwrap_or(Duration::ZERO)).await;
@@ -610,7 +678,22 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
         problems.contains("CZ") && problems.contains("past its NextUpdate"),
         "{body:#}"
     );
-    running.stop().await;
+    // And the same snapshot approves nothing from that instant (not from the cache either).
+    let after = check().await;
+    assert!(!after.validity.valid_qtsp, "{:#?}", after.explanation);
+    let stale: Vec<_> = after
+        .errors
+        .iter()
+        .filter(|e| e.code.as_str() == "trusted_list_stale")
+        .collect();
+    assert_eq!(stale.len(), 1, "{:#?}", after.errors);
+    assert!(
+        stale[0].title.contains("past its NextUpdate"),
+        "{}",
+        stale[0].title
+    );
+    // The round is still held: stopping would wait for it, so the runtime ends it instead.
+    drop(running);
 }
 
 #[test]
@@ -678,4 +761,339 @@ fn check_with_lotl_authorises_a_list_through_the_lotl_or_refuses_it() {
     let refused = check(&attacker.cert_pem, &data(CZ_2019));
     assert!(!refused.status.success(), "{}", text(&refused));
     assert!(text(&refused).contains("not pinned"), "{}", text(&refused));
+}
+
+/// A refresher as `trust fetch` makes one, allowed to reach 127.0.0.1.
+fn loopback_refresher() -> psp_gateway::trust::refresh::Refresher {
+    psp_gateway::trust::refresh::Refresher::new(psp_gateway::trust::refresh::FetchSettings {
+        allow: psp_gateway::fetch::AllowDestinations::Loopback,
+        connect_timeout: Duration::from_secs(5),
+        timeout: Duration::from_secs(20),
+        mirrors: Vec::new(),
+        refresh_interval: Duration::from_secs(3600),
+    })
+}
+
+fn lotl_spec(w: &World, location: String) -> psp_gateway::trust::LotlSpec {
+    psp_gateway::trust::LotlSpec {
+        location,
+        signers: vec![w.k0.cert_pem.clone()],
+        signer_sha256: Vec::new(),
+        territories: Some(vec!["CZ".to_owned()]),
+        cache_dir: w.dir().join("cache"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pivot_locations_of_an_unverified_lotl_are_never_opened_as_files_nor_followed_to_another_server()
+ {
+    let w = World::new("lotl-file-pivots");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    // A genuine pivot signed by the pinned k0, announcing k2, lying in a local file; and a
+    // FIFO, which would hold a reader forever. The LOTL, signed by k2 (not pinned), names
+    // both as its pivots.
+    let pivot = w.dir().join("eu-lotl-pivot-10.xml");
+    std::fs::write(&pivot, w.lotl(10, &w.k0, &[&w.k2], &[], &cz_url)).expect("write");
+    let fifo = w.dir().join("fifo-pivot.xml");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    // Newest first: followed oldest first, the plain path would be read first.
+    let pivots = [
+        format!("file://{}", pivot.display()),
+        fifo.display().to_string(),
+        pivot.display().to_string(),
+    ];
+    files.put("/lotl.xml", w.lotl(12, &w.k2, &[&w.k2], &pivots, &cz_url));
+    let spec = lotl_spec(&w, files.url("/lotl.xml"));
+    let fetched = tokio::time::timeout(
+        // Not a timing assertion: a FIFO opened for reading would hang the test forever.
+        Duration::from_secs(120),
+        loopback_refresher().fetch_source(
+            "eu",
+            &spec,
+            time::Duration::ZERO,
+            OffsetDateTime::now_utc(),
+            &mut |_| {},
+        ),
+    )
+    .await
+    .expect("the fetch ends: the FIFO is never opened")
+    .expect("pins readable");
+    let lotl = fetched.log.lotl.expect("LOTL attempt");
+    assert!(!lotl.ok, "{lotl:?}");
+    assert!(
+        lotl.message.contains("is not an http or https URL")
+            && lotl.message.contains("never opened as files"),
+        "{lotl:?}"
+    );
+    // Nothing stored: the genuine pivot in the file did not carry trust.
+    assert_eq!(cached_sequence(w.dir(), "lotl.xml"), None);
+    assert_eq!(fetched.stored, 0);
+
+    // The same genuine pivot on another server (another origin): not followed either.
+    let elsewhere = Files::start().await;
+    elsewhere.put(
+        "/eu-lotl-pivot-10.xml",
+        std::fs::read(&pivot).expect("the pivot"),
+    );
+    let p10 = elsewhere.url("/eu-lotl-pivot-10.xml");
+    files.put("/lotl.xml", w.lotl(13, &w.k2, &[&w.k2], &[p10], &cz_url));
+    let fetched = loopback_refresher()
+        .fetch_source(
+            "eu",
+            &spec,
+            time::Duration::ZERO,
+            OffsetDateTime::now_utc(),
+            &mut |_| {},
+        )
+        .await
+        .expect("pins readable");
+    let lotl = fetched.log.lotl.expect("LOTL attempt");
+    assert!(!lotl.ok, "{lotl:?}");
+    assert!(
+        lotl.message.contains("is not on the LOTL's own server"),
+        "{lotl:?}"
+    );
+    assert_eq!(cached_sequence(w.dir(), "lotl.xml"), None);
+}
+
+/// The trust list a LOTL source gives, loaded from its cache at `at`.
+fn load_source(spec: &psp_gateway::trust::LotlSpec, at: OffsetDateTime) -> psp_gateway::TrustList {
+    psp_gateway::TrustList::load(
+        &[psp_gateway::trust::SourceSpec {
+            name: "eu".to_owned(),
+            qtsp_source: psp_gateway::QtspSource::Eidas,
+            reported_jurisdiction: "EEA".to_owned(),
+            valid_for: ["CZ".parse().expect("code")].into_iter().collect(),
+            qc_compliance: None,
+            untyped: None,
+            issuers: Vec::new(),
+            trusted_lists: Vec::new(),
+            lotl: Some(spec.clone()),
+            next_update_grace: time::Duration::ZERO,
+        }],
+        at,
+    )
+    .expect("loads")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_national_list_stops_approving_when_the_lotl_that_authorised_it_passes_its_next_update() {
+    let w = World::new("lotl-deadline");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    // The LOTL is due again in one day, the Czech list in thirty.
+    let lotl_next = (in_days(1)).replace_nanosecond(0).expect("whole second");
+    files.put(
+        "/lotl.xml",
+        w.lotl_until(1, &w.k0, &[&w.k0], &[], &cz_url, lotl_next),
+    );
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    let spec = lotl_spec(&w, files.url("/lotl.xml"));
+    let outcome = loopback_refresher()
+        .fetch_source(
+            "eu",
+            &spec,
+            time::Duration::ZERO,
+            OffsetDateTime::now_utc(),
+            &mut |_| {},
+        )
+        .await
+        .expect("pins readable");
+    assert_eq!(
+        (outcome.stored, outcome.failures),
+        (2, 0),
+        "{:?}",
+        outcome.log
+    );
+    let trust = load_source(&spec, OffsetDateTime::now_utc());
+    assert!(!trust.issuers().is_empty());
+    for i in 0..trust.issuers().len() {
+        let d = trust.deadline(i).expect("a list's issuer has a deadline");
+        assert_eq!(d.until, lotl_next, "{d:?}");
+        assert!(d.list.contains("LOTL"), "{d:?}");
+        assert!(trust.fresh_at(i, lotl_next).is_ok());
+        let refused = trust
+            .fresh_at(i, lotl_next + time::Duration::SECOND)
+            .expect_err("stale");
+        assert!(refused.to_string().contains("the LOTL"), "{refused}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_with_a_lotl_past_its_next_update_uses_none_of_its_lists() {
+    let w = World::new("check-stale-lotl");
+    let cz = w.dir().join("cz.xml");
+    std::fs::write(&cz, w.cz(100, in_days(30), &w.cz)).expect("write");
+    let config = w.dir().join("empty.toml");
+    std::fs::write(&config, "").expect("write");
+    let check = |lotl: &Path| {
+        bin(&[
+            "check",
+            "--config",
+            config.to_str().expect("path"),
+            "--cert",
+            data("psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem")
+                .to_str()
+                .expect("path"),
+            "--jurisdiction",
+            "CZ",
+            "--offline",
+            "--lotl",
+            lotl.to_str().expect("path"),
+            "--lotl-signer",
+            w.k0.cert_pem.to_str().expect("path"),
+            "--trust",
+            cz.to_str().expect("path"),
+        ])
+    };
+    let valid_qtsp = |o: &Output| {
+        let report: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("JSON ({e}): {}", text(o)));
+        report["eIDAS"]["validity"]["validQTSP"].clone()
+    };
+    // A current LOTL authorises the Czech list: the real QWAC's issuer is approved.
+    let fresh = w.dir().join("lotl-fresh.xml");
+    std::fs::write(
+        &fresh,
+        w.lotl(1, &w.k0, &[&w.k0], &[], "https://cz.example/tl.xml"),
+    )
+    .expect("write");
+    let ok = check(&fresh);
+    assert_eq!(valid_qtsp(&ok), true, "{}", text(&ok));
+    // The same LOTL, due an hour ago: none of its lists is used.
+    let stale = w.dir().join("lotl-stale.xml");
+    std::fs::write(
+        &stale,
+        w.lotl_until(
+            2,
+            &w.k0,
+            &[&w.k0],
+            &[],
+            "https://cz.example/tl.xml",
+            OffsetDateTime::now_utc() - time::Duration::hours(1),
+        ),
+    )
+    .expect("write");
+    let refused = check(&stale);
+    assert_eq!(valid_qtsp(&refused), false, "{}", text(&refused));
+    assert!(
+        text(&refused).contains("the LOTL that authorises it is not used: past its NextUpdate"),
+        "{}",
+        text(&refused)
+    );
+}
+
+/// Fetches `spec` in process; the CZ attempt's message, and whether it was stored.
+async fn fetch_cz(spec: &psp_gateway::trust::LotlSpec) -> (bool, String) {
+    let outcome = loopback_refresher()
+        .fetch_source(
+            "eu",
+            spec,
+            time::Duration::ZERO,
+            OffsetDateTime::now_utc(),
+            &mut |_| {},
+        )
+        .await
+        .expect("pins readable");
+    let cz = outcome.log.lists.get("CZ").expect("a CZ attempt").clone();
+    (cz.ok, cz.message)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_signed_outside_the_signers_validity_issued_in_the_future_or_without_a_sequence_are_refused()
+ {
+    let w = World::new("lotl-admission");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/lotl.xml", w.lotl(1, &w.k0, &[&w.k0], &[], &cz_url));
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    let spec = lotl_spec(&w, files.url("/lotl.xml"));
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(stored, "{message}");
+
+    // Issued (as the list says) in 2019, before the signer's certificate existed.
+    let issued_2019 = |xml: String| {
+        let at = xml.find("<ListIssueDateTime>").expect("issue date");
+        let end = xml.find("</ListIssueDateTime>").expect("issue date end");
+        format!(
+            "{}<ListIssueDateTime>2019-08-23T08:00:00Z{}",
+            &xml[..at],
+            &xml[end..]
+        )
+    };
+    files.put("/cz.xml", w.cz_edited(101, in_days(30), &w.cz, issued_2019));
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(!stored);
+    assert!(
+        message.contains(
+            "whose certificate was not valid at the list's ListIssueDateTime 2019-08-23T08:00:00Z"
+        ),
+        "{message}"
+    );
+
+    // Issued tomorrow: beyond the clock-skew budget.
+    let tomorrow = rfc3339(in_days(1));
+    files.put(
+        "/cz.xml",
+        w.cz_edited(102, in_days(30), &w.cz, |xml| {
+            let at = xml.find("<ListIssueDateTime>").expect("issue date");
+            let end = xml.find("</ListIssueDateTime>").expect("issue date end");
+            format!("{}<ListIssueDateTime>{tomorrow}{}", &xml[..at], &xml[end..])
+        }),
+    );
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(!stored);
+    assert!(message.contains("is in the future"), "{message}");
+
+    // No TSLSequenceNumber: it would replace sequence 100 and blind the replay check.
+    files.put(
+        "/cz.xml",
+        w.cz_edited(103, in_days(30), &w.cz, |xml| {
+            xml.replace("<TSLSequenceNumber>103</TSLSequenceNumber>", "")
+        }),
+    );
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(!stored);
+    assert!(message.contains("no TSLSequenceNumber"), "{message}");
+    assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(100));
+    let trust = load_source(&spec, OffsetDateTime::now_utc());
+    assert!(trust.list_problems(OffsetDateTime::now_utc()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_genuine_list_put_in_the_cache_is_not_used_and_does_not_lower_the_bar() {
+    let w = World::new("lotl-cache-rollback");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/lotl.xml", w.lotl(1, &w.k0, &[&w.k0], &[], &cz_url));
+    let old = w.cz(100, in_days(30), &w.cz);
+    files.put("/cz.xml", old.clone());
+    let spec = lotl_spec(&w, files.url("/lotl.xml"));
+    assert!(fetch_cz(&spec).await.0);
+    files.put("/cz.xml", w.cz(101, in_days(30), &w.cz));
+    assert!(fetch_cz(&spec).await.0);
+    let now = OffsetDateTime::now_utc();
+    assert!(!load_source(&spec, now).issuers().is_empty());
+
+    // Sequence 100, genuinely signed and still fresh, copied over the stored 101.
+    std::fs::write(w.dir().join("cache/eu/lists/CZ.xml"), &old).expect("write");
+    let trust = load_source(&spec, now);
+    assert!(trust.issuers().is_empty(), "the older list is not used");
+    let problems = trust.list_problems(now).join("\n");
+    assert!(
+        problems.contains("sequence 100 is older than sequence 101, accepted before")
+            && problems.contains("rollback"),
+        "{problems}"
+    );
+    // Nor does it lower the bar for the next fetch: 100 served again is still refused.
+    files.put("/cz.xml", old);
+    let (stored, message) = fetch_cz(&spec).await;
+    assert!(!stored);
+    assert!(message.contains("rollback"), "{message}");
 }

@@ -340,3 +340,93 @@ fn xmlsec1_and_our_verifier_agree_on_the_real_lists() {
         }
     }
 }
+
+/// A list signed by xmlsec1 with `extra` put after its `ds:Object`, where no digest covers
+/// it: the signature still verifies for xmlsec1.
+fn signed_with_unsigned(dir: &Path, name: &str, extra: &str) -> Vec<u8> {
+    let key = rsa(dir, 2048);
+    let signed = String::from_utf8(xmlsec_sign(dir, name, &DEFAULT, &key)).expect("UTF-8");
+    let at = signed.rfind("</ds:Signature>").expect("signature end");
+    format!("{}{extra}{}", &signed[..at], &signed[at..]).into_bytes()
+}
+
+#[test]
+fn a_namespace_bomb_in_an_unsigned_object_of_a_genuinely_signed_list_is_refused_before_parsing() {
+    let scratch = Scratch::new("ns-bomb");
+    // 6,000 nested elements each declaring a prefix (166 KB): 77 s to parse before.
+    let open: String = (0..6000)
+        .map(|i| format!("<p{i}:e xmlns:p{i}=\"urn:{i}\">"))
+        .collect();
+    let close: String = (0..6000).rev().map(|i| format!("</p{i}:e>")).collect();
+    let bytes = signed_with_unsigned(
+        &scratch.0,
+        "ns-bomb",
+        &format!("<ds:Object>{open}{close}</ds:Object>"),
+    );
+    match verify_bytes(&bytes) {
+        Err(XmlSigError::Shape(e)) => {
+            assert_eq!(e.budget, "MAX_XML_NAMESPACES_IN_SCOPE", "{e}")
+        }
+        other => panic!("expected the shape budget to refuse it, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_attribute_bomb_in_an_unsigned_object_of_a_genuinely_signed_list_is_refused_before_parsing() {
+    let scratch = Scratch::new("attr-bomb");
+    // 200,000 attributes on one element (2.3 MB): 37 s to parse before.
+    let attrs: String = (0..200_000).map(|i| format!(" a{i}=\"\"")).collect();
+    let bytes = signed_with_unsigned(
+        &scratch.0,
+        "attr-bomb",
+        &format!("<ds:Object><x{attrs}/></ds:Object>"),
+    );
+    let err = verify_bytes(&bytes).expect_err("refused");
+    assert!(
+        matches!(&err, XmlSigError::Shape(e) if e.budget == "MAX_XML_ATTRIBUTES"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("MAX_XML_ATTRIBUTES = 32"), "{err}");
+}
+
+#[test]
+fn unsigned_content_beside_the_signed_properties_is_refused_and_a_small_unsigned_properties_is_not()
+{
+    let scratch = Scratch::new("unsigned");
+    // A second ds:Object, however small: nothing reads it and no digest covers it.
+    let err = verify_bytes(&signed_with_unsigned(
+        &scratch.0,
+        "object",
+        "<ds:Object><x/></ds:Object>",
+    ))
+    .expect_err("refused");
+    assert!(
+        err.to_string().contains("unsigned content refused"),
+        "{err}"
+    );
+    // An element beside the QualifyingProperties in the one ds:Object.
+    let key = rsa(&scratch.0, 2048);
+    let signed =
+        String::from_utf8(xmlsec_sign(&scratch.0, "beside", &DEFAULT, &key)).expect("UTF-8");
+    let beside = signed.replacen("</ds:Object>", "<x/></ds:Object>", 1);
+    let err = verify_bytes(beside.as_bytes()).expect_err("refused");
+    assert!(
+        err.to_string().contains("unsigned content refused"),
+        "{err}"
+    );
+    // XAdES UnsignedProperties (a signature time-stamp would go there) is allowed, small.
+    let with = |content: &str| {
+        signed.replacen(
+            "</xades:QualifyingProperties>",
+            &format!("<xades:UnsignedProperties>{content}</xades:UnsignedProperties></xades:QualifyingProperties>"),
+            1,
+        )
+    };
+    verify_bytes(with("<xades:UnsignedSignatureProperties/>").as_bytes())
+        .expect("a small UnsignedProperties verifies");
+    let err = verify_bytes(with(&"A".repeat(70 * 1024)).as_bytes()).expect_err("too big");
+    assert!(
+        err.to_string().contains("MAX_UNSIGNED_SIGNATURE_BYTES"),
+        "{err}"
+    );
+}

@@ -109,6 +109,9 @@ pub enum ErrorCode {
     CertificationPathInvalid,
     /// More intermediates were presented than a path is built from.
     ChainTooLong,
+    /// The trust-list issuer comes from a list (or a LOTL) past its `NextUpdate` at the time
+    /// of the check.
+    TrustedListStale,
 }
 
 impl ErrorCode {
@@ -123,6 +126,7 @@ impl ErrorCode {
             ErrorCode::SignatureInvalid => "signature_invalid",
             ErrorCode::CertificationPathInvalid => "certification_path_invalid",
             ErrorCode::ChainTooLong => "chain_too_long",
+            ErrorCode::TrustedListStale => "trusted_list_stale",
         }
     }
 }

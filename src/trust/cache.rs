@@ -6,8 +6,14 @@
 //! ├─ lotl.xml             the LOTL as last accepted
 //! ├─ pivots/00.xml …      the pivots that carried trust to it, oldest first
 //! ├─ lists/CZ.xml …       each territory's list as last accepted
+//! ├─ sequences.json       the highest TSLSequenceNumber accepted per document
 //! └─ fetch-log.json       the last attempt per document: when, whether, why not
 //! ```
+//!
+//! `sequences.json` is the memory that refuses a rollback: a document whose sequence number
+//! is lower than the one recorded is refused at fetch *and at load*, so an older genuine
+//! list put in place of the stored one (a restored backup, a copied file) is not used. It
+//! only ever rises.
 //!
 //! Only [`super::refresh`] writes here, and only what verified; every file is written to a
 //! temporary name in the same directory and renamed over the old one, so a reader sees the
@@ -48,6 +54,20 @@ pub struct FetchLog {
     pub lists: BTreeMap<String, Attempt>,
 }
 
+/// The key of the LOTL in `sequences.json` (territories are two capital letters).
+pub const LOTL_KEY: &str = "LOTL";
+
+/// Why sequence `seq` of document `key` is refused as a rollback, if it is: lower than the
+/// highest recorded in `record`.
+pub fn rollback(record: &BTreeMap<String, u64>, key: &str, seq: Option<u64>) -> Option<String> {
+    match (seq, record.get(key)) {
+        (Some(n), Some(&known)) if n < known => Some(format!(
+            "sequence {n} is older than sequence {known}, accepted before (sequences.json): refused as a rollback"
+        )),
+        _ => None,
+    }
+}
+
 /// Whether `territory` is safe as a file name: what the LOTL writes is two capital letters
 /// (`CZ`, `EL`, `UK`); anything else is refused rather than joined to a path.
 pub fn is_territory_code(territory: &str) -> bool {
@@ -78,6 +98,38 @@ impl SourceCache {
     pub fn list_path(&self, territory: &str) -> Option<PathBuf> {
         is_territory_code(territory)
             .then(|| self.dir.join("lists").join(format!("{territory}.xml")))
+    }
+
+    fn sequences_path(&self) -> PathBuf {
+        self.dir.join("sequences.json")
+    }
+
+    /// The highest sequence number accepted per document ([`LOTL_KEY`] or a territory);
+    /// empty when none was recorded yet. A record that cannot be read is an error: it is what
+    /// refuses rollbacks, so it is not silently forgotten.
+    pub fn read_sequences(&self) -> io::Result<BTreeMap<String, u64>> {
+        match read_optional(&self.sequences_path())? {
+            None => Ok(BTreeMap::new()),
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: {e}", self.sequences_path().display()),
+                )
+            }),
+        }
+    }
+
+    /// Records that sequence `n` of document `key` was accepted (the record keeps the
+    /// highest).
+    pub fn raise_sequence(&self, key: &str, n: u64) -> io::Result<()> {
+        let mut record = self.read_sequences()?;
+        let known = record.entry(key.to_owned()).or_insert(n);
+        if *known > n {
+            return Ok(());
+        }
+        *known = n;
+        let json = serde_json::to_vec_pretty(&record).map_err(io::Error::other)?;
+        write_atomic(&self.sequences_path(), &json)
     }
 
     fn log_path(&self) -> PathBuf {

@@ -90,10 +90,36 @@ pub fn verify_signed_by(
         ));
     }
     let list = tsl::read_document(&doc).map_err(|e| e.to_string())?;
+    signer_valid_at_issue(&list, &verified.signer)?;
     Ok(SignedList {
         list,
         signer: verified.signer,
     })
+}
+
+/// Whether `signer` was within its validity at the list's `ListIssueDateTime` (TS 119 612
+/// clause 5.3.14), the time the scheme operator says it signed. Judged at the issue date, not
+/// now: a list is bounded in time by its `NextUpdate`, and signer certificates outlive
+/// neither (40 of the 151 certificates in the pointers of the real 2024 LOTL had expired by
+/// its issue date, as the Commission keeps the old keys listed; a signature made with one of
+/// them after its expiry is refused here). A list without `ListIssueDateTime` is refused: the
+/// rule cannot be applied.
+pub fn signer_valid_at_issue(list: &TrustedList, signer: &PspCertificate) -> Result<(), String> {
+    let Some(issued) = list.issue_date else {
+        return Err(
+            "no ListIssueDateTime (TS 119 612 clause 5.3.14): the signer's validity at issue cannot be judged".to_owned(),
+        );
+    };
+    if issued < signer.not_before || issued > signer.not_after {
+        return Err(format!(
+            "signed by {}, whose certificate was not valid at the list's ListIssueDateTime {} (valid from {} to {})",
+            signer_label(signer),
+            super::rfc3339(issued),
+            super::rfc3339(signer.not_before),
+            super::rfc3339(signer.not_after),
+        ));
+    }
+    Ok(())
 }
 
 /// The signer of `bytes`, if its signature verifies (to decide whether pivots are needed).

@@ -5,13 +5,22 @@
 //!
 //! Every download goes through the same client as revocation fetching
 //! ([`crate::fetch`]): `http`/`https` only, the `revocation.allow_destinations` policy, no
-//! redirects, a time limit, and at most [`MAX_TSL_BYTES`] per document.
+//! redirects, a time limit, and at most [`MAX_TSL_BYTES`] per document. A location read
+//! from a document (a pivot, a national list) is an `http`/`https` URL or nothing: it is
+//! never opened as a file, even when the document later verifies. Only the configured LOTL
+//! location, the operator's own choice, may be a (regular) file.
 //!
 //! Rules beyond the signatures (each refusal keeps the last good copy):
 //! - a document already past its `NextUpdate` plus the grace is not stored;
-//! - a document whose `TSLSequenceNumber` is lower than the stored copy's is not stored (an
-//!   old list replayed by whoever sits between us and the publisher).
+//! - a document without `TSLSequenceNumber`, or issued more than
+//!   [`super::MAX_CLOCK_SKEW`] in the future, is not stored ([`super::not_admissible`]);
+//! - a document whose signer was not valid at its `ListIssueDateTime` is not stored
+//!   ([`super::lotl::signer_valid_at_issue`]);
+//! - a document whose `TSLSequenceNumber` is lower than the stored copy's, or than the
+//!   highest ever accepted (`sequences.json`), is not stored (an old list replayed by whoever
+//!   sits between us and the publisher).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -21,6 +30,21 @@ use super::lotl::{self, VerifiedLotl};
 use super::tsl::{self, MAX_TSL_BYTES, TrustedList};
 use super::{LotlSpec, TrustLoadError};
 use crate::fetch::{AllowDestinations, Fetcher, Limits};
+
+/// How many download time limits (`fetch_timeout_secs`) one round of a source may take: the
+/// LOTL, then its pivots (fetched together), then the national lists (fetched together).
+pub const ROUND_TIMEOUTS: u32 = 3;
+
+/// Most national lists downloaded at once. The LOTL points to 31 XML lists (EU and EEA);
+/// eight at a time keeps a round within a few download times without opening thirty
+/// connections at once.
+pub const MAX_CONCURRENT_FETCHES: usize = 8;
+
+/// Longest wait for the parse and verification of one document, done on the blocking pool.
+/// The shape budgets of [`super::tsl::shape`] make that work linear: the largest real list
+/// (CZ, 640 KB) verifies in well under a second in a debug build; 30 s is a backstop for a
+/// loaded machine, not a figure a list should come near.
+pub const MAX_VERIFY_TIME: Duration = Duration::from_secs(30);
 
 /// How lists are fetched and how often (`[trust]` in the configuration).
 #[derive(Debug, Clone)]
@@ -87,45 +111,57 @@ impl Refresher {
         location.to_owned()
     }
 
-    /// The bytes at `location`: a URL (through the mirrors) or a file.
-    async fn get(&self, location: &str) -> Result<Vec<u8>, String> {
-        let lower = location.to_ascii_lowercase();
-        if lower.starts_with("http://") || lower.starts_with("https://") {
-            let url = self.mirrored(location);
-            let limits = Limits {
-                total: self.settings.timeout,
-                max_bytes: MAX_TSL_BYTES as u64,
-            };
-            let via = if url == location {
-                String::new()
-            } else {
-                format!(" (mirror {url})")
-            };
-            self.fetcher
-                .get(&url, limits)
-                .await
-                .map(|b| b.to_vec())
-                .map_err(|e| format!("fetching {location}{via}: {e}"))
-        } else {
-            let path = std::path::Path::new(location);
-            let len = tokio::fs::metadata(path)
-                .await
-                .map_err(|e| format!("{location}: {e}"))?
-                .len();
-            if len > MAX_TSL_BYTES as u64 {
-                return Err(format!(
-                    "{location}: {len} bytes is over the {MAX_TSL_BYTES}-byte limit"
-                ));
-            }
-            tokio::fs::read(path)
-                .await
-                .map_err(|e| format!("{location}: {e}"))
+    /// The bytes at a location read from a list (a pivot, a national list): an `http` or
+    /// `https` URL only, through the mirrors and the fetch client (its destination policy,
+    /// time and size limits). A location in a document is the document author's choice, and
+    /// before the document verifies, anyone's: it is never opened as a file.
+    async fn get_published(&self, location: &str) -> Result<Vec<u8>, String> {
+        if !is_http_url(location) {
+            return Err(format!(
+                "location {:?} is not an http or https URL: locations read from a list are fetched, never opened as files",
+                excerpt(location)
+            ));
         }
+        let url = self.mirrored(location);
+        let limits = Limits {
+            total: self.settings.timeout,
+            max_bytes: MAX_TSL_BYTES as u64,
+        };
+        let via = if url == location {
+            String::new()
+        } else {
+            format!(" (mirror {url})")
+        };
+        self.fetcher
+            .get(&url, limits)
+            .await
+            .map(|b| b.to_vec())
+            .map_err(|e| format!("fetching {location}{via}: {e}"))
+    }
+
+    /// The bytes at the configured LOTL location: a URL as [`Self::get_published`], or, as
+    /// the operator's own choice, a regular file (never a FIFO or a device), read through a
+    /// bounded reader.
+    async fn get_configured(&self, location: &str) -> Result<Vec<u8>, String> {
+        if is_http_url(location) {
+            return self.get_published(location).await;
+        }
+        let path = std::path::PathBuf::from(location);
+        let shown = location.to_owned();
+        tokio::task::spawn_blocking(move || read_regular_file(&path))
+            .await
+            .map_err(|e| format!("{shown}: {e}"))?
+            .map_err(|e| format!("{shown}: {e}"))
     }
 
     /// Fetches the LOTL of source `name` and the lists it points to, storing what verifies.
     /// Fails only when the pinned certificates cannot be read; everything else is in the
     /// outcome's log.
+    ///
+    /// The round has one deadline, [`ROUND_TIMEOUTS`] download time limits from its start:
+    /// the LOTL, its pivots (all at once) and then the national lists (all at once, at most
+    /// [`MAX_CONCURRENT_FETCHES`] at a time) each take at most one. A document not done by
+    /// then is a failure of this round, and its last good copy stays.
     pub async fn fetch_source(
         &self,
         name: &str,
@@ -138,10 +174,22 @@ impl Refresher {
         let cache = spec.cache(name);
         let mut log = cache.read_log();
         let (mut failures, mut stored) = (0usize, 0usize);
+        let deadline = tokio::time::Instant::now() + self.settings.timeout * ROUND_TIMEOUTS;
+        let late = || {
+            format!(
+                "not done by the round's deadline ({ROUND_TIMEOUTS} download time limits); the stored copy is kept"
+            )
+        };
 
-        let fetched = self.fetch_lotl(spec, &pinned, &cache, grace, now).await;
+        let fetched =
+            tokio::time::timeout_at(deadline, self.fetch_lotl(spec, &pinned, &cache, grace, now))
+                .await
+                .unwrap_or_else(|_| Err(late()));
         let attempt = match &fetched {
-            Ok((v, bytes, pivots)) => match cache.store_lotl(bytes, pivots) {
+            Ok((v, bytes, pivots)) => match cache
+                .store_lotl(bytes, pivots)
+                .and_then(|()| raise(&cache, super::cache::LOTL_KEY, v.lotl.list.sequence_number))
+            {
                 Ok(()) => {
                     stored += 1;
                     ok(now, &v.lotl.list, &v.pivots_followed)
@@ -168,37 +216,71 @@ impl Refresher {
         // The LOTL that authorises the national lists: the new one, or the last good one.
         let effective = match fetched {
             Ok((v, _, _)) => Some(v.lotl.list),
-            Err(_) => cached_lotl(&cache, &pinned),
+            Err(_) => {
+                let (cache, pinned) = (cache.clone(), pinned.clone());
+                off_workers("the stored LOTL", move || {
+                    cached_lotl(&cache, &pinned).ok_or_else(String::new)
+                })
+                .await
+                .ok()
+            }
         };
         if let Some(lotl) = effective {
+            let lotl = Arc::new(lotl);
             let pointers = lotl::national_pointers(&lotl, spec.territories.as_deref());
             let total = pointers.len() + 1;
+            let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_FETCHES));
+            let mut running = tokio::task::JoinSet::new();
             for (i, pointer) in pointers.iter().enumerate() {
-                let t = pointer.territory.as_str();
-                let attempt = match self
-                    .fetch_list(&lotl, t, &pointer.location, &cache, grace, now)
+                let (this, lotl, cache) = (self.clone(), lotl.clone(), cache.clone());
+                let (t, location) = (pointer.territory.clone(), pointer.location.clone());
+                let permits = permits.clone();
+                running.spawn(async move {
+                    let fetched = tokio::time::timeout_at(deadline, async {
+                        let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
+                        this.fetch_list(&lotl, &t, &location, &cache, grace, now)
+                            .await
+                    })
                     .await
-                {
-                    Ok((list, bytes)) => match cache.store_list(t, &bytes) {
-                        Ok(()) => {
-                            stored += 1;
-                            ok(now, &list, &[])
-                        }
-                        Err(e) => failed(now, format!("cannot store: {e}")),
-                    },
-                    Err(e) => failed(now, e),
+                    .unwrap_or_else(|_| Err(late()));
+                    let (attempt, seq) = match fetched {
+                        Ok((list, bytes)) => match cache.store_list(&t, &bytes) {
+                            Ok(()) => (ok(now, &list, &[]), list.sequence_number),
+                            Err(e) => (failed(now, format!("cannot store: {e}")), None),
+                        },
+                        Err(e) => (failed(now, e), None),
+                    };
+                    (i, attempt, seq)
+                });
+            }
+            let mut done = 1usize;
+            while let Some(joined) = running.join_next().await {
+                let Ok((i, mut attempt, seq)) = joined else {
+                    // A fetch task that panicked: counted, its copy stays.
+                    failures += 1;
+                    continue;
                 };
-                if !attempt.ok {
+                done += 1;
+                // Recorded here, one at a time: the tasks run concurrently.
+                if attempt.ok
+                    && let Err(e) = raise(&cache, &pointers[i].territory, seq)
+                {
+                    attempt = failed(now, format!("stored, but the sequence record was not: {e}"));
+                }
+                if attempt.ok {
+                    stored += 1;
+                } else {
                     failures += 1;
                 }
+                let pointer = &pointers[i];
                 progress(Step {
-                    done: i + 2,
+                    done,
                     total,
-                    what: t,
+                    what: &pointer.territory,
                     location: &pointer.location,
                     attempt: &attempt,
                 });
-                log.lists.insert(t.to_owned(), attempt);
+                log.lists.insert(pointer.territory.clone(), attempt);
             }
         }
         if let Err(e) = cache.write_log(&log) {
@@ -221,43 +303,73 @@ impl Refresher {
         grace: time::Duration,
         now: OffsetDateTime,
     ) -> Result<(VerifiedLotl, Vec<u8>, Vec<Vec<u8>>), String> {
-        let bytes = self.get(&spec.location).await?;
-        let signer = lotl::signer_of(&bytes).map_err(|e| format!("LOTL {e}"))?;
-        let mut pivots: Vec<(String, Vec<u8>)> = Vec::new();
-        if !pinned.contains(&signer.fingerprint_sha256) {
-            // Where the pivots are is read from the LOTL before it is trusted: it only says
-            // what to fetch; every pivot must then verify from the pinned keys on.
-            let unverified = tsl::parse(&bytes).map_err(|e| format!("LOTL: {e}"))?;
-            let locations = lotl::pivot_locations(&unverified);
-            if locations.len() > lotl::MAX_PIVOTS {
-                return Err(format!(
-                    "the LOTL announces {} pivots, more than the {} followed",
-                    locations.len(),
-                    lotl::MAX_PIVOTS
-                ));
+        let bytes = Arc::new(self.get_configured(&spec.location).await?);
+        let pinned = pinned.to_vec();
+        let b = bytes.clone();
+        let p = pinned.clone();
+        // Where the pivots are is read from the LOTL before it is trusted: it only says what
+        // to fetch (URLs only, through the destination policy); every pivot must then verify
+        // from the pinned keys on.
+        let locations = off_workers("the LOTL", move || {
+            let signer = lotl::signer_of(&b).map_err(|e| format!("LOTL {e}"))?;
+            if p.contains(&signer.fingerprint_sha256) {
+                return Ok(Vec::new());
             }
-            for location in locations {
-                let pivot = self.get(&location).await?;
-                pivots.push((location, pivot));
+            let unverified = tsl::parse(&b).map_err(|e| format!("LOTL: {e}"))?;
+            Ok(lotl::pivot_locations(&unverified))
+        })
+        .await?;
+        if locations.len() > lotl::MAX_PIVOTS {
+            return Err(format!(
+                "the LOTL announces {} pivots, more than the {} followed",
+                locations.len(),
+                lotl::MAX_PIVOTS
+            ));
+        }
+        // Read from a document that has not verified, a pivot location is followed only to
+        // the LOTL's own server (the Commission publishes its pivots next to the LOTL:
+        // https://ec.europa.eu/tools/lotl/eu-lotl-pivot-341.xml …), and only as a URL.
+        for location in &locations {
+            pivot_location_allowed(&spec.location, location)?;
+        }
+        let mut running = tokio::task::JoinSet::new();
+        for (i, location) in locations.iter().enumerate() {
+            let (this, location) = (self.clone(), location.clone());
+            running.spawn(async move { (i, this.get_published(&location).await) });
+        }
+        let mut fetched: Vec<Option<Vec<u8>>> = vec![None; locations.len()];
+        while let Some(joined) = running.join_next().await {
+            let (i, got) = joined.map_err(|e| format!("a pivot fetch did not finish: {e}"))?;
+            fetched[i] = Some(got?);
+        }
+        let pivots: Vec<(String, Vec<u8>)> = locations
+            .into_iter()
+            .zip(fetched)
+            .filter_map(|(l, b)| b.map(|b| (l, b)))
+            .collect();
+        let cache = cache.clone();
+        off_workers("the LOTL", move || {
+            let verified = lotl::verify_lotl(&bytes, &pinned, &pivots)?;
+            fresh(&verified.lotl.list, grace, now)?;
+            if let Some(old) = cached_lotl(&cache, &pinned) {
+                not_older(&verified.lotl.list, &old)?;
             }
-        }
-        let verified = lotl::verify_lotl(&bytes, pinned, &pivots)?;
-        fresh(&verified.lotl.list, grace, now)?;
-        if let Some(old) = cached_lotl(cache, pinned) {
-            not_older(&verified.lotl.list, &old)?;
-        }
-        Ok((
-            verified,
-            bytes,
-            pivots.into_iter().map(|(_, b)| b).collect(),
-        ))
+            not_below_record(&cache, super::cache::LOTL_KEY, &verified.lotl.list)?;
+            let bytes = Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.to_vec());
+            Ok((
+                verified,
+                bytes,
+                pivots.into_iter().map(|(_, b)| b).collect(),
+            ))
+        })
+        .await
     }
 
     /// A national list, verified against the LOTL's pointer, fresh and not older than the
     /// stored one.
     async fn fetch_list(
         &self,
-        lotl: &TrustedList,
+        lotl: &Arc<TrustedList>,
         territory: &str,
         location: &str,
         cache: &SourceCache,
@@ -267,15 +379,36 @@ impl Refresher {
         if !super::cache::is_territory_code(territory) {
             return Err(format!("territory {territory:?} is not a two-letter code"));
         }
-        let bytes = self.get(location).await?;
-        let signed = lotl::verify_national(lotl, territory, &bytes)?;
-        fresh(&signed.list, grace, now)?;
-        if let Ok(Some(old)) = cache.read_list(territory)
-            && let Ok(old) = lotl::verify_national(lotl, territory, &old)
-        {
-            not_older(&signed.list, &old.list)?;
-        }
-        Ok((signed.list, bytes))
+        let bytes = self.get_published(location).await?;
+        let (lotl, territory, cache) = (lotl.clone(), territory.to_owned(), cache.clone());
+        off_workers(&format!("the list for {territory}"), move || {
+            let signed = lotl::verify_national(&lotl, &territory, &bytes)?;
+            fresh(&signed.list, grace, now)?;
+            if let Ok(Some(old)) = cache.read_list(&territory)
+                && let Ok(old) = lotl::verify_national(&lotl, &territory, &old)
+            {
+                not_older(&signed.list, &old.list)?;
+            }
+            not_below_record(&cache, &territory, &signed.list)?;
+            Ok((signed.list, bytes))
+        })
+        .await
+    }
+}
+
+/// Runs `verify` (parsing and verifying documents: CPU, not I/O) on the blocking pool, so
+/// that the async workers keep answering, and gives up waiting after [`MAX_VERIFY_TIME`].
+async fn off_workers<T: Send + 'static>(
+    what: &str,
+    verify: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::time::timeout(MAX_VERIFY_TIME, tokio::task::spawn_blocking(verify)).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(format!("verifying {what} did not finish: {e}")),
+        Err(_) => Err(format!(
+            "verifying {what} took more than {} s: refused",
+            MAX_VERIFY_TIME.as_secs()
+        )),
     }
 }
 
@@ -288,7 +421,83 @@ fn cached_lotl(cache: &SourceCache, pinned: &[lotl::Fingerprint]) -> Option<Trus
         .map(|v| v.lotl.list)
 }
 
+/// Whether a pivot `location`, read from the LOTL at `lotl_location` before it verified, may
+/// be fetched: an `http`/`https` URL on the same origin (scheme, host and port) as the LOTL.
+fn pivot_location_allowed(lotl_location: &str, location: &str) -> Result<(), String> {
+    if !is_http_url(location) {
+        return Err(format!(
+            "pivot location {:?} is not an http or https URL: locations read from a list are fetched, never opened as files",
+            excerpt(location)
+        ));
+    }
+    match (origin(lotl_location), origin(location)) {
+        (Some(lotl), Some(pivot)) if lotl == pivot => Ok(()),
+        (lotl, _) => Err(format!(
+            "pivot location {:?} is not on the LOTL's own server ({}): a location read from a LOTL that has not verified yet is followed only there",
+            excerpt(location),
+            lotl.unwrap_or_else(|| "the LOTL is a file, so none".to_owned())
+        )),
+    }
+}
+
+/// `scheme://authority` of an http(s) URL, lowercased; `None` for anything else.
+fn origin(url: &str) -> Option<String> {
+    if !is_http_url(url) {
+        return None;
+    }
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    Some(format!("{scheme}://{authority}").to_ascii_lowercase())
+}
+
+/// Whether `location` starts with `http://` or `https://` (any case).
+fn is_http_url(location: &str) -> bool {
+    let lower = location.get(..8).unwrap_or(location).to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+/// At most 200 characters of a location, for a message.
+fn excerpt(location: &str) -> String {
+    location.chars().take(200).collect()
+}
+
+/// A regular file of at most [`MAX_TSL_BYTES`], read through a bounded reader. A FIFO, a
+/// device or a directory is refused before it is opened (opening a FIFO would wait for a
+/// writer), and again on the open file (the path may have changed in between).
+fn read_regular_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let not_regular = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, a device or a directory is never read as a list)",
+        )
+    };
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_TSL_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_TSL_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("over the {MAX_TSL_BYTES}-byte limit"),
+        ));
+    }
+    Ok(bytes)
+}
+
 fn fresh(list: &TrustedList, grace: time::Duration, now: OffsetDateTime) -> Result<(), String> {
+    if let Some(why) = super::not_admissible(list, now) {
+        return Err(format!("{why}; the stored copy is kept"));
+    }
     match list.next_update {
         Some(next) if next + grace < now => Err(format!(
             "sequence {} is already past its NextUpdate ({}); the stored copy is kept",
@@ -306,6 +515,27 @@ fn not_older(new: &TrustedList, old: &TrustedList) -> Result<(), String> {
             "sequence {n} is older than the stored sequence {o}: refused as a replay; the stored copy is kept"
         )),
         _ => Ok(()),
+    }
+}
+
+/// Refuses `new` if its sequence number is below the highest recorded for `key` (a stored
+/// copy replaced by an older one since must not lower the bar); a record that cannot be
+/// read refuses too.
+fn not_below_record(cache: &SourceCache, key: &str, new: &TrustedList) -> Result<(), String> {
+    let record = cache
+        .read_sequences()
+        .map_err(|e| format!("the sequence record cannot be read ({e}); nothing is stored"))?;
+    match super::cache::rollback(&record, key, new.sequence_number) {
+        Some(why) => Err(format!("{why}; the stored copy is kept")),
+        None => Ok(()),
+    }
+}
+
+/// Records an accepted document's sequence number.
+fn raise(cache: &SourceCache, key: &str, seq: Option<u64>) -> std::io::Result<()> {
+    match seq {
+        Some(n) => cache.raise_sequence(key, n),
+        None => Ok(()),
     }
 }
 
@@ -339,5 +569,38 @@ fn failed(now: OffsetDateTime, message: String) -> Attempt {
         at: now,
         ok: false,
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pivots_are_followed_only_as_urls_on_the_lotls_own_server() {
+        let lotl = "https://ec.europa.eu/tools/lotl/eu-lotl.xml";
+        assert!(
+            pivot_location_allowed(
+                lotl,
+                "https://ec.europa.eu/tools/lotl/eu-lotl-pivot-341.xml"
+            )
+            .is_ok()
+        );
+        assert!(pivot_location_allowed(lotl, "HTTPS://EC.EUROPA.EU/x/p.xml").is_ok());
+        for refused in [
+            "https://ec.europa.eu.attacker.example/p.xml",
+            "https://ec.europa.eu:8443/p.xml",
+            "http://ec.europa.eu/tools/lotl/p.xml",
+            "https://user@ec.europa.eu/p.xml",
+            "https://169.254.169.254/latest/meta-data.xml",
+            "/etc/passwd.xml",
+            "file:///etc/p.xml",
+        ] {
+            assert!(pivot_location_allowed(lotl, refused).is_err(), "{refused}");
+        }
+        // A LOTL read from a file has no server: its pivots are not followed.
+        let e = pivot_location_allowed("/srv/lotl.xml", "https://ec.europa.eu/p.xml")
+            .expect_err("refused");
+        assert!(e.contains("the LOTL is a file"), "{e}");
     }
 }

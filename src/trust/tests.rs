@@ -150,7 +150,12 @@ fn load(xml: &str) -> TrustList {
     let mut trust = TrustList::new(vec![source], vec![]);
     let parsed = tsl::parse(xml.as_bytes()).expect("the list parses");
     assert_eq!(parsed.skipped, Vec::<String>::new());
-    trust.add_trusted_list(0, Path::new("xx.xml"), &parsed);
+    let deadline = ListDeadline {
+        list: "trusted list XX (xx.xml)".into(),
+        next_update: time::macros::datetime!(2099-01-01 0:00 UTC),
+        until: time::macros::datetime!(2099-01-01 0:00 UTC),
+    };
+    trust.add_trusted_list(0, Path::new("xx.xml"), &parsed, &deadline);
     assert_eq!(trust.issuers().len(), 1);
     trust
 }
@@ -351,4 +356,32 @@ fn qualifications_of_an_earlier_period_apply_to_certificates_issued_then() {
     let cert = leaf(&["1.2.3.4.5"]);
     assert!(issuer.approval_for(&cert, EARLIER).is_err());
     assert!(issuer.approval_for(&cert, CURRENT).is_ok());
+}
+
+#[test]
+fn at_load_a_list_without_a_sequence_number_or_issued_beyond_the_clock_skew_is_not_used() {
+    let parsed = tsl::parse(list_xml("", "").as_bytes()).expect("parses");
+    let now = datetime!(2026-01-01 0:00 UTC);
+    let mut list = parsed.clone();
+    list.sequence_number = Some(7);
+    list.issue_date = Some(now + MAX_CLOCK_SKEW);
+    assert_eq!(not_admissible(&list, now), None, "within the skew");
+    list.issue_date = Some(now + MAX_CLOCK_SKEW + time::Duration::SECOND);
+    let why = not_admissible(&list, now).expect("from the future");
+    assert!(why.contains("is in the future"), "{why}");
+    list.issue_date = Some(now);
+    list.sequence_number = None;
+    let why = not_admissible(&list, now).expect("no sequence");
+    assert!(why.contains("no TSLSequenceNumber"), "{why}");
+    // The status of a loaded list records it as the reason it is not used.
+    let mut status = ListStatus::new("s", ListRole::Configured, Some("XX"), "xx.xml".into());
+    list.next_update = Some(now + time::Duration::days(1));
+    status.judge(&list, time::Duration::ZERO, now);
+    assert!(
+        status
+            .problem
+            .as_deref()
+            .is_some_and(|p| p.contains("no TSLSequenceNumber")),
+        "{status:?}"
+    );
 }

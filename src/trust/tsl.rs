@@ -77,6 +77,7 @@
 //! never be mistaken for a TL with services. Use [`TrustedList::is_list_of_lists`] to tell.
 
 pub(crate) mod read;
+pub mod shape;
 mod xsd;
 
 use time::OffsetDateTime;
@@ -410,6 +411,10 @@ pub enum TslError {
     /// The input is over a budget ([`MAX_TSL_BYTES`], [`MAX_XML_NODES`]).
     #[error("trusted list refused: {what} exceeds the limit of {limit}")]
     TooLarge { what: &'static str, limit: usize },
+    /// The document's shape is over a budget of [`shape`] (attributes per element,
+    /// namespace declarations in scope, depth, elements), found before any tree is built.
+    #[error("trusted list refused: {0}")]
+    Shape(#[from] shape::ShapeError),
     /// Not UTF-8 (TS 119 612 Annex B) or not well-formed XML.
     #[error("not well-formed XML at line {line}, column {col}: {msg}")]
     NotXml { line: u32, col: u32, msg: String },
@@ -451,6 +456,8 @@ pub fn parse(xml: &[u8]) -> Result<TrustedList, TslError> {
             });
         }
     };
+    // Linear, before roxmltree, whose cost is superlinear in some shapes.
+    shape::check(xml)?;
     let options = roxmltree::ParsingOptions {
         // The default, spelled out: any `<!DOCTYPE` is an error (`Error::DtdDetected`).
         allow_dtd: false,

@@ -22,6 +22,15 @@
 //!    appears in `xades:SigningCertificate` or `xades:SigningCertificateV2`.
 //! 5. The `SignatureValue` verifies over the canonicalised `SignedInfo` with that
 //!    certificate's key.
+//! 6. What no digest covers is only what verification needs, and small: the `ds:Signature`
+//!    holds `SignedInfo`, `SignatureValue`, `KeyInfo` and one `ds:Object`, which holds the
+//!    `QualifyingProperties` only, which hold the `SignedProperties` and at most one
+//!    `UnsignedProperties`; all of it but `SignedInfo` and the `SignedProperties` is at most
+//!    [`MAX_UNSIGNED_SIGNATURE_BYTES`]. (Checked before the digests.)
+//!
+//! Before any of this, [`parse_document`] bounds the document's shape
+//! ([`super::tsl::shape`]) so that no tree is built from a document whose parse would be
+//! superlinear.
 //!
 //! Who may sign which list is not decided here: [`VerifiedList::signer`] is handed to the
 //! caller, which must compare it with the certificates the configuration or the list of the
@@ -57,6 +66,10 @@ pub enum XmlSigError {
     /// The input is over a budget ([`MAX_TSL_BYTES`], [`MAX_XML_NODES`]).
     #[error("{what} over the limit of {limit}")]
     TooLarge { what: &'static str, limit: usize },
+    /// The document's shape is over a budget of [`super::tsl::shape`], found before any
+    /// tree is built.
+    #[error("{0}")]
+    Shape(#[from] super::tsl::shape::ShapeError),
     /// Not UTF-8, not well-formed XML, or a document type declaration.
     #[error("not a readable XML document: {0}")]
     NotXml(String),
@@ -175,6 +188,95 @@ pub struct VerifiedList {
     pub signed_properties_digest: DigestAlgorithm,
 }
 
+/// Most bytes of a `ds:Signature` that no digest covers: everything but `SignedInfo` and
+/// the `SignedProperties` (`KeyInfo`, `SignatureValue`, the `ds:Object` and
+/// `QualifyingProperties` wrappers, an `UnsignedProperties`). The real lists have at most
+/// 4,443 such bytes (CZ 2019: a `KeyInfo` with the RSA key and the certificate); 64 KiB is
+/// fifteen times that, room for a signature time-stamp in `UnsignedProperties`.
+pub const MAX_UNSIGNED_SIGNATURE_BYTES: usize = 64 * 1024;
+
+/// Rule 6 of the module documentation: the unsigned parts of the signature hold what
+/// verification needs and are small. The `ds:Signature` holds `SignedInfo`, `SignatureValue`,
+/// `KeyInfo` and one `ds:Object` only; that `ds:Object` holds the `QualifyingProperties` only,
+/// and those hold the `SignedProperties` and at most one `UnsignedProperties`. Anything else
+/// (a second `ds:Object`, content beside the properties) is refused rather than parsed again
+/// at every load: the enveloped-signature transform leaves all of it out of every digest.
+fn unsigned_content(
+    signature: Node<'_, '_>,
+    signed_info: Node<'_, '_>,
+    signed_properties: Node<'_, '_>,
+) -> Result<(), XmlSigError> {
+    let unsigned = |n: Node<'_, '_>| {
+        structure(format!(
+            "unsigned content refused: {} in {} (no digest covers it, and nothing reads it)",
+            expanded(n),
+            n.parent_element().map(expanded).unwrap_or_default()
+        ))
+    };
+    let mut objects = 0usize;
+    for child in signature.children().filter(Node::is_element) {
+        let known = ["SignedInfo", "SignatureValue", "KeyInfo", "Object"]
+            .iter()
+            .any(|l| is_in(child, DSIG_NAMESPACE, l));
+        if !known {
+            return Err(unsigned(child));
+        }
+        if is_in(child, DSIG_NAMESPACE, "Object") {
+            objects += 1;
+            if objects > 1 {
+                return Err(unsigned(child));
+            }
+        }
+    }
+    // The SignedProperties reference was checked to sit in this signature's
+    // ds:Object/xades:QualifyingProperties.
+    let qualifying = signed_properties.parent_element();
+    let object = qualifying.and_then(|q| q.parent_element());
+    if let Some(object) = object
+        && let Some(other) = object
+            .children()
+            .filter(Node::is_element)
+            .find(|c| Some(c.id()) != qualifying.map(|q| q.id()))
+    {
+        return Err(unsigned(other));
+    }
+    if let Some(qualifying) = qualifying {
+        let mut unsigned_properties = 0usize;
+        for child in qualifying.children().filter(Node::is_element) {
+            if child.id() == signed_properties.id() {
+                continue;
+            }
+            if is_in(child, XADES_NAMESPACE, "UnsignedProperties") && unsigned_properties == 0 {
+                unsigned_properties += 1;
+                continue;
+            }
+            return Err(unsigned(child));
+        }
+    }
+    let bytes = signature
+        .range()
+        .len()
+        .saturating_sub(signed_info.range().len())
+        .saturating_sub(signed_properties.range().len());
+    if bytes > MAX_UNSIGNED_SIGNATURE_BYTES {
+        return Err(XmlSigError::TooLarge {
+            what: "bytes of the signature no digest covers (MAX_UNSIGNED_SIGNATURE_BYTES)",
+            limit: MAX_UNSIGNED_SIGNATURE_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// `prefix-free {namespace}local` of an element, shortened, for messages.
+fn expanded(n: Node<'_, '_>) -> String {
+    let name = n.tag_name();
+    let local: String = name.name().chars().take(60).collect();
+    match name.namespace() {
+        Some(ns) => format!("{{{}}}{local}", ns.chars().take(80).collect::<String>()),
+        None => local,
+    }
+}
+
 /// Parses `xml` with roxmltree's defaults (a document type declaration is refused, so no
 /// entity is declared or expanded) under the size budgets of [`super::tsl`], and verifies it.
 /// For a list whose entries are then read, parse once and call [`verify`] and the reader on
@@ -194,6 +296,8 @@ pub fn parse_document(xml: &[u8]) -> Result<Document<'_>, XmlSigError> {
         });
     }
     let text = std::str::from_utf8(xml).map_err(|e| XmlSigError::NotXml(e.to_string()))?;
+    // Linear, before roxmltree, whose cost is superlinear in some shapes.
+    super::tsl::shape::check(xml)?;
     let options = roxmltree::ParsingOptions {
         allow_dtd: false,
         nodes_limit: MAX_XML_NODES,
@@ -347,6 +451,7 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
             signature_id.unwrap_or("(none)")
         )));
     }
+    unsigned_content(signature, signed_info, target)?;
     // Reference URI="": the whole document minus the signature.
     if whole.attribute("URI") != Some("") {
         return Err(structure(format!(

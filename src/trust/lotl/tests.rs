@@ -152,3 +152,27 @@ fn too_many_pivots_are_refused_before_any_is_read() {
     let e = verify_lotl(&data(LOTL_2019), &[signer(LOTL_2019)], &pivots).unwrap_err();
     assert!(e.contains("more than the 16 followed"), "{e}");
 }
+
+#[test]
+fn a_signer_is_judged_at_the_lists_issue_date_and_refused_outside_its_validity() {
+    // The real CZ list (issued 2019-08-23) was signed with a certificate valid from
+    // 2019-03-04 to 2020-03-03.
+    let signed = verify_national(&lotl_2019(), "CZ", &data(CZ)).expect("verifies");
+    let mut list = signed.list.clone();
+    assert!(signer_valid_at_issue(&list, &signed.signer).is_ok());
+    // The same signature claimed for a list issued after the certificate expired.
+    list.issue_date = Some(time::macros::datetime!(2020-03-04 0:00 UTC));
+    let e = signer_valid_at_issue(&list, &signed.signer).unwrap_err();
+    assert!(
+        e.contains("was not valid at the list's ListIssueDateTime 2020-03-04T00:00:00Z")
+            && e.contains("to 2020-03-03T09:43:18Z"),
+        "{e}"
+    );
+    // And one issued before it was made.
+    list.issue_date = Some(time::macros::datetime!(2019-03-01 0:00 UTC));
+    assert!(signer_valid_at_issue(&list, &signed.signer).is_err());
+    // Without an issue date, the rule cannot be applied: refused.
+    list.issue_date = None;
+    let e = signer_valid_at_issue(&list, &signed.signer).unwrap_err();
+    assert!(e.contains("no ListIssueDateTime"), "{e}");
+}
