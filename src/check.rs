@@ -99,14 +99,14 @@ pub struct IssuerResolution {
 }
 
 impl IssuerResolution {
-    /// The issuer whose key is genuine (a trust-list issuer, or a presented intermediate on a
-    /// verified path to it): the one revocation evidence must be signed by. Also given for a
-    /// certificate whose signature fails under an issuer it names by key identifier, whose
-    /// path above is verified (the contract's tampered scenario still reports revocation).
-    /// `None` otherwise: then nothing is fetched for the certificate.
+    /// The certificate's direct issuer on the verified path: the one revocation evidence must
+    /// be signed by. `None` when no path verified (every signature up to a trust-list issuer):
+    /// then nothing is fetched for the certificate, not even for a certificate that names a
+    /// trusted issuer by key identifier and whose own signature fails (a tampered or forged
+    /// certificate chooses its own revocation URLs).
     pub fn revocation_issuer(&self) -> Option<KeyRef> {
-        let (anchor, intermediates) = self.reported_path()?;
-        Some(KeyRef::direct_issuer(anchor, intermediates))
+        let path = self.path.as_ref().ok()?;
+        Some(KeyRef::direct_issuer(path.anchor(), path.intermediates()))
     }
 
     /// The path whose issuer the report names: the verified one, or the one of a certificate

@@ -38,9 +38,10 @@ use crate::fetch::{Fetcher, Limits};
 pub const NO_CRL_URL: &str = "the certificate names no CRL distribution point";
 /// Reason when the certificate names no OCSP responder.
 pub const NO_OCSP_URL: &str = "the certificate names no OCSP responder";
-/// Reason when the issuer is unknown: nothing is fetched (DESIGN.md section 6).
-pub const UNKNOWN_ISSUER: &str =
-    "the certificate's issuer is not known, so no revocation source can be trusted";
+/// Reason when no certification path verified (every signature up to a trust-list issuer):
+/// nothing is fetched, so that a self-made or tampered certificate cannot make the gateway
+/// fetch a URL of its choosing (DESIGN.md section 6).
+pub const UNKNOWN_ISSUER: &str = "no certification path to a trust-list issuer verified, so no revocation evidence was fetched or checked";
 
 /// Reason when the issuer passed in is not the certificate's issuer: nothing is fetched.
 pub const ISSUER_MISMATCH: &str =
