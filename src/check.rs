@@ -26,7 +26,10 @@ pub use path::{
     MAX_PRESENTED_INTERMEDIATES, PathError, PathFailure, Paths, PresentedSignature, VerifiedPath,
 };
 pub use report::{CertCheckError, CheckReport, ErrorCode, Validity};
-pub use revocation::{MethodOutcome, RevocationEvidence, RevocationStatus};
+pub use revocation::{
+    CaEvidence, MAX_REVOCATION_TARGETS, MethodOutcome, PathEvidence, RevocationEvidence,
+    RevocationPlan, RevocationStatus, Target,
+};
 
 use time::OffsetDateTime;
 
@@ -132,15 +135,22 @@ pub struct Snapshots<'a> {
     pub registers: &'a RegisterSnapshot,
 }
 
-/// Runs every check and the register lookup. The revocation evidence was gathered by the
-/// caller (an edge) for [`IssuerResolution::revocation_issuer`].
+/// Runs every check and the register lookup. The revocation evidence of the certificate was
+/// gathered by the caller (an edge) for [`IssuerResolution::revocation_issuer`]; the
+/// intermediates of its path have none here, so `notRevoked` is false when the path has any
+/// (the edges use [`RevocationPlan`] and [`report`]).
 pub fn check(
     input: &CheckInput<'_>,
     snapshots: Snapshots<'_>,
     revocation: &RevocationEvidence,
 ) -> CheckReport {
     let resolution = resolve_issuer(input, snapshots.trust);
-    report(input, snapshots, &resolution, revocation)
+    report(
+        input,
+        snapshots,
+        &resolution,
+        &PathEvidence::from(revocation.clone()),
+    )
 }
 
 /// Builds the report from an issuer resolution already made (the edges resolve first, to know
@@ -149,8 +159,9 @@ pub fn report(
     input: &CheckInput<'_>,
     snapshots: Snapshots<'_>,
     resolution: &IssuerResolution,
-    revocation: &RevocationEvidence,
+    path_evidence: &PathEvidence,
 ) -> CheckReport {
+    let revocation = &path_evidence.certificate;
     let trust = snapshots.trust;
     let cert = input.certificate;
     let mut errors = Vec::new();
@@ -210,9 +221,28 @@ pub fn report(
         }
     }
 
-    let not_revoked = self::revocation::combine(revocation, subject, &mut errors);
-    for (method, outcome) in [("CRL", &revocation.crl), ("OCSP", &revocation.ocsp)] {
-        explanation.push(match outcome {
+    // Every CA certificate of the verified path below the trust-list issuer (RFC 5280
+    // section 6.1.3 (a)(3)); none when no path verified (then nothing was checked at all).
+    let path_cas: Vec<&PspCertificate> = match &resolution.path {
+        Ok(p) => p
+            .intermediates()
+            .iter()
+            .map(|&i| &input.intermediates[i])
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let not_revoked =
+        self::revocation::combine_path(path_evidence, subject, &path_cas, &mut errors);
+    let certificate_lines = [("CRL", &revocation.crl), ("OCSP", &revocation.ocsp)]
+        .into_iter()
+        .map(|(method, outcome)| (String::new(), method, outcome));
+    let ca_lines = path_evidence.above.iter().flat_map(|ca| {
+        [("CRL", &ca.evidence.crl), ("OCSP", &ca.evidence.ocsp)]
+            .into_iter()
+            .map(move |(method, outcome)| (format!("{} {}: ", ca.role, ca.subject), method, outcome))
+    });
+    for (whose, method, outcome) in certificate_lines.chain(ca_lines) {
+        explanation.push(whose + &match outcome {
             MethodOutcome::Good { evidence, .. } => format!("{method}: not revoked ({evidence})"),
             MethodOutcome::Revoked {
                 at,
@@ -229,6 +259,10 @@ pub fn report(
             MethodOutcome::Failed { reason } => format!("{method}: could not complete: {reason}"),
         });
     }
+    let revocation_status = match path_evidence.status() {
+        RevocationStatus::Good if !not_revoked => RevocationStatus::Unknown,
+        status => status,
+    };
 
     // The issuing CA's name: from the verified issuer certificate when there is one (names
     // may differ in case or encoding from the certificate's issuer field), else as the
@@ -254,7 +288,7 @@ pub fn report(
             not_revoked,
             not_expired,
         },
-        revocation: revocation.status(),
+        revocation: revocation_status,
         errors,
         explanation,
         registers: snapshots

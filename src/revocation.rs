@@ -27,5 +27,5 @@ pub use checker::{
     UNKNOWN_ISSUER,
 };
 pub use config::{AllowDestinations, RevocationConfig, RevocationConfigError};
-pub use evidence::{MethodOutcome, RevocationEvidence, RevocationStatus};
+pub use evidence::{CaEvidence, MethodOutcome, PathEvidence, RevocationEvidence, RevocationStatus};
 pub use reason::CrlReason;

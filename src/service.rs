@@ -12,7 +12,10 @@ use arc_swap::ArcSwap;
 use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
-use crate::check::{self, CheckInput, CheckReport, RevocationEvidence, Snapshots};
+use crate::check::{
+    self, CheckInput, CheckReport, IssuerResolution, PathEvidence, RevocationEvidence,
+    RevocationPlan, Snapshots,
+};
 use crate::country::CountryCode;
 use crate::register::{RegisterConfig, RegisterLoadError, RegisterSnapshot};
 use crate::revocation::RevocationChecker;
@@ -312,13 +315,8 @@ impl CheckService {
                     registers: &data.registers,
                 };
                 let resolution = check::resolve_issuer(&input, snapshots.trust);
-                let issuer = resolution
-                    .revocation_issuer()
-                    .map(|k| k.certificate(&data.trust, &intermediates));
-                let evidence = match revocation {
-                    Revocation::Fetch(r) => r.evidence(&certificate, issuer, now).await,
-                    Revocation::Offline => RevocationEvidence::not_checked(OFFLINE),
-                };
+                let evidence =
+                    path_evidence(revocation, input, &data.trust, &resolution, now).await;
                 let mut report = check::report(&input, snapshots, &resolution, &evidence);
                 this.fca_home(&mut report, &certificate, &data.registers, jurisdiction)
                     .await;
@@ -397,16 +395,15 @@ impl CheckService {
             registers: registers.unwrap_or(&data.registers),
         };
         let resolution = check::resolve_issuer(&input, snapshots.trust);
-        let issuer = resolution
-            .revocation_issuer()
-            .map(|k| k.certificate(&data.trust, intermediates));
-        let evidence = match &self.revocation {
-            Revocation::Fetch(r) => r
-                .evidence(certificate, issuer, OffsetDateTime::now_utc())
-                .await
-                .as_of(at),
-            Revocation::Offline => RevocationEvidence::not_checked(OFFLINE),
-        };
+        let evidence = path_evidence(
+            &self.revocation,
+            input,
+            &data.trust,
+            &resolution,
+            OffsetDateTime::now_utc(),
+        )
+        .await
+        .as_of(at);
         let mut report = check::report(&input, snapshots, &resolution, &evidence);
         // An audit of an FCA PSP asks the register now: the API keeps no history.
         self.fca_home(
@@ -416,7 +413,7 @@ impl CheckService {
             jurisdiction,
         )
         .await;
-        (report, evidence)
+        (report, evidence.certificate)
     }
 
     /// A result stays cached for the configured time, but never across the certificate's
@@ -434,9 +431,30 @@ impl CheckService {
     }
 }
 
-/// Never beyond the revocation evidence: the earliest `nextUpdate` of a good answer, and
-/// briefly when a method failed (its responder may be back).
-fn evidence_ttl(ttl: Duration, evidence: &RevocationEvidence, now: OffsetDateTime) -> Duration {
+/// The revocation evidence of every certificate of the verified path below its trust-list
+/// issuer ([`RevocationPlan`]). Nothing is fetched when no path verified: the certificate's
+/// URLs are then attacker data.
+async fn path_evidence(
+    revocation: &Revocation,
+    input: CheckInput<'_>,
+    trust: &crate::trust::TrustList,
+    resolution: &IssuerResolution,
+    now: OffsetDateTime,
+) -> PathEvidence {
+    let r = match revocation {
+        Revocation::Fetch(r) => r,
+        Revocation::Offline => return PathEvidence::not_checked(OFFLINE),
+    };
+    match RevocationPlan::new(input, trust, resolution) {
+        Some(plan) => r.path_evidence(plan, now).await,
+        None => PathEvidence::not_checked(crate::revocation::UNKNOWN_ISSUER),
+    }
+}
+
+/// Never beyond the revocation evidence of any certificate of the path: the earliest
+/// `nextUpdate` of a good answer, and briefly when a method failed (its responder may be
+/// back).
+fn evidence_ttl(ttl: Duration, evidence: &PathEvidence, now: OffsetDateTime) -> Duration {
     let mut ttl = ttl;
     if let Some(until) = evidence.good_until() {
         ttl = ttl.min(Duration::try_from(until - now).unwrap_or(Duration::ZERO));
