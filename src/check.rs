@@ -239,25 +239,34 @@ pub fn report(
     let ca_lines = path_evidence.above.iter().flat_map(|ca| {
         [("CRL", &ca.evidence.crl), ("OCSP", &ca.evidence.ocsp)]
             .into_iter()
-            .map(move |(method, outcome)| (format!("{} {}: ", ca.role, ca.subject), method, outcome))
+            .map(move |(method, outcome)| {
+                (format!("{} {}: ", ca.role, ca.subject), method, outcome)
+            })
     });
     for (whose, method, outcome) in certificate_lines.chain(ca_lines) {
-        explanation.push(whose + &match outcome {
-            MethodOutcome::Good { evidence, .. } => format!("{method}: not revoked ({evidence})"),
-            MethodOutcome::Revoked {
-                at,
-                reason,
-                evidence,
-            } => format!(
-                "{method}: revoked at {} reason {} ({evidence})",
-                at.and_then(|t| t
-                    .format(&time::format_description::well_known::Rfc3339)
-                    .ok())
-                    .unwrap_or_else(|| "unknown time".to_owned()),
-                reason.as_deref().unwrap_or("unspecified")
-            ),
-            MethodOutcome::Failed { reason } => format!("{method}: could not complete: {reason}"),
-        });
+        explanation.push(
+            whose
+                + &match outcome {
+                    MethodOutcome::Good { evidence, .. } => {
+                        format!("{method}: not revoked ({evidence})")
+                    }
+                    MethodOutcome::Revoked {
+                        at,
+                        reason,
+                        evidence,
+                    } => format!(
+                        "{method}: revoked at {} reason {} ({evidence})",
+                        at.and_then(|t| t
+                            .format(&time::format_description::well_known::Rfc3339)
+                            .ok())
+                            .unwrap_or_else(|| "unknown time".to_owned()),
+                        reason.as_deref().unwrap_or("unspecified")
+                    ),
+                    MethodOutcome::Failed { reason } => {
+                        format!("{method}: could not complete: {reason}")
+                    }
+                },
+        );
     }
     let revocation_status = match path_evidence.status() {
         RevocationStatus::Good if !not_revoked => RevocationStatus::Unknown,

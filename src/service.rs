@@ -464,3 +464,56 @@ fn evidence_ttl(ttl: Duration, evidence: &PathEvidence, now: OffsetDateTime) -> 
     }
     ttl
 }
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::check::{CaEvidence, MethodOutcome};
+
+    const NOW: OffsetDateTime = datetime!(2025-06-01 12:00 UTC);
+    const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
+
+    fn good(hours: i64) -> MethodOutcome {
+        MethodOutcome::Good {
+            evidence: "test".into(),
+            valid_until: Some(NOW + time::Duration::hours(hours)),
+        }
+    }
+
+    fn path(intermediate: RevocationEvidence) -> PathEvidence {
+        PathEvidence {
+            certificate: RevocationEvidence {
+                crl: good(24),
+                ocsp: good(24),
+            },
+            above: vec![CaEvidence {
+                role: "intermediate CA",
+                subject: "CN=Issuing CA".into(),
+                fingerprint: [0; 32],
+                evidence: intermediate,
+            }],
+            incomplete: None,
+        }
+    }
+
+    #[test]
+    fn a_cached_result_never_outlives_the_evidence_of_an_intermediate() {
+        let evidence = path(RevocationEvidence {
+            crl: good(2),
+            ocsp: good(48),
+        });
+        assert_eq!(
+            evidence_ttl(WEEK, &evidence, NOW),
+            Duration::from_secs(2 * 3600)
+        );
+        let failed = path(RevocationEvidence {
+            crl: good(48),
+            ocsp: MethodOutcome::Failed {
+                reason: "down".into(),
+            },
+        });
+        assert_eq!(evidence_ttl(WEEK, &failed, NOW), FAILED_EVIDENCE_TTL);
+    }
+}

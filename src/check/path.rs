@@ -578,8 +578,7 @@ fn structure_of(
             fault: fault.clone(),
         });
     }
-    if target == Target::Psp && (is_ca(leaf) || leaf.key_usage.is_some_and(|ku| ku.key_cert_sign))
-    {
+    if target == Target::Psp && (is_ca(leaf) || leaf.key_usage.is_some_and(|ku| ku.key_cert_sign)) {
         return Err(PathError::CertificateIsCa);
     }
     if leaf.version != 3 {

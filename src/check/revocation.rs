@@ -149,7 +149,11 @@ impl<'a> RevocationPlan<'a> {
     }
 
     /// The issuer's other keys whose CRLs about `certificate` are usable.
-    fn signers_for(&mut self, certificate: &PspCertificate, issuer: &PspCertificate) -> Vec<Signer> {
+    fn signers_for(
+        &mut self,
+        certificate: &PspCertificate,
+        issuer: &PspCertificate,
+    ) -> Vec<Signer> {
         let may_sign_crls = |c: &PspCertificate| c.key_usage.is_none_or(|ku| ku.crl_sign);
         let mut out = Vec::new();
         let mut keys: Vec<&[u8]> = vec![&issuer.spki];
@@ -269,7 +273,9 @@ pub(crate) fn combine_path(
     if let Some(why) = &evidence.incomplete {
         errors.push(CertCheckError::new(
             ErrorCode::CrlResponseError,
-            format!("Revocation of the certification path of {subject} could not be checked: {why}"),
+            format!(
+                "Revocation of the certification path of {subject} could not be checked: {why}"
+            ),
         ));
         flag = false;
     }
@@ -330,6 +336,44 @@ mod tests {
         let mut errors = Vec::new();
         let flag = combine(&RevocationEvidence { crl, ocsp }, "CN=x", &mut errors);
         (flag, errors.iter().map(|e| e.code.as_str()).collect())
+    }
+
+    #[test]
+    fn a_ca_of_the_path_without_evidence_makes_not_revoked_false_naming_it() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("certs/ca/qtsp-issuing.pem");
+        let ca = PspCertificate::parse(&std::fs::read(path).expect("sandbox CA")).expect("parses");
+        let evidence = PathEvidence::from(RevocationEvidence {
+            crl: good(),
+            ocsp: good(),
+        });
+        let mut errors = Vec::new();
+        assert!(combine_path(&evidence, "CN=x", &[], &mut errors));
+        assert!(errors.is_empty());
+        assert!(!combine_path(&evidence, "CN=x", &[&ca], &mut errors));
+        assert_eq!(errors.len(), 2);
+        assert!(
+            errors
+                .iter()
+                .all(|e| e.title.contains(&format!("intermediate CA {}", ca.subject))),
+            "{errors:?}"
+        );
+
+        // Evidence for it, revoked: false, and no error entry (as for the certificate).
+        let mut evidence = evidence;
+        evidence.above.push(CaEvidence {
+            role: "intermediate CA",
+            subject: ca.subject.clone(),
+            fingerprint: ca.fingerprint_sha256,
+            evidence: RevocationEvidence {
+                crl: revoked(),
+                ocsp: good(),
+            },
+        });
+        let mut errors = Vec::new();
+        assert!(!combine_path(&evidence, "CN=x", &[&ca], &mut errors));
+        assert!(errors.is_empty());
+        assert_eq!(evidence.status(), RevocationStatus::Revoked);
     }
 
     #[test]

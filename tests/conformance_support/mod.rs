@@ -15,8 +15,8 @@ use std::path::Path;
 use psp_gateway::CountryCode;
 use psp_gateway::cert::PspCertificate;
 use psp_gateway::check::{
-    self, CheckInput, CheckReport, MethodOutcome, PathEvidence, RevocationEvidence,
-    RevocationPlan, Snapshots,
+    self, CheckInput, CheckReport, MethodOutcome, PathEvidence, RevocationEvidence, RevocationPlan,
+    Snapshots,
 };
 use psp_gateway::register::RegisterSnapshot;
 use psp_gateway::revocation::config::{DEFAULT_CLOCK_SKEW, DEFAULT_CRL_GRACE};

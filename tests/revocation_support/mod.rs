@@ -132,18 +132,42 @@ impl TestCa {
 
     /// An intermediate CA certificate issued by this CA, with these revocation pointers.
     pub fn sub_ca(&self, cn: &str, serial: &[u8], crl_urls: &[String]) -> TestCa {
+        self.sub_ca_with(
+            cn,
+            serial,
+            crl_urls,
+            true,
+            vec![
+                KeyUsagePurpose::KeyCertSign,
+                KeyUsagePurpose::CrlSign,
+                KeyUsagePurpose::DigitalSignature,
+            ],
+        )
+    }
+
+    /// A certificate for another key under the name `cn`, issued by this CA: a CA
+    /// (`is_ca`) or not, with these key usages (a separate CRL-signing key: not a CA, cRLSign
+    /// only).
+    pub fn sub_ca_with(
+        &self,
+        cn: &str,
+        serial: &[u8],
+        crl_urls: &[String],
+        is_ca: bool,
+        usages: Vec<KeyUsagePurpose>,
+    ) -> TestCa {
         let key = KeyPair::generate().expect("sub-CA key");
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, cn);
         params
             .distinguished_name
             .push(DnType::OrganizationName, "Revocation Tests");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        params.is_ca = if is_ca {
+            IsCa::Ca(BasicConstraints::Unconstrained)
+        } else {
+            IsCa::ExplicitNoCa
+        };
+        params.key_usages = usages;
         params.serial_number = Some(SerialNumber::from_slice(serial));
         params.use_authority_key_identifier_extension = true;
         validity(&mut params);
@@ -651,5 +675,10 @@ pub fn service_trusting(
         },
     };
     let checker = psp_gateway::revocation::RevocationChecker::new(config).expect("checker");
-    CheckService::new(data, Revocation::Fetch(checker), Duration::from_secs(300), 100)
+    CheckService::new(
+        data,
+        Revocation::Fetch(checker),
+        Duration::from_secs(300),
+        100,
+    )
 }
