@@ -16,7 +16,8 @@
 //!   in the trust list, then among the presented intermediates.
 //! - `notExpired`: `notBefore <= now <= notAfter`, for the certificate and for any
 //!   intermediate on its path to the trust list.
-//! - `notRevoked`: see [`revocation`]: true only on verified evidence.
+//! - `notRevoked`: see [`revocation`]: true only on verified evidence, for the certificate and
+//!   every intermediate of its verified path (and every CRL signer relied on).
 
 pub mod path;
 pub mod report;
@@ -138,7 +139,7 @@ pub struct Snapshots<'a> {
 /// Runs every check and the register lookup. The revocation evidence of the certificate was
 /// gathered by the caller (an edge) for [`IssuerResolution::revocation_issuer`]; the
 /// intermediates of its path have none here, so `notRevoked` is false when the path has any
-/// (the edges use [`RevocationPlan`] and [`report`]).
+/// (the edges use [`RevocationPlan`] and [`report()`]).
 pub fn check(
     input: &CheckInput<'_>,
     snapshots: Snapshots<'_>,

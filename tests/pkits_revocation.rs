@@ -25,19 +25,14 @@ mod conformance;
 #[path = "revocation_support/mod.rs"]
 mod support;
 
-use std::collections::HashMap;
-use std::time::Duration;
-
 use psp_gateway::cert::PspCertificate;
-use psp_gateway::revocation::crl::{CrlIndex, CrlStatus};
+use psp_gateway::revocation::crl::CrlIndex;
 use support::{at, data, read};
 
 const TRUST_ANCHOR: &str = "TrustAnchorRootCertificate";
 const TRUST_ANCHOR_CRL: &str = "TrustAnchorRootCRL";
 /// The validation time TEST-SUITES.md suggests (the PKITS 2048 material is valid 2010–2030).
 const VALIDATION_TIME: &str = "2020-06-15T00:00:00Z";
-const GRACE: Duration = Duration::from_secs(3600);
-const SKEW: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expected {

@@ -1,9 +1,12 @@
-//! Combining revocation evidence into `notRevoked` (`DESIGN.md` section 3).
+//! Combining revocation evidence into `notRevoked` (`DESIGN.md` section 3), and whose
+//! evidence is needed ([`RevocationPlan`]).
 //!
 //! The evidence itself (fetching, verifying and caching CRLs and OCSP responses) is gathered
-//! at the edge; this is the pure rule: `notRevoked` is true only if no method says revoked and
-//! at least one method gave a verified definitive answer. Each method that could not complete
-//! adds its error entry, also when the other method succeeded.
+//! at the edge; this is the pure rule: for each certificate of the verified path below the
+//! trust-list issuer (RFC 5280 section 6.1.3 (a)(3)), no method says revoked and at least one
+//! method gave a verified definitive answer; `notRevoked` is true only if that holds for every
+//! one. Each method that could not complete adds its error entry naming the certificate, also
+//! when the other method succeeded.
 
 use super::path::{MAX_PATH_INTERMEDIATES, SignerPaths, same_name};
 use super::report::{CertCheckError, ErrorCode};

@@ -1,8 +1,12 @@
 //! [`RevocationChecker`]: fetches, verifies and caches CRLs and OCSP answers for one
-//! certificate and returns the evidence the pure check core combines.
+//! certificate and returns the evidence the pure check core combines; and, through
+//! [`RevocationChecker::path_evidence`], for every certificate of a verified path
+//! ([`RevocationPlan`]: the PSP's, each intermediate's, each CRL signer's relied on).
 //!
 //! ```text
-//! evidence(cert, issuer, now)
+//! path_evidence(plan, now): rounds of evidence_signed(target…) run concurrently,
+//!                           a CRL signed by another key of the issuer adds its signer
+//! evidence_signed(cert, issuer, crl_signers, now)
 //!   ├─ no issuer, or not the certificate's ────▶ both Failed, nothing fetched
 //!   └─ tokio::join!
 //!        ├─ OCSP: cache (issuer key, serial, URLs) ─ miss ─▶ POST each URL ─▶ verify_response

@@ -3,14 +3,16 @@
 //! Fetching, caching and refreshing are in the private `checker` module.
 //!
 //! What a CRL must be to be used (RFC 5280 section 6.3.3, restricted to complete CRLs issued
-//! by the certificate's issuer with the issuer's own key):
+//! by the certificate's issuer, signed with the issuer's own key or with another key of the
+//! issuer whose certificate the caller validated, section 6.3.3 (f):
+//! [`CrlIndex::parse_signed`]):
 //!
 //! - DER (or PEM around DER), one `CertificateList` and nothing after it;
 //! - `issuer` byte-for-byte equal to the certificate's issuer name (the same rule as issuer
 //!   chaining in [`mod@crate::check`]);
-//! - the issuer may sign CRLs: `cRLSign` is set when the issuer has a keyUsage extension
-//!   (RFC 5280 section 4.2.1.3);
-//! - the signature verifies with the issuer's key under the certificate signature policy
+//! - the signer may sign CRLs: `cRLSign` is set when it has a keyUsage extension (RFC 5280
+//!   section 4.2.1.3), and a separate signer carries the CRL issuer's name;
+//! - the signature verifies with the signer's key under the certificate signature policy
 //!   (SHA-1 refused), and `signatureAlgorithm` equals `tbsCertList.signature` (section 5.1.1.2);
 //! - no critical CRL extension or CRL entry extension we do not process (sections 5.2 and
 //!   5.3: "the application MUST NOT use that CRL"); delta CRLs, indirect CRLs and CRLs
@@ -19,7 +21,8 @@
 //!   present (section 5.1.2.5: "Conforming CRL issuers MUST include the nextUpdate field") and
 //!   not passed by more than the configured grace;
 //! - covering the certificate: an issuingDistributionPoint limited to user or CA certificates
-//!   or to other distribution points does not cover a certificate outside that scope.
+//!   or to other distribution points (named by URI or directory name) does not cover a
+//!   certificate outside that scope.
 //!
 //! Serial numbers are looked up by their exact content octets (negative and over-long serials
 //! included, PKITS 4.4.14 to 4.4.18), in a hash map built once per CRL.
