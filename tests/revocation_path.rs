@@ -268,3 +268,34 @@ async fn a_look_alike_crl_signer_that_the_root_did_not_certify_is_not_used() {
     assert!(!report.validity.not_revoked, "{report:#?}");
     assert!(!explanation(&report).contains("CRL signer"));
 }
+
+/// PKITS 4.3.3 and 4.3.5: the end entity writes its issuer's name with other white space and
+/// capitalisation than the CA's certificate. The path chains (RFC 5280 section 7.1), and the
+/// revocation checker takes the CA as the certificate's issuer too, instead of refusing the
+/// pair unchecked (these certificates name no distribution point, so that is what it says).
+#[tokio::test]
+async fn an_issuer_name_written_with_other_spaces_or_case_is_still_the_issuer_for_revocation() {
+    let pkits = |name: &str| {
+        PspCertificate::from_der(read(&data(&format!("pkits/certs/{name}.crt")))).expect("parses")
+    };
+    let ca = pkits("GoodCACert");
+    let checker = psp_gateway::revocation::RevocationChecker::new(&test_config()).expect("checker");
+    for ee in [
+        "ValidNameChainingWhitespaceTest3EE",
+        "ValidNameChainingCapitalizationTest5EE",
+    ] {
+        let cert = pkits(ee);
+        assert_ne!(
+            cert.issuer_raw, ca.subject_raw,
+            "{ee}: the names differ in bytes"
+        );
+        let evidence = checker.evidence(&cert, Some(&ca), NOW).await;
+        assert_eq!(
+            evidence.crl,
+            psp_gateway::check::MethodOutcome::Failed {
+                reason: psp_gateway::revocation::NO_CRL_URL.to_owned()
+            },
+            "{ee}"
+        );
+    }
+}

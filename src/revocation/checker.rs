@@ -370,8 +370,10 @@ impl RevocationChecker {
             return (RevocationEvidence::not_checked(UNKNOWN_ISSUER), None);
         };
         // The CertID and the CRL lookup both assume `issuer` is the certificate's issuer;
-        // a mismatched pair would ask about another certificate.
-        if cert.issuer_raw != issuer.subject_raw {
+        // a mismatched pair would ask about another certificate. Names are compared as the
+        // path compares them (RFC 5280 section 7.1): an intermediate re-encoded at a CA's
+        // rollover still chains, and is checked.
+        if !crate::check::path::same_name(cert, issuer) {
             return (RevocationEvidence::not_checked(ISSUER_MISMATCH), None);
         }
         let ((crl, signer), ocsp) = tokio::join!(
