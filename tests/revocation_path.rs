@@ -90,6 +90,14 @@ async fn a_revoked_intermediate_stops_its_psps() {
         "the PSP's own certificate is not listed: {text}"
     );
     assert_eq!(server.hits(ROOT_CRL), 1, "the root's CRL was fetched");
+    assert!(
+        report.revocation_evidence().contains(&format!(
+            "intermediate CA {}: CRL: revoked",
+            issuing.cert.subject
+        )),
+        "the audit record's evidence names it too: {}",
+        report.revocation_evidence()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
