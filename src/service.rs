@@ -13,8 +13,7 @@ use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
 use crate::check::{
-    self, CheckInput, CheckReport, IssuerResolution, PathEvidence, RevocationEvidence,
-    RevocationPlan, Snapshots,
+    self, CheckInput, CheckReport, IssuerResolution, PathEvidence, RevocationPlan, Snapshots,
 };
 use crate::country::CountryCode;
 use crate::register::{RegisterConfig, RegisterLoadError, RegisterSnapshot};
@@ -374,7 +373,7 @@ impl CheckService {
     /// - Revocation evidence is fetched now and read as of `at`
     ///   ([`RevocationEvidence::as_of`]).
     ///
-    /// Returns the report and the evidence used.
+    /// Returns the report and the evidence used (of every certificate of the path).
     pub async fn audit(
         &self,
         certificate: &PspCertificate,
@@ -382,7 +381,7 @@ impl CheckService {
         jurisdiction: CountryCode,
         at: OffsetDateTime,
         registers: Option<&crate::register::RegisterSnapshot>,
-    ) -> (CheckReport, RevocationEvidence) {
+    ) -> (CheckReport, PathEvidence) {
         let data = self.data.load_full();
         let input = CheckInput {
             certificate,
@@ -413,7 +412,7 @@ impl CheckService {
             jurisdiction,
         )
         .await;
-        (report, evidence.certificate)
+        (report, evidence)
     }
 
     /// A result stays cached for the configured time, but never across the certificate's
@@ -470,7 +469,7 @@ mod tests {
     use time::macros::datetime;
 
     use super::*;
-    use crate::check::{CaEvidence, MethodOutcome};
+    use crate::check::{CaEvidence, MethodOutcome, RevocationEvidence};
 
     const NOW: OffsetDateTime = datetime!(2025-06-01 12:00 UTC);
     const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
