@@ -12,7 +12,7 @@
 //! responder the issuer delegated; for CRLs, another key of the issuer whose certificate has a
 //! verified path to the same trust anchor, RFC 5280 section 6.3.3 (f)), is current, and
 //! covers the certificate. Every certificate of the verified path below the trust anchor is
-//! checked ([`crate::check::RevocationPlan`], [`RevocationChecker::path_evidence`]). Everything else
+//! checked (`check::RevocationPlan`, gathered by the checking service). Everything else
 //! (no URL, unreachable, slow, oversized, garbage, wrong signer, stale, OCSP `unknown` and
 //! the unsigned OCSP error statuses) is a method that could not complete, with its reason.
 

@@ -371,7 +371,7 @@ impl CheckService {
     /// - `registers`, when given, are the snapshot in force at `at` (from the register
     ///   history); otherwise the current ones.
     /// - Revocation evidence is fetched now and read as of `at`
-    ///   ([`RevocationEvidence::as_of`]).
+    ///   ([`PathEvidence::as_of`]).
     ///
     /// Returns the report and the evidence used (of every certificate of the path).
     pub async fn audit(
@@ -444,10 +444,53 @@ async fn path_evidence(
         Revocation::Fetch(r) => r,
         Revocation::Offline => return PathEvidence::not_checked(OFFLINE),
     };
-    match RevocationPlan::new(input, trust, resolution) {
-        Some(plan) => r.path_evidence(plan, now).await,
-        None => PathEvidence::not_checked(crate::revocation::UNKNOWN_ISSUER),
+    let Some(mut plan) = RevocationPlan::new(input, trust, resolution) else {
+        return PathEvidence::not_checked(crate::revocation::UNKNOWN_ISSUER);
+    };
+    // Rounds: the certificates of each round concurrently, through the same caches, download
+    // slots, limits and destination policy as a single one; a CRL signed by another key of the
+    // issuer adds that key's certificate to the next round.
+    loop {
+        let pending = plan.pending();
+        if pending.is_empty() {
+            return plan.evidence();
+        }
+        let round = join_all(
+            pending
+                .iter()
+                .map(|&i| {
+                    let t = plan.target(i);
+                    r.evidence_signed(t.certificate, Some(t.issuer), &t.crl_signers, now)
+                })
+                .collect(),
+        )
+        .await;
+        for (i, (evidence, signer)) in pending.into_iter().zip(round) {
+            plan.record(i, evidence, signer);
+        }
     }
+}
+
+/// Runs `futures` concurrently on the calling task and returns their outputs in order (the
+/// few certificates of one path: no task is spawned, so they may borrow).
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    use std::task::Poll;
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(v) => *output = Some(v),
+                    Poll::Pending => done = false,
+                }
+            }
+        }
+        if done { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
 }
 
 /// Never beyond the revocation evidence of any certificate of the path: the earliest

@@ -1,11 +1,9 @@
 //! [`RevocationChecker`]: fetches, verifies and caches CRLs and OCSP answers for one
-//! certificate and returns the evidence the pure check core combines; and, through
-//! [`RevocationChecker::path_evidence`], for every certificate of a verified path
-//! ([`RevocationPlan`]: the PSP's, each intermediate's, each CRL signer's relied on).
+//! certificate and returns the evidence the pure check core combines. The checking service
+//! asks it for every certificate of a verified path (`check::RevocationPlan`: the PSP's, each
+//! intermediate's, each CRL signer's relied on).
 //!
 //! ```text
-//! path_evidence(plan, now): rounds of evidence_signed(target…) run concurrently,
-//!                           a CRL signed by another key of the issuer adds its signer
 //! evidence_signed(cert, issuer, crl_signers, now)
 //!   ├─ no issuer, or not the certificate's ────▶ both Failed, nothing fetched
 //!   └─ tokio::join!
@@ -32,11 +30,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::config::{RevocationConfig, RevocationConfigError};
 use super::crl::{CrlIndex, CrlStatus};
-use super::evidence::{MethodOutcome, PathEvidence, RevocationEvidence};
+use super::evidence::{MethodOutcome, RevocationEvidence};
 use super::ocsp::{self, OcspAnswer, OcspPolicy, OcspSigner, OcspStatus};
 use super::reason::{add, rfc3339, until};
 use crate::cert::PspCertificate;
-use crate::check::RevocationPlan;
 use crate::fetch::{Fetcher, Limits};
 
 /// Reason when the certificate names no CRL distribution point.
@@ -373,7 +370,12 @@ impl RevocationChecker {
         // a mismatched pair would ask about another certificate. Names are compared as the
         // path compares them (RFC 5280 section 7.1): an intermediate re-encoded at a CA's
         // rollover still chains, and is checked.
-        if !crate::check::path::same_name(cert, issuer) {
+        if !super::crl::same_name(
+            &cert.issuer_raw,
+            cert.issuer_name.as_ref(),
+            &issuer.subject_raw,
+            issuer.subject_name.as_ref(),
+        ) {
             return (RevocationEvidence::not_checked(ISSUER_MISMATCH), None);
         }
         let ((crl, signer), ocsp) = tokio::join!(
@@ -381,36 +383,6 @@ impl RevocationChecker {
             self.inner.ocsp_outcome(cert, issuer, now)
         );
         (RevocationEvidence { crl, ocsp }, signer)
-    }
-
-    /// The evidence of every certificate of a verified path ([`RevocationPlan`]): the
-    /// certificates of each round concurrently, a CRL signer relied on in the next round.
-    /// Each certificate goes through the same caches, limits and destination policy as a
-    /// single one.
-    pub async fn path_evidence(
-        &self,
-        mut plan: RevocationPlan<'_>,
-        now: OffsetDateTime,
-    ) -> PathEvidence {
-        loop {
-            let pending = plan.pending();
-            if pending.is_empty() {
-                return plan.evidence();
-            }
-            let round = join_all(
-                pending
-                    .iter()
-                    .map(|&i| {
-                        let t = plan.target(i);
-                        self.evidence_signed(t.certificate, Some(t.issuer), &t.crl_signers, now)
-                    })
-                    .collect(),
-            )
-            .await;
-            for (i, (evidence, signer)) in pending.into_iter().zip(round) {
-                plan.record(i, evidence, signer);
-            }
-        }
     }
 
     /// The counters so far.
@@ -900,28 +872,6 @@ fn crl_evidence(index: &CrlIndex, url: &str) -> String {
         rfc3339(index.next_update()),
         index.len()
     )
-}
-
-/// Runs `futures` concurrently on the calling task and returns their outputs in order (the
-/// few certificates of one path: no task is spawned, so they may borrow).
-async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
-    use std::task::Poll;
-    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut done = true;
-        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if output.is_none() {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(v) => *output = Some(v),
-                    Poll::Pending => done = false,
-                }
-            }
-        }
-        if done { Poll::Ready(()) } else { Poll::Pending }
-    })
-    .await;
-    outputs.into_iter().flatten().collect()
 }
 
 fn random_nonce() -> Option<Vec<u8>> {

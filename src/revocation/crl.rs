@@ -523,7 +523,7 @@ fn decode(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, CrlError> {
 /// Two names are the same (RFC 5280 section 7.1 comparison, as the path builder does): the
 /// same bytes, or the same normalised name. A CA that re-encoded its name at a rollover
 /// still finds its CRL.
-fn same_name(
+pub(super) fn same_name(
     a_raw: &[u8],
     a: Option<&NormalizedName>,
     b_raw: &[u8],
