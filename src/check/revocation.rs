@@ -8,7 +8,7 @@
 //! one. Each method that could not complete adds its error entry naming the certificate, also
 //! when the other method succeeded.
 
-use super::path::{MAX_PATH_INTERMEDIATES, SignerPaths, same_name};
+use super::path::{MAX_PRESENTED_INTERMEDIATES, SignerPaths, same_name};
 use super::report::{CertCheckError, ErrorCode};
 use super::{CheckInput, IssuerResolution};
 use crate::cert::PspCertificate;
@@ -17,12 +17,12 @@ pub use crate::revocation::{
 };
 use crate::trust::TrustList;
 
-/// At most this many certificates have their revocation checked for one check: the PSP's
-/// certificate, the intermediates of the longest path accepted ([`MAX_PATH_INTERMEDIATES`])
-/// and as many again for CRL signers and the intermediates above them (PKITS's separate-key
-/// and self-issued cases need one or two). More is refused (`notRevoked` false), never cut
-/// silently: each costs fetches.
-pub const MAX_REVOCATION_TARGETS: usize = 2 * (MAX_PATH_INTERMEDIATES + 1);
+/// At most this many certificates have their revocation checked for one check: each target
+/// is a distinct certificate among the PSP's and the presented ones
+/// ([`MAX_PRESENTED_INTERMEDIATES`]), intermediates and CRL signers alike, so the bound holds
+/// by construction; it is kept as a guard (beyond it `notRevoked` would be false, never cut
+/// silently: each target costs fetches).
+pub const MAX_REVOCATION_TARGETS: usize = 1 + MAX_PRESENTED_INTERMEDIATES;
 
 /// A certificate on the path whose revocation is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
