@@ -16,7 +16,8 @@
 //!   in the trust list, then among the presented intermediates.
 //! - `notExpired`: `notBefore <= now <= notAfter`, for the certificate and for any
 //!   intermediate on its path to the trust list.
-//! - `notRevoked`: see [`revocation`]: true only on verified evidence.
+//! - `notRevoked`: see [`revocation`]: true only on verified evidence, for the certificate and
+//!   every intermediate of its verified path (and every CRL signer relied on).
 
 pub mod path;
 pub mod report;
@@ -26,7 +27,10 @@ pub use path::{
     MAX_PRESENTED_INTERMEDIATES, PathError, PathFailure, Paths, PresentedSignature, VerifiedPath,
 };
 pub use report::{CertCheckError, CheckReport, ErrorCode, Validity};
-pub use revocation::{MethodOutcome, RevocationEvidence, RevocationStatus};
+pub use revocation::{
+    CaEvidence, MAX_REVOCATION_TARGETS, MethodOutcome, PathEvidence, RevocationEvidence,
+    RevocationPlan, RevocationStatus, Target,
+};
 
 use time::OffsetDateTime;
 
@@ -99,14 +103,14 @@ pub struct IssuerResolution {
 }
 
 impl IssuerResolution {
-    /// The issuer whose key is genuine (a trust-list issuer, or a presented intermediate on a
-    /// verified path to it): the one revocation evidence must be signed by. Also given for a
-    /// certificate whose signature fails under an issuer it names by key identifier, whose
-    /// path above is verified (the contract's tampered scenario still reports revocation).
-    /// `None` otherwise: then nothing is fetched for the certificate.
+    /// The certificate's direct issuer on the verified path: the one revocation evidence must
+    /// be signed by. `None` when no path verified (every signature up to a trust-list issuer):
+    /// then nothing is fetched for the certificate, not even for a certificate that names a
+    /// trusted issuer by key identifier and whose own signature fails (a tampered or forged
+    /// certificate chooses its own revocation URLs).
     pub fn revocation_issuer(&self) -> Option<KeyRef> {
-        let (anchor, intermediates) = self.reported_path()?;
-        Some(KeyRef::direct_issuer(anchor, intermediates))
+        let path = self.path.as_ref().ok()?;
+        Some(KeyRef::direct_issuer(path.anchor(), path.intermediates()))
     }
 
     /// The path whose issuer the report names: the verified one, or the one of a certificate
@@ -132,15 +136,22 @@ pub struct Snapshots<'a> {
     pub registers: &'a RegisterSnapshot,
 }
 
-/// Runs every check and the register lookup. The revocation evidence was gathered by the
-/// caller (an edge) for [`IssuerResolution::revocation_issuer`].
+/// Runs every check and the register lookup. The revocation evidence of the certificate was
+/// gathered by the caller (an edge) for [`IssuerResolution::revocation_issuer`]; the
+/// intermediates of its path have none here, so `notRevoked` is false when the path has any
+/// (the edges use [`RevocationPlan`] and [`report()`]).
 pub fn check(
     input: &CheckInput<'_>,
     snapshots: Snapshots<'_>,
     revocation: &RevocationEvidence,
 ) -> CheckReport {
     let resolution = resolve_issuer(input, snapshots.trust);
-    report(input, snapshots, &resolution, revocation)
+    report(
+        input,
+        snapshots,
+        &resolution,
+        &PathEvidence::from(revocation.clone()),
+    )
 }
 
 /// Builds the report from an issuer resolution already made (the edges resolve first, to know
@@ -149,8 +160,9 @@ pub fn report(
     input: &CheckInput<'_>,
     snapshots: Snapshots<'_>,
     resolution: &IssuerResolution,
-    revocation: &RevocationEvidence,
+    path_evidence: &PathEvidence,
 ) -> CheckReport {
+    let revocation = &path_evidence.certificate;
     let trust = snapshots.trust;
     let cert = input.certificate;
     let mut errors = Vec::new();
@@ -216,25 +228,57 @@ pub fn report(
         }
     }
 
-    let not_revoked = self::revocation::combine(revocation, subject, &mut errors);
-    for (method, outcome) in [("CRL", &revocation.crl), ("OCSP", &revocation.ocsp)] {
-        explanation.push(match outcome {
-            MethodOutcome::Good { evidence, .. } => format!("{method}: not revoked ({evidence})"),
-            MethodOutcome::Revoked {
-                at,
-                reason,
-                evidence,
-            } => format!(
-                "{method}: revoked at {} reason {} ({evidence})",
-                at.and_then(|t| t
-                    .format(&time::format_description::well_known::Rfc3339)
-                    .ok())
-                    .unwrap_or_else(|| "unknown time".to_owned()),
-                reason.as_deref().unwrap_or("unspecified")
-            ),
-            MethodOutcome::Failed { reason } => format!("{method}: could not complete: {reason}"),
-        });
+    // Every CA certificate of the verified path below the trust-list issuer (RFC 5280
+    // section 6.1.3 (a)(3)); none when no path verified (then nothing was checked at all).
+    let path_cas: Vec<&PspCertificate> = match &resolution.path {
+        Ok(p) => p
+            .intermediates()
+            .iter()
+            .map(|&i| &input.intermediates[i])
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let not_revoked =
+        self::revocation::combine_path(path_evidence, subject, &path_cas, &mut errors);
+    let certificate_lines = [("CRL", &revocation.crl), ("OCSP", &revocation.ocsp)]
+        .into_iter()
+        .map(|(method, outcome)| (String::new(), method, outcome));
+    let ca_lines = path_evidence.above.iter().flat_map(|ca| {
+        [("CRL", &ca.evidence.crl), ("OCSP", &ca.evidence.ocsp)]
+            .into_iter()
+            .map(move |(method, outcome)| {
+                (format!("{} {}: ", ca.role, ca.subject), method, outcome)
+            })
+    });
+    for (whose, method, outcome) in certificate_lines.chain(ca_lines) {
+        explanation.push(
+            whose
+                + &match outcome {
+                    MethodOutcome::Good { evidence, .. } => {
+                        format!("{method}: not revoked ({evidence})")
+                    }
+                    MethodOutcome::Revoked {
+                        at,
+                        reason,
+                        evidence,
+                    } => format!(
+                        "{method}: revoked at {} reason {} ({evidence})",
+                        at.and_then(|t| t
+                            .format(&time::format_description::well_known::Rfc3339)
+                            .ok())
+                            .unwrap_or_else(|| "unknown time".to_owned()),
+                        reason.as_deref().unwrap_or("unspecified")
+                    ),
+                    MethodOutcome::Failed { reason } => {
+                        format!("{method}: could not complete: {reason}")
+                    }
+                },
+        );
     }
+    let revocation_status = match path_evidence.status() {
+        RevocationStatus::Good if !not_revoked => RevocationStatus::Unknown,
+        status => status,
+    };
 
     // The issuing CA's name: from the verified issuer certificate when there is one (names
     // may differ in case or encoding from the certificate's issuer field), else as the
@@ -260,7 +304,7 @@ pub fn report(
             not_revoked,
             not_expired,
         },
-        revocation: revocation.status(),
+        revocation: revocation_status,
         errors,
         explanation,
         registers: snapshots

@@ -9,7 +9,10 @@
 //! - [`RevocationConfig`]: the `[revocation]` configuration table.
 //!
 //! Evidence is used only when it verifies against the certificate's issuer (or, for OCSP, a
-//! responder the issuer delegated), is current, and covers the certificate. Everything else
+//! responder the issuer delegated; for CRLs, another key of the issuer whose certificate has a
+//! verified path to the same trust anchor, RFC 5280 section 6.3.3 (f)), is current, and
+//! covers the certificate. Every certificate of the verified path below the trust anchor is
+//! checked (`check::RevocationPlan`, gathered by the checking service). Everything else
 //! (no URL, unreachable, slow, oversized, garbage, wrong signer, stale, OCSP `unknown` and
 //! the unsigned OCSP error statuses) is a method that could not complete, with its reason.
 
@@ -27,5 +30,5 @@ pub use checker::{
     UNKNOWN_ISSUER,
 };
 pub use config::{AllowDestinations, RevocationConfig, RevocationConfigError};
-pub use evidence::{MethodOutcome, RevocationEvidence, RevocationStatus};
+pub use evidence::{CaEvidence, MethodOutcome, PathEvidence, RevocationEvidence, RevocationStatus};
 pub use reason::CrlReason;

@@ -12,7 +12,9 @@ use arc_swap::ArcSwap;
 use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
-use crate::check::{self, CheckInput, CheckReport, RevocationEvidence, Snapshots};
+use crate::check::{
+    self, CheckInput, CheckReport, IssuerResolution, PathEvidence, RevocationPlan, Snapshots,
+};
 use crate::country::CountryCode;
 use crate::register::{RegisterConfig, RegisterLoadError, RegisterSnapshot};
 use crate::revocation::RevocationChecker;
@@ -312,13 +314,8 @@ impl CheckService {
                     registers: &data.registers,
                 };
                 let resolution = check::resolve_issuer(&input, snapshots.trust);
-                let issuer = resolution
-                    .revocation_issuer()
-                    .map(|k| k.certificate(&data.trust, &intermediates));
-                let evidence = match revocation {
-                    Revocation::Fetch(r) => r.evidence(&certificate, issuer, now).await,
-                    Revocation::Offline => RevocationEvidence::not_checked(OFFLINE),
-                };
+                let evidence =
+                    path_evidence(revocation, input, &data.trust, &resolution, now).await;
                 let mut report = check::report(&input, snapshots, &resolution, &evidence);
                 this.fca_home(&mut report, &certificate, &data.registers, jurisdiction)
                     .await;
@@ -378,9 +375,9 @@ impl CheckService {
     /// - `registers`, when given, are the snapshot in force at `at` (from the register
     ///   history); otherwise the current ones.
     /// - Revocation evidence is fetched now and read as of `at`
-    ///   ([`RevocationEvidence::as_of`]).
+    ///   ([`PathEvidence::as_of`]).
     ///
-    /// Returns the report and the evidence used.
+    /// Returns the report and the evidence used (of every certificate of the path).
     pub async fn audit(
         &self,
         certificate: &PspCertificate,
@@ -388,7 +385,7 @@ impl CheckService {
         jurisdiction: CountryCode,
         at: OffsetDateTime,
         registers: Option<&crate::register::RegisterSnapshot>,
-    ) -> (CheckReport, RevocationEvidence) {
+    ) -> (CheckReport, PathEvidence) {
         let data = self.data.load_full();
         let input = CheckInput {
             certificate,
@@ -401,16 +398,15 @@ impl CheckService {
             registers: registers.unwrap_or(&data.registers),
         };
         let resolution = check::resolve_issuer(&input, snapshots.trust);
-        let issuer = resolution
-            .revocation_issuer()
-            .map(|k| k.certificate(&data.trust, intermediates));
-        let evidence = match &self.revocation {
-            Revocation::Fetch(r) => r
-                .evidence(certificate, issuer, OffsetDateTime::now_utc())
-                .await
-                .as_of(at),
-            Revocation::Offline => RevocationEvidence::not_checked(OFFLINE),
-        };
+        let evidence = path_evidence(
+            &self.revocation,
+            input,
+            &data.trust,
+            &resolution,
+            OffsetDateTime::now_utc(),
+        )
+        .await
+        .as_of(at);
         let mut report = check::report(&input, snapshots, &resolution, &evidence);
         // An audit of an FCA PSP asks the register now: the API keeps no history.
         self.fca_home(
@@ -438,9 +434,73 @@ impl CheckService {
     }
 }
 
-/// Never beyond the revocation evidence: the earliest `nextUpdate` of a good answer, and
-/// briefly when a method failed (its responder may be back).
-fn evidence_ttl(ttl: Duration, evidence: &RevocationEvidence, now: OffsetDateTime) -> Duration {
+/// The revocation evidence of every certificate of the verified path below its trust-list
+/// issuer ([`RevocationPlan`]). Nothing is fetched when no path verified: the certificate's
+/// URLs are then attacker data.
+async fn path_evidence(
+    revocation: &Revocation,
+    input: CheckInput<'_>,
+    trust: &crate::trust::TrustList,
+    resolution: &IssuerResolution,
+    now: OffsetDateTime,
+) -> PathEvidence {
+    let r = match revocation {
+        Revocation::Fetch(r) => r,
+        Revocation::Offline => return PathEvidence::not_checked(OFFLINE),
+    };
+    let Some(mut plan) = RevocationPlan::new(input, trust, resolution) else {
+        return PathEvidence::not_checked(crate::revocation::UNKNOWN_ISSUER);
+    };
+    // Rounds: the certificates of each round concurrently, through the same caches, download
+    // slots, limits and destination policy as a single one; a CRL signed by another key of the
+    // issuer adds that key's certificate to the next round.
+    loop {
+        let pending = plan.pending();
+        if pending.is_empty() {
+            return plan.evidence();
+        }
+        let round = join_all(
+            pending
+                .iter()
+                .map(|&i| {
+                    let t = plan.target(i);
+                    r.evidence_signed(t.certificate, Some(t.issuer), &t.crl_signers, now)
+                })
+                .collect(),
+        )
+        .await;
+        for (i, (evidence, signer)) in pending.into_iter().zip(round) {
+            plan.record(i, evidence, signer);
+        }
+    }
+}
+
+/// Runs `futures` concurrently on the calling task and returns their outputs in order (the
+/// few certificates of one path: no task is spawned, so they may borrow).
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    use std::task::Poll;
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(v) => *output = Some(v),
+                    Poll::Pending => done = false,
+                }
+            }
+        }
+        if done { Poll::Ready(()) } else { Poll::Pending }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+/// Never beyond the revocation evidence of any certificate of the path: the earliest
+/// `nextUpdate` of a good answer, and briefly when a method failed (its responder may be
+/// back).
+fn evidence_ttl(ttl: Duration, evidence: &PathEvidence, now: OffsetDateTime) -> Duration {
     let mut ttl = ttl;
     if let Some(until) = evidence.good_until() {
         ttl = ttl.min(Duration::try_from(until - now).unwrap_or(Duration::ZERO));
@@ -449,4 +509,57 @@ fn evidence_ttl(ttl: Duration, evidence: &RevocationEvidence, now: OffsetDateTim
         ttl = ttl.min(FAILED_EVIDENCE_TTL);
     }
     ttl
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::check::{CaEvidence, MethodOutcome, RevocationEvidence};
+
+    const NOW: OffsetDateTime = datetime!(2025-06-01 12:00 UTC);
+    const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
+
+    fn good(hours: i64) -> MethodOutcome {
+        MethodOutcome::Good {
+            evidence: "test".into(),
+            valid_until: Some(NOW + time::Duration::hours(hours)),
+        }
+    }
+
+    fn path(intermediate: RevocationEvidence) -> PathEvidence {
+        PathEvidence {
+            certificate: RevocationEvidence {
+                crl: good(24),
+                ocsp: good(24),
+            },
+            above: vec![CaEvidence {
+                role: "intermediate CA",
+                subject: "CN=Issuing CA".into(),
+                fingerprint: [0; 32],
+                evidence: intermediate,
+            }],
+            incomplete: None,
+        }
+    }
+
+    #[test]
+    fn a_cached_result_never_outlives_the_evidence_of_an_intermediate() {
+        let evidence = path(RevocationEvidence {
+            crl: good(2),
+            ocsp: good(48),
+        });
+        assert_eq!(
+            evidence_ttl(WEEK, &evidence, NOW),
+            Duration::from_secs(2 * 3600)
+        );
+        let failed = path(RevocationEvidence {
+            crl: good(48),
+            ocsp: MethodOutcome::Failed {
+                reason: "down".into(),
+            },
+        });
+        assert_eq!(evidence_ttl(WEEK, &failed, NOW), FAILED_EVIDENCE_TTL);
+    }
 }

@@ -72,7 +72,7 @@ const SCENARIOS: &[Scenario] = &[
     ("untrusted", "XX", [false, false, false, true], false),
     ("revoked", "XX", [true, true, false, true], false),
     ("no-revocation", "XX", [true, true, false, true], false),
-    ("tampered", "XX", [true, false, true, true], false),
+    ("tampered", "XX", [true, false, false, true], false),
     ("passport-out-xy", "XY", [true, true, true, true], true),
     ("gb-tpr", "gb", [true, true, true, true], true),
     ("role-5", "XY", [true, true, true, true], true),

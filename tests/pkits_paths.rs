@@ -9,11 +9,13 @@
 //! validation time is 2020-06-15T00:00:00Z. Expected: the file-name prefix (`Valid` →
 //! SUCCESS, `Invalid` → FAILURE), PKITS's default settings.
 //!
-//! Revocation: the gateway checks the revocation of the certificate it is given, not of the
-//! CAs above it (`service.rs`: evidence for `revocation_issuer()` only). For every case the
-//! harness evaluates the leaf's CRLs with the product's CRL code and counts notRevoked, so a
-//! leaf without a usable CRL is invalid, as PKITS wants. Cases whose point is a CA's
-//! revocation are recorded divergences (`tests/data/pkits-divergences.toml`).
+//! Revocation: as the checking service does, the status of every certificate of the verified
+//! path below the trust anchor is established (`check::RevocationPlan`): the end entity's and
+//! each intermediate's, from the suite's CRLs with the product's CRL code, accepting a CRL
+//! signed by another key of the issuer when that key's certificate (presented with the
+//! chain, as the harness presents every CA of the same name) has a verified path to the same
+//! trust anchor, and then checking that certificate's status too (RFC 5280 section 6.3.3
+//! (f)). notRevoked counts, so a certificate without a usable CRL is invalid, as PKITS wants.
 //!
 //! OpenSSL 3's verdicts (`pkits_openssl_baseline.tsv`, `-crl_check_all`) are a second opinion:
 //! where OpenSSL disagrees with the file-name prefix it is printed, and every disagreement of

@@ -1,42 +1,38 @@
 //! NIST PKITS section 4.4 (basic certificate revocation tests) against our CRL verifier
 //! (`../shared/data/pkits/`, TEST-SUITES.md section 2).
 //!
-//! For each case the path is built by name here (trust anchor → CA(s) → end entity, as in
-//! PKITS.pdf). Every certificate below the trust anchor is checked against the CRLs of its
-//! issuer, exactly as the gateway does: the CRL must verify with the issuer's own key, be
-//! current at the validation time, and cover the certificate. The end entity is valid when
-//! every link has a usable CRL that does not list it; any listed certificate or any link
-//! without a usable CRL ("revocation status unknown", PKITS's default) makes it invalid.
+//! For each case the chain is named here (the CAs below the trust anchor, as in PKITS.pdf,
+//! and the CA's CRL-signing certificate where it has one), and the case runs through the
+//! check core as the checking service runs it (`tests/conformance_support`): the path is
+//! built and verified, then the revocation of every certificate of the path below the trust
+//! anchor is established from the case's CRLs with the product's CRL code and
+//! `check::RevocationPlan`. A CRL must verify with the issuer's key, or with another key of
+//! the issuer whose certificate has a verified path to the same trust anchor (RFC 5280
+//! section 6.3.3 (f)), whose own revocation is then checked too; be current at the
+//! validation time; and cover the certificate. The end entity is valid when every
+//! certificate has a usable CRL that does not list it; any listed certificate or any
+//! certificate without a usable CRL ("revocation status unknown", PKITS's default) makes it
+//! invalid.
 //!
-//! Where a certificate's issuer publishes several CRLs, the first that can be used decides,
-//! as the checker does with several distribution points.
-//!
-//! ## Known divergences
-//!
-//! | case | PKITS expects | we give | why |
-//! |---|---|---|---|
-//! | 4.4.19 `ValidSeparateCertificateandCRLKeysTest19EE` | valid | invalid | The CRL is signed by a second key of the CA (`SeparateCertificateandCRLKeysCRLSigningCert`, same name, other key). We accept CRLs signed with the certificate issuer's own key only (DESIGN.md section 3: evidence must verify against the issuer); the certificate-signing key has no cRLSign, so the CRL is refused. Accepting a separate CRL signer needs CRL-signer path validation (RFC 5280 section 6.3.3 (f)), which the PSD2 QTSPs we know do not need. Fails closed. |
-//!
-//! Also worth knowing: 4.4.20 and 4.4.21 give the expected "invalid", but because a CRL
-//! signed by a separate key is never accepted, not because that key's certificate is revoked.
+//! No case diverges: 4.4.19 (a CRL signed by the CA's separate CRL-signing key) is valid,
+//! 4.4.20 invalid because that CRL lists the end entity, 4.4.21 invalid because the
+//! CRL-signing certificate is revoked by the trust anchor
+//! (`the_separate_crl_signing_key_is_relied_on_only_while_its_certificate_is_not_revoked`).
 
 mod common;
+#[path = "conformance_support/mod.rs"]
+mod conformance;
 #[path = "revocation_support/mod.rs"]
 mod support;
 
-use std::collections::HashMap;
-use std::time::Duration;
-
 use psp_gateway::cert::PspCertificate;
-use psp_gateway::revocation::crl::{CrlIndex, CrlStatus};
+use psp_gateway::revocation::crl::CrlIndex;
 use support::{at, data, read};
 
 const TRUST_ANCHOR: &str = "TrustAnchorRootCertificate";
 const TRUST_ANCHOR_CRL: &str = "TrustAnchorRootCRL";
 /// The validation time TEST-SUITES.md suggests (the PKITS 2048 material is valid 2010–2030).
 const VALIDATION_TIME: &str = "2020-06-15T00:00:00Z";
-const GRACE: Duration = Duration::from_secs(3600);
-const SKEW: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expected {
@@ -224,78 +220,70 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// Cases where we knowingly differ from PKITS, with the reason (see the module docs).
-const KNOWN_DIVERGENCES: &[(&str, &str)] = &[(
-    "ValidSeparateCertificateandCRLKeysTest19EE",
-    "CRLs are accepted only when signed with the certificate issuer's own key (no cRLSign on it here)",
-)];
+/// The CA's separate CRL-signing certificate, presented with the chain (PKITS gives it to
+/// the relying party as it gives the CA certificates).
+fn crl_signing_certificates(ee: &str) -> &'static [&'static str] {
+    match ee {
+        "ValidSeparateCertificateandCRLKeysTest19EE"
+        | "InvalidSeparateCertificateandCRLKeysTest20EE" => {
+            &["SeparateCertificateandCRLKeysCRLSigningCert"]
+        }
+        "InvalidSeparateCertificateandCRLKeysTest21EE" => {
+            &["SeparateCertificateandCRLKeysCA2CRLSigningCert"]
+        }
+        _ => &[],
+    }
+}
 
 fn cert(name: &str) -> PspCertificate {
     let path = data(&format!("pkits/certs/{name}.crt"));
     PspCertificate::from_der(read(&path)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// Our verdict on one certificate issued by `issuer`, given the issuer's CRL files: `Ok` when
-/// a usable CRL does not list it, `Err(why)` otherwise.
-fn judge(
-    subject: &PspCertificate,
-    issuer: &PspCertificate,
-    crl_files: &[&str],
-) -> Result<(), String> {
-    let now = at(VALIDATION_TIME);
-    let mut reasons = Vec::new();
-    for file in crl_files {
-        let bytes = read(&data(&format!("pkits/crls/{file}.crl")));
-        let outcome = CrlIndex::parse(&bytes, issuer)
-            .and_then(|crl| crl.check_current(now, GRACE, SKEW).map(|()| crl))
-            .and_then(|crl| crl.status(subject));
-        match outcome {
-            Ok(CrlStatus::NotListed) => return Ok(()),
-            Ok(CrlStatus::Revoked(entry)) => {
-                return Err(format!(
-                    "{} is revoked on {file} ({:?})",
-                    subject.subject, entry.reason
-                ));
-            }
-            Err(e) => reasons.push(format!("{file}: {e}")),
-        }
+/// The check core's report on the case (see the module documentation).
+fn report(case: &Case) -> conformance::Run {
+    let presented: Vec<PspCertificate> = case
+        .cas
+        .iter()
+        .chain(crl_signing_certificates(case.ee))
+        .map(|&n| cert(n))
+        .collect();
+    let mut files: Vec<&str> = vec![TRUST_ANCHOR_CRL];
+    for (_, crls) in case.crls {
+        files.extend(crls.iter().copied());
     }
-    if reasons.is_empty() {
-        reasons.push("no CRL".to_owned());
-    }
-    Err(format!(
-        "no usable CRL for {}: {}",
-        subject.subject,
-        reasons.join("; ")
-    ))
+    let crls: Vec<conformance::Crl> = files
+        .into_iter()
+        .map(|name| conformance::Crl {
+            name: name.to_owned(),
+            bytes: read(&data(&format!("pkits/crls/{name}.crl"))),
+        })
+        .collect();
+    conformance::run_case(
+        &[cert(TRUST_ANCHOR)],
+        &cert(case.ee),
+        &presented,
+        at(VALIDATION_TIME),
+        Some(&crls),
+    )
 }
 
 fn run(case: &Case) -> Result<(), String> {
-    let crls: HashMap<&str, &[&str]> = case.crls.iter().copied().collect();
-    let mut chain = vec![(TRUST_ANCHOR, cert(TRUST_ANCHOR))];
-    chain.extend(case.cas.iter().map(|&n| (n, cert(n))));
-    chain.push((case.ee, cert(case.ee)));
-    for pair in chain.windows(2) {
-        let ((issuer_name, issuer), (_, subject)) = (&pair[0], &pair[1]);
-        let files: &[&str] = if *issuer_name == TRUST_ANCHOR {
-            &[TRUST_ANCHOR_CRL]
-        } else {
-            crls.get(issuer_name).copied().unwrap_or(&[])
-        };
-        judge(subject, issuer, files)?;
+    let r = report(case);
+    match r.outcome {
+        conformance::Outcome::Success => Ok(()),
+        conformance::Outcome::Failure => Err(r.detail()),
     }
-    Ok(())
 }
 
 #[test]
-fn every_section_4_4_case_gives_its_expected_outcome_or_is_a_known_divergence() {
+fn every_section_4_4_case_gives_its_expected_outcome() {
     assert_eq!(CASES.len(), 21, "PKITS 4.4 has 21 tests");
     let mut report = Vec::new();
     let mut unexpected = Vec::new();
     for case in CASES {
         let verdict = run(case);
         let got = if verdict.is_ok() { Valid } else { Invalid };
-        let divergence = KNOWN_DIVERGENCES.iter().find(|(ee, _)| *ee == case.ee);
         report.push(format!(
             "{} {}: expected {:?}, got {:?}{}",
             case.section,
@@ -308,16 +296,11 @@ fn every_section_4_4_case_gives_its_expected_outcome_or_is_a_known_divergence() 
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default()
         ));
-        match (got == case.expected, divergence) {
-            (true, None) => {}
-            (false, Some(_)) => {}
-            (true, Some((ee, _))) => unexpected.push(format!(
-                "{ee} is listed as a known divergence but now gives the expected outcome"
-            )),
-            (false, None) => unexpected.push(format!(
+        if got != case.expected {
+            unexpected.push(format!(
                 "{} {}: expected {:?}, got {:?}: {:?}",
                 case.section, case.ee, case.expected, got, verdict
-            )),
+            ));
         }
     }
     eprintln!("{}", report.join("\n"));
@@ -326,6 +309,79 @@ fn every_section_4_4_case_gives_its_expected_outcome_or_is_a_known_divergence() 
         "{}\n\nall cases:\n{}",
         unexpected.join("\n"),
         report.join("\n")
+    );
+}
+
+/// PKITS 4.4.19 to 4.4.21: the CA "Separate Certificate and CRL Keys" signs certificates
+/// with one key and CRLs with another, each certified by the trust anchor under the CA's
+/// name. The CRL is used after a path to its signer verified (RFC 5280 section 6.3.3 (f)), and
+/// the signer's own certificate is checked against the trust anchor's CRL: each case is
+/// invalid, or valid, for its own reason.
+#[test]
+fn the_separate_crl_signing_key_is_relied_on_only_while_its_certificate_is_not_revoked() {
+    let case = |ee: &str| {
+        CASES
+            .iter()
+            .find(|c| c.ee == ee)
+            .unwrap_or_else(|| panic!("{ee} is a case"))
+    };
+    let explanation = |r: &conformance::Run| r.report.explanation.join(" | ");
+
+    let valid = report(case("ValidSeparateCertificateandCRLKeysTest19EE"));
+    assert!(valid.report.validity.not_revoked, "{}", valid.detail());
+    let text = explanation(&valid);
+    assert!(
+        text.contains("CRL: not revoked (CRL SeparateCertificateandCRLKeysCRL")
+            && text.contains("signed by the CRL signer CN=Separate Certificate and CRL Keys CA1"),
+        "the end entity's CRL is the one signed by the CRL-signing key: {text}"
+    );
+    assert!(
+        text.contains(
+            "CRL signer CN=Separate Certificate and CRL Keys CA1,O=Test Certificates 2011,C=US: CRL: not revoked (CRL TrustAnchorRootCRL"
+        ),
+        "the CRL signer's own status is checked: {text}"
+    );
+
+    // 4.4.20: the CRL signed by the separate key lists the end entity.
+    let revoked_ee = report(case("InvalidSeparateCertificateandCRLKeysTest20EE"));
+    assert!(!revoked_ee.report.validity.not_revoked);
+    let text = explanation(&revoked_ee);
+    assert!(
+        text.starts_with("issuer approved")
+            && text.contains("| CRL: revoked at ")
+            && text.contains("signed by the CRL signer CN=Separate Certificate and CRL Keys CA1"),
+        "{text}"
+    );
+    assert!(
+        !revoked_ee
+            .report
+            .errors
+            .iter()
+            .any(|e| e.code.as_str() == "crl_response_error"),
+        "every CRL was usable: {}",
+        revoked_ee.detail()
+    );
+
+    // 4.4.21: the CRL signer's certificate is revoked by the trust anchor; the end entity is
+    // not listed on the CRL it signed.
+    let revoked_signer = report(case("InvalidSeparateCertificateandCRLKeysTest21EE"));
+    assert!(!revoked_signer.report.validity.not_revoked);
+    let text = explanation(&revoked_signer);
+    assert!(
+        text.contains("| CRL: not revoked (CRL SeparateCertificateandCRLKeysCA2CRL")
+            && text.contains(
+                "CRL signer CN=Separate Certificate and CRL Keys CA2,O=Test Certificates 2011,C=US: CRL: revoked at "
+            ),
+        "{text}"
+    );
+    assert!(
+        !revoked_signer
+            .report
+            .errors
+            .iter()
+            .any(|e| e.code.as_str() == "crl_response_error"),
+        "the CRL signed by the separate key is not refused: {}",
+        revoked_signer.detail()
     );
 }
 

@@ -308,7 +308,7 @@ async fn the_checker_reads_the_sandbox_responder_over_http_and_the_check_reports
             trust: &trust,
             registers: &registers,
         };
-        let report = check::report(&input, snapshots, &resolution, &evidence);
+        let report = check::report(&input, snapshots, &resolution, &evidence.clone().into());
         assert_eq!(report.validity.not_revoked, !expect_revoked, "{scenario}");
         assert!(report.errors.is_empty(), "{scenario}: {:?}", report.errors);
     }

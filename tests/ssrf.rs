@@ -13,6 +13,10 @@ use std::time::Duration;
 
 use psp_gateway::fetch::{AddressClass, AllowDestinations, Fetcher, Limits, allowed, classify};
 
+mod common;
+#[path = "revocation_support/mod.rs"]
+mod support;
+
 /// A listener on 127.0.0.1 that counts the connections it accepts.
 struct Counting {
     addr: SocketAddr,
@@ -198,4 +202,65 @@ async fn a_register_download_to_loopback_is_refused_under_the_public_policy() {
     assert!(text.contains("loopback"), "the refusal says why: {text}");
     assert_eq!(server.accepted.load(Ordering::SeqCst), 0, "{text}");
     assert!(!dir.join("eba.zip").exists());
+}
+
+/// The revocation URLs of a certificate are attacker data until its path verifies: a
+/// self-made certificate, one "issued" under a trusted name by another key, and a genuine
+/// certificate with one byte changed (its signature no longer verifies, though it names the
+/// trusted issuer by key identifier) all point CRL and OCSP at a counting loopback server
+/// the configuration allows. None of them makes the gateway fetch; each report says that no
+/// path verified, so no revocation was checked. The genuine certificate, pointing at the
+/// same server, is fetched for: the URLs and the policy are real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_whose_path_does_not_verify_never_makes_the_gateway_fetch_its_urls() {
+    use support::{NOW, Reply, TestCa, TestServer, service_trusting, test_config};
+    let server = TestServer::fixed(Reply::status(404)).await;
+    let crl = [server.url("/attacker.crl")];
+    let ocsp = [server.url("/attacker-ocsp")];
+    let trusted = TestCa::new("Trusted QTSP CA");
+    let service = service_trusting(&[&trusted.cert], &test_config());
+    let jurisdiction = "XX".parse().expect("country code");
+    let no_chain = Arc::new(Vec::new());
+
+    let self_made = TestCa::new("Attacker Self-Signed").leaf(&[1], &crl, &ocsp);
+    // Same subject name as the trusted CA, another key.
+    let look_alike = TestCa::new("Trusted QTSP CA").leaf(&[2], &crl, &ocsp);
+    let genuine = trusted.leaf(&[3], &crl, &ocsp);
+    let mut der = genuine.der.clone();
+    let at = der
+        .windows(7)
+        .position(|w| w == b"leaf 03")
+        .expect("the subject's common name is in the DER");
+    der[at] = b'L';
+    let tampered = psp_gateway::cert::PspCertificate::from_der(der).expect("still parses");
+
+    for (name, cert) in [
+        ("self-made", self_made),
+        ("look-alike issuer", look_alike),
+        ("tampered", tampered),
+    ] {
+        let report = service
+            .check(Arc::new(cert), no_chain.clone(), jurisdiction, NOW)
+            .await;
+        assert!(!report.validity.valid_signature, "{name}");
+        assert!(!report.validity.not_revoked, "{name}");
+        let titles: Vec<&str> = report.errors.iter().map(|e| e.title.as_str()).collect();
+        assert!(
+            titles
+                .iter()
+                .filter(|t| t.contains(
+                    "no certification path to a trust-list issuer verified, so no revocation evidence was fetched or checked"
+                ))
+                .count()
+                == 2,
+            "{name}: both methods say why: {titles:?}"
+        );
+        assert_eq!(server.total_hits(), 0, "{name} made the gateway fetch");
+    }
+
+    let report = service
+        .check(Arc::new(genuine), no_chain, jurisdiction, NOW)
+        .await;
+    assert!(report.validity.valid_signature);
+    assert!(server.hits("/attacker.crl") >= 1 && server.hits("/attacker-ocsp") >= 1);
 }

@@ -229,10 +229,8 @@ pub fn build(leaf: &PspCertificate, presented: &[PspCertificate], trust: &TrustL
         signatures_left: MAX_SIGNATURE_CHECKS,
         verdicts: HashMap::new(),
         candidates: Vec::new(),
-        is_anchor_copy: presented
-            .iter()
-            .map(|p| trust.issuers().iter().any(|t| t.certificate.der == p.der))
-            .collect(),
+        is_anchor_copy: anchor_copies(presented, trust),
+        start: Node::Leaf,
     };
     let mut intermediates = Vec::new();
     search.walk(Node::Leaf, &mut intermediates, None);
@@ -306,6 +304,71 @@ pub fn build(leaf: &PspCertificate, presented: &[PspCertificate], trust: &TrustL
     Paths::Failed(failure)
 }
 
+fn anchor_copies(presented: &[PspCertificate], trust: &TrustList) -> Vec<bool> {
+    presented
+        .iter()
+        .map(|p| trust.issuers().iter().any(|t| t.certificate.der == p.der))
+        .collect()
+}
+
+/// Certification paths of CRL signers (RFC 5280 section 6.3.3 (f)): a CRL signed by another
+/// key of the certificate's issuer is usable only when a path from that key's certificate to
+/// the same trust-list issuer verifies. The searches share one signature budget
+/// ([`MAX_SIGNATURE_CHECKS`]) and one cache of verdicts, whatever the number of candidates.
+pub struct SignerPaths<'a> {
+    search: Search<'a>,
+}
+
+impl<'a> SignerPaths<'a> {
+    pub fn new(
+        leaf: &'a PspCertificate,
+        presented: &'a [PspCertificate],
+        trust: &'a TrustList,
+    ) -> SignerPaths<'a> {
+        SignerPaths {
+            search: Search {
+                leaf,
+                presented,
+                trust,
+                signatures_left: MAX_SIGNATURE_CHECKS,
+                verdicts: HashMap::new(),
+                candidates: Vec::new(),
+                is_anchor_copy: anchor_copies(presented, trust),
+                start: Node::Leaf,
+            },
+        }
+    }
+
+    /// A verified path from presented certificate `signer` to trust-list issuer `anchor`:
+    /// the presented intermediates above `signer`, signer side first. Every signature
+    /// verified and every structural rule holds, `signer` being the path's target (it may be
+    /// a CA: a CA's own other key). `None` when there is none within the budgets.
+    pub fn path(&mut self, signer: usize, anchor: usize) -> Option<Vec<usize>> {
+        let s = &mut self.search;
+        if s.is_anchor_copy.get(signer).copied().unwrap_or(true) {
+            return None;
+        }
+        s.start = Node::Presented(signer);
+        s.candidates.clear();
+        s.walk(Node::Presented(signer), &mut Vec::new(), None);
+        let found = std::mem::take(&mut s.candidates);
+        found
+            .into_iter()
+            .filter(|c| c.failure.is_none() && c.path.anchor == anchor)
+            .find(|c| {
+                structure_of(
+                    &s.presented[signer],
+                    Target::CrlSigner,
+                    s.presented,
+                    s.trust,
+                    &c.path,
+                )
+                .is_ok()
+            })
+            .map(|c| c.path.intermediates)
+    }
+}
+
 /// Where a candidate's chain of signatures first breaks: link `at` (0: the certificate's own
 /// signature; `k`: the signature of the `k`-th intermediate, certificate side first).
 #[derive(Debug, Clone)]
@@ -331,6 +394,9 @@ struct Search<'a> {
     /// Presented intermediates that are byte for byte a trust-list issuer: the path goes to
     /// the trust-list issuer itself instead.
     is_anchor_copy: Vec<bool>,
+    /// Where the search starts: the certificate, or a CRL signer among the presented
+    /// certificates (never its own issuer).
+    start: Node,
 }
 
 impl Search<'_> {
@@ -388,6 +454,7 @@ impl Search<'_> {
         }
         let issuers: Vec<usize> = (0..self.presented.len())
             .filter(|p| !intermediates.contains(p) && !self.is_anchor_copy[*p])
+            .filter(|&p| Node::Presented(p) != self.start)
             .filter(|&p| {
                 let next = &self.presented[p];
                 next.der != self.leaf.der && names_issuer(self.cert(child), next)
@@ -462,7 +529,7 @@ pub(crate) fn bound_by_key_id(cert: &PspCertificate, issuer: &PspCertificate) ->
 /// `cert`'s issuer name is `candidate`'s subject name, compared as RFC 5280 section 7.1
 /// says (case, whitespace and string type do not matter: a QTSP's CA rollover that
 /// re-encodes its name still chains), or byte for byte when a name cannot be normalised.
-fn same_name(cert: &PspCertificate, candidate: &PspCertificate) -> bool {
+pub(crate) fn same_name(cert: &PspCertificate, candidate: &PspCertificate) -> bool {
     match (&cert.issuer_name, &candidate.subject_name) {
         (Some(issuer), Some(subject)) => issuer == subject,
         _ => cert.issuer_raw == candidate.subject_raw,
@@ -486,13 +553,32 @@ fn structure(
     trust: &TrustList,
     path: &CandidatePath,
 ) -> Result<(), PathError> {
+    structure_of(leaf, Target::Psp, presented, trust, path)
+}
+
+/// What the certificate at the foot of a path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// A PSP's certificate: never a CA, no name constraints of its own.
+    Psp,
+    /// A CRL signer (RFC 5280 section 6.3.3 (f)): a CA's other key, which may be a CA.
+    CrlSigner,
+}
+
+fn structure_of(
+    leaf: &PspCertificate,
+    target: Target,
+    presented: &[PspCertificate],
+    trust: &TrustList,
+    path: &CandidatePath,
+) -> Result<(), PathError> {
     if let Some(fault) = leaf.extension_faults.first() {
         return Err(PathError::Extension {
             subject: leaf.subject.clone(),
             fault: fault.clone(),
         });
     }
-    if is_ca(leaf) || leaf.key_usage.is_some_and(|ku| ku.key_cert_sign) {
+    if target == Target::Psp && (is_ca(leaf) || leaf.key_usage.is_some_and(|ku| ku.key_cert_sign)) {
         return Err(PathError::CertificateIsCa);
     }
     if leaf.version != 3 {
@@ -536,7 +622,7 @@ fn structure(
             remaining = Some((q, ca));
         }
     }
-    name_constraints(leaf, presented, anchor, path)
+    name_constraints(leaf, target, presented, anchor, path)
 }
 
 /// RFC 5280 sections 6.1.3 (b), (c) and 6.1.4 (g): the name constraints of the trust-list
@@ -546,6 +632,7 @@ fn structure(
 /// whole path ([`NcBudget`]).
 fn name_constraints(
     leaf: &PspCertificate,
+    target: Target,
     presented: &[PspCertificate],
     anchor: &PspCertificate,
     path: &CandidatePath,
@@ -554,7 +641,7 @@ fn name_constraints(
         subject: c.subject.clone(),
         error: e.to_string(),
     };
-    if has_name_constraints(&leaf.der).map_err(|e| fault(leaf, e))? {
+    if target == Target::Psp && has_name_constraints(&leaf.der).map_err(|e| fault(leaf, e))? {
         return Err(PathError::NameConstraints {
             subject: leaf.subject.clone(),
             error: "name constraints in a certificate that is not a CA (RFC 5280 section 4.2.1.10)"

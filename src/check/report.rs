@@ -73,11 +73,17 @@ pub struct Validity {
 
 impl CheckReport {
     /// The revocation evidence lines of the explanation (CRL number, OCSP `producedAt`, or why
-    /// a method could not complete), for audit records.
+    /// a method could not complete), the certificate's and each CA's of its path, for audit
+    /// records.
     pub fn revocation_evidence(&self) -> String {
         self.explanation
             .iter()
-            .filter(|l| l.starts_with("CRL:") || l.starts_with("OCSP:"))
+            .filter(|l| {
+                l.starts_with("CRL:")
+                    || l.starts_with("OCSP:")
+                    || l.contains(": CRL: ")
+                    || l.contains(": OCSP: ")
+            })
             .map(String::as_str)
             .collect::<Vec<_>>()
             .join("; ")

@@ -1,8 +1,10 @@
 //! [`RevocationChecker`]: fetches, verifies and caches CRLs and OCSP answers for one
-//! certificate and returns the evidence the pure check core combines.
+//! certificate and returns the evidence the pure check core combines. The checking service
+//! asks it for every certificate of a verified path (`check::RevocationPlan`: the PSP's, each
+//! intermediate's, each CRL signer's relied on).
 //!
 //! ```text
-//! evidence(cert, issuer, now)
+//! evidence_signed(cert, issuer, crl_signers, now)
 //!   ├─ no issuer, or not the certificate's ────▶ both Failed, nothing fetched
 //!   └─ tokio::join!
 //!        ├─ OCSP: cache (issuer key, serial, URLs) ─ miss ─▶ POST each URL ─▶ verify_response
@@ -38,9 +40,10 @@ use crate::fetch::{Fetcher, Limits};
 pub const NO_CRL_URL: &str = "the certificate names no CRL distribution point";
 /// Reason when the certificate names no OCSP responder.
 pub const NO_OCSP_URL: &str = "the certificate names no OCSP responder";
-/// Reason when the issuer is unknown: nothing is fetched (DESIGN.md section 6).
-pub const UNKNOWN_ISSUER: &str =
-    "the certificate's issuer is not known, so no revocation source can be trusted";
+/// Reason when no certification path verified (every signature up to a trust-list issuer):
+/// nothing is fetched, so that a self-made or tampered certificate cannot make the gateway
+/// fetch a URL of its choosing (DESIGN.md section 6).
+pub const UNKNOWN_ISSUER: &str = "no certification path to a trust-list issuer verified, so no revocation evidence was fetched or checked";
 
 /// Reason when the issuer passed in is not the certificate's issuer: nothing is fetched.
 pub const ISSUER_MISMATCH: &str =
@@ -173,6 +176,22 @@ struct OcspKey {
 struct CrlKey {
     url: String,
     issuer_key: [u8; 32],
+    /// SHA-256 over the SHA-256s of the SubjectPublicKeyInfos of the CRL signers other than
+    /// the issuer accepted with it (RFC 5280 section 6.3.3 (f)); zero when there are none. A
+    /// CRL verified with a signer that another path did not validate, or a failure cached
+    /// without that signer, never answers for the other.
+    signers: [u8; 32],
+}
+
+fn signers_digest(crl_signers: &[&PspCertificate]) -> [u8; 32] {
+    if crl_signers.is_empty() {
+        return [0; 32];
+    }
+    let keys: Vec<u8> = crl_signers
+        .iter()
+        .flat_map(|c| crate::hex::sha256(&c.spki))
+        .collect();
+    crate::hex::sha256(&keys)
 }
 
 /// Anything cached, with the time-to-live computed when it was made.
@@ -211,8 +230,10 @@ impl Expiring for OcspEntry {
 
 struct CrlEntry {
     result: Result<Arc<CrlIndex>, String>,
-    /// The issuer the CRL was verified with: what a background refresh verifies against.
+    /// The issuer the CRL was verified with, and the other CRL signers accepted: what a
+    /// background refresh verifies against.
     issuer: Arc<PspCertificate>,
+    signers: Arc<Vec<PspCertificate>>,
     fetched_at: OffsetDateTime,
     refresh: Mutex<RefreshState>,
     ttl: Duration,
@@ -328,19 +349,40 @@ impl RevocationChecker {
         issuer: Option<&PspCertificate>,
         now: OffsetDateTime,
     ) -> RevocationEvidence {
+        self.evidence_signed(cert, issuer, &[], now).await.0
+    }
+
+    /// As [`RevocationChecker::evidence`], also accepting CRLs signed by `crl_signers` (the
+    /// certificates of the issuer's other keys whose paths verified:
+    /// [`crate::check::Target::crl_signers`]). Returns the index into `crl_signers` of the
+    /// signer of the CRL the CRL method used, when it was not the issuer's own key.
+    pub async fn evidence_signed(
+        &self,
+        cert: &PspCertificate,
+        issuer: Option<&PspCertificate>,
+        crl_signers: &[&PspCertificate],
+        now: OffsetDateTime,
+    ) -> (RevocationEvidence, Option<usize>) {
         let Some(issuer) = issuer else {
-            return RevocationEvidence::not_checked(UNKNOWN_ISSUER);
+            return (RevocationEvidence::not_checked(UNKNOWN_ISSUER), None);
         };
         // The CertID and the CRL lookup both assume `issuer` is the certificate's issuer;
-        // a mismatched pair would ask about another certificate.
-        if cert.issuer_raw != issuer.subject_raw {
-            return RevocationEvidence::not_checked(ISSUER_MISMATCH);
+        // a mismatched pair would ask about another certificate. Names are compared as the
+        // path compares them (RFC 5280 section 7.1): an intermediate re-encoded at a CA's
+        // rollover still chains, and is checked.
+        if !super::crl::same_name(
+            &cert.issuer_raw,
+            cert.issuer_name.as_ref(),
+            &issuer.subject_raw,
+            issuer.subject_name.as_ref(),
+        ) {
+            return (RevocationEvidence::not_checked(ISSUER_MISMATCH), None);
         }
-        let (crl, ocsp) = tokio::join!(
-            self.inner.crl_outcome(cert, issuer, now),
+        let ((crl, signer), ocsp) = tokio::join!(
+            self.inner.crl_outcome(cert, issuer, crl_signers, now),
             self.inner.ocsp_outcome(cert, issuer, now)
         );
-        RevocationEvidence { crl, ocsp }
+        (RevocationEvidence { crl, ocsp }, signer)
     }
 
     /// The counters so far.
@@ -522,43 +564,66 @@ impl Inner {
         self: &Arc<Self>,
         cert: &PspCertificate,
         issuer: &PspCertificate,
+        crl_signers: &[&PspCertificate],
         now: OffsetDateTime,
-    ) -> MethodOutcome {
+    ) -> (MethodOutcome, Option<usize>) {
         if cert.crl_urls.is_empty() {
-            return MethodOutcome::Failed {
-                reason: NO_CRL_URL.to_owned(),
-            };
+            return (
+                MethodOutcome::Failed {
+                    reason: NO_CRL_URL.to_owned(),
+                },
+                None,
+            );
         }
         let mut reasons = Vec::new();
         for url in cert.crl_urls.iter().take(MAX_URLS_PER_METHOD) {
-            let index = match self.crl_for(url, issuer, now).await {
+            let index = match self.crl_for(url, issuer, crl_signers, now).await {
                 Ok(index) => index,
                 Err(reason) => {
                     reasons.push(format!("{url}: {reason}"));
                     continue;
                 }
             };
-            let evidence = crl_evidence(&index, url);
+            let signer = crl_signers
+                .iter()
+                .position(|s| crate::hex::sha256(&s.spki) == index.signer_key_sha256())
+                .filter(|_| crate::hex::sha256(&issuer.spki) != index.signer_key_sha256());
+            let mut evidence = crl_evidence(&index, url);
+            if let Some(k) = signer {
+                evidence.push_str(&format!(
+                    ", signed by the issuer's CRL-signing certificate {}",
+                    crl_signers[k].subject
+                ));
+            }
             match index.status(cert) {
                 Ok(CrlStatus::NotListed) => {
-                    return MethodOutcome::Good {
-                        evidence,
-                        valid_until: Some(index.next_update()),
-                    };
+                    return (
+                        MethodOutcome::Good {
+                            evidence,
+                            valid_until: Some(index.next_update()),
+                        },
+                        signer,
+                    );
                 }
                 Ok(CrlStatus::Revoked(entry)) => {
-                    return MethodOutcome::Revoked {
-                        at: Some(entry.at),
-                        reason: entry.reason.map(|r| r.to_string()),
-                        evidence,
-                    };
+                    return (
+                        MethodOutcome::Revoked {
+                            at: Some(entry.at),
+                            reason: entry.reason.map(|r| r.to_string()),
+                            evidence,
+                        },
+                        signer,
+                    );
                 }
                 Err(e) => reasons.push(format!("{url}: {e}")),
             }
         }
-        MethodOutcome::Failed {
-            reason: reasons.join("; "),
-        }
+        (
+            MethodOutcome::Failed {
+                reason: reasons.join("; "),
+            },
+            None,
+        )
     }
 
     /// The current CRL at `url` for `issuer`, from the cache or downloaded.
@@ -566,11 +631,13 @@ impl Inner {
         self: &Arc<Self>,
         url: &str,
         issuer: &PspCertificate,
+        crl_signers: &[&PspCertificate],
         now: OffsetDateTime,
     ) -> Result<Arc<CrlIndex>, String> {
         let key = CrlKey {
             url: url.to_owned(),
             issuer_key: crate::hex::sha256(&issuer.spki),
+            signers: signers_digest(crl_signers),
         };
         let mut last = String::new();
         for _ in 0..2 {
@@ -581,7 +648,13 @@ impl Inner {
                     let _slot = self.fetch_slot(self.settings.crl.total).await?;
                     fetched = true;
                     Ok::<_, String>(Arc::new(
-                        self.fetch_crl(url, Arc::new(issuer.clone()), now).await,
+                        self.fetch_crl(
+                            url,
+                            Arc::new(issuer.clone()),
+                            Arc::new(crl_signers.iter().map(|&c| c.clone()).collect()),
+                            now,
+                        )
+                        .await,
                     ))
                 })
                 .await;
@@ -601,7 +674,7 @@ impl Inner {
                 Ok(index) => Arc::clone(index),
                 Err(reason) => return Err(reason.clone()),
             };
-            if !index.verified_for(issuer) {
+            if !index.verified_for_any(issuer, crl_signers) {
                 return Err("the cached CRL was verified for another issuer".to_owned());
             }
             match index.check_current(now, self.settings.crl_grace, self.settings.skew) {
@@ -625,9 +698,10 @@ impl Inner {
         &self,
         url: &str,
         issuer: Arc<PspCertificate>,
+        signers: Arc<Vec<PspCertificate>>,
         now: OffsetDateTime,
     ) -> CrlEntry {
-        let result = self.download_crl(url, &issuer, now).await;
+        let result = self.download_crl(url, &issuer, &signers, now).await;
         let ttl = match &result {
             Ok(index) => {
                 until(now, add(index.next_update(), self.settings.crl_grace)).min(MAX_ENTRY_TTL)
@@ -637,6 +711,7 @@ impl Inner {
         CrlEntry {
             result,
             issuer,
+            signers,
             fetched_at: now,
             refresh: Mutex::new(RefreshState {
                 running: false,
@@ -650,6 +725,7 @@ impl Inner {
         &self,
         url: &str,
         issuer: &Arc<PspCertificate>,
+        signers: &Arc<Vec<PspCertificate>>,
         now: OffsetDateTime,
     ) -> Result<Arc<CrlIndex>, String> {
         let body = match self.fetcher.get(url, self.settings.crl).await {
@@ -660,8 +736,13 @@ impl Inner {
                 return Err(e.to_string());
             }
         };
-        let signer = Arc::clone(issuer);
-        let parsed = tokio::task::spawn_blocking(move || CrlIndex::parse(&body, &signer)).await;
+        let issuer = Arc::clone(issuer);
+        let signers = Arc::clone(signers);
+        let parsed = tokio::task::spawn_blocking(move || {
+            let others: Vec<&PspCertificate> = signers.iter().collect();
+            CrlIndex::parse_signed(&body, &issuer, &others)
+        })
+        .await;
         let checked = match parsed {
             Ok(Ok(index)) => index
                 .check_current(now, self.settings.crl_grace, self.settings.skew)
@@ -711,7 +792,11 @@ impl Inner {
         let old = Arc::clone(index);
         tokio::spawn(async move {
             let fresh = match inner.fetch_slot(inner.settings.crl.total).await {
-                Ok(_slot) => inner.download_crl(&key.url, &entry.issuer, now).await,
+                Ok(_slot) => {
+                    inner
+                        .download_crl(&key.url, &entry.issuer, &entry.signers, now)
+                        .await
+                }
                 Err(busy) => Err(busy),
             };
             match fresh {
@@ -723,6 +808,7 @@ impl Inner {
                     let replacement = CrlEntry {
                         result: Ok(index),
                         issuer: Arc::clone(&entry.issuer),
+                        signers: Arc::clone(&entry.signers),
                         fetched_at: now,
                         refresh: Mutex::new(RefreshState {
                             running: false,

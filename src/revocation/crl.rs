@@ -3,14 +3,16 @@
 //! Fetching, caching and refreshing are in the private `checker` module.
 //!
 //! What a CRL must be to be used (RFC 5280 section 6.3.3, restricted to complete CRLs issued
-//! by the certificate's issuer with the issuer's own key):
+//! by the certificate's issuer, signed with the issuer's own key or with another key of the
+//! issuer whose certificate the caller validated, section 6.3.3 (f):
+//! [`CrlIndex::parse_signed`]):
 //!
 //! - DER (or PEM around DER), one `CertificateList` and nothing after it;
 //! - `issuer` byte-for-byte equal to the certificate's issuer name (the same rule as issuer
 //!   chaining in [`mod@crate::check`]);
-//! - the issuer may sign CRLs: `cRLSign` is set when the issuer has a keyUsage extension
-//!   (RFC 5280 section 4.2.1.3);
-//! - the signature verifies with the issuer's key under the certificate signature policy
+//! - the signer may sign CRLs: `cRLSign` is set when it has a keyUsage extension (RFC 5280
+//!   section 4.2.1.3), and a separate signer carries the CRL issuer's name;
+//! - the signature verifies with the signer's key under the certificate signature policy
 //!   (SHA-1 refused), and `signatureAlgorithm` equals `tbsCertList.signature` (section 5.1.1.2);
 //! - no critical CRL extension or CRL entry extension we do not process (sections 5.2 and
 //!   5.3: "the application MUST NOT use that CRL"); delta CRLs, indirect CRLs and CRLs
@@ -19,7 +21,8 @@
 //!   present (section 5.1.2.5: "Conforming CRL issuers MUST include the nextUpdate field") and
 //!   not passed by more than the configured grace;
 //! - covering the certificate: an issuingDistributionPoint limited to user or CA certificates
-//!   or to other distribution points does not cover a certificate outside that scope.
+//!   or to other distribution points (named by URI or directory name) does not cover a
+//!   certificate outside that scope.
 //!
 //! Serial numbers are looked up by their exact content octets (negative and over-long serials
 //! included, PKITS 4.4.14 to 4.4.18), in a hash map built once per CRL.
@@ -207,6 +210,20 @@ impl CrlIndex {
     /// Decodes (DER or PEM), verifies against `issuer` and indexes a CRL. Runs in time
     /// linear in the CRL's size; call it off the async workers for large CRLs.
     pub fn parse(bytes: &[u8], issuer: &PspCertificate) -> Result<Self, CrlError> {
+        Self::parse_signed(bytes, issuer, &[])
+    }
+
+    /// As [`CrlIndex::parse`], accepting also a signature by one of `crl_signers`: the
+    /// certificates of the issuer's other keys (RFC 5280 section 6.3.3 (f)), whose
+    /// certification paths the caller verified to the issuer's trust anchor. A signer must
+    /// carry the CRL issuer's name and, when it has keyUsage, cRLSign. The issuer's own key is
+    /// tried first; the error given when none verifies is the issuer's.
+    /// [`CrlIndex::signer_key_sha256`] says which key signed.
+    pub fn parse_signed(
+        bytes: &[u8],
+        issuer: &PspCertificate,
+        crl_signers: &[&PspCertificate],
+    ) -> Result<Self, CrlError> {
         let der = decode(bytes)?;
         let list = split_certificate_list(&der)?;
         let tbs = read_tbs(list.tbs)?;
@@ -218,32 +235,58 @@ impl CrlIndex {
         }
         // The cheap identity checks first, then the signature, and only then the entries:
         // nothing a forger sends is indexed.
-        if !same_name(
-            tbs.issuer,
-            NormalizedName::from_der(tbs.issuer).ok().as_ref(),
-            &issuer.subject_raw,
-            issuer.subject_name.as_ref(),
-        ) {
+        let crl_issuer = NormalizedName::from_der(tbs.issuer).ok();
+        let names_it = |c: &PspCertificate| {
+            same_name(
+                tbs.issuer,
+                crl_issuer.as_ref(),
+                &c.subject_raw,
+                c.subject_name.as_ref(),
+            )
+        };
+        if !names_it(issuer) {
             return Err(CrlError::IssuerMismatch {
                 crl_issuer: name_text(tbs.issuer),
                 cert_issuer: issuer.subject.clone(),
             });
         }
-        if issuer.key_usage.is_some_and(|ku| !ku.crl_sign) {
-            return Err(CrlError::IssuerNotCrlSigner);
-        }
         let algorithm = match AlgorithmIdentifier::from_der(list.algorithm) {
             Ok(([], alg)) => alg,
             _ => return Err(CrlError::Parse("signatureAlgorithm".to_owned())),
         };
-        verify_signed_data(
-            list.tbs,
-            &algorithm,
-            list.signature,
-            list.unused_bits,
-            &issuer.spki,
-        )
-        .map_err(CrlError::Signature)?;
+        let mut refusal = None;
+        let mut signed_by = None;
+        for (k, signer) in std::iter::once(issuer)
+            .chain(crl_signers.iter().copied())
+            .enumerate()
+        {
+            if k > 0 && !names_it(signer) {
+                continue;
+            }
+            if signer.key_usage.is_some_and(|ku| !ku.crl_sign) {
+                if k == 0 {
+                    refusal = Some(CrlError::IssuerNotCrlSigner);
+                }
+                continue;
+            }
+            match verify_signed_data(
+                list.tbs,
+                &algorithm,
+                list.signature,
+                list.unused_bits,
+                &signer.spki,
+            ) {
+                Ok(()) => {
+                    signed_by = Some(signer);
+                    break;
+                }
+                Err(e) if k == 0 => refusal = Some(CrlError::Signature(e)),
+                Err(_) => {}
+            }
+        }
+        let Some(signer) = signed_by else {
+            return Err(refusal.unwrap_or(CrlError::IssuerNotCrlSigner));
+        };
 
         // RFC 5280 section 5.1.2.1: `Version OPTIONAL -- if present, MUST be v2`, and
         // extensions (of the CRL or of entries) require v2.
@@ -290,7 +333,7 @@ impl CrlIndex {
         Ok(CrlIndex {
             issuer_name: tbs.issuer.to_vec(),
             issuer_normalised: NormalizedName::from_der(tbs.issuer).ok(),
-            signer_key_sha256: crate::hex::sha256(&issuer.spki),
+            signer_key_sha256: crate::hex::sha256(&signer.spki),
             issuer: name_text(tbs.issuer),
             this_update: tbs.this_update,
             next_update,
@@ -356,6 +399,9 @@ impl CrlIndex {
                 .crl_urls
                 .iter()
                 .any(|u| self.scope.distribution_points.contains(u))
+            && !certificate_points(cert)
+                .iter()
+                .any(|u| self.scope.distribution_points.contains(u))
         {
             return Err(CrlError::OutOfScope(format!(
                 "it is for distribution point {}",
@@ -375,12 +421,29 @@ impl CrlIndex {
 
     /// Whether this CRL was verified with `issuer`'s name and key.
     pub fn verified_for(&self, issuer: &PspCertificate) -> bool {
+        self.verified_for_any(issuer, &[])
+    }
+
+    /// Whether this CRL is `issuer`'s (by name) and was verified with the key of `issuer` or
+    /// of one of `crl_signers`.
+    pub fn verified_for_any(
+        &self,
+        issuer: &PspCertificate,
+        crl_signers: &[&PspCertificate],
+    ) -> bool {
         same_name(
             &self.issuer_name,
             self.issuer_normalised.as_ref(),
             &issuer.subject_raw,
             issuer.subject_name.as_ref(),
-        ) && self.signer_key_sha256 == crate::hex::sha256(&issuer.spki)
+        ) && std::iter::once(issuer)
+            .chain(crl_signers.iter().copied())
+            .any(|s| self.signer_key_sha256 == crate::hex::sha256(&s.spki))
+    }
+
+    /// SHA-256 of the SubjectPublicKeyInfo whose key verified the CRL.
+    pub fn signer_key_sha256(&self) -> [u8; 32] {
+        self.signer_key_sha256
     }
 
     pub fn len(&self) -> usize {
@@ -416,6 +479,36 @@ impl CrlIndex {
     }
 }
 
+/// A distribution point's full name as compared between a certificate's
+/// cRLDistributionPoints and a CRL's issuingDistributionPoint: a URI as written, a directory
+/// name by its DER (PKITS names self-issued certificates' points so, 4.5.3).
+fn point_name(name: &GeneralName<'_>) -> Option<String> {
+    match name {
+        GeneralName::URI(u) => Some((*u).to_owned()),
+        GeneralName::DirectoryName(n) => Some(format!("dirName:{}", crate::hex::upper(n.as_raw()))),
+        _ => None,
+    }
+}
+
+/// Every full name of the certificate's cRLDistributionPoints ([`point_name`]); empty when it
+/// has none or they cannot be read.
+fn certificate_points(cert: &PspCertificate) -> Vec<String> {
+    let Ok((_, parsed)) = x509_parser::certificate::X509Certificate::from_der(&cert.der) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for ext in parsed.extensions() {
+        if let ParsedExtension::CRLDistributionPoints(points) = ext.parsed_extension() {
+            for point in points.iter() {
+                if let Some(DistributionPointName::FullName(names)) = &point.distribution_point {
+                    out.extend(names.iter().filter_map(point_name));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// DER as is; PEM (`-----BEGIN X509 CRL-----`) decoded by the one PEM reader
 /// ([`crate::cert::input::decode_pem`]). Distribution points are supposed to serve DER (RFC
 /// 5280 section 4.2.1.13) but some serve PEM.
@@ -430,7 +523,7 @@ fn decode(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, CrlError> {
 /// Two names are the same (RFC 5280 section 7.1 comparison, as the path builder does): the
 /// same bytes, or the same normalised name. A CA that re-encoded its name at a rollover
 /// still finds its CRL.
-fn same_name(
+pub(super) fn same_name(
     a_raw: &[u8],
     a: Option<&NormalizedName>,
     b_raw: &[u8],
@@ -479,16 +572,11 @@ fn read_crl_extensions(
                     match &idp.distribution_point {
                         None => {}
                         Some(DistributionPointName::FullName(names)) => {
-                            scope.distribution_points = names
-                                .iter()
-                                .filter_map(|n| match n {
-                                    GeneralName::URI(u) => Some((*u).to_owned()),
-                                    _ => None,
-                                })
-                                .collect();
+                            scope.distribution_points =
+                                names.iter().filter_map(point_name).collect();
                             if scope.distribution_points.is_empty() {
-                                // A distribution point named other than by URI cannot match
-                                // the certificates' URIs: keep it unmatchable.
+                                // A distribution point named other than by URI or directory
+                                // name cannot match the certificates': keep it unmatchable.
                                 scope.distribution_points.push(String::new());
                             }
                         }

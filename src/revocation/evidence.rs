@@ -126,6 +126,95 @@ impl RevocationEvidence {
     }
 }
 
+/// The revocation evidence of one CA certificate on the path (an intermediate, or a CRL
+/// signer whose CRL was used).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaEvidence {
+    /// What the certificate is on the path, for the report: "intermediate CA", "CRL signer".
+    pub role: &'static str,
+    pub subject: String,
+    /// SHA-256 of the certificate's DER: which certificate the evidence is about.
+    pub fingerprint: [u8; 32],
+    pub evidence: RevocationEvidence,
+}
+
+/// The revocation evidence of every certificate of a verified path below its trust-list
+/// issuer (RFC 5280 section 6.1.3 (a)(3)): the PSP's certificate, each intermediate CA, and
+/// each CRL signer whose CRL was relied on. `notRevoked` is true only when each has a good,
+/// verified status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathEvidence {
+    /// The PSP's certificate's.
+    pub certificate: RevocationEvidence,
+    /// The CA certificates', certificate side first, then CRL signers.
+    pub above: Vec<CaEvidence>,
+    /// Why the path's evidence could not be gathered completely, when it could not (more
+    /// certificates to check than the budget allows): fail closed.
+    pub incomplete: Option<String>,
+}
+
+impl From<RevocationEvidence> for PathEvidence {
+    /// The evidence of the PSP's certificate alone (a path without intermediates).
+    fn from(certificate: RevocationEvidence) -> Self {
+        PathEvidence {
+            certificate,
+            above: Vec::new(),
+            incomplete: None,
+        }
+    }
+}
+
+impl PathEvidence {
+    /// Nothing was attempted, for `reason`.
+    pub fn not_checked(reason: &str) -> Self {
+        RevocationEvidence::not_checked(reason).into()
+    }
+
+    fn all(&self) -> impl Iterator<Item = &RevocationEvidence> {
+        std::iter::once(&self.certificate).chain(self.above.iter().map(|c| &c.evidence))
+    }
+
+    /// The earliest `valid_until` of a good answer, over every certificate.
+    pub fn good_until(&self) -> Option<OffsetDateTime> {
+        self.all().filter_map(RevocationEvidence::good_until).min()
+    }
+
+    /// Whether a method could not complete for some certificate, or the path's evidence is
+    /// incomplete.
+    pub fn has_failure(&self) -> bool {
+        self.incomplete.is_some() || self.all().any(RevocationEvidence::has_failure)
+    }
+
+    /// Every certificate's evidence read as of `at` ([`RevocationEvidence::as_of`]).
+    pub fn as_of(&self, at: OffsetDateTime) -> PathEvidence {
+        PathEvidence {
+            certificate: self.certificate.as_of(at),
+            above: self
+                .above
+                .iter()
+                .map(|c| CaEvidence {
+                    evidence: c.evidence.as_of(at),
+                    ..c.clone()
+                })
+                .collect(),
+            incomplete: self.incomplete.clone(),
+        }
+    }
+
+    /// Revoked when any certificate is; good when every one is and nothing is missing.
+    pub fn status(&self) -> RevocationStatus {
+        let statuses: Vec<RevocationStatus> = self.all().map(RevocationEvidence::status).collect();
+        if statuses.contains(&RevocationStatus::Revoked) {
+            RevocationStatus::Revoked
+        } else if self.incomplete.is_none() && statuses.iter().all(|s| *s == RevocationStatus::Good)
+        {
+            RevocationStatus::Good
+        } else {
+            RevocationStatus::Unknown
+        }
+    }
+}
+
 /// What the revocation evidence establishes: `notRevoked` is true only for `Good`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RevocationStatus {

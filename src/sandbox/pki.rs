@@ -232,6 +232,14 @@ fn build_ca(
     });
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     params.use_authority_key_identifier_extension = spec.issued_by.is_some();
+    // An issuing CA names where its issuer publishes its status: the gateway checks every
+    // certificate of the path below the trust-list issuer (RFC 5280 section 6.1.3 (a)(3)),
+    // so a trusted root needs its issuing CA's status.
+    if let Some(parent) = spec.issued_by {
+        params.crl_distribution_points = vec![CrlDistributionPoint {
+            uris: vec![urls.crl(parent)],
+        }];
+    }
 
     let cert = match spec.issued_by {
         Some(parent) => params.signed_by(&key.pair, &find_ca(built, parent)?.issuer),

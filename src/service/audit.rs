@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::register::{History, HistoryEntry, RegisterConfig, RegisterSnapshot};
-use crate::revocation::{MethodOutcome, RevocationEvidence};
+use crate::revocation::{MethodOutcome, PathEvidence};
 
 /// The registers an audit at a past time uses.
 #[derive(Debug, Clone)]
@@ -70,8 +70,9 @@ pub fn annotate(
     wire: &mut Value,
     at: OffsetDateTime,
     registers: &AuditRegisters,
-    evidence: &RevocationEvidence,
+    path: &PathEvidence,
 ) {
+    let evidence = &path.certificate;
     let when = crate::trust::rfc3339(at);
     // Nothing pretends: a register file that no recorded snapshot covers was not consulted.
     for file in &registers.uncovered {
@@ -120,5 +121,83 @@ pub fn annotate(
                 },
             }),
         );
+        // The CA certificates of the path (and CRL signers relied on), when there are any.
+        if !path.above.is_empty()
+            && let Some(revocation) = obj
+                .get_mut("audit")
+                .and_then(|a| a.get_mut("revocation"))
+                .and_then(Value::as_object_mut)
+        {
+            revocation.insert(
+                "path".to_owned(),
+                json!(
+                    path.above
+                        .iter()
+                        .map(|ca| json!({
+                            "certificate": format!("{} {}", ca.role, ca.subject),
+                            "crl": outcome(&ca.evidence.crl),
+                            "ocsp": outcome(&ca.evidence.ocsp),
+                        }))
+                        .collect::<Vec<_>>()
+                ),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::revocation::{CaEvidence, RevocationEvidence};
+
+    #[test]
+    fn an_audit_names_the_evidence_of_each_ca_of_the_path() {
+        let good = MethodOutcome::Good {
+            evidence: "CRL number 1".into(),
+            valid_until: None,
+        };
+        let revoked = MethodOutcome::Revoked {
+            at: None,
+            reason: None,
+            evidence: "CRL number 7".into(),
+        };
+        let registers = AuditRegisters {
+            snapshot: None,
+            note: "current".into(),
+            used: Vec::new(),
+            uncovered: Vec::new(),
+        };
+        let at = datetime!(2025-06-01 12:00 UTC);
+        let leaf_only = PathEvidence::from(RevocationEvidence {
+            crl: good.clone(),
+            ocsp: good.clone(),
+        });
+        let mut wire = json!({});
+        annotate(&mut wire, at, &registers, &leaf_only);
+        assert!(wire["audit"]["revocation"].get("path").is_none());
+
+        let mut path = leaf_only;
+        path.above.push(CaEvidence {
+            role: "intermediate CA",
+            subject: "CN=Issuing CA".into(),
+            fingerprint: [0; 32],
+            evidence: RevocationEvidence {
+                crl: revoked,
+                ocsp: good,
+            },
+        });
+        let mut wire = json!({});
+        annotate(&mut wire, at, &registers, &path);
+        assert_eq!(
+            wire["audit"]["revocation"]["path"],
+            json!([{
+                "certificate": "intermediate CA CN=Issuing CA",
+                "crl": "revoked: CRL number 7",
+                "ocsp": "good: CRL number 1",
+            }])
+        );
+        assert_eq!(wire["audit"]["revocation"]["crl"], "good: CRL number 1");
     }
 }

@@ -15,7 +15,8 @@ use std::path::Path;
 use psp_gateway::CountryCode;
 use psp_gateway::cert::PspCertificate;
 use psp_gateway::check::{
-    self, CheckInput, CheckReport, MethodOutcome, RevocationEvidence, Snapshots,
+    self, CheckInput, CheckReport, MethodOutcome, PathEvidence, RevocationEvidence, RevocationPlan,
+    Snapshots,
 };
 use psp_gateway::register::RegisterSnapshot;
 use psp_gateway::revocation::config::{DEFAULT_CLOCK_SKEW, DEFAULT_CRL_GRACE};
@@ -160,16 +161,26 @@ pub fn run_case(
         trust: &trust,
         registers: &registers,
     };
-    // As the checking service does: resolve first, to know whose CRLs may be used.
+    // As the checking service does: resolve first, then gather the evidence of every
+    // certificate of the verified path (`RevocationPlan`), CRL signers included.
     let resolution = check::resolve_issuer(&input, &trust);
     let evidence = match crls {
-        None => RevocationEvidence::not_checked("no revocation data in this case"),
-        Some(crls) => {
-            let issuer = resolution
-                .revocation_issuer()
-                .map(|k| k.certificate(&trust, intermediates));
-            crl_evidence(leaf, issuer, crls, now)
-        }
+        None => PathEvidence::not_checked("no revocation data in this case"),
+        Some(crls) => match RevocationPlan::new(input, &trust, &resolution) {
+            None => PathEvidence::not_checked(psp_gateway::revocation::UNKNOWN_ISSUER),
+            Some(mut plan) => loop {
+                let pending = plan.pending();
+                if pending.is_empty() {
+                    break plan.evidence();
+                }
+                for i in pending {
+                    let t = plan.target(i);
+                    let (evidence, signer) =
+                        crl_evidence(t.certificate, Some(t.issuer), &t.crl_signers, crls, now);
+                    plan.record(i, evidence, signer);
+                }
+            },
+        },
     };
     let report = check::report(&input, snapshots, &resolution, &evidence);
     let v = &report.validity;
@@ -186,34 +197,46 @@ pub fn run_case(
     }
 }
 
-/// The CRL evidence for `leaf`, with the product's pure CRL code (`CrlIndex`: verified with
-/// the issuer the check resolved, current under the default grace and clock skew, covering
-/// the leaf), as the revocation checker's CRL method computes it. The one difference: the CRLs
-/// come from the suite instead of the leaf's distribution points, so there is no URL order;
-/// the harness takes "revoked" if any usable CRL lists the leaf, else "good" if one usable CRL
-/// does not, else "could not complete". CRLs by another issuer are passed over silently: they
-/// would not be at the leaf's distribution point.
+/// The CRL evidence for `leaf` (any certificate of the path), with the product's pure CRL
+/// code (`CrlIndex`: verified with the issuer the check resolved or one of the CRL signers
+/// whose paths it verified, current under the default grace and clock skew, covering the
+/// certificate), as the revocation checker's CRL method computes it. The one difference: the
+/// CRLs come from the suite instead of the certificate's distribution points, so there is no
+/// URL order; the harness takes "revoked" if any usable CRL lists the certificate, else
+/// "good" if one usable CRL does not, else "could not complete". CRLs by another issuer are
+/// passed over silently: they would not be at the distribution point. Also returns the index
+/// into `crl_signers` of the signer of the CRL relied on, when not the issuer's own key.
 pub fn crl_evidence(
     leaf: &PspCertificate,
     issuer: Option<&PspCertificate>,
+    crl_signers: &[&PspCertificate],
     crls: &[Crl],
     now: OffsetDateTime,
-) -> RevocationEvidence {
+) -> (RevocationEvidence, Option<usize>) {
     let ocsp = MethodOutcome::Failed {
         reason: "no OCSP in this suite".into(),
     };
     let Some(issuer) = issuer else {
-        return RevocationEvidence {
-            crl: MethodOutcome::Failed {
-                reason: "the issuer is unknown: no CRL can be verified".into(),
+        return (
+            RevocationEvidence {
+                crl: MethodOutcome::Failed {
+                    reason: "the issuer is unknown: no CRL can be verified".into(),
+                },
+                ocsp,
             },
-            ocsp,
-        };
+            None,
+        );
+    };
+    let signer_of = |crl: &CrlIndex| {
+        crl_signers
+            .iter()
+            .position(|s| psp_gateway::hex::sha256(&s.spki) == crl.signer_key_sha256())
+            .filter(|_| psp_gateway::hex::sha256(&issuer.spki) != crl.signer_key_sha256())
     };
     let mut good = None;
     let mut reasons = Vec::new();
     for Crl { name, bytes } in crls {
-        let outcome = CrlIndex::parse(bytes, issuer)
+        let outcome = CrlIndex::parse_signed(bytes, issuer, crl_signers)
             .and_then(|crl| {
                 crl.check_current(now, DEFAULT_CRL_GRACE, DEFAULT_CLOCK_SKEW)
                     .map(|()| crl)
@@ -221,27 +244,36 @@ pub fn crl_evidence(
             .and_then(|crl| crl.status(leaf).map(|s| (crl, s)));
         let evidence = |crl: &CrlIndex| {
             format!(
-                "CRL {name} by {} number {}",
+                "CRL {name} by {} number {}{}",
                 crl.issuer(),
-                crl.crl_number().unwrap_or("none")
+                crl.crl_number().unwrap_or("none"),
+                signer_of(crl)
+                    .map(|k| format!(", signed by the CRL signer {}", crl_signers[k].subject))
+                    .unwrap_or_default()
             )
         };
         match outcome {
             Ok((crl, CrlStatus::NotListed)) => {
-                good.get_or_insert(MethodOutcome::Good {
-                    evidence: evidence(&crl),
-                    valid_until: Some(crl.next_update()),
-                });
+                good.get_or_insert((
+                    MethodOutcome::Good {
+                        evidence: evidence(&crl),
+                        valid_until: Some(crl.next_update()),
+                    },
+                    signer_of(&crl),
+                ));
             }
             Ok((crl, CrlStatus::Revoked(entry))) => {
-                return RevocationEvidence {
-                    crl: MethodOutcome::Revoked {
-                        at: Some(entry.at),
-                        reason: entry.reason.map(|r| r.to_string()),
-                        evidence: evidence(&crl),
+                return (
+                    RevocationEvidence {
+                        crl: MethodOutcome::Revoked {
+                            at: Some(entry.at),
+                            reason: entry.reason.map(|r| r.to_string()),
+                            evidence: evidence(&crl),
+                        },
+                        ocsp,
                     },
-                    ocsp,
-                };
+                    signer_of(&crl),
+                );
             }
             Err(CrlError::IssuerMismatch { .. }) => {}
             Err(e) => reasons.push(format!("{name}: {e}")),
@@ -250,12 +282,13 @@ pub fn crl_evidence(
     if reasons.is_empty() {
         reasons.push("no CRL by the certificate's issuer".into());
     }
-    RevocationEvidence {
-        crl: good.unwrap_or(MethodOutcome::Failed {
+    let (crl, signer) = good.unwrap_or((
+        MethodOutcome::Failed {
             reason: reasons.join("; "),
-        }),
-        ocsp,
-    }
+        },
+        None,
+    ));
+    (RevocationEvidence { crl, ocsp }, signer)
 }
 
 /// `[[divergence]]` entries: cases where psp-gateway deliberately gives another outcome than

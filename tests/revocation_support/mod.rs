@@ -130,6 +130,64 @@ impl TestCa {
         self.issuer.key()
     }
 
+    /// An intermediate CA certificate issued by this CA, with these revocation pointers.
+    pub fn sub_ca(&self, cn: &str, serial: &[u8], crl_urls: &[String]) -> TestCa {
+        self.sub_ca_with(
+            cn,
+            serial,
+            crl_urls,
+            true,
+            vec![
+                KeyUsagePurpose::KeyCertSign,
+                KeyUsagePurpose::CrlSign,
+                KeyUsagePurpose::DigitalSignature,
+            ],
+        )
+    }
+
+    /// A certificate for another key under the name `cn`, issued by this CA: a CA
+    /// (`is_ca`) or not, with these key usages (a separate CRL-signing key: not a CA, cRLSign
+    /// only).
+    pub fn sub_ca_with(
+        &self,
+        cn: &str,
+        serial: &[u8],
+        crl_urls: &[String],
+        is_ca: bool,
+        usages: Vec<KeyUsagePurpose>,
+    ) -> TestCa {
+        let key = KeyPair::generate().expect("sub-CA key");
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "Revocation Tests");
+        params.is_ca = if is_ca {
+            IsCa::Ca(BasicConstraints::Unconstrained)
+        } else {
+            IsCa::ExplicitNoCa
+        };
+        params.key_usages = usages;
+        params.serial_number = Some(SerialNumber::from_slice(serial));
+        params.use_authority_key_identifier_extension = true;
+        validity(&mut params);
+        if !crl_urls.is_empty() {
+            params.crl_distribution_points = vec![CrlDistributionPoint {
+                uris: crl_urls.to_vec(),
+            }];
+        }
+        let cert = params.signed_by(&key, &self.issuer).expect("sub-CA");
+        let cert_pem = cert.pem();
+        let key_pem = key.serialize_pem();
+        let parsed = PspCertificate::from_der(cert.der().to_vec()).expect("sub-CA parses");
+        TestCa {
+            cert: parsed,
+            issuer: Issuer::new(params, key),
+            key_pem,
+            cert_pem,
+        }
+    }
+
     /// An end-entity certificate with these revocation pointers.
     pub fn leaf(&self, serial: &[u8], crl_urls: &[String], ocsp_urls: &[String]) -> PspCertificate {
         let key = KeyPair::generate().expect("leaf key");
@@ -138,6 +196,7 @@ impl TestCa {
             .distinguished_name
             .push(DnType::CommonName, format!("leaf {}", hex(serial)));
         params.serial_number = Some(SerialNumber::from_slice(serial));
+        params.use_authority_key_identifier_extension = true;
         validity(&mut params);
         if !crl_urls.is_empty() {
             params.crl_distribution_points = vec![CrlDistributionPoint {
@@ -562,4 +621,64 @@ pub async fn raw_server(head: &'static str, chunk: Vec<u8>, chunks: usize) -> So
         }
     });
     addr
+}
+
+// ------------------------------------------------------------------------------------------
+// The checking service over generated trust anchors
+
+/// A checking service whose trust list holds `anchors` (one source, valid for `XX`, both
+/// kinds, no QcCompliance or QcType required), fetching revocation evidence with `config`.
+pub fn service_trusting(
+    anchors: &[&PspCertificate],
+    config: &RevocationConfig,
+) -> psp_gateway::service::CheckService {
+    use psp_gateway::service::{CheckService, DataSources, ReferenceData, Revocation};
+    use psp_gateway::trust::{
+        Approval, CertKind, QcCompliancePolicy, QtspSource, Source, TrustList, TrustedIssuer,
+        UntypedPolicy,
+    };
+    use std::collections::BTreeSet;
+    let source = Source {
+        name: "generated".into(),
+        qtsp_source: QtspSource::Eidas,
+        reported_jurisdiction: "XX".into(),
+        valid_for: BTreeSet::from(["XX".parse().expect("country code")]),
+        qc_compliance: QcCompliancePolicy::Optional,
+        untyped: UntypedPolicy::Accept,
+    };
+    let issuers = anchors
+        .iter()
+        .enumerate()
+        .map(|(i, certificate)| TrustedIssuer {
+            source: 0,
+            certificate: (*certificate).clone(),
+            origin: format!("generated anchor {i}"),
+            history: vec![Approval {
+                from: None,
+                active: true,
+                kinds: BTreeSet::from([CertKind::Web, CertKind::Seal]),
+                status: "granted".into(),
+                qualifications: Vec::new(),
+                not_understood: Vec::new(),
+            }],
+        })
+        .collect();
+    let data = ReferenceData {
+        trust: TrustList::new(vec![source], issuers),
+        registers: psp_gateway::register::RegisterSnapshot::empty(),
+        generation: 1,
+        loaded_at: NOW,
+        sources: DataSources {
+            trust: Vec::new(),
+            registers: Default::default(),
+            base_dir: std::path::PathBuf::from("."),
+        },
+    };
+    let checker = psp_gateway::revocation::RevocationChecker::new(config).expect("checker");
+    CheckService::new(
+        data,
+        Revocation::Fetch(checker),
+        Duration::from_secs(300),
+        100,
+    )
 }
