@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// own files).
 const LAYERS: &[&[&str]] = &[
     // 1. country codes and byte helpers, then certificate parsing
-    &["country", "hex", "fetch"],
+    &["country", "hex", "fetch", "bounded"],
     &["cert", "telemetry"],
     // 2. reference data
     &["trust", "register", "revocation"],
