@@ -86,6 +86,26 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, for the tables that must cover them all (docs/errors.md's anchors).
+    pub const ALL: [Reason; 16] = [
+        Reason::CertificateMissing,
+        Reason::CertificateUnreadable,
+        Reason::SignatureInvalid,
+        Reason::IssuerNotApproved,
+        Reason::CertificateRevoked,
+        Reason::CertificateExpired,
+        Reason::RevocationUnknown,
+        Reason::Denied,
+        Reason::NotAllowed,
+        Reason::NotInRegister,
+        Reason::NotAuthorised,
+        Reason::ServicesNotCovered,
+        Reason::NotPassported,
+        Reason::NoTemporaryPermission,
+        Reason::CrossBorderRefused,
+        Reason::RolesNotCovered,
+    ];
+
     pub fn code(&self) -> &'static str {
         match self {
             Reason::CertificateMissing => "certificate_missing",
@@ -486,4 +506,43 @@ pub fn certificate_role_services(cert: &PspCertificate) -> ServiceSet {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    /// Each reason's place in [`Reason::ALL`]. No `_` arm: a new reason does not compile until
+    /// it is given its place here, beside the list it must join.
+    fn place_in_all(reason: Reason) -> usize {
+        match reason {
+            Reason::CertificateMissing => 0,
+            Reason::CertificateUnreadable => 1,
+            Reason::SignatureInvalid => 2,
+            Reason::IssuerNotApproved => 3,
+            Reason::CertificateRevoked => 4,
+            Reason::CertificateExpired => 5,
+            Reason::RevocationUnknown => 6,
+            Reason::Denied => 7,
+            Reason::NotAllowed => 8,
+            Reason::NotInRegister => 9,
+            Reason::NotAuthorised => 10,
+            Reason::ServicesNotCovered => 11,
+            Reason::NotPassported => 12,
+            Reason::NoTemporaryPermission => 13,
+            Reason::CrossBorderRefused => 14,
+            Reason::RolesNotCovered => 15,
+        }
+    }
+
+    #[test]
+    fn all_lists_each_reason_once_and_each_has_its_own_code() {
+        for (place, reason) in Reason::ALL.into_iter().enumerate() {
+            assert_eq!(place_in_all(reason), place, "{reason}");
+        }
+        let mut codes: Vec<&str> = Reason::ALL.iter().map(Reason::code).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), Reason::ALL.len(), "codes are distinct");
+    }
 }

@@ -15,7 +15,7 @@
 //!
 //! Limits on what comes from the network are named in [`Limits`] with their sources. The
 //! header-read timeout is the framing guard's, per head; hyper's own, which also ran between
-//! requests, is off ([`connection_builder`]); tokio-rustls has no handshake timeout of its own,
+//! requests, is off (`connection_builder`); tokio-rustls has no handshake timeout of its own,
 //! so the accept is wrapped in one.
 
 mod certificate;
@@ -30,7 +30,7 @@ pub use certificate::{CertificateError, ServerCertificate, load_certified_key};
 pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
 pub use error_body::contract_error;
 pub use idle::TrackedBody;
-pub use limiter::KeyedLimiter;
+pub use limiter::{KeyedLimiter, count_evictions};
 pub use request_id::new_request_id;
 
 use std::collections::HashMap;

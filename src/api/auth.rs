@@ -11,7 +11,7 @@
 //!   each verification's 19 MiB resident in the allocator's per-thread arenas (measured: 21
 //!   verifications, 2 at a time, still raised the peak RSS by 417 MiB);
 //! - failed logins are counted per source address, per (user name, source) and per user name
-//!   (`api.failed_logins`, [`ledger`]). A source over its failures, or a name from a source
+//!   (`api.failed_logins`, `auth::ledger`). A source over its failures, or a name from a source
 //!   over its failures, is refused ([`AuthFailure::TooManyAttempts`], 429) before any argon2
 //!   work: only the attempt's own source pays. A name over its failures from all sources is
 //!   never refused (issue 22: twenty wrong passwords from one address, then one every 0.5 s,

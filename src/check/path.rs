@@ -222,16 +222,7 @@ pub fn build(leaf: &PspCertificate, presented: &[PspCertificate], trust: &TrustL
             presented: presented.len(),
         });
     }
-    let mut search = Search {
-        leaf,
-        presented,
-        trust,
-        signatures_left: MAX_SIGNATURE_CHECKS,
-        verdicts: HashMap::new(),
-        candidates: Vec::new(),
-        is_anchor_copy: anchor_copies(presented, trust),
-        start: Node::Leaf,
-    };
+    let mut search = Search::new(leaf, presented, trust);
     let mut intermediates = Vec::new();
     search.walk(Node::Leaf, &mut intermediates, None);
 
@@ -326,16 +317,7 @@ impl<'a> SignerPaths<'a> {
         trust: &'a TrustList,
     ) -> SignerPaths<'a> {
         SignerPaths {
-            search: Search {
-                leaf,
-                presented,
-                trust,
-                signatures_left: MAX_SIGNATURE_CHECKS,
-                verdicts: HashMap::new(),
-                candidates: Vec::new(),
-                is_anchor_copy: anchor_copies(presented, trust),
-                start: Node::Leaf,
-            },
+            search: Search::new(leaf, presented, trust),
         }
     }
 
@@ -399,7 +381,25 @@ struct Search<'a> {
     start: Node,
 }
 
-impl Search<'_> {
+impl<'a> Search<'a> {
+    /// A search from `leaf` with the full signature budget.
+    fn new(
+        leaf: &'a PspCertificate,
+        presented: &'a [PspCertificate],
+        trust: &'a TrustList,
+    ) -> Search<'a> {
+        Search {
+            leaf,
+            presented,
+            trust,
+            signatures_left: MAX_SIGNATURE_CHECKS,
+            verdicts: HashMap::new(),
+            candidates: Vec::new(),
+            is_anchor_copy: anchor_copies(presented, trust),
+            start: Node::Leaf,
+        }
+    }
+
     fn cert(&self, node: Node) -> &PspCertificate {
         match node {
             Node::Leaf => self.leaf,

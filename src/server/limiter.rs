@@ -51,13 +51,19 @@ impl<K: Hash + Eq + Clone> BoundedStore<K> {
         map.retain(|_, tat| *tat > threshold);
         let evicted = u64::try_from(before - map.len()).unwrap_or(u64::MAX);
         self.evictions.fetch_add(evicted, Ordering::Relaxed);
-        crate::telemetry::metrics::metrics()
-            .limiter_evictions
-            .get_or_create(&crate::telemetry::metrics::TableLabels {
-                table: self.table.to_owned(),
-            })
-            .inc_by(evicted);
+        count_evictions(self.table, evicted);
     }
+}
+
+/// Counts keys a full table of `table` forgot to make room
+/// (`psp_gateway_rate_limiter_evictions_total{table}`).
+pub fn count_evictions(table: &str, evicted: u64) {
+    crate::telemetry::metrics::metrics()
+        .limiter_evictions
+        .get_or_create(&crate::telemetry::metrics::TableLabels {
+            table: table.to_owned(),
+        })
+        .inc_by(evicted);
 }
 
 impl<K: Hash + Eq + Clone> StateStore for BoundedStore<K> {

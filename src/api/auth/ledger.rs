@@ -184,12 +184,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
         map.retain(|_, entry| entry.until > threshold);
         let evicted = u64::try_from(before - map.len()).unwrap_or(u64::MAX);
         self.evictions.fetch_add(evicted, Ordering::Relaxed);
-        crate::telemetry::metrics::metrics()
-            .limiter_evictions
-            .get_or_create(&crate::telemetry::metrics::TableLabels {
-                table: self.table.to_owned(),
-            })
-            .inc_by(evicted);
+        crate::server::count_evictions(self.table, evicted);
     }
 }
 
