@@ -60,6 +60,12 @@ use ledger::{FailureLedger, SlowLane};
 const VERIFIED_TTL: Duration = Duration::from_secs(300);
 /// Cached verifications at most: one per active caller credential is enough.
 const VERIFIED_CAPACITY: u64 = 10_000;
+/// How long a (user, source) pair whose password verified stays a returning caller, with a
+/// password-check slot of its own ([`Slots::reserved`]): 30 days, the span between an
+/// auditor's visits that a bank's back office would still call regular.
+const RETURNING_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Returning (user, source) pairs remembered at most: 10,000 entries of 32 bytes.
+const RETURNING_CAPACITY: u64 = 10_000;
 /// Longest `Authorization` header value read. Usernames and passwords are short; this bounds
 /// the Base64 decoding and the hashing work an attacker can ask for.
 const MAX_AUTHORIZATION_BYTES: usize = 1024;
@@ -141,6 +147,9 @@ pub struct Authenticator {
     dummy_hash: Arc<String>,
     /// Successful verifications, kept across reloads (see [`Authenticator::reloaded`]).
     verified: moka::future::Cache<[u8; 32], ()>,
+    /// (user, source) pairs whose password verified before ([`returning_key`]), kept across
+    /// reloads: they may use the reserved password-check slot.
+    returning: moka::future::Cache<[u8; 32], ()>,
     /// Argon2 verifications run so far, by this authenticator and those it was reloaded from.
     verifications: Arc<AtomicU64>,
     /// The verification slots, kept across reloads that keep their number.
@@ -153,16 +162,20 @@ pub struct Authenticator {
 /// The verification permits and the working memory of each (as many buffers as permits).
 struct Slots {
     permits: Arc<Semaphore>,
+    /// One more slot, only for a returning caller (a user from a source where its password
+    /// verified before): a flood of first attempts from many fresh addresses can take every
+    /// other slot, but not this one, since taking it needs the password.
+    reserved: Arc<Semaphore>,
     memory: Arc<Mutex<Vec<Vec<Block>>>>,
 }
 
 impl Slots {
     fn new(max_concurrent: usize) -> Slots {
+        let slots = max_concurrent.max(1);
         Slots {
-            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
-            memory: Arc::new(Mutex::new(
-                (0..max_concurrent.max(1)).map(|_| Vec::new()).collect(),
-            )),
+            permits: Arc::new(Semaphore::new(slots)),
+            reserved: Arc::new(Semaphore::new(1)),
+            memory: Arc::new(Mutex::new((0..=slots).map(|_| Vec::new()).collect())),
         }
     }
 }
@@ -267,6 +280,10 @@ impl Authenticator {
                 .max_capacity(VERIFIED_CAPACITY)
                 .time_to_live(VERIFIED_TTL)
                 .build(),
+            returning: moka::future::Cache::builder()
+                .max_capacity(RETURNING_CAPACITY)
+                .time_to_live(RETURNING_TTL)
+                .build(),
             verifications: Arc::new(AtomicU64::new(0)),
             slots: Arc::new(Slots::new(limits.max_concurrent)),
             quotas: Arc::new(Quotas::new(&limits)),
@@ -301,6 +318,7 @@ impl Authenticator {
                 Arc::new(dummy_hash(credentials))
             },
             verified: self.verified.clone(),
+            returning: self.returning.clone(),
             verifications: self.verifications.clone(),
             slots: if limits.max_concurrent == self.limits.max_concurrent {
                 self.slots.clone()
@@ -386,7 +404,9 @@ impl Authenticator {
         } else {
             None
         };
-        let verified = self.verify(&user, password).await;
+        let returning = returning_key(&user, source);
+        let is_returning = self.returning.get(&returning).await.is_some();
+        let verified = self.verify(&user, password, is_returning).await;
         let now = Instant::now();
         match verified {
             Err(busy) => {
@@ -404,6 +424,7 @@ impl Authenticator {
                 if let Some(key) = key {
                     self.verified.insert(key, ()).await;
                 }
+                self.returning.insert(returning, ()).await;
                 Ok(user)
             }
             Ok(false) => {
@@ -420,13 +441,28 @@ impl Authenticator {
     }
 
     /// One argon2 verification of `password` for `user` (against the dummy hash for an
-    /// unknown user), under a permit: `Ok(true)` for a configured user's right password.
-    async fn verify(&self, user: &str, password: String) -> Result<bool, AuthFailure> {
-        let permit = tokio::time::timeout(
-            PASSWORD_CHECK_WAIT,
-            self.slots.permits.clone().acquire_owned(),
-        )
-        .await
+    /// unknown user), under a permit: `Ok(true)` for a configured user's right password. A
+    /// `returning` caller takes the reserved slot when every other is taken.
+    async fn verify(
+        &self,
+        user: &str,
+        password: String,
+        returning: bool,
+    ) -> Result<bool, AuthFailure> {
+        let any = self.slots.permits.clone().acquire_owned();
+        let permit = if returning {
+            let reserved = self.slots.reserved.clone().acquire_owned();
+            tokio::time::timeout(PASSWORD_CHECK_WAIT, async {
+                tokio::select! {
+                    biased;
+                    permit = any => permit,
+                    permit = reserved => permit,
+                }
+            })
+            .await
+        } else {
+            tokio::time::timeout(PASSWORD_CHECK_WAIT, any).await
+        }
         .map_err(|_| AuthFailure::Busy)?
         .map_err(|_| AuthFailure::Busy)?;
         let users = self.users.clone();
@@ -602,6 +638,20 @@ fn digest(user: &str, password: &str, password_hash: &str) -> [u8; 32] {
     for part in [user, password, password_hash] {
         ctx.update(&(part.len() as u64).to_be_bytes());
         ctx.update(part.as_bytes());
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
+/// The key of a returning caller: user name and source, each length-prefixed.
+fn returning_key(user: &str, source: IpAddr) -> [u8; 32] {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    ctx.update(&(user.len() as u64).to_be_bytes());
+    ctx.update(user.as_bytes());
+    match source {
+        IpAddr::V4(a) => ctx.update(&a.octets()),
+        IpAddr::V6(a) => ctx.update(&a.octets()),
     }
     let mut out = [0u8; 32];
     out.copy_from_slice(ctx.finish().as_ref());
@@ -1141,6 +1191,45 @@ mod tests {
             2,
             "permits come back"
         );
+    }
+
+    #[tokio::test]
+    async fn a_returning_owner_gets_a_password_check_while_strangers_hold_every_slot() {
+        let auth = Authenticator::new(&alice(), limits(1_000, 1_000));
+        let (home, elsewhere, stranger) = (ip(1), ip(2), ip(9));
+        assert_eq!(
+            auth.authenticate(Some(&basic("alice:s3cret")), home).await,
+            Ok("alice".to_owned())
+        );
+        // Past the remembered verification: the next login needs argon2 again.
+        auth.verified.invalidate_all();
+        // A flood of first attempts from fresh addresses holds every ordinary slot.
+        let held = auth
+            .slots
+            .permits
+            .clone()
+            .acquire_many_owned(2)
+            .await
+            .expect("permits");
+        assert_eq!(
+            auth.authenticate(Some(&basic("alice:guess")), stranger)
+                .await,
+            Err(AuthFailure::Busy),
+            "a stranger never takes the reserved slot"
+        );
+        assert_eq!(
+            auth.authenticate(Some(&basic("alice:s3cret")), elsewhere)
+                .await,
+            Err(AuthFailure::Busy),
+            "nothing tells the owner from a stranger at an address it never used"
+        );
+        assert_eq!(
+            auth.authenticate(Some(&basic("alice:s3cret")), home).await,
+            Ok("alice".to_owned()),
+            "the owner, back where its password verified before, is checked at once"
+        );
+        drop(held);
+        assert_eq!(auth.slots.reserved.available_permits(), 1, "given back");
     }
 
     #[test]
