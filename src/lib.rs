@@ -5,18 +5,18 @@
 //! in time and read-only snapshots in, a [`check::CheckReport`] out. I/O lives at the edges.
 #![forbid(unsafe_code)]
 
+// The bottom layer is its own crate (crates/psp-cert); its modules keep their paths here.
+pub use psp_cert::{cert, country, hex};
+
 pub mod admin;
 pub mod api;
 pub mod app;
 pub mod bounded;
-pub mod cert;
 pub mod check;
 pub mod cli;
 pub mod config;
-pub mod country;
 pub mod fetch;
 pub mod gateway;
-pub mod hex;
 pub mod policy;
 pub mod register;
 pub mod revocation;

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 /// Top-level modules, bottom up. A module may import modules of a lower layer only (and its
 /// own files).
 const LAYERS: &[&[&str]] = &[
-    // 1. country codes and byte helpers, then certificate parsing
+    // 1. country codes and byte helpers, then certificate parsing (`country`, `hex` and
+    //    `cert` are the crate psp-cert, which depends on no workspace crate:
+    //    tests/workspace.rs)
     &["country", "hex", "fetch", "bounded"],
     &["cert", "telemetry"],
     // 2. reference data

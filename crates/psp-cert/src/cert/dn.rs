@@ -321,7 +321,10 @@ mod tests {
     use super::*;
     use x509_parser::prelude::{FromDer, X509Certificate};
 
-    const PKITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/pkits/certs/");
+    const PKITS: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/pkits/certs/"
+    );
 
     fn pkits(file: &str) -> Vec<u8> {
         std::fs::read(format!("{PKITS}{file}.crt")).expect("PKITS file present")

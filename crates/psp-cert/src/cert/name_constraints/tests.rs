@@ -4,7 +4,7 @@
 use super::*;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/");
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/");
 
 /// What the path validator does with name constraints, for a path given anchor first: the
 /// constraints of every CA apply to every later certificate except self-issued

@@ -175,7 +175,7 @@ pub(crate) fn verify_certificate_signature(
 /// `tbsResponseData`) with the key in `signer_spki_der`, under the same algorithm policy as
 /// certificates. `signature` is the content of the signature BIT STRING, whose number of
 /// unused bits the caller passes: anything but zero is malformed.
-pub(crate) fn verify_signed_data(
+pub fn verify_signed_data(
     message: &[u8],
     algorithm: &AlgorithmIdentifier<'_>,
     signature: &[u8],
@@ -216,7 +216,7 @@ fn signer_key(spki_der: &[u8]) -> Result<SubjectPublicKeyInfo<'_>, SignatureErro
 
 /// The hash of a signature scheme named outside ASN.1 (by an XML-DSig algorithm URI).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SchemeHash {
+pub enum SchemeHash {
     Sha256,
     Sha384,
     Sha512,
@@ -224,7 +224,7 @@ pub(crate) enum SchemeHash {
 
 /// A signature scheme named outside ASN.1, under the same policy as [`choose_algorithm`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scheme {
+pub enum Scheme {
     /// RSASSA-PKCS1-v1_5 (RFC 8017 section 8.2).
     RsaPkcs1(SchemeHash),
     /// RSASSA-PSS with MGF1 over the same hash and a salt as long as the hash (RFC 6931
@@ -238,7 +238,7 @@ pub(crate) enum Scheme {
 /// Verifies `signature` over `message` with the key in `signer_spki_der` under `scheme`:
 /// RSA keys of 2048 to 8192 bits (an id-RSASSA-PSS key too for PSS), ECDSA on P-256 with
 /// SHA-256 or on P-384 with SHA-384 (ring has no fixed-length verifier for the crossed pairs).
-pub(crate) fn verify_with_scheme(
+pub fn verify_with_scheme(
     message: &[u8],
     scheme: Scheme,
     signature: &[u8],

@@ -400,7 +400,10 @@ mod tests {
     use super::*;
     use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 
-    const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/psd2-certs");
+    const CORPUS: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/psd2-certs"
+    );
 
     fn pem(name: &str) -> String {
         std::fs::read_to_string(format!("{CORPUS}/{name}")).expect("corpus file is readable")

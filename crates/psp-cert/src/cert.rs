@@ -12,7 +12,7 @@ pub mod input;
 mod name;
 pub mod name_constraints;
 pub mod qc;
-pub(crate) mod signature;
+pub mod signature;
 
 pub use auth_number::{AuthNumber, PsdAuthNumber};
 pub use dn::{DnError, NormalizedName};
@@ -20,7 +20,7 @@ pub use input::{MAX_INPUT_LEN, decode_certificate_chain, decode_certificate_inpu
 pub use name_constraints::{CertNames, NameConstraints, NcBudget, NcError, has_name_constraints};
 pub use qc::{Psd2Role, Psd2Statement, QcStatementKind, QcStatements, QcType, RoleOfPsp};
 pub use signature::SignatureError;
-pub(crate) use signature::verify_signed_data;
+pub use signature::verify_signed_data;
 
 use time::OffsetDateTime;
 use x509_parser::extensions::{DistributionPointName, GeneralName, ParsedExtension};
