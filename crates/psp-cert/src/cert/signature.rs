@@ -222,7 +222,7 @@ pub enum SchemeHash {
     Sha512,
 }
 
-/// A signature scheme named outside ASN.1, under the same policy as [`choose_algorithm`].
+/// A signature scheme named outside ASN.1, under the same policy as `choose_algorithm`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
     /// RSASSA-PKCS1-v1_5 (RFC 8017 section 8.2).
