@@ -28,6 +28,10 @@ pub(super) struct RequestTracker {
     started: AtomicU64,
     /// Milliseconds since `start` at the last request start or end.
     last: AtomicU64,
+    /// Told when the first request starts: the watchdog waiting for the first-request
+    /// deadline must then measure idleness from requests instead (a later start or end needs
+    /// no wake: the watchdog re-checks by then).
+    first: tokio::sync::Notify,
 }
 
 impl RequestTracker {
@@ -37,6 +41,7 @@ impl RequestTracker {
             in_flight: AtomicUsize::new(0),
             started: AtomicU64::new(0),
             last: AtomicU64::new(0),
+            first: tokio::sync::Notify::new(),
         })
     }
 
@@ -48,15 +53,18 @@ impl RequestTracker {
     /// A request starts; it is in progress until the guard is dropped.
     pub(super) fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.started.fetch_add(1, Ordering::Relaxed);
         self.touch();
+        if self.started.fetch_add(1, Ordering::AcqRel) == 0 {
+            // A permit is kept if the watchdog is not waiting yet: no wake is lost.
+            self.first.notify_one();
+        }
         InFlight {
             tracker: self.clone(),
         }
     }
 
     pub(super) fn requests_started(&self) -> u64 {
-        self.started.load(Ordering::Relaxed)
+        self.started.load(Ordering::Acquire)
     }
 
     pub(super) fn in_flight(&self) -> usize {
@@ -79,7 +87,17 @@ impl RequestTracker {
             if self.in_flight() == 0 && now >= deadline {
                 return;
             }
-            tokio::time::sleep_until(deadline.max(now + Duration::from_millis(1))).await;
+            let sleep = tokio::time::sleep_until(deadline.max(now + Duration::from_millis(1)));
+            if self.requests_started() == 0 {
+                // Waiting for the first request: its arrival changes the deadline, which may
+                // then be much nearer (an idle timeout shorter than the first-request one).
+                tokio::select! {
+                    () = sleep => {}
+                    () = self.first.notified() => {}
+                }
+            } else {
+                sleep.await;
+            }
         }
     }
 }
@@ -150,6 +168,29 @@ mod tests {
         .await
         .expect("idle by the first-request deadline, not the idle timeout");
         assert!(begun.elapsed() >= Duration::from_millis(200));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_first_request_idleness_counts_from_it_not_from_the_first_request_deadline() {
+        let t = RequestTracker::new();
+        let connected = Instant::now();
+        let watch = {
+            let t = t.clone();
+            tokio::spawn(async move {
+                t.idle(Duration::from_millis(400), Duration::from_secs(10))
+                    .await;
+                Instant::now()
+            })
+        };
+        // The watchdog waits for the first-request deadline; the request comes at 1 s.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        drop(t.begin());
+        let idle_at = watch.await.expect("watchdog");
+        assert_eq!(
+            idle_at - connected,
+            Duration::from_millis(1_400),
+            "idle 400 ms after the request, not at the 10 s first-request deadline"
+        );
     }
 
     #[tokio::test]
