@@ -36,8 +36,12 @@ const CREDIT_INSTITUTIONS: &str = r#"[
                   {"ENT_AUT": ["2024-01-01"]}]}}
 ]"#;
 
-fn scratch() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("register_credit_institutions");
+/// A directory of the test's own (`test` names it): the tests run in parallel, and a shared
+/// one was removed by one test while another read it.
+fn scratch(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("register_credit_institutions")
+        .join(test);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch");
     std::fs::write(dir.join("pir.json"), PAYMENT_INSTITUTIONS).expect("write");
@@ -68,7 +72,7 @@ fn bafin(reference: &str) -> PsdAuthNumber {
 
 #[test]
 fn a_bank_psp_is_a_credit_institution_entitled_to_all_eight_services() {
-    let dir = scratch();
+    let dir = scratch("a_bank_psp");
     let (snapshot, _) = RegisterSnapshot::load(&config(&dir, true), Path::new("/")).expect("loads");
     let de = snapshot.register("DE-BAFIN").expect("BaFin register");
     let bank = de.entity("100200").expect("the bank");
@@ -112,7 +116,7 @@ fn a_bank_psp_is_a_credit_institution_entitled_to_all_eight_services() {
 
 #[test]
 fn without_merge_a_second_file_for_the_same_authority_is_refused_naming_both() {
-    let dir = scratch();
+    let dir = scratch("without_merge");
     let e = RegisterSnapshot::load(&config(&dir, false), Path::new("/"))
         .unwrap_err()
         .to_string();
@@ -122,7 +126,7 @@ fn without_merge_a_second_file_for_the_same_authority_is_refused_naming_both() {
 
 #[test]
 fn merging_files_that_read_references_differently_is_refused() {
-    let dir = scratch();
+    let dir = scratch("merging");
     let mut c = config(&dir, true);
     c.files[1].normalise = Some(vec![]);
     let e = RegisterSnapshot::load(&c, Path::new("/"))
