@@ -14,10 +14,8 @@ use common::test_pki::{test_config, test_pki};
 use common::tls_client::{self, Proto, get};
 use common::{process_memory, service};
 use psp_gateway::app::Running;
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const HEADERS: u8 = 0x1;
@@ -60,11 +58,7 @@ async fn gateway() -> Running {
 /// A TLS connection with ALPN h2 as the valid PSP, the preface and an empty SETTINGS sent.
 async fn h2_connection(addr: SocketAddr) -> tokio_rustls::client::TlsStream<TcpStream> {
     let config = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H2);
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    let mut tls = TlsConnector::from(config)
-        .connect(ServerName::try_from("localhost").expect("name"), tcp)
-        .await
-        .expect("TLS handshake");
+    let mut tls = tls_client::connect(addr, config).await;
     tls.write_all(PREFACE).await.expect("preface");
     tls.write_all(&frame(SETTINGS, 0, 0, &[]))
         .await

@@ -3,7 +3,7 @@
 mod common;
 
 use common::service::*;
-use common::test_pki::test_pki;
+use common::test_pki::{new_server_certificate, test_pki};
 use common::*;
 use psp_gateway::app;
 
@@ -302,14 +302,7 @@ async fn open_gateway_connection(
 ) {
     use common::tls_client::{Proto, client_config};
     let config = client_config(&test_pki().dir, Some("valid"), Proto::H1);
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let tls = tokio_rustls::TlsConnector::from(config)
-        .connect(
-            rustls::pki_types::ServerName::try_from("localhost").expect("name"),
-            tcp,
-        )
-        .await
-        .expect("TLS handshake");
+    let tls = common::tls_client::connect(addr, config).await;
     let presented = tls
         .get_ref()
         .1
@@ -332,26 +325,6 @@ async fn get_accounts(
         .await
         .expect("response")
         .status()
-}
-
-/// A new certificate for `localhost` from the sandbox server CA, with a key of its own.
-fn new_server_certificate() -> (String, String) {
-    let ca_key = rcgen::KeyPair::from_pem(
-        &std::fs::read_to_string(test_pki().dir.join("server/ca.key")).expect("CA key"),
-    )
-    .expect("CA key parses");
-    let ca = rcgen::Issuer::from_ca_cert_pem(
-        &std::fs::read_to_string(test_pki().dir.join("server/ca.pem")).expect("CA"),
-        ca_key,
-    )
-    .expect("CA parses");
-    let key = rcgen::KeyPair::generate().expect("key");
-    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "localhost (rotated)");
-    let cert = params.signed_by(&key, &ca).expect("signed");
-    (cert.pem(), key.serialize_pem())
 }
 
 /// Replaces `path` the way deployments do: written aside, renamed over.
@@ -381,7 +354,7 @@ async fn a_rotated_server_certificate_serves_new_handshakes_while_open_connectio
     assert_eq!(get_accounts(&mut open).await, http::StatusCode::OK);
 
     // Rotated: a new certificate and key, then a reload.
-    let (new_cert, new_key) = new_server_certificate();
+    let (new_cert, new_key) = new_server_certificate(&test_pki().dir);
     replace_file(&key, &new_key);
     replace_file(&cert, &new_cert);
     assert!(
@@ -403,7 +376,7 @@ async fn a_rotated_server_certificate_serves_new_handshakes_while_open_connectio
     assert_eq!(get_accounts(&mut open).await, http::StatusCode::OK);
 
     // A key that is not the certificate's: refused whole, the last good certificate stays.
-    let (_, other_key) = new_server_certificate();
+    let (_, other_key) = new_server_certificate(&test_pki().dir);
     replace_file(&key, &other_key);
     assert!(
         app::reload(&path, &running).await.is_none(),

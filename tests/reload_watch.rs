@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::test_pki::new_server_certificate;
 use common::{free_port, root};
 
 fn readyz(admin: SocketAddr) -> Option<serde_json::Value> {
@@ -301,26 +302,6 @@ fn presented_certificate(serve: &Relative) -> Option<Vec<u8>> {
         conn.complete_io(&mut tcp).ok()?;
     }
     Some(conn.peer_certificates()?.first()?.to_vec())
-}
-
-/// A new certificate for `localhost` from the sandbox server CA, with a key of its own.
-fn new_server_certificate(certs: &std::path::Path) -> (String, String) {
-    let ca_key = rcgen::KeyPair::from_pem(
-        &std::fs::read_to_string(certs.join("server/ca.key")).expect("CA key"),
-    )
-    .expect("CA key parses");
-    let ca = rcgen::Issuer::from_ca_cert_pem(
-        &std::fs::read_to_string(certs.join("server/ca.pem")).expect("CA"),
-        ca_key,
-    )
-    .expect("CA parses");
-    let key = rcgen::KeyPair::generate().expect("key");
-    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "localhost (rotated)");
-    let cert = params.signed_by(&key, &ca).expect("signed");
-    (cert.pem(), key.serialize_pem())
 }
 
 #[test]

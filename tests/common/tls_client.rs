@@ -84,12 +84,7 @@ pub async fn send(
     proto: Proto,
     req: Request<ReqBody>,
 ) -> (Response<Incoming>, bool) {
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    tcp.set_nodelay(true).expect("nodelay");
-    let tls = TlsConnector::from(config)
-        .connect(ServerName::try_from("localhost").expect("name"), tcp)
-        .await
-        .expect("TLS handshake");
+    let tls = connect(addr, config).await;
     let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     let io = TokioIo::new(tls);
     let response = match proto {
@@ -117,11 +112,7 @@ pub async fn open_h1(
     addr: SocketAddr,
     config: Arc<rustls::ClientConfig>,
 ) -> hyper::client::conn::http1::SendRequest<ReqBody> {
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    let tls = TlsConnector::from(config)
-        .connect(ServerName::try_from("localhost").expect("name"), tcp)
-        .await
-        .expect("TLS handshake");
+    let tls = connect(addr, config).await;
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .expect("h1 handshake");
@@ -139,11 +130,7 @@ pub async fn send_raw(
     request: &[u8],
 ) -> (Option<u16>, Vec<u8>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    let mut tls = TlsConnector::from(config)
-        .connect(ServerName::try_from("localhost").expect("name"), tcp)
-        .await
-        .expect("TLS handshake");
+    let mut tls = connect(addr, config).await;
     tls.write_all(request).await.expect("write the request");
     tls.flush().await.expect("flush");
     let mut answer = Vec::new();
@@ -168,16 +155,24 @@ pub async fn open_h2(
     addr: SocketAddr,
     config: Arc<rustls::ClientConfig>,
 ) -> hyper::client::conn::http2::SendRequest<ReqBody> {
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    tcp.set_nodelay(true).expect("nodelay");
-    let tls = TlsConnector::from(config)
-        .connect(ServerName::try_from("localhost").expect("name"), tcp)
-        .await
-        .expect("TLS handshake");
+    let tls = connect(addr, config).await;
     let (sender, conn) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
             .await
             .expect("h2 handshake");
     tokio::spawn(conn);
     sender
+}
+
+/// A TLS connection to the gateway at `addr` as `localhost` (TCP_NODELAY set), handshake done.
+pub async fn connect(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await
+        .expect("TLS handshake")
 }
