@@ -54,6 +54,9 @@ async fn connect_with_a_path_is_refused_before_any_decision_and_never_forwarded(
         b"CONNECT localhost:443 HTTP/1.1\r\nHost: localhost:443\r\nConnection: close\r\n\r\n",
         b"TRACE /v1/accounts HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
         b"PROPFIND /v1/accounts HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        // Methods are case-sensitive (RFC 9110 section 9.1): `get` is not GET, whatever a
+        // lenient upstream makes of it.
+        b"get /v1/accounts HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     ] {
         let (status, answer) = tls_client::send_raw(addr, config.clone(), request).await;
         let text = String::from_utf8_lossy(&answer);

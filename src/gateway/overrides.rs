@@ -284,6 +284,53 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_form_body_that_never_ends_is_given_up_at_the_read_timeout() {
+        use futures_util::stream::{self, StreamExt};
+        // The first bytes of a form, then nothing, for ever.
+        let trickle = stream::iter([Ok::<_, BodyError>(hyper::body::Frame::data(
+            bytes::Bytes::from_static(b"grant_type=x&"),
+        ))])
+        .chain(stream::pending());
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri("/v1/token")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(BodyExt::boxed(http_body_util::StreamBody::new(trickle)))
+            .expect("request");
+        let started = tokio::time::Instant::now();
+        let refused = screen_form(req, Duration::from_secs(30)).await;
+        assert!(
+            matches!(refused, Err(FormRefusal::Unreadable(_))),
+            "{:?}",
+            refused.map(|_| ())
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn only_the_configured_certificate_header_may_carry_an_underscore() {
+        let configured = HeaderName::from_static("ssl_client_cert");
+        let mut h = HeaderMap::new();
+        h.insert(configured.clone(), http::HeaderValue::from_static("pem"));
+        assert_eq!(underscore_header(&h, Some(&configured)), None);
+        h.insert(
+            HeaderName::from_static("x_psp_services"),
+            http::HeaderValue::from_static("1"),
+        );
+        assert_eq!(
+            underscore_header(&h, Some(&configured)).as_deref(),
+            Some("x_psp_services")
+        );
+        assert!(
+            underscore_header(&h, None).is_some(),
+            "without header mode nothing is exempt"
+        );
+    }
+
     #[tokio::test]
     async fn a_form_body_over_the_limit_is_refused_not_buffered() {
         let big: &'static str = Box::leak("a=1&".repeat(MAX_FORM_BODY_BYTES).into_boxed_str());
