@@ -41,21 +41,24 @@ fn is_separator(c: char) -> bool {
 /// A name as every receiver we know reads it: lower case, trimmed, a PHP array suffix
 /// (`name[]`, `name[x]`) dropped, separators made `-`.
 fn normalised(name: &str) -> String {
+    normalised_chars(name).collect()
+}
+
+/// [`normalised`], character by character (compared without allocating).
+fn normalised_chars(name: &str) -> impl Iterator<Item = char> + '_ {
     let name = name.trim();
     let name = match name.find('[') {
         // `a[b]` is the array `a` in PHP; a leading `[` is a name of its own.
         Some(at) if at > 0 => &name[..at],
         _ => name,
     };
-    name.chars()
-        .map(|c| {
-            if is_separator(c) {
-                '-'
-            } else {
-                c.to_ascii_lowercase()
-            }
-        })
-        .collect()
+    name.chars().map(|c| {
+        if is_separator(c) {
+            '-'
+        } else {
+            c.to_ascii_lowercase()
+        }
+    })
 }
 
 /// Longest name echoed back in an error body.
@@ -73,9 +76,17 @@ pub fn refused_parameter(query: &str) -> Option<String> {
         .split(['&', ';'])
         .map(|pair| pair.split('=').next().unwrap_or_default())
         .find(|raw| {
-            let spaced = raw.replace('+', " ");
+            // Every query of every request passes here: nothing is allocated for a name
+            // without `+` or `%`.
+            let spaced = if raw.contains('+') {
+                std::borrow::Cow::Owned(raw.replace('+', " "))
+            } else {
+                std::borrow::Cow::Borrowed(*raw)
+            };
             let decoded = percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy();
-            OVERRIDE_PARAMETERS.contains(&normalised(&decoded).as_str())
+            OVERRIDE_PARAMETERS
+                .iter()
+                .any(|p| normalised_chars(&decoded).eq(p.chars()))
         })
         .map(echoed)
 }
