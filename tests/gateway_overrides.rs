@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::convert::Infallible;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use common::test_pki::{test_config, test_pki};
 use common::tls_client::{self, Proto, get};
-use common::upstream::{self, Upstream};
+use common::upstream::{self, Upstream, held_upstream, until};
 use common::*;
 use http::{HeaderName, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
@@ -233,64 +231,6 @@ async fn header_names_with_underscores_can_be_refused_outright() {
     let (response, _) = tls_client::send(addr, config, Proto::H1, get("/v1/accounts")).await;
     assert_eq!(response.status(), StatusCode::OK, "a clean request passes");
     running.stop().await;
-}
-
-/// An upstream that holds every request until released, counting its connections and the
-/// requests it holds.
-struct HeldUpstream {
-    addr: std::net::SocketAddr,
-    connections: Arc<AtomicUsize>,
-    held: Arc<AtomicUsize>,
-    release: tokio::sync::watch::Sender<bool>,
-}
-
-async fn held_upstream() -> HeldUpstream {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let connections = Arc::new(AtomicUsize::new(0));
-    let held = Arc::new(AtomicUsize::new(0));
-    let (release, released) = tokio::sync::watch::channel(false);
-    let (count, holding) = (connections.clone(), held.clone());
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            let (holding, released) = (holding.clone(), released.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |_req| {
-                    let (holding, mut released) = (holding.clone(), released.clone());
-                    async move {
-                        holding.fetch_add(1, Ordering::SeqCst);
-                        let _ = released.wait_for(|r| *r).await;
-                        Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(
-                            bytes::Bytes::from_static(b"released"),
-                        )))
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                    .await;
-            });
-        }
-    });
-    HeldUpstream {
-        addr,
-        connections,
-        held,
-        release,
-    }
-}
-
-/// Waits (bounded: 10 s) until `condition` holds.
-async fn until(what: &str, condition: impl Fn() -> bool) {
-    for _ in 0..1_000 {
-        if condition() {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("{what} never happened");
 }
 
 #[tokio::test]

@@ -2,9 +2,14 @@
 
 mod common;
 
+use std::sync::atomic::Ordering;
+
 use common::service::*;
-use common::test_pki::{new_server_certificate, test_pki};
+use common::test_pki::{config_file, new_server_certificate, test_pki};
+use common::tls_client::{self, Proto, get};
+use common::upstream::{held_upstream, until};
 use common::*;
+use http::StatusCode;
 use psp_gateway::app;
 
 fn write_config(dir: &std::path::Path, registers_xx: &str) -> std::path::PathBuf {
@@ -73,30 +78,6 @@ fn sandbox_file_with(
 /// revocation responder is up), every listener on an ephemeral loopback port, then `edit`.
 fn pki_file_with(dir: &std::path::Path, edit: impl FnOnce(String) -> String) -> std::path::PathBuf {
     config_file(dir, &test_pki().dir, edit)
-}
-
-/// The repository's sandbox configuration as a file in `dir`: certificates from `certs`,
-/// every other path absolute, every listener on an ephemeral loopback port, then `edit`.
-fn config_file(
-    dir: &std::path::Path,
-    certs: &std::path::Path,
-    edit: impl FnOnce(String) -> String,
-) -> std::path::PathBuf {
-    let (certs, r) = (certs.display().to_string(), root().display().to_string());
-    let text = std::fs::read_to_string(root().join("gateway.toml"))
-        .expect("gateway.toml")
-        .replace("\"certs/", &format!("\"{certs}/"))
-        .replace("\"registers/", &format!("\"{r}/registers/"))
-        .replace(
-            "enabled = true",
-            &format!("enabled = true\ncerts = \"{certs}\""),
-        )
-        .replace("127.0.0.1:8080", "127.0.0.1:0")
-        .replace("127.0.0.1:8443", "127.0.0.1:0")
-        .replace("127.0.0.1:9090", "127.0.0.1:0");
-    let path = dir.join("gateway.toml");
-    std::fs::write(&path, edit(text)).expect("write config");
-    path
 }
 
 /// Callers that keep calling during the reloads, each with a credential of its own (so each
@@ -573,4 +554,71 @@ async fn a_role_or_a_caller_removed_by_a_reload_is_refused_from_the_next_request
     );
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_reload_is_no_fresh_upstream_budget() {
+    let up = held_upstream().await;
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("gateway_overrides_reload");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let addr = up.addr;
+    let budget = move |t: String, extra: &str| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!(
+                "upstream = \"http://{addr}\"\nupstream_max_requests = 3\nupstream_max_requests_per_psp = 2\n{extra}"
+            ),
+        )
+    };
+    let path = config_file(&dir, &test_pki().dir, |t| budget(t, ""));
+    let running = service::start(psp_gateway::Config::load(&path).expect("configuration")).await;
+    let gateway_addr = running.gateway.expect("gateway");
+    let conn = tls_client::open_h2(
+        gateway_addr,
+        tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H2),
+    )
+    .await;
+    let mut held = tokio::task::JoinSet::new();
+    for _ in 0..2 {
+        let mut sender = conn.clone();
+        held.spawn(async move { sender.send_request(get("/v1/accounts")).await });
+    }
+    until("two calls held upstream", || {
+        up.held.load(Ordering::SeqCst) == 2
+    })
+    .await;
+
+    // A reload that changes something else, not the budget: the two calls are still in
+    // flight, so the PSP's share is still spent.
+    config_file(&dir, &test_pki().dir, |t| {
+        budget(t, "strip_headers = [\"x-bank-route\"]")
+    });
+    assert!(
+        psp_gateway::app::reload(&path, &running).await.is_some(),
+        "the reload is accepted"
+    );
+    let mut sender = conn.clone();
+    // With a fresh budget the call would be held upstream like the other two: bounded wait.
+    let response = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        sender.send_request(get("/v1/accounts")),
+    )
+    .await
+    .expect("answered at once, not held upstream on a fresh budget")
+    .expect("response");
+    assert_eq!(
+        response.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a reload gave the PSP a fresh budget"
+    );
+
+    up.release.send(true).expect("release");
+    while let Some(done) = held.join_next().await {
+        assert_eq!(
+            done.expect("task").expect("response").status(),
+            StatusCode::OK
+        );
+    }
+    running.stop().await;
 }

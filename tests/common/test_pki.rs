@@ -158,3 +158,23 @@ pub fn new_server_certificate(certs: &Path) -> (String, String) {
     let cert = params.signed_by(&key, &ca).expect("signed");
     (cert.pem(), key.serialize_pem())
 }
+
+/// The repository's sandbox configuration as a file in `dir`: certificates from `certs`,
+/// every other path absolute, every listener on an ephemeral loopback port, then `edit`.
+pub fn config_file(dir: &Path, certs: &Path, edit: impl FnOnce(String) -> String) -> PathBuf {
+    let (certs, r) = (certs.display().to_string(), root().display().to_string());
+    let text = std::fs::read_to_string(root().join("gateway.toml"))
+        .expect("gateway.toml")
+        .replace("\"certs/", &format!("\"{certs}/"))
+        .replace("\"registers/", &format!("\"{r}/registers/"))
+        .replace(
+            "enabled = true",
+            &format!("enabled = true\ncerts = \"{certs}\""),
+        )
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("127.0.0.1:8443", "127.0.0.1:0")
+        .replace("127.0.0.1:9090", "127.0.0.1:0");
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, edit(text)).expect("write config");
+    path
+}

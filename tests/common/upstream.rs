@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -196,4 +197,62 @@ pub async fn start_raw() -> RawUpstream {
         }
     });
     RawUpstream { addr, heads, task }
+}
+
+/// An upstream that holds every request until released, counting its connections and the
+/// requests it holds.
+pub struct HeldUpstream {
+    pub addr: std::net::SocketAddr,
+    pub connections: Arc<AtomicUsize>,
+    pub held: Arc<AtomicUsize>,
+    pub release: tokio::sync::watch::Sender<bool>,
+}
+
+pub async fn held_upstream() -> HeldUpstream {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let connections = Arc::new(AtomicUsize::new(0));
+    let held = Arc::new(AtomicUsize::new(0));
+    let (release, released) = tokio::sync::watch::channel(false);
+    let (count, holding) = (connections.clone(), held.clone());
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let (holding, released) = (holding.clone(), released.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req| {
+                    let (holding, mut released) = (holding.clone(), released.clone());
+                    async move {
+                        holding.fetch_add(1, Ordering::SeqCst);
+                        let _ = released.wait_for(|r| *r).await;
+                        Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(
+                            bytes::Bytes::from_static(b"released"),
+                        )))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    HeldUpstream {
+        addr,
+        connections,
+        held,
+        release,
+    }
+}
+
+/// Waits (bounded: 10 s) until `condition` holds.
+pub async fn until(what: &str, condition: impl Fn() -> bool) {
+    for _ in 0..1_000 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{what} never happened");
 }
