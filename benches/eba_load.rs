@@ -18,8 +18,7 @@ use std::time::Instant;
 use psp_gateway::cert::PsdAuthNumber;
 use psp_gateway::country::CountryCode;
 use psp_gateway::register::{
-    DEFAULT_EBA_AUTHORITIES, RegisterConfig, RegisterFileConfig, RegisterFormat, RegisterSnapshot,
-    import_eba,
+    DEFAULT_EBA_AUTHORITIES, RegisterConfig, RegisterFileConfig, RegisterFormat, import_eba,
 };
 
 const ENTITIES: u64 = 330_000;
@@ -298,7 +297,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let t = Instant::now();
     let (snapshot, report) =
-        RegisterSnapshot::load(&config(export.clone(), RegisterFormat::Eba), &dir)?;
+        psp_gateway::register::load(&config(export.clone(), RegisterFormat::Eba), &dir)?;
     let load_time = t.elapsed();
     println!("EBA load: {load_time:.2?} wall");
     println!(
@@ -359,7 +358,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let t = Instant::now();
     let (native_snapshot, _) =
-        RegisterSnapshot::load(&config(native, RegisterFormat::Native), &dir)?;
+        psp_gateway::register::load(&config(native, RegisterFormat::Native), &dir)?;
     println!(
         "native load: {:.2?} ({} registers)",
         t.elapsed(),

@@ -17,7 +17,7 @@ mod trust;
 
 use crate::config::Config;
 use crate::country::{self, CountryCode};
-use crate::register::{self, RegisterSnapshot};
+use crate::register;
 use crate::revocation::RevocationChecker;
 use crate::service::{CheckService, ReferenceData, Revocation};
 use crate::trust::{ListSigners, QtspSource, SourceSpec, TrustedListFile};
@@ -725,7 +725,7 @@ fn run_config_check(path: &Path) -> Result<String, String> {
         .load_trust(OffsetDateTime::now_utc())
         .map_err(|e| e.to_string())?;
     let (registers, report) =
-        RegisterSnapshot::load(&config.registers, &config.base_dir).map_err(|e| e.to_string())?;
+        crate::register::load(&config.registers, &config.base_dir).map_err(|e| e.to_string())?;
     let mut summary = format!(
         "{}: ok: {} trust sources, {} trusted issuers, {} registers\n{report}",
         path.display(),

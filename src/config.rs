@@ -605,7 +605,7 @@ impl Config {
         &self,
         at: time::OffsetDateTime,
     ) -> Result<crate::trust::TrustList, crate::trust::TrustLoadError> {
-        crate::trust::TrustList::load(&self.trust_sources(), at)
+        crate::trust::load(&self.trust_sources(), at)
     }
 
     pub fn resolve(&self, p: &Path) -> PathBuf {

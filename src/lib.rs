@@ -1,33 +1,26 @@
 //! psp-gateway: checks a PSD2 payment service provider's eIDAS certificate and its
 //! regulatory status, as a gateway filter, as an HTTP endpoint and from the command line.
 //!
-//! The check core ([`mod@check`]) is pure: certificate bytes, a transaction jurisdiction, a point
-//! in time and read-only snapshots in, a [`check::CheckReport`] out. I/O lives at the edges.
+//! This crate is the top of the workspace: the command line ([`cli`]), the configuration file
+//! ([`config`]) and start-up ([`app`]). The layers under it are crates of their own: the pure
+//! check (`psp-check`, over `psp-cert`), the cached async service (`psp-service`), the
+//! listeners (`psp-server`) and the faces (`psp-faces`).
 #![forbid(unsafe_code)]
 
-// The bottom layer is its own crate (crates/psp-cert); its modules keep their paths here.
+// The layers are the workspace's crates (docs/architecture.md); their modules keep their
+// paths here, for this crate's own modules and for the tests, which drive the whole product.
 pub use psp_cert::{cert, country, hex};
+pub use psp_check::{check, policy};
+pub use psp_faces::{admin, api, gateway, sandbox};
+pub use psp_server as server;
+pub use psp_service::{bounded, fetch, register, revocation, service, telemetry, trust};
 
-pub mod admin;
-pub mod api;
 pub mod app;
-pub mod bounded;
-pub mod check;
 pub mod cli;
 pub mod config;
-pub mod fetch;
-pub mod gateway;
-pub mod policy;
-pub mod register;
-pub mod revocation;
-pub mod sandbox;
-pub mod server;
-pub mod service;
-pub mod telemetry;
-pub mod trust;
 
 pub use cert::PspCertificate;
-pub use check::{CheckInput, CheckReport, check};
+pub use check::{CheckInput, CheckReport};
 pub use config::Config;
 pub use country::CountryCode;
 pub use trust::{QtspSource, TrustList};

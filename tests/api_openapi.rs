@@ -114,7 +114,7 @@ fn read(rel: &str) -> String {
 /// (status, code) of the error table in `src/api/error.rs`: each code literal follows its
 /// `StatusCode::…` line in `ApiError::parts`.
 fn codes_in_error_rs() -> BTreeSet<(u16, String)> {
-    let text = read("src/api/error.rs");
+    let text = read("crates/psp-faces/src/api/error.rs");
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
     let mut out = BTreeSet::new();
     for pair in lines.windows(2) {
@@ -145,7 +145,7 @@ fn codes_in_error_rs() -> BTreeSet<(u16, String)> {
 
 /// The `eIDAS.errors` codes of `ErrorCode::as_str` in `src/check/report.rs`.
 fn codes_in_report_rs() -> BTreeSet<String> {
-    let out: BTreeSet<String> = read("src/check/report.rs")
+    let out: BTreeSet<String> = read("crates/psp-check/src/check/report.rs")
         .lines()
         .filter(|l| l.trim_start().starts_with("ErrorCode::"))
         .filter_map(|l| l.split_once("=> \"").map(|(_, rest)| rest))

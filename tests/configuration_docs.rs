@@ -25,39 +25,63 @@ const PLACES: &[(&str, &str, &str)] = &[
     ("src/config.rs", "AdminConfig", "admin."),
     ("src/config.rs", "LimitsConfig", "limits."),
     ("src/config.rs", "DangerConfig", "danger."),
-    ("src/register/config.rs", "RegisterConfig", "registers."),
-    ("src/register/config.rs", "FcaSettings", "registers.fca."),
     (
-        "src/register/config.rs",
+        "crates/psp-service/src/register/config.rs",
+        "RegisterConfig",
+        "registers.",
+    ),
+    (
+        "crates/psp-service/src/register/config.rs",
+        "FcaSettings",
+        "registers.fca.",
+    ),
+    (
+        "crates/psp-service/src/register/config.rs",
         "RegisterFileConfig",
         "registers.files[].",
     ),
     (
-        "src/revocation/config.rs",
+        "crates/psp-service/src/revocation/config.rs",
         "RevocationConfig",
         "revocation.",
     ),
-    ("src/api/config.rs", "ApiConfig", "api."),
+    ("crates/psp-faces/src/api/config.rs", "ApiConfig", "api."),
     (
-        "src/api/config.rs",
+        "crates/psp-faces/src/api/config.rs",
         "FailedLoginConfig",
         "api.failed_logins.",
     ),
-    ("src/api/config.rs", "Credential", "api.credentials[]."),
-    ("src/api/config.rs", "RateLimitConfig", "api.rate_limit."),
     (
-        "src/gateway/config.rs",
+        "crates/psp-faces/src/api/config.rs",
+        "Credential",
+        "api.credentials[].",
+    ),
+    (
+        "crates/psp-faces/src/api/config.rs",
+        "RateLimitConfig",
+        "api.rate_limit.",
+    ),
+    (
+        "crates/psp-faces/src/gateway/config.rs",
         "GatewayRateLimit",
         "gateway.rate_limit.",
     ),
-    ("src/gateway/config.rs", "GatewayConfig", "gateway."),
-    ("src/gateway/config.rs", "RouteConfig", "gateway.routes[]."),
     (
-        "src/gateway/config.rs",
+        "crates/psp-faces/src/gateway/config.rs",
+        "GatewayConfig",
+        "gateway.",
+    ),
+    (
+        "crates/psp-faces/src/gateway/config.rs",
+        "RouteConfig",
+        "gateway.routes[].",
+    ),
+    (
+        "crates/psp-faces/src/gateway/config.rs",
         "IdentityHeaderNames",
         "gateway.identity_headers.",
     ),
-    ("src/server.rs", "TlsFiles", "api.tls."),
+    ("crates/psp-server/src/lib.rs", "TlsFiles", "api.tls."),
 ];
 
 /// Keys documented in the page's tables: the first backticked cell of each row.
@@ -134,10 +158,10 @@ fn every_configuration_struct_is_placed() {
     let mut seen: BTreeSet<String> = BTreeSet::new();
     for file in [
         "src/config.rs",
-        "src/register/config.rs",
-        "src/revocation/config.rs",
-        "src/api/config.rs",
-        "src/gateway/config.rs",
+        "crates/psp-service/src/register/config.rs",
+        "crates/psp-service/src/revocation/config.rs",
+        "crates/psp-faces/src/api/config.rs",
+        "crates/psp-faces/src/gateway/config.rs",
     ] {
         let source = std::fs::read_to_string(root().join(file)).expect("source");
         let mut rest = source.as_str();
@@ -164,7 +188,7 @@ fn every_configuration_struct_is_placed() {
     // The scan found every placed struct of these files (so it does look).
     let scanned: BTreeSet<&str> = PLACES
         .iter()
-        .filter(|(f, _, _)| *f != "src/server.rs")
+        .filter(|(f, _, _)| *f != "crates/psp-server/src/lib.rs")
         .map(|(_, n, _)| *n)
         .collect();
     assert_eq!(

@@ -24,7 +24,7 @@ fn sandbox() -> Sandbox {
         trust: config
             .load_trust(time::OffsetDateTime::now_utc())
             .expect("trust"),
-        registers: RegisterSnapshot::load(&config.registers, &config.base_dir)
+        registers: psp_gateway::register::load(&config.registers, &config.base_dir)
             .expect("registers")
             .0,
     }
@@ -149,7 +149,7 @@ fn certificate_problems_are_named_in_a_fixed_order() {
         "no verified evidence: fail closed"
     );
     assert_eq!(
-        Reason::RevocationUnknown.status(),
+        psp_gateway::gateway::refusal_status(Reason::RevocationUnknown.kind()),
         http::StatusCode::UNAUTHORIZED
     );
 }
@@ -173,7 +173,7 @@ fn register_problems_are_refused() {
         "the register's services count, not the certificate's roles"
     );
     assert_eq!(
-        Reason::ServicesNotCovered.status(),
+        psp_gateway::gateway::refusal_status(Reason::ServicesNotCovered.kind()),
         http::StatusCode::FORBIDDEN
     );
     let mut only_authorised = rule("XX");

@@ -445,9 +445,7 @@ async fn the_service_fetches_a_missing_register_at_start_and_answers_every_reque
 
 #[test]
 fn a_fetched_register_older_than_its_budget_is_reported_stale_and_a_fresh_one_is_not() {
-    use psp_gateway::register::{
-        RegisterConfig, RegisterFileConfig, RegisterFormat, RegisterSnapshot,
-    };
+    use psp_gateway::register::{RegisterConfig, RegisterFileConfig, RegisterFormat};
     let dir = scratch("age");
     let path = dir.join("eba.zip");
     std::fs::write(&path, zip_of(&shape_example())).expect("write");
@@ -462,7 +460,7 @@ fn a_fetched_register_older_than_its_budget_is_reported_stale_and_a_fresh_one_is
         ..RegisterConfig::default()
     };
     let now = std::time::SystemTime::now();
-    let (fresh, _) = RegisterSnapshot::load(&config(None), Path::new("/")).expect("loads");
+    let (fresh, _) = psp_gateway::register::load(&config(None), Path::new("/")).expect("loads");
     assert!(fresh.stale_files(now).is_empty());
     // Last replaced 49 hours ago: over the default 48-hour budget of a fetched file.
     let f = std::fs::File::options()
@@ -471,7 +469,7 @@ fn a_fetched_register_older_than_its_budget_is_reported_stale_and_a_fresh_one_is
         .expect("open");
     f.set_modified(now - std::time::Duration::from_secs(49 * 3600))
         .expect("set mtime");
-    let (old, _) = RegisterSnapshot::load(&config(None), Path::new("/")).expect("loads");
+    let (old, _) = psp_gateway::register::load(&config(None), Path::new("/")).expect("loads");
     let stale = old.stale_files(now);
     assert_eq!(stale.len(), 1, "{stale:?}");
     assert!(
@@ -479,6 +477,7 @@ fn a_fetched_register_older_than_its_budget_is_reported_stale_and_a_fresh_one_is
         "{stale:?}"
     );
     // A configured budget of 72 hours covers it.
-    let (covered, _) = RegisterSnapshot::load(&config(Some(72)), Path::new("/")).expect("loads");
+    let (covered, _) =
+        psp_gateway::register::load(&config(Some(72)), Path::new("/")).expect("loads");
     assert!(covered.stale_files(now).is_empty());
 }

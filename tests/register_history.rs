@@ -86,7 +86,8 @@ fn each_content_is_kept_with_the_interval_it_was_in_force_and_pruned_after_the_r
 
     let load = |t: &str| {
         let as_of = history.as_of(&c, Path::new("/"), at(t)).expect("as of");
-        let (snapshot, _) = RegisterSnapshot::load(&as_of.config, Path::new("/")).expect("loads");
+        let (snapshot, _) =
+            psp_gateway::register::load(&as_of.config, Path::new("/")).expect("loads");
         (snapshot, as_of)
     };
     let (march, as_of) = load("2026-03-03T00:00:00Z");

@@ -6,13 +6,11 @@ use std::path::Path;
 
 use psp_gateway::cert::PsdAuthNumber;
 use psp_gateway::country::CountryCode;
-use psp_gateway::register::{
-    HomeOutcome, RegisterConfig, RegisterHolder, RegisterSnapshot, not_found_warning,
-};
+use psp_gateway::register::{HomeOutcome, RegisterConfig, RegisterSnapshot, not_found_warning};
 use serde_json::{Value, json};
 
 fn sandbox() -> RegisterSnapshot {
-    let (snapshot, report) = RegisterSnapshot::load(
+    let (snapshot, report) = psp_gateway::register::load(
         &RegisterConfig::sandbox(),
         Path::new(env!("CARGO_MANIFEST_DIR")),
     )
@@ -430,13 +428,13 @@ fn register_blocks_read_back_from_their_json() {
 }
 
 #[test]
-fn a_holder_answers_from_generation_one_after_loading() {
-    let (holder, _) = RegisterHolder::load(
+fn a_snapshot_answers_with_its_generation() {
+    let (snapshot, _) = psp_gateway::register::load(
         &RegisterConfig::sandbox(),
         Path::new(env!("CARGO_MANIFEST_DIR")),
     )
     .expect("loads");
-    let snapshot = holder.snapshot();
+    let snapshot = snapshot.with_generation(1);
     assert_eq!(snapshot.generation(), 1);
     let a = auth("PSDXX-TEST-000001");
     assert_eq!(snapshot.lookup(Some(&a), cc("XX")).generation, 1);

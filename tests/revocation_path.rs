@@ -39,7 +39,7 @@ async fn check(
     service: &CheckService,
     leaf: &PspCertificate,
     chain: &[&PspCertificate],
-) -> Arc<psp_gateway::check::CheckReport> {
+) -> Arc<psp_gateway::service::Checked> {
     service
         .check(
             Arc::new(leaf.clone()),

@@ -134,24 +134,27 @@ fn the_obie_certificate_is_not_approved_outside_gb_but_its_source_is_still_named
     assert_eq!(r.qtsp_jurisdiction.as_deref(), Some("GB"));
 }
 
-/// The serialised wire form is made once per report and shared: the same bytes as
-/// serialising `to_wire`, for each link base; a changed clone is serialised anew.
+/// The serialised wire form is made once per result and shared: the same bytes as
+/// serialising `to_wire`, for each link base; another result is serialised anew.
 #[test]
 fn the_wire_json_is_the_wire_form_serialised_once_per_report_and_link_base() {
     let trust = sandbox_trust();
     let cert = load_cert(&root().join("certs/psp/untrusted.pem"));
-    let r = run(&trust, &cert, &[], "XX", at(NOW));
+    let report = run(&trust, &cert, &[], "XX", at(NOW));
+    let r = psp_gateway::service::Checked::new(report.clone());
     for base in ["/docs/errors#", "https://bank.example/errors#"] {
         let expected = serde_json::to_vec(&r.to_wire(base)).expect("serialises");
         let first = r.wire_json(base).expect("serialises");
         assert_eq!(first.as_ref(), expected.as_slice(), "{base}");
         assert_eq!(r.wire_json(base).expect("serialises"), first, "{base}");
     }
-    let mut changed = r.clone();
+    let mut changed = report;
     changed.auth_number = Some("PSDXX-TEST-999999".to_owned());
-    let json = changed.wire_json("/docs/errors#").expect("serialises");
+    let json = psp_gateway::service::Checked::new(changed)
+        .wire_json("/docs/errors#")
+        .expect("serialises");
     assert!(
         String::from_utf8_lossy(&json).contains("PSDXX-TEST-999999"),
-        "a clone does not carry the original's bytes"
+        "another result does not carry the first one's bytes"
     );
 }

@@ -864,7 +864,7 @@ async fn pivot_locations_of_an_unverified_lotl_are_never_opened_as_files_nor_fol
 
 /// The trust list a LOTL source gives, loaded from its cache at `at`.
 fn load_source(spec: &psp_gateway::trust::LotlSpec, at: OffsetDateTime) -> psp_gateway::TrustList {
-    psp_gateway::TrustList::load(
+    psp_gateway::trust::load(
         &[psp_gateway::trust::SourceSpec {
             name: "eu".to_owned(),
             qtsp_source: psp_gateway::QtspSource::Eidas,

@@ -13,8 +13,46 @@ use serde_json::Value;
 const ALLOWED: &[(&str, &[&str])] = &[
     // Certificates, names, QC statements, country codes, hex: the bottom layer.
     ("psp-cert", &[]),
-    // Everything above it, still one crate (issue 23 goes on cutting it).
-    ("psp-gateway", &["psp-cert"]),
+    // The pure decision: trust data, revocation evidence, registers, the check, the rule.
+    ("psp-check", &["psp-cert"]),
+    // The cached async service: loading, fetching, refreshing, caches, metrics, audit log.
+    ("psp-service", &["psp-cert", "psp-check"]),
+    // Listeners and TLS.
+    ("psp-server", &["psp-cert", "psp-service"]),
+    // The faces: gateway, check endpoint, admin, sandbox.
+    (
+        "psp-faces",
+        &["psp-cert", "psp-check", "psp-service", "psp-server"],
+    ),
+    // The binary: command line, configuration file, start-up.
+    (
+        "psp-gateway",
+        &[
+            "psp-cert",
+            "psp-check",
+            "psp-service",
+            "psp-server",
+            "psp-faces",
+        ],
+    ),
+];
+
+/// Crates the pure check must never have in its dependency tree, at any depth: the runtime,
+/// HTTP, caches, TLS and sockets are the service's and the listeners'.
+const NOT_UNDER_PSP_CHECK: &[&str] = &[
+    "tokio",
+    "hyper",
+    "hyper-util",
+    "moka",
+    "rustls",
+    "tokio-rustls",
+    "hyper-rustls",
+    "h2",
+    "mio",
+    "socket2",
+    "arc-swap",
+    "governor",
+    "notify",
 ];
 
 /// The workspace-internal edges of `metadata` (`cargo metadata --format-version 1 --no-deps`)
@@ -80,6 +118,48 @@ fn every_workspace_crate_depends_only_on_the_crates_below_it() {
     assert_eq!(names, listed, "ALLOWED names every workspace crate");
 }
 
+/// `cargo tree -p psp-check -e normal`, as crate names.
+fn psp_check_tree() -> BTreeSet<String> {
+    let output = Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "psp-check",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        output.status.success(),
+        "cargo tree: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_pure_check_has_no_runtime_http_cache_or_tls_crate_in_its_tree() {
+    let tree = psp_check_tree();
+    assert!(tree.contains("psp-cert"), "the tree was read: {tree:?}");
+    let found: Vec<&str> = NOT_UNDER_PSP_CHECK
+        .iter()
+        .copied()
+        .filter(|c| tree.contains(*c))
+        .collect();
+    assert_eq!(found, Vec::<&str>::new(), "under psp-check");
+}
+
 #[test]
 fn an_upward_edge_is_reported() {
     let mut metadata = workspace_metadata();
@@ -97,5 +177,24 @@ fn an_upward_edge_is_reported() {
     assert_eq!(
         violations(&metadata),
         ["psp-cert depends on psp-gateway (normal)"]
+    );
+}
+
+#[test]
+fn the_pure_check_depending_on_the_service_is_reported() {
+    let mut metadata = workspace_metadata();
+    let check = metadata["packages"]
+        .as_array_mut()
+        .expect("packages")
+        .iter_mut()
+        .find(|p| p["name"] == "psp-check")
+        .expect("psp-check is a member");
+    check["dependencies"]
+        .as_array_mut()
+        .expect("dependencies")
+        .push(serde_json::json!({"name": "psp-service", "kind": null}));
+    assert_eq!(
+        violations(&metadata),
+        ["psp-check depends on psp-service (normal)"]
     );
 }

@@ -1,0 +1,552 @@
+//! The access rule: may this PSP call this route of the bank? A pure function of the check
+//! report, the route and the configured rule, returning a [`Permit`] (only this module can
+//! make one, and forwarding takes a `&Permit`) or a [`Rejection`] with a reason code.
+//!
+//! The decision (`DESIGN.md` section 5):
+//! 1. all four certificate flags true (401 otherwise, the reason naming the first failing
+//!    check in the order issuer, signature, revoked, expired, revocation unknown);
+//! 2. allow and deny lists by auth number (401 `CERTIFICATE_BLOCKED`);
+//! 3. a home register entry with an accepted status (default `Authorised`, `Registered`)
+//!    whose services cover the route's (403);
+//! 4. when the bank's jurisdiction differs from the PSP's home, the cross-border rule:
+//!    `passport-out` (the entry's `passportOut` to the bank's country covers the services),
+//!    `uk-tpr` (the contract's rule 6: home not GB, a host entry whose `passportIn` covers the
+//!    services) or `home-only` (403);
+//! 5. optionally, the certificate's PSD2 roles cover the route (403).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::cert::{Psd2Role, PspCertificate};
+use crate::check::{CheckReport, RevocationStatus};
+use crate::country::CountryCode;
+use crate::register::{
+    AuthStatus, CategoryEntryBlock, HomeOutcome, PaymentService, RegisterKind, ServiceSet,
+};
+
+/// How a cross-border call (bank jurisdiction ≠ PSP home) is judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrossBorderRule {
+    /// The home entry's `passportOut` to the bank's country covers the route's services.
+    PassportOut,
+    /// The contract's rule 6 (UK temporary permissions regime) on `passportIn`.
+    UkTpr,
+    /// Only PSPs whose home is the bank's jurisdiction.
+    HomeOnly,
+}
+
+impl CrossBorderRule {
+    /// The default for a bank jurisdiction: `uk-tpr` for GB, `passport-out` elsewhere.
+    pub fn default_for(jurisdiction: CountryCode) -> Self {
+        if jurisdiction.as_str() == "GB" {
+            CrossBorderRule::UkTpr
+        } else {
+            CrossBorderRule::PassportOut
+        }
+    }
+}
+
+/// The configured rule.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The bank's jurisdiction: the transaction jurisdiction of every check.
+    pub jurisdiction: CountryCode,
+    pub cross_border: CrossBorderRule,
+    pub accepted_statuses: Vec<AuthStatus>,
+    pub require_roles: bool,
+    /// When set, only these auth numbers (as written in the certificate).
+    pub allow: Option<BTreeSet<String>>,
+    pub deny: BTreeSet<String>,
+}
+
+/// Why a call is refused. Each has a stable reason code for logs and the audit trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    CertificateMissing,
+    CertificateUnreadable,
+    SignatureInvalid,
+    IssuerNotApproved,
+    CertificateRevoked,
+    CertificateExpired,
+    RevocationUnknown,
+    Denied,
+    NotAllowed,
+    NotInRegister,
+    NotAuthorised,
+    ServicesNotCovered,
+    NotPassported,
+    NoTemporaryPermission,
+    CrossBorderRefused,
+    RolesNotCovered,
+}
+
+impl Reason {
+    /// Every reason, for the tables that must cover them all (docs/errors.md's anchors).
+    pub const ALL: [Reason; 16] = [
+        Reason::CertificateMissing,
+        Reason::CertificateUnreadable,
+        Reason::SignatureInvalid,
+        Reason::IssuerNotApproved,
+        Reason::CertificateRevoked,
+        Reason::CertificateExpired,
+        Reason::RevocationUnknown,
+        Reason::Denied,
+        Reason::NotAllowed,
+        Reason::NotInRegister,
+        Reason::NotAuthorised,
+        Reason::ServicesNotCovered,
+        Reason::NotPassported,
+        Reason::NoTemporaryPermission,
+        Reason::CrossBorderRefused,
+        Reason::RolesNotCovered,
+    ];
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Reason::CertificateMissing => "certificate_missing",
+            Reason::CertificateUnreadable => "certificate_unreadable",
+            Reason::SignatureInvalid => "signature_invalid",
+            Reason::IssuerNotApproved => "issuer_not_approved",
+            Reason::CertificateRevoked => "certificate_revoked",
+            Reason::CertificateExpired => "certificate_expired",
+            Reason::RevocationUnknown => "revocation_unknown",
+            Reason::Denied => "denied",
+            Reason::NotAllowed => "not_allowed",
+            Reason::NotInRegister => "not_in_register",
+            Reason::NotAuthorised => "not_authorised",
+            Reason::ServicesNotCovered => "services_not_covered",
+            Reason::NotPassported => "not_passported",
+            Reason::NoTemporaryPermission => "no_temporary_permission",
+            Reason::CrossBorderRefused => "cross_border_refused",
+            Reason::RolesNotCovered => "roles_not_covered",
+        }
+    }
+
+    /// Whether the access rule decided it after a check ran (rather than the call arriving
+    /// without a usable certificate).
+    pub fn is_decided_by_rule(&self) -> bool {
+        match self {
+            Reason::CertificateMissing | Reason::CertificateUnreadable => false,
+            Reason::SignatureInvalid
+            | Reason::IssuerNotApproved
+            | Reason::CertificateRevoked
+            | Reason::CertificateExpired
+            | Reason::RevocationUnknown
+            | Reason::Denied
+            | Reason::NotAllowed
+            | Reason::NotInRegister
+            | Reason::NotAuthorised
+            | Reason::ServicesNotCovered
+            | Reason::NotPassported
+            | Reason::NoTemporaryPermission
+            | Reason::CrossBorderRefused
+            | Reason::RolesNotCovered => true,
+        }
+    }
+
+    /// What kind of problem the reason is: the one table behind every status and wire code.
+    /// Certificate problems (missing, unreadable, not trusted, revoked, expired, status
+    /// unknown, or blocked by the allow and deny lists) against register and role problems.
+    pub fn kind(&self) -> ReasonKind {
+        match self {
+            Reason::CertificateMissing => ReasonKind::CertificateMissing,
+            Reason::CertificateExpired => ReasonKind::CertificateExpired,
+            Reason::CertificateRevoked => ReasonKind::CertificateRevoked,
+            Reason::Denied | Reason::NotAllowed => ReasonKind::CertificateBlocked,
+            Reason::CertificateUnreadable
+            | Reason::SignatureInvalid
+            | Reason::IssuerNotApproved
+            | Reason::RevocationUnknown => ReasonKind::CertificateInvalid,
+            Reason::NotInRegister
+            | Reason::NotAuthorised
+            | Reason::ServicesNotCovered
+            | Reason::NotPassported
+            | Reason::NoTemporaryPermission
+            | Reason::CrossBorderRefused
+            | Reason::RolesNotCovered => ReasonKind::RegisterOrRole,
+        }
+    }
+}
+
+/// The kinds of refusal reason ([`Reason::kind`]); each wire dialect names them its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasonKind {
+    CertificateMissing,
+    CertificateExpired,
+    CertificateRevoked,
+    CertificateBlocked,
+    CertificateInvalid,
+    RegisterOrRole,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// A refusal: the reason and a sentence for the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub reason: Reason,
+    pub detail: String,
+}
+
+impl Rejection {
+    pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
+        Rejection {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Leave to forward one call. Only [`decide`] and [`decide_report_only`] make one. It holds
+/// the report it was decided on, as the caller shared it (`R`: the report itself, or a
+/// caller's type that carries one, such as a cached result).
+#[derive(Debug)]
+pub struct Permit<R = CheckReport> {
+    report: Arc<R>,
+    /// The services the PSP is registered for (home entry that qualified), for the identity
+    /// header.
+    services: ServiceSet,
+    /// In report-only mode: the rejection that was not enforced.
+    not_enforced: Option<Rejection>,
+}
+
+impl<R> Clone for Permit<R> {
+    fn clone(&self) -> Self {
+        Permit {
+            report: Arc::clone(&self.report),
+            services: self.services,
+            not_enforced: self.not_enforced.clone(),
+        }
+    }
+}
+
+impl<R: AsRef<CheckReport>> Permit<R> {
+    /// Report-only mode: forward although the rule refused; the refusal travels with the
+    /// permit so that it is logged and signalled to the upstream.
+    fn report_only(report: Arc<R>, rejection: Rejection) -> Permit<R> {
+        Permit {
+            report,
+            services: ServiceSet::EMPTY,
+            not_enforced: Some(rejection),
+        }
+    }
+
+    pub fn report(&self) -> &CheckReport {
+        (*self.report).as_ref()
+    }
+
+    /// The report as the caller shared it.
+    pub fn shared(&self) -> &Arc<R> {
+        &self.report
+    }
+
+    pub fn services(&self) -> ServiceSet {
+        self.services
+    }
+
+    pub fn not_enforced(&self) -> Option<&Rejection> {
+        self.not_enforced.as_ref()
+    }
+}
+
+/// Decides one call by the PSP of `certificate` (checked in `report`) to a route needing
+/// `required` services.
+pub fn decide<R: AsRef<CheckReport>>(
+    policy: &Policy,
+    shared: Arc<R>,
+    certificate: &PspCertificate,
+    required: ServiceSet,
+) -> Result<Permit<R>, Rejection> {
+    let report = (*shared).as_ref();
+    certificate_flags(report)?;
+    let auth = report.auth_number.clone().unwrap_or_default();
+    if policy.deny.contains(&auth) {
+        return Err(Rejection::new(
+            Reason::Denied,
+            format!("{auth} is on the deny list"),
+        ));
+    }
+    if let Some(allow) = &policy.allow
+        && !allow.contains(&auth)
+    {
+        return Err(Rejection::new(
+            Reason::NotAllowed,
+            format!("`{auth}` is not on the allow list"),
+        ));
+    }
+
+    let home_country = certificate.auth_number().map(|a| a.country);
+    let entries = &report.registers.home.category_entries;
+    if let HomeOutcome::Unavailable { nca_id, reason } = &report.registers.home_outcome {
+        // Fail closed: a register that cannot be consulted vouches for nobody.
+        return Err(Rejection::new(
+            Reason::NotInRegister,
+            format!("the PSP's home register {nca_id} could not be consulted: {reason}"),
+        ));
+    }
+    if home_country.is_none() || entries.is_empty() {
+        return Err(Rejection::new(
+            Reason::NotInRegister,
+            "the PSP is not found in its home register",
+        ));
+    }
+    let accepted: Vec<&CategoryEntryBlock> = entries
+        .iter()
+        .filter(|e| policy.accepted_statuses.contains(&e.psp_auth_status))
+        .collect();
+    if accepted.is_empty() {
+        return Err(Rejection::new(
+            Reason::NotAuthorised,
+            "the PSP's home register status is not an accepted one",
+        ));
+    }
+    // Hub directories publish permission tiers, not services.
+    let home_kind = match &report.registers.home_outcome {
+        HomeOutcome::Found { kind, .. } => *kind,
+        HomeOutcome::NotPsdForm
+        | HomeOutcome::NoRegister { .. }
+        | HomeOutcome::NotFound { .. }
+        | HomeOutcome::Unavailable { .. } => RegisterKind::Psd2,
+    };
+    let services = |e: &CategoryEntryBlock| as_services(e.psp_payment_services, home_kind);
+    let covering: Vec<&CategoryEntryBlock> = accepted
+        .into_iter()
+        .filter(|e| required.is_subset(&services(e)))
+        .collect();
+    let Some(first) = covering.first() else {
+        return Err(Rejection::new(
+            Reason::ServicesNotCovered,
+            format!(
+                "the PSP is not registered for payment services {:?}",
+                required.to_vec()
+            ),
+        ));
+    };
+    let granted = services(first);
+
+    let cross_border = home_country != Some(policy.jurisdiction);
+    if cross_border {
+        match policy.cross_border {
+            CrossBorderRule::HomeOnly => {
+                return Err(Rejection::new(
+                    Reason::CrossBorderRefused,
+                    format!("only PSPs from {} are accepted", policy.jurisdiction),
+                ));
+            }
+            CrossBorderRule::PassportOut => {
+                let passported = covering.iter().any(|e| {
+                    e.passport_out.as_ref().is_some_and(|p| {
+                        p.country_code == policy.jurisdiction
+                            && required.is_subset(&p.payment_services)
+                    })
+                });
+                if !passported {
+                    return Err(Rejection::new(
+                        Reason::NotPassported,
+                        format!(
+                            "the PSP is not passported to {} for payment services {:?}",
+                            policy.jurisdiction,
+                            required.to_vec()
+                        ),
+                    ));
+                }
+            }
+            CrossBorderRule::UkTpr => {
+                // Contract rule 6: home not GB; a home entry Authorised or Registered whose
+                // services match (checked above); the host register's passportIn matches.
+                let home_is_gb = home_country.is_some_and(|c| c.as_str() == "GB");
+                let host_ok = report.registers.host.as_ref().is_some_and(|h| {
+                    h.category_entries.iter().any(|e| {
+                        matches!(
+                            e.psp_auth_status,
+                            AuthStatus::Authorised | AuthStatus::Registered
+                        ) && e
+                            .passport_in
+                            .as_ref()
+                            .is_some_and(|p| required.is_subset(&p.payment_services))
+                    })
+                });
+                if home_is_gb || !host_ok {
+                    return Err(Rejection::new(
+                        Reason::NoTemporaryPermission,
+                        format!(
+                            "no temporary permission in {} for payment services {:?}",
+                            policy.jurisdiction,
+                            required.to_vec()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    if policy.require_roles {
+        let roles = certificate_role_services(certificate);
+        if !required.is_subset(&roles) {
+            return Err(Rejection::new(
+                Reason::RolesNotCovered,
+                format!(
+                    "the certificate's PSD2 roles do not cover payment services {:?}",
+                    required.to_vec()
+                ),
+            ));
+        }
+    }
+
+    Ok(Permit {
+        report: shared,
+        services: granted,
+        not_enforced: None,
+    })
+}
+
+/// The rule in report-only mode (`danger.gateway_report_only`): the permit of [`decide`], or
+/// when it refuses, a permit that carries the refusal it did not enforce
+/// ([`Permit::not_enforced`]), for the audit log and the upstream's report-only header. The
+/// refusal's services are empty: no service is asserted for a PSP the rule refused.
+pub fn decide_report_only<R: AsRef<CheckReport>>(
+    policy: &Policy,
+    report: Arc<R>,
+    certificate: &PspCertificate,
+    required: ServiceSet,
+) -> Permit<R> {
+    match decide(policy, report.clone(), certificate, required) {
+        Ok(permit) => permit,
+        Err(rejection) => Permit::report_only(report, rejection),
+    }
+}
+
+/// Step 1: the four flags, first failure wins in a fixed order.
+fn certificate_flags(report: &CheckReport) -> Result<(), Rejection> {
+    let v = &report.validity;
+    if !v.valid_qtsp {
+        return Err(Rejection::new(
+            Reason::IssuerNotApproved,
+            "the certificate's issuer is not an approved issuer for this jurisdiction",
+        ));
+    }
+    if !v.valid_signature {
+        return Err(Rejection::new(
+            Reason::SignatureInvalid,
+            "the certificate's signature does not verify with its issuer's key",
+        ));
+    }
+    if report.revocation == RevocationStatus::Revoked {
+        return Err(Rejection::new(
+            Reason::CertificateRevoked,
+            "the certificate is revoked",
+        ));
+    }
+    if !v.not_expired {
+        return Err(Rejection::new(
+            Reason::CertificateExpired,
+            "the certificate is outside its validity period",
+        ));
+    }
+    if !v.not_revoked {
+        return Err(Rejection::new(
+            Reason::RevocationUnknown,
+            "the certificate's revocation status could not be established",
+        ));
+    }
+    Ok(())
+}
+
+/// Register services as PSD2 services. Hub directories publish permission tiers: 3 is
+/// account information (service 8), 4 payment initiation (service 7); tiers 1 and 2
+/// (public data, account opening) are no PSD2 service.
+fn as_services(published: ServiceSet, kind: RegisterKind) -> ServiceSet {
+    match kind {
+        RegisterKind::Psd2 => published,
+        RegisterKind::HubDirectory => {
+            let mut s = ServiceSet::EMPTY;
+            for tier in published.iter() {
+                match tier.number() {
+                    3 => {
+                        s.insert(PaymentService::ACCOUNT_INFORMATION);
+                    }
+                    4 => {
+                        s.insert(PaymentService::PAYMENT_INITIATION);
+                    }
+                    // A number, not an enum: tiers 1 and 2 and any other number stand for no
+                    // PSD2 service (see above), so nothing is granted.
+                    _ => {}
+                }
+            }
+            s
+        }
+    }
+}
+
+/// The services the certificate's PSD2 roles stand for (the contract's mapping):
+/// PSP_AS 1–8, PSP_PI 7, PSP_AI 8, PSP_IC 5.
+pub fn certificate_role_services(cert: &PspCertificate) -> ServiceSet {
+    let mut s = ServiceSet::EMPTY;
+    let roles = cert
+        .qc
+        .as_ref()
+        .and_then(|q| q.psd2.as_ref())
+        .map(|p| p.roles.iter().filter_map(|r| r.role).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for role in roles {
+        let numbers: &[u8] = match role {
+            Psd2Role::PspAs => &[1, 2, 3, 4, 5, 6, 7, 8],
+            Psd2Role::PspPi => &[7],
+            Psd2Role::PspAi => &[8],
+            Psd2Role::PspIc => &[5],
+        };
+        for n in numbers {
+            if let Some(p) = PaymentService::new(*n) {
+                s.insert(p);
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    /// Each reason's place in [`Reason::ALL`]. No `_` arm: a new reason does not compile until
+    /// it is given its place here, beside the list it must join.
+    fn place_in_all(reason: Reason) -> usize {
+        match reason {
+            Reason::CertificateMissing => 0,
+            Reason::CertificateUnreadable => 1,
+            Reason::SignatureInvalid => 2,
+            Reason::IssuerNotApproved => 3,
+            Reason::CertificateRevoked => 4,
+            Reason::CertificateExpired => 5,
+            Reason::RevocationUnknown => 6,
+            Reason::Denied => 7,
+            Reason::NotAllowed => 8,
+            Reason::NotInRegister => 9,
+            Reason::NotAuthorised => 10,
+            Reason::ServicesNotCovered => 11,
+            Reason::NotPassported => 12,
+            Reason::NoTemporaryPermission => 13,
+            Reason::CrossBorderRefused => 14,
+            Reason::RolesNotCovered => 15,
+        }
+    }
+
+    #[test]
+    fn all_lists_each_reason_once_and_each_has_its_own_code() {
+        for (place, reason) in Reason::ALL.into_iter().enumerate() {
+            assert_eq!(place_in_all(reason), place, "{reason}");
+        }
+        let mut codes: Vec<&str> = Reason::ALL.iter().map(Reason::code).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), Reason::ALL.len(), "codes are distinct");
+    }
+}

@@ -1,0 +1,667 @@
+//! The trust list: which issuers are approved, by which source, for which jurisdictions and
+//! certificate kinds, and since when.
+//!
+//! Issuers come from PEM files named in configuration, or from ETSI TS 119 612 trusted lists
+//! ([`tsl`]). Every issuer is held as its parsed CA certificate, so matching a PSP
+//! certificate to an issuer is by key (the issuer's public key, key identifiers as a hint),
+//! never by name alone: see [`mod@crate::check`].
+//!
+//! A trusted list is used only after its XML signature ([`xmlsig`]) verifies, by a signer the
+//! configuration pins for it (`psp_service::trust::ListSigners`); the verified tree is the one read.
+//!
+//! # What a trusted list says, honoured
+//!
+//! A trusted-list service becomes a [`TrustedIssuer`] whose [`Approval`] periods follow the
+//! service's status history (ETSI TS 119 612 clauses 5.5 and 5.6). For a PSP certificate,
+//! [`TrustedIssuer::approval_for`] judges the period in effect at the certificate's issuance:
+//!
+//! 1. The period must be active (`granted`, or a pre-eIDAS active status) and of type
+//!    `…/Svctype/CA/QC`, compared exactly.
+//! 2. A period whose `ServiceInformation` carries an extension marked critical that is not
+//!    understood approves nothing (clause 5.5.9: a relying party "shall not use" service
+//!    information with a critical extension it does not process). Understood are
+//!    `AdditionalServiceInformation` and `Qualifications`; anything else is named in
+//!    [`NotApproved::CriticalExtension`], noted once at load and logged as a warning.
+//! 3. The kinds the period approves come from `AdditionalServiceInformation`: exactly
+//!    `…/SvcInfoExt/ForWebSiteAuthentication` for web, `…/SvcInfoExt/ForeSeals` for seals
+//!    (whole-URI equality, never a suffix).
+//! 4. The period's `Qualifications` (clause 5.5.9.2) are applied to the certificate
+//!    ([`qualifications`]): where a `QualificationElement`'s criteria select it, `QCForWSA`
+//!    and `QCForESeal` replace the kinds of rule 3 for that certificate, `NotQualified`,
+//!    `QCForESig` and an unknown qualifier refuse it, and the (Q)SCD, `QCStatement` and
+//!    `QCForLegalPerson` qualifiers change nothing. Criteria that cannot be decided refuse
+//!    the certificate when their qualifiers would matter.
+
+pub mod lotl;
+pub mod policy;
+pub mod qualifications;
+pub mod tsl;
+pub mod xmlsig;
+
+pub use policy::{CertKind, QcCompliancePolicy, UntypedPolicy};
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::cert::PspCertificate;
+use crate::country::CountryCode;
+use qualifications::{CertFacts, Qualification};
+
+/// The `QTSPSource` values of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum QtspSource {
+    /// A QTSP on an EU/EEA trusted list.
+    #[serde(rename = "EIDAS")]
+    Eidas,
+    /// A QTSP approved directly by configuration.
+    #[serde(rename = "QTSP")]
+    Qtsp,
+    /// The UK Open Banking directory.
+    #[serde(rename = "OBIE")]
+    Obie,
+    /// An open-banking hub directory of a country or scheme.
+    #[serde(rename = "OBHD")]
+    Obhd,
+}
+
+impl QtspSource {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            QtspSource::Eidas => "EIDAS",
+            QtspSource::Qtsp => "QTSP",
+            QtspSource::Obie => "OBIE",
+            QtspSource::Obhd => "OBHD",
+        }
+    }
+
+    /// Qualified schemes require QcCompliance and a QcType by default; directory schemes
+    /// issue certificates without them.
+    pub fn is_qualified_scheme(&self) -> bool {
+        matches!(self, QtspSource::Eidas | QtspSource::Qtsp)
+    }
+}
+
+impl fmt::Display for QtspSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A trust source with its rules, as loaded.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub name: String,
+    pub qtsp_source: QtspSource,
+    /// The `QTSPJurisdiction` value reported for its certificates.
+    pub reported_jurisdiction: String,
+    /// Transaction jurisdictions its issuers are approved for.
+    pub valid_for: BTreeSet<CountryCode>,
+    pub qc_compliance: QcCompliancePolicy,
+    pub untyped: UntypedPolicy,
+}
+
+/// What a list is to its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListRole {
+    /// A list of the lists.
+    Lotl,
+    /// A national list the LOTL points to.
+    National,
+    /// A list file named in configuration.
+    Configured,
+}
+
+/// One list as the last load found it: used, or not and why. Shown by `config check`,
+/// `trust status` and `/readyz`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListStatus {
+    pub source: String,
+    pub role: ListRole,
+    pub territory: Option<String>,
+    /// The file read.
+    pub location: String,
+    pub sequence_number: Option<u64>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub issue_date: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub next_update: Option<OffsetDateTime>,
+    /// `NextUpdate` plus the grace: after this the list is not used.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub usable_until: Option<OffsetDateTime>,
+    /// Who signed it, as `subject (SHA-256 …)`, and how the signer was authorised.
+    pub signer: Option<String>,
+    /// Why the list is not used; `None` when it is.
+    pub problem: Option<String>,
+    /// Services read from the list, and CA/QC issuers taken from them.
+    pub services: usize,
+    pub issuers: usize,
+}
+
+impl ListStatus {
+    /// A list met by a load, with nothing known of it yet.
+    pub fn new(source: &str, role: ListRole, territory: Option<&str>, location: String) -> Self {
+        ListStatus {
+            source: source.to_owned(),
+            role,
+            territory: territory.map(str::to_owned),
+            location,
+            sequence_number: None,
+            issue_date: None,
+            next_update: None,
+            usable_until: None,
+            signer: None,
+            problem: None,
+            services: 0,
+            issuers: 0,
+        }
+    }
+
+    /// Fills in what the list says of itself, and refuses it if it is not fresh at `at`.
+    pub fn judge(&mut self, list: &tsl::TrustedList, grace: time::Duration, at: OffsetDateTime) {
+        self.sequence_number = list.sequence_number;
+        self.issue_date = list.issue_date;
+        self.next_update = list.next_update;
+        self.usable_until = list.next_update.map(|n| n + grace);
+        if self.problem.is_none() {
+            self.problem = not_admissible(list, at).or_else(|| self.staleness(at));
+        }
+    }
+
+    /// Why the list is not fresh at `now`, if it is not: past `NextUpdate` plus the grace,
+    /// or closed (no `NextUpdate`, clause 5.3.15).
+    pub fn staleness(&self, now: OffsetDateTime) -> Option<String> {
+        match (self.next_update, self.usable_until) {
+            (Some(next), Some(until)) if until < now => Some(format!(
+                "past its NextUpdate ({}){}",
+                rfc3339(next),
+                if until > next {
+                    format!(" and the grace (until {})", rfc3339(until))
+                } else {
+                    String::new()
+                }
+            )),
+            (None, _) => Some(
+                "no NextUpdate: a closed list (TS 119 612 clause 5.3.15) is not used".to_owned(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Why the list is not used at `now`: the problem found at load, or staleness since.
+    pub fn problem_at(&self, now: OffsetDateTime) -> Option<String> {
+        self.problem.clone().or_else(|| self.staleness(now))
+    }
+}
+
+/// How far a list's `ListIssueDateTime` may be ahead of our clock: five minutes, the clock
+/// skew Kerberos tolerates by default (RFC 4120 section 1.1); hosts kept by NTP are within a
+/// second. A list issued further in the future is not used (a list from the future is not
+/// the one in force, and would outrank the real next one by its sequence number).
+pub const MAX_CLOCK_SKEW: time::Duration = time::Duration::minutes(5);
+
+/// Why a list cannot be used at `at` whatever its dates of freshness: no
+/// `TSLSequenceNumber` (without it a replay cannot be told from a new list), or a
+/// `ListIssueDateTime` more than [`MAX_CLOCK_SKEW`] after `at`. Applied at every load and
+/// at every fetch (`psp_service::trust::refresh`).
+pub fn not_admissible(list: &tsl::TrustedList, at: OffsetDateTime) -> Option<String> {
+    if list.sequence_number.is_none() {
+        return Some(
+            "no TSLSequenceNumber (TS 119 612 clause 5.3.2): a replayed list could not be told from a new one, so the list is not used"
+                .to_owned(),
+        );
+    }
+    match list.issue_date {
+        Some(issued) if issued > at + MAX_CLOCK_SKEW => Some(format!(
+            "ListIssueDateTime {} is in the future (more than {} min after {}): not used",
+            rfc3339(issued),
+            MAX_CLOCK_SKEW.whole_minutes(),
+            rfc3339(at)
+        )),
+        _ => None,
+    }
+}
+
+/// One approval period of an issuer: from `from` (inclusive) until the next newer period.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// `None`: since always (issuers approved by configuration).
+    pub from: Option<OffsetDateTime>,
+    /// Whether the issuer was approved (TS 119 612 `granted`, or a pre-eIDAS active status).
+    pub active: bool,
+    /// Kinds approved in this period.
+    pub kinds: BTreeSet<CertKind>,
+    /// The status as the source wrote it, for explanations.
+    pub status: String,
+    /// The `Qualifications` of this period (TS 119 612 clause 5.5.9.2), applied per
+    /// certificate by [`TrustedIssuer::approval_for`]; empty for configured issuers.
+    pub qualifications: Vec<Qualification>,
+    /// Critical extensions of this period that are not understood, as `{namespace}name`:
+    /// while any is listed the period approves nothing (clause 5.5.9).
+    pub not_understood: Vec<String>,
+}
+
+/// What an issuer's approval in effect at a certificate's issuance grants that certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalFor {
+    /// The kinds approved for this certificate: the period's kinds, or those its
+    /// `Qualifications` decide for the certificate.
+    pub kinds: BTreeSet<CertKind>,
+    /// The status as the source wrote it.
+    pub status: String,
+}
+
+/// Why an issuer does not approve a certificate (jurisdiction, kind and QC rules aside,
+/// which are the checker's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotApproved {
+    #[error("the service had no status at the certificate's issuance ({at})")]
+    NoStatus { at: OffsetDateTime },
+    #[error("the service was `{status}` at the certificate's issuance ({at})")]
+    Inactive { status: String, at: OffsetDateTime },
+    #[error(
+        "service extension {extension} is critical and not understood, so the service is not used for its status at the certificate's issuance ({at})"
+    )]
+    CriticalExtension {
+        extension: String,
+        at: OffsetDateTime,
+    },
+    #[error("{0}")]
+    Qualification(#[from] qualifications::Refusal),
+    /// The list the issuer comes from (or the LOTL that authorised it) is past its
+    /// `NextUpdate` plus the grace at the time of the check: judged at every decision from
+    /// the snapshot's own dates, whether or not a refresh has run since.
+    #[error(
+        "{list} is past its NextUpdate ({next_update}){grace}: its issuers approve nothing until a fresh list is loaded",
+        next_update = rfc3339(*next_update),
+        grace = if until > next_update { format!(" and the grace (until {})", rfc3339(*until)) } else { String::new() }
+    )]
+    ListStale {
+        /// `trusted list CZ (…/lists/CZ.xml)`, or the LOTL's.
+        list: String,
+        next_update: OffsetDateTime,
+        until: OffsetDateTime,
+    },
+}
+
+/// Until when the issuers of one list may be used: the list's `NextUpdate` plus the grace,
+/// or the LOTL's that authorised it, whichever comes first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListDeadline {
+    /// The list whose date this is, for the refusal.
+    pub list: String,
+    pub next_update: OffsetDateTime,
+    /// `next_update` plus the grace: after this instant the list approves nothing.
+    pub until: OffsetDateTime,
+}
+
+impl ListDeadline {
+    /// The deadline of a list as its status records it (`None` for a list without
+    /// `NextUpdate`, which is never used).
+    pub fn of(status: &ListStatus) -> Option<ListDeadline> {
+        let list = match (status.role, status.territory.as_deref()) {
+            (ListRole::Lotl, _) => format!("the LOTL ({})", status.location),
+            (_, Some(t)) => format!("trusted list {t} ({})", status.location),
+            (_, None) => format!("trusted list {}", status.location),
+        };
+        Some(ListDeadline {
+            list,
+            next_update: status.next_update?,
+            until: status.usable_until?,
+        })
+    }
+
+    /// The earlier of two deadlines.
+    pub fn earliest(self, other: Option<&ListDeadline>) -> ListDeadline {
+        match other {
+            Some(o) if o.until < self.until => o.clone(),
+            _ => self,
+        }
+    }
+}
+
+/// An approved issuer: its CA certificate, its source and its approval history.
+#[derive(Debug, Clone)]
+pub struct TrustedIssuer {
+    /// Index into [`TrustList::sources`].
+    pub source: usize,
+    pub certificate: PspCertificate,
+    /// Where it came from (file, or trusted-list service name), for explanations.
+    pub origin: String,
+    /// Newest first.
+    pub history: Vec<Approval>,
+}
+
+impl TrustedIssuer {
+    /// The approval period in effect at `t`.
+    pub fn approval_at(&self, t: OffsetDateTime) -> Option<&Approval> {
+        self.history
+            .iter()
+            .find(|a| a.from.is_none_or(|from| from <= t))
+    }
+
+    /// What the approval in effect at `at` (the certificate's issuance) grants `cert`: the
+    /// rules of the [module documentation](self).
+    pub fn approval_for(
+        &self,
+        cert: &PspCertificate,
+        at: OffsetDateTime,
+    ) -> Result<ApprovalFor, NotApproved> {
+        let a = self.approval_at(at).ok_or(NotApproved::NoStatus { at })?;
+        if !a.active {
+            return Err(NotApproved::Inactive {
+                status: a.status.clone(),
+                at,
+            });
+        }
+        if let Some(extension) = a.not_understood.first() {
+            return Err(NotApproved::CriticalExtension {
+                extension: extension.clone(),
+                at,
+            });
+        }
+        let decided = qualifications::evaluate(&a.qualifications, &CertFacts::of(cert))?;
+        Ok(ApprovalFor {
+            kinds: decided.unwrap_or_else(|| a.kinds.clone()),
+            status: a.status.clone(),
+        })
+    }
+}
+
+/// The loaded trust list: an immutable snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct TrustList {
+    sources: Vec<Source>,
+    issuers: Vec<TrustedIssuer>,
+    /// Per issuer (same index), until when the list it came from may be used; `None` for
+    /// issuers approved by configuration.
+    deadlines: Vec<Option<ListDeadline>>,
+    /// What loading passed over (trusted-list services that are not CA/QC, undecodable
+    /// entries), for `config check` and logs.
+    notes: Vec<String>,
+    /// Every trusted list and LOTL met, used or not.
+    lists: Vec<ListStatus>,
+}
+
+/// The TS 119 612 service type of a CA issuing qualified certificates.
+const SERVICE_TYPE_CA_QC: &str = "http://uri.etsi.org/TrstSvc/Svctype/CA/QC";
+
+impl TrustList {
+    /// A trust list from parts already built (tests, and loaders of other formats).
+    /// Each issuer's `source` must index into `sources`.
+    pub fn new(sources: Vec<Source>, issuers: Vec<TrustedIssuer>) -> TrustList {
+        assert!(
+            issuers.iter().all(|i| i.source < sources.len()),
+            "every issuer names one of the sources"
+        );
+        TrustList {
+            sources,
+            deadlines: vec![None; issuers.len()],
+            issuers,
+            notes: Vec::new(),
+            lists: Vec::new(),
+        }
+    }
+
+    pub fn sources(&self) -> &[Source] {
+        &self.sources
+    }
+
+    pub fn issuers(&self) -> &[TrustedIssuer] {
+        &self.issuers
+    }
+
+    /// Until when the list trust-list issuer `issuer` came from may be used (`None`: an
+    /// issuer approved by configuration, always).
+    pub fn deadline(&self, issuer: usize) -> Option<&ListDeadline> {
+        self.deadlines.get(issuer).and_then(Option::as_ref)
+    }
+
+    /// Whether the list that issuer `issuer` came from is still usable at `now` (its
+    /// `NextUpdate` plus the grace, and its LOTL's, not passed): the decision-time half of
+    /// freshness, which does not wait for a refresh or a reload.
+    pub fn fresh_at(&self, issuer: usize, now: OffsetDateTime) -> Result<(), NotApproved> {
+        match self.deadline(issuer) {
+            Some(d) if d.until < now => Err(NotApproved::ListStale {
+                list: d.list.clone(),
+                next_update: d.next_update,
+                until: d.until,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// How long an approval by issuer `issuer` made at `now` may be reused: until its list's
+    /// deadline, not an instant beyond; unbounded for an issuer approved by configuration.
+    pub fn approval_ttl(&self, issuer: usize, now: OffsetDateTime) -> std::time::Duration {
+        match self.deadline(issuer) {
+            Some(d) => {
+                std::time::Duration::try_from(d.until - now).unwrap_or(std::time::Duration::ZERO)
+            }
+            None => std::time::Duration::MAX,
+        }
+    }
+
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Every trusted list and LOTL the load met, used or not.
+    pub fn lists(&self) -> &[ListStatus] {
+        &self.lists
+    }
+
+    /// `source: list: why` for every list not usable at `now`.
+    pub fn list_problems(&self, now: OffsetDateTime) -> Vec<String> {
+        self.lists
+            .iter()
+            .filter_map(|l| {
+                l.problem_at(now).map(|p| {
+                    format!(
+                        "trust source `{}`: {} {}: {p}",
+                        l.source,
+                        l.territory.as_deref().unwrap_or("list"),
+                        l.location
+                    )
+                })
+            })
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.issuers.is_empty()
+    }
+
+    /// Adds the list's issuers unless it is stale at `at`, and records its status. Its
+    /// issuers carry the list's deadline, or `lotl`'s (the LOTL that authorised it) when that
+    /// comes first.
+    pub fn use_list(
+        &mut self,
+        source: usize,
+        mut status: ListStatus,
+        list: &tsl::TrustedList,
+        grace: time::Duration,
+        at: OffsetDateTime,
+        lotl: Option<&ListDeadline>,
+    ) {
+        status.judge(list, grace, at);
+        status.services = list.services.len();
+        if status.problem.is_none() {
+            // A used list has a NextUpdate (a list without one is refused by `judge`).
+            if let Some(deadline) = ListDeadline::of(&status) {
+                let deadline = deadline.earliest(lotl);
+                status.issuers = self.add_trusted_list(source, &status.location, list, &deadline);
+            }
+        }
+        self.lists.push(status);
+    }
+
+    /// Adds a source; returns its index, which its issuers name.
+    pub fn add_source(&mut self, source: Source) -> usize {
+        self.sources.push(source);
+        self.sources.len() - 1
+    }
+
+    /// Adds an issuer approved by configuration: no list, so no deadline.
+    pub fn push_configured_issuer(&mut self, issuer: TrustedIssuer) {
+        assert!(
+            issuer.source < self.sources.len(),
+            "the issuer names one of the sources"
+        );
+        self.deadlines.push(None);
+        self.issuers.push(issuer);
+    }
+
+    /// Records what a load passed over, for `config check` and logs.
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
+    /// Records a list met by a load that is not used (its `problem` says why).
+    pub fn record_list(&mut self, status: ListStatus) {
+        self.lists.push(status);
+    }
+
+    fn push_issuer(&mut self, deadline: ListDeadline, issuer: TrustedIssuer) {
+        self.deadlines.push(Some(deadline));
+        self.issuers.push(issuer);
+    }
+
+    /// Adds the CA/QC services of `list` as issuers; returns how many were added.
+    fn add_trusted_list(
+        &mut self,
+        source: usize,
+        location: &str,
+        list: &tsl::TrustedList,
+        deadline: &ListDeadline,
+    ) -> usize {
+        let before = self.issuers.len();
+        for skipped in &list.skipped {
+            self.notes.push(format!("{}: {skipped}", location));
+        }
+        let mut other_services = 0usize;
+        let mut qualified_services = 0usize;
+        for service in &list.services {
+            // Only services that issue qualified certificates can vouch for a QWAC or a
+            // QSealC; a service's type may change over its history, so the type is judged
+            // per period below, and a service that never was CA/QC is passed over here.
+            if !service
+                .history
+                .iter()
+                .any(|p| p.service_type == SERVICE_TYPE_CA_QC)
+            {
+                other_services += 1;
+                continue;
+            }
+            let history: Vec<Approval> = service
+                .history
+                .iter()
+                .map(|p| {
+                    // `kinds()` compares the whole URIs (tsl::uri), never a suffix.
+                    let offered = p.kinds();
+                    let mut kinds = BTreeSet::new();
+                    if offered.web {
+                        kinds.insert(CertKind::Web);
+                    }
+                    if offered.seal {
+                        kinds.insert(CertKind::Seal);
+                    }
+                    Approval {
+                        from: Some(p.starting),
+                        active: p.status.is_active() && p.service_type == SERVICE_TYPE_CA_QC,
+                        kinds,
+                        status: status_name(&p.status),
+                        qualifications: p.qualifications.clone(),
+                        not_understood: p.unread_critical_extensions.clone(),
+                    }
+                })
+                .collect();
+            if history.iter().any(|a| !a.qualifications.is_empty()) {
+                qualified_services += 1;
+            }
+            let unusable: Vec<String> = service
+                .history
+                .iter()
+                .filter(|p| !p.unread_critical_extensions.is_empty())
+                .map(|p| {
+                    format!(
+                        "from {}: {}",
+                        p.starting,
+                        p.unread_critical_extensions.join(", ")
+                    )
+                })
+                .collect();
+            if !unusable.is_empty() {
+                // Logged here, once per load, rather than at every check it refuses.
+                tracing::warn!(
+                    trusted_list = %location,
+                    service = %service.service_name,
+                    periods = unusable.len(),
+                    "trusted-list service carries critical extensions that are not understood; \
+                     it is not used for those periods"
+                );
+                self.notes.push(format!(
+                    "{}: service `{}`: critical extensions not understood, the service is not \
+                     used for these periods (TS 119 612 clause 5.5.9): {}",
+                    location,
+                    service.service_name,
+                    unusable.join("; ")
+                ));
+            }
+            for der in &service.certificates {
+                match PspCertificate::from_der(der.clone()) {
+                    Ok(certificate) => self.push_issuer(
+                        deadline.clone(),
+                        TrustedIssuer {
+                            source,
+                            certificate,
+                            origin: format!(
+                                "{} (TL {}): {}",
+                                location, list.territory, service.service_name
+                            ),
+                            history: history.clone(),
+                        },
+                    ),
+                    Err(e) => self.notes.push(format!(
+                        "{}: service `{}`: certificate passed over: {e}",
+                        location, service.service_name
+                    )),
+                }
+            }
+        }
+        if qualified_services > 0 {
+            self.notes.push(format!(
+                "{}: {qualified_services} CA/QC services carry Qualifications, applied to each \
+                 certificate they select",
+                location
+            ));
+        }
+        if other_services > 0 {
+            self.notes.push(format!(
+                "{}: {other_services} services that never were CA/QC passed over",
+                location
+            ));
+        }
+        self.issuers.len() - before
+    }
+}
+
+/// A time as RFC 3339, for messages.
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.to_string())
+}
+
+fn status_name(s: &tsl::ServiceStatus) -> String {
+    match s {
+        tsl::ServiceStatus::Other(uri) => uri.clone(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

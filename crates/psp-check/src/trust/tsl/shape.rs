@@ -1,0 +1,332 @@
+//! The shape of a trusted list's XML, bounded before any tree is built.
+//!
+//! roxmltree, like most tree parsers, spends more than linear time on some shapes: it checks
+//! every attribute of an element against the others (quadratic in attributes per element) and
+//! copies the namespaces in scope into every element that declares one (quadratic in nesting
+//! when each level declares a prefix, and the canonicaliser's work grows with it). A root
+//! element with 200,000 attributes (2.3 MB) took 37 s to parse; 6,000 nested elements each
+//! declaring a prefix (166 KB) took 77 s, before any signature was looked at. roxmltree has
+//! no limit on either, so [`check`] reads the bytes once, linearly, counting what those costs
+//! grow with, and refuses a document over any budget below before roxmltree sees it.
+//!
+//! The budgets are measured on the real lists in `../shared/data/trusted-lists/` (the CZ and
+//! IE lists of 2019, the LOTLs of 2019 and 2024), with a wide margin:
+//!
+//! | shape | largest real value | budget |
+//! |---|---|---|
+//! | depth of element nesting | 15 (CZ) | [`MAX_XML_DEPTH`] = 64 |
+//! | attributes on one element, namespace declarations included | 8 (2 + 6 declarations) | [`MAX_XML_ATTRIBUTES`] = 32 |
+//! | namespace declarations in scope (summed over the open elements) | 8 | [`MAX_XML_NAMESPACES_IN_SCOPE`] = 32 |
+//! | elements in the document | 3,762 (CZ, 640 KB) | [`MAX_XML_ELEMENTS`] = 500,000 |
+//!
+//! The scan is not a parser: it finds tags, comments, processing instructions and CDATA
+//! sections, and counts. Where it meets something that is not well-formed it stops counting
+//! and lets roxmltree report the error (roxmltree stops at the same point or earlier, since
+//! everything the scan understands is well-formed XML and everything well-formed is
+//! understood, a document type declaration aside, which roxmltree refuses).
+
+use memchr::memmem;
+
+/// Deepest element nesting. The real lists nest at most 15 levels (the CZ list's
+/// `Qualifications` criteria); `CriteriaList` nesting is itself capped at
+/// [`super::MAX_CRITERIA_DEPTH`] (8 levels, 2 elements each). 64 is four times the deepest
+/// real list.
+pub const MAX_XML_DEPTH: usize = 64;
+
+/// Most attributes on one element, namespace declarations included. The real lists have at
+/// most 8 (a root with 6 namespace declarations, `Id` and `TSLTag`). 32 is four times that;
+/// roxmltree's duplicate check is quadratic in this number.
+pub const MAX_XML_ATTRIBUTES: usize = 32;
+
+/// Most namespace declarations in scope at any element, counted over the open elements
+/// (a redeclaration counts again). The real lists have at most 8; 32 is four times that.
+/// What roxmltree copies per element grows with this number.
+pub const MAX_XML_NAMESPACES_IN_SCOPE: usize = 32;
+
+/// Most elements in one document. The CZ list has 3,762 elements in 640 KB (one per 170
+/// bytes); a list of that shape at [`super::MAX_TSL_BYTES`] would have about 200,000.
+/// 500,000 is two and a half times that.
+pub const MAX_XML_ELEMENTS: usize = 500_000;
+
+/// A document whose shape is over a budget.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "XML shape refused before parsing: {what} over the budget {budget} = {limit} (line {line}, column {col})"
+)]
+pub struct ShapeError {
+    /// The budget's name, as the constant is spelled (`MAX_XML_ATTRIBUTES`, …).
+    pub budget: &'static str,
+    /// What was counted, for people.
+    pub what: &'static str,
+    pub limit: usize,
+    /// Where the budget was exceeded (1-based).
+    pub line: u32,
+    pub col: u32,
+}
+
+/// Counts the document's shape in one linear pass; refuses it at the first budget exceeded.
+pub fn check(xml: &[u8]) -> Result<(), ShapeError> {
+    let over = |budget: &'static str, what: &'static str, limit: usize, at: usize| {
+        let (line, col) = super::xsd::line_col(&xml[..at.min(xml.len())]);
+        Err(ShapeError {
+            budget,
+            what,
+            limit,
+            line,
+            col,
+        })
+    };
+    // Namespace declarations of each open element; their sum is what is in scope.
+    let mut open: Vec<usize> = Vec::new();
+    let mut in_scope = 0usize;
+    let mut elements = 0usize;
+    let mut i = 0usize;
+    while let Some(lt) = memchr::memchr(b'<', &xml[i..]) {
+        let start = i + lt;
+        let rest = &xml[start..];
+        if rest.starts_with(b"<?") {
+            match memmem::find(&rest[2..], b"?>") {
+                Some(end) => i = start + 2 + end + 2,
+                None => return Ok(()),
+            }
+        } else if rest.starts_with(b"<!--") {
+            match memmem::find(&rest[4..], b"-->") {
+                Some(end) => i = start + 4 + end + 3,
+                None => return Ok(()),
+            }
+        } else if rest.starts_with(b"<![CDATA[") {
+            match memmem::find(&rest[9..], b"]]>") {
+                Some(end) => i = start + 9 + end + 3,
+                None => return Ok(()),
+            }
+        } else if rest.starts_with(b"<!") {
+            // A document type declaration: roxmltree refuses it.
+            return Ok(());
+        } else if rest.starts_with(b"</") {
+            match memchr::memchr(b'>', rest) {
+                Some(end) => i = start + end + 1,
+                None => return Ok(()),
+            }
+            match open.pop() {
+                Some(declared) => in_scope -= declared,
+                None => return Ok(()),
+            }
+        } else {
+            let Some(tag) = start_tag(rest) else {
+                return Ok(());
+            };
+            elements += 1;
+            if elements > MAX_XML_ELEMENTS {
+                return over(
+                    "MAX_XML_ELEMENTS",
+                    "elements in the document",
+                    MAX_XML_ELEMENTS,
+                    start,
+                );
+            }
+            if tag.attributes > MAX_XML_ATTRIBUTES {
+                return over(
+                    "MAX_XML_ATTRIBUTES",
+                    "attributes on one element",
+                    MAX_XML_ATTRIBUTES,
+                    start,
+                );
+            }
+            if in_scope + tag.declarations > MAX_XML_NAMESPACES_IN_SCOPE {
+                return over(
+                    "MAX_XML_NAMESPACES_IN_SCOPE",
+                    "namespace declarations in scope",
+                    MAX_XML_NAMESPACES_IN_SCOPE,
+                    start,
+                );
+            }
+            if !tag.empty {
+                if open.len() >= MAX_XML_DEPTH {
+                    return over(
+                        "MAX_XML_DEPTH",
+                        "depth of element nesting",
+                        MAX_XML_DEPTH,
+                        start,
+                    );
+                }
+                open.push(tag.declarations);
+                in_scope += tag.declarations;
+            } else if open.len() >= MAX_XML_DEPTH {
+                return over(
+                    "MAX_XML_DEPTH",
+                    "depth of element nesting",
+                    MAX_XML_DEPTH,
+                    start,
+                );
+            }
+            i = start + tag.len;
+        }
+    }
+    Ok(())
+}
+
+/// What a start tag holds.
+struct StartTag {
+    /// Bytes from `<` to `>` inclusive.
+    len: usize,
+    attributes: usize,
+    declarations: usize,
+    /// `<a/>`.
+    empty: bool,
+}
+
+/// Reads the start tag at the head of `tag` (which starts with `<`); `None` where it is not
+/// well-formed (roxmltree will say why). Attribute values are skipped whole, so a `>` inside
+/// one does not end the tag. Linear in the tag's length.
+fn start_tag(tag: &[u8]) -> Option<StartTag> {
+    let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let name_end = |b: u8| is_space(b) || matches!(b, b'/' | b'>' | b'=' | b'<');
+    let mut i = 1;
+    // The element name.
+    let name_start = i;
+    while i < tag.len() && !name_end(tag[i]) {
+        i += 1;
+    }
+    if i == name_start {
+        return None;
+    }
+    let (mut attributes, mut declarations) = (0usize, 0usize);
+    loop {
+        while i < tag.len() && is_space(tag[i]) {
+            i += 1;
+        }
+        match tag.get(i)? {
+            b'>' => {
+                return Some(StartTag {
+                    len: i + 1,
+                    attributes,
+                    declarations,
+                    empty: false,
+                });
+            }
+            b'/' => {
+                return (tag.get(i + 1) == Some(&b'>')).then_some(StartTag {
+                    len: i + 2,
+                    attributes,
+                    declarations,
+                    empty: true,
+                });
+            }
+            _ => {}
+        }
+        // An attribute: name, `=`, quoted value.
+        let attr_start = i;
+        while i < tag.len() && !name_end(tag[i]) {
+            i += 1;
+        }
+        if i == attr_start {
+            return None;
+        }
+        let name = &tag[attr_start..i];
+        while i < tag.len() && is_space(tag[i]) {
+            i += 1;
+        }
+        if tag.get(i) != Some(&b'=') {
+            return None;
+        }
+        i += 1;
+        while i < tag.len() && is_space(tag[i]) {
+            i += 1;
+        }
+        let quote = *tag.get(i)?;
+        if quote != b'"' && quote != b'\'' {
+            return None;
+        }
+        let close = memchr::memchr(quote, &tag[i + 1..])?;
+        i += 1 + close + 1;
+        attributes += 1;
+        if name == b"xmlns" || name.starts_with(b"xmlns:") {
+            declarations += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(xml: &str) -> Option<&'static str> {
+        check(xml.as_bytes()).err().map(|e| e.budget)
+    }
+
+    #[test]
+    fn every_real_list_is_within_every_budget() {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .join("../shared/data/trusted-lists");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("shared data") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "xml") {
+                let bytes = std::fs::read(&path).expect("read");
+                assert_eq!(check(&bytes), Ok(()), "{}", path.display());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 5, "{seen} lists");
+    }
+
+    #[test]
+    fn a_root_with_200000_attributes_is_refused_naming_the_attribute_budget() {
+        let attrs: String = (0..200_000).map(|i| format!(" a{i}=\"\"")).collect();
+        let xml = format!("<TrustServiceStatusList{attrs}/>");
+        let e = check(xml.as_bytes()).expect_err("refused");
+        assert_eq!(e.budget, "MAX_XML_ATTRIBUTES");
+        assert_eq!((e.line, e.col), (1, 1));
+        assert!(
+            e.to_string()
+                .contains("attributes on one element over the budget MAX_XML_ATTRIBUTES = 32")
+        );
+    }
+
+    #[test]
+    fn six_thousand_nested_namespace_declarations_are_refused_naming_the_namespace_budget() {
+        let open: String = (0..6000)
+            .map(|i| format!("<p{i}:e xmlns:p{i}=\"urn:{i}\">"))
+            .collect();
+        let close: String = (0..6000).rev().map(|i| format!("</p{i}:e>")).collect();
+        assert_eq!(
+            budget(&format!("{open}{close}")),
+            Some("MAX_XML_NAMESPACES_IN_SCOPE")
+        );
+    }
+
+    #[test]
+    fn deep_nesting_without_namespaces_is_refused_naming_the_depth_budget() {
+        let deep = format!("{}{}", "<a>".repeat(65), "</a>".repeat(65));
+        assert_eq!(budget(&deep), Some("MAX_XML_DEPTH"));
+        let ok = format!("{}{}", "<a>".repeat(64), "</a>".repeat(64));
+        assert_eq!(budget(&ok), None);
+        // An empty element at the limit is an element one deeper too.
+        let empty = format!("{}<b/>{}", "<a>".repeat(64), "</a>".repeat(64));
+        assert_eq!(budget(&empty), Some("MAX_XML_DEPTH"));
+    }
+
+    #[test]
+    fn many_small_elements_are_refused_naming_the_element_budget() {
+        let xml = format!("<r>{}</r>", "<a/>".repeat(MAX_XML_ELEMENTS));
+        assert_eq!(budget(&xml), Some("MAX_XML_ELEMENTS"));
+    }
+
+    #[test]
+    fn declarations_leave_scope_with_their_element() {
+        // Thirty-two siblings each declaring one prefix never have more than one in scope.
+        let siblings: String = (0..100)
+            .map(|i| format!("<p:e xmlns:p=\"urn:{i}\"/><q:e xmlns:q=\"u\"></q:e>"))
+            .collect();
+        assert_eq!(budget(&format!("<r>{siblings}</r>")), None);
+    }
+
+    #[test]
+    fn markup_inside_values_comments_cdata_and_instructions_is_not_counted() {
+        let attrs: String = (0..40).map(|i| format!(" a{i}=\"\"")).collect();
+        let hidden = format!(
+            "<r a='<x{attrs}>' b=\"/>\"><!-- <x{attrs}> --><![CDATA[<x{attrs}>]]><?pi <x{attrs}>?></r>"
+        );
+        assert_eq!(budget(&hidden), None);
+    }
+}

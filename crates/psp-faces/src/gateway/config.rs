@@ -1,0 +1,396 @@
+//! `[gateway]`: the gateway listener, the bank's jurisdiction and upstream, the routes and
+//! the access rule.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::country::CountryCode;
+use crate::policy::CrossBorderRule;
+use crate::register::{AuthStatus, ServiceSet};
+use crate::server::Cidr;
+use crate::server::TlsFiles;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    pub listen: SocketAddr,
+    /// The bank's jurisdiction: the transaction jurisdiction of every check.
+    pub jurisdiction: CountryCode,
+    /// Server certificate and key. Required when the identity comes from the handshake;
+    /// optional in header mode (a load balancer in front terminates TLS).
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
+    /// Whether the handshake requires a client certificate (`required`) or only asks for one
+    /// (`requested`, the default: a missing certificate then gets a proper error body).
+    #[serde(default)]
+    pub client_certificate: ClientCertificateMode,
+    /// The bank's API: an `http://` or `https://` URL, or `sandbox-echo` (sandbox only).
+    pub upstream: String,
+    /// CA certificates (PEM) for an `https` upstream; the system's roots are not used.
+    #[serde(default)]
+    pub upstream_ca: Option<PathBuf>,
+    /// Connect timeout to the upstream. 2 s: the upstream is on the bank's network.
+    #[serde(default = "default_upstream_connect_ms")]
+    pub upstream_connect_timeout_ms: u64,
+    /// Time for the upstream to send response headers. 30 s: PSD2 APIs answer within
+    /// seconds; the Berlin Group and UK OB profiles expect well under 30 s.
+    #[serde(default = "default_upstream_timeout_ms")]
+    pub upstream_timeout_ms: u64,
+    /// Where the PSP's certificate comes from: the TLS handshake, or a header set by a
+    /// trusted load balancer.
+    #[serde(default)]
+    pub identity: IdentitySource,
+    /// Header mode: the header carrying the certificate (Base64 DER, PEM or URL-encoded
+    /// PEM), believed only from `trusted_proxies`.
+    #[serde(default)]
+    pub identity_header: Option<String>,
+    /// Load balancers whose identity header and `X-Forwarded-*` headers are believed.
+    #[serde(default)]
+    pub trusted_proxies: Vec<Cidr>,
+    /// The cross-border rule; default `uk-tpr` for GB, `passport-out` elsewhere.
+    #[serde(default)]
+    pub cross_border: Option<CrossBorderRule>,
+    /// Home register statuses accepted (default `Authorised` and `Registered`).
+    #[serde(default = "default_statuses")]
+    pub accepted_statuses: Vec<AuthStatus>,
+    /// Also require the certificate's PSD2 roles to cover the route.
+    #[serde(default)]
+    pub require_roles: bool,
+    /// Only these auth numbers (as written in the certificate), when set.
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
+    /// Never these auth numbers.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// The dialect of rejections on paths no route matches.
+    #[serde(default = "default_dialect")]
+    pub default_dialect: Dialect,
+    /// Names of the identity headers added for the upstream.
+    #[serde(default)]
+    pub identity_headers: IdentityHeaderNames,
+    /// Inbound headers removed before forwarding, in addition to the path and method override
+    /// headers removed always (`X-Original-URL`, `X-HTTP-Method-Override`, …; README). For
+    /// headers the bank's framework honours that the built-in list does not know.
+    #[serde(default)]
+    pub strip_headers: Vec<String>,
+    /// Routes: path prefix (and optionally methods) → required services and dialect. When
+    /// absent, the Berlin Group NextGenPSD2 and UK Open Banking defaults (README).
+    #[serde(default)]
+    pub routes: Option<Vec<RouteConfig>>,
+    /// Requests per client (the peer, or the client a trusted proxy names), off when absent:
+    /// answered 429 in the route's dialect past it.
+    #[serde(default)]
+    pub rate_limit: Option<GatewayRateLimit>,
+    /// Methods the gateway forwards; any other is refused with 405 before any route is
+    /// chosen. `CONNECT` and `TRACE` may not be listed. Default: GET, HEAD, POST, PUT, PATCH,
+    /// DELETE, OPTIONS.
+    #[serde(default = "default_methods")]
+    pub allowed_methods: Vec<String>,
+    /// Inbound header names with an underscore: `drop` (the default, as nginx does) or
+    /// `refuse` (400 `header_name_refused`). They are never forwarded: a WSGI or CGI upstream
+    /// reads `x_psp_services` as `X-Psp-Services`.
+    #[serde(default)]
+    pub headers_with_underscores: UnderscoreHeaders,
+    /// Calls in flight to the upstream, all PSPs together; past it a call is answered 503
+    /// `upstream_overloaded` at once. Each HTTP/1.1 call in flight holds one upstream
+    /// connection, so this also bounds the connections. Default 1,024 (Envoy's default
+    /// circuit breaker `max_requests` and `max_connections`).
+    #[serde(default = "default_upstream_max_requests")]
+    pub upstream_max_requests: usize,
+    /// Calls in flight to the upstream per PSP (its auth number, or its certificate when it
+    /// has none); past it 503 `upstream_overloaded`. Default 128: one PSP cannot take more
+    /// than an eighth of the default total.
+    #[serde(default = "default_upstream_max_requests_per_psp")]
+    pub upstream_max_requests_per_psp: usize,
+}
+
+fn default_methods() -> Vec<String> {
+    super::overrides::DEFAULT_METHODS
+        .iter()
+        .map(|m| m.as_str().to_owned())
+        .collect()
+}
+
+fn default_upstream_max_requests() -> usize {
+    1_024
+}
+
+fn default_upstream_max_requests_per_psp() -> usize {
+    128
+}
+
+/// `gateway.headers_with_underscores`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnderscoreHeaders {
+    /// Removed before forwarding; the request goes on.
+    #[default]
+    Drop,
+    /// The request is refused with 400 `header_name_refused`.
+    Refuse,
+}
+
+fn default_upstream_connect_ms() -> u64 {
+    2_000
+}
+
+fn default_upstream_timeout_ms() -> u64 {
+    30_000
+}
+
+fn default_statuses() -> Vec<AuthStatus> {
+    vec![AuthStatus::Authorised, AuthStatus::Registered]
+}
+
+fn default_dialect() -> Dialect {
+    Dialect::BerlinGroup
+}
+
+/// `gateway.rate_limit`: `requests` per `period_seconds` per client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayRateLimit {
+    pub requests: u32,
+    pub period_seconds: u64,
+    /// IPv6 clients are counted per address block of this prefix length (1–128).
+    #[serde(default = "default_ipv6_prefix")]
+    pub ipv6_prefix: u8,
+    /// Clients remembered at most; when full, those closest to full quota are forgotten
+    /// (`psp_gateway_rate_limiter_evictions_total{table="gateway-requests"}`).
+    #[serde(default = "default_max_tracked")]
+    pub max_tracked_sources: usize,
+}
+
+fn default_ipv6_prefix() -> u8 {
+    64
+}
+
+fn default_max_tracked() -> usize {
+    100_000
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientCertificateMode {
+    #[default]
+    Requested,
+    Required,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdentitySource {
+    #[default]
+    Tls,
+    Header,
+}
+
+/// The body format of rejections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dialect {
+    /// Berlin Group NextGenPSD2 `tppMessages`.
+    BerlinGroup,
+    /// UK Open Banking `OBErrorResponse1`.
+    UkOpenBanking,
+    /// The contract's `{"errors":[{id,code,title,link}]}`.
+    Contract,
+}
+
+/// One route.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Matches the path itself and everything below it (`/v1/accounts` matches
+    /// `/v1/accounts/123`, not `/v1/accountsX`), after normalisation of the request path (so
+    /// the prefix must itself be in normal form). The longest matching prefix wins.
+    pub prefix: String,
+    /// Methods the route applies to; all when empty.
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// Payment services the PSP needs for this route.
+    pub services: ServiceSet,
+    #[serde(default = "default_dialect")]
+    pub dialect: Dialect,
+}
+
+/// Header names for the identity passed upstream. Every inbound header with one of these
+/// names is removed before the gateway adds its own.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IdentityHeaderNames {
+    pub auth_number: String,
+    pub name: String,
+    pub services: String,
+    pub certificate: String,
+    pub check_id: String,
+    /// Report-only mode: the reason the call would have been refused.
+    pub report_only: String,
+}
+
+impl Default for IdentityHeaderNames {
+    fn default() -> Self {
+        IdentityHeaderNames {
+            auth_number: "x-psp-auth-number".into(),
+            name: "x-psp-name".into(),
+            services: "x-psp-services".into(),
+            certificate: "x-psp-certificate".into(),
+            check_id: "x-psp-check-id".into(),
+            report_only: "x-psp-report-only-rejection".into(),
+        }
+    }
+}
+
+impl IdentityHeaderNames {
+    pub fn all(&self) -> [&str; 6] {
+        [
+            &self.auth_number,
+            &self.name,
+            &self.services,
+            &self.certificate,
+            &self.check_id,
+            &self.report_only,
+        ]
+    }
+}
+
+/// The default routes: Berlin Group NextGenPSD2 and UK Open Banking v3.1.
+pub fn default_routes() -> Vec<RouteConfig> {
+    let route = |prefix: &str, service: u8, dialect| RouteConfig {
+        prefix: prefix.to_owned(),
+        methods: Vec::new(),
+        services: ServiceSet::from_numbers(&[service]).unwrap_or(ServiceSet::EMPTY),
+        dialect,
+    };
+    use Dialect::{BerlinGroup as Bg, UkOpenBanking as Ob};
+    vec![
+        route("/v1/accounts", 8, Bg),
+        route("/v1/consents", 8, Bg),
+        route("/v1/card-accounts", 8, Bg),
+        route("/v1/payments", 7, Bg),
+        route("/v1/bulk-payments", 7, Bg),
+        route("/v1/periodic-payments", 7, Bg),
+        route("/v1/funds-confirmations", 5, Bg),
+        route("/open-banking/v3.1/aisp", 8, Ob),
+        route("/open-banking/v3.1/pisp", 7, Ob),
+        route("/open-banking/v3.1/cbpii", 5, Ob),
+    ]
+}
+
+impl GatewayConfig {
+    /// `allowed_methods`, parsed; `CONNECT` and `TRACE` are refused, and so is an empty list.
+    pub(crate) fn methods(&self) -> Result<Vec<http::Method>, String> {
+        if self.allowed_methods.is_empty() {
+            return Err("gateway.allowed_methods is empty: nothing could be forwarded".into());
+        }
+        self.allowed_methods
+            .iter()
+            .map(|m| {
+                let method: http::Method = m
+                    .parse()
+                    .map_err(|_| format!("gateway.allowed_methods: `{m}` is not an HTTP method"))?;
+                if super::overrides::NEVER_METHODS.contains(&method) {
+                    return Err(format!(
+                        "gateway.allowed_methods: {method} is never forwarded (a tunnel or an echo of the identity headers)"
+                    ));
+                }
+                Ok(method)
+            })
+            .collect()
+    }
+
+    pub fn validate(&self, sandbox: bool) -> Result<(), String> {
+        match self.identity {
+            IdentitySource::Tls if self.tls.is_none() => {
+                return Err(
+                    "gateway.tls is required when the identity comes from the TLS handshake".into(),
+                );
+            }
+            IdentitySource::Header if self.identity_header.is_none() => {
+                return Err(
+                    "gateway.identity_header is required with identity = \"header\"".into(),
+                );
+            }
+            IdentitySource::Header if self.trusted_proxies.is_empty() => {
+                return Err(
+                    "gateway.trusted_proxies is empty: no peer could set the identity header"
+                        .into(),
+                );
+            }
+            _ => {}
+        }
+        if self.upstream == "sandbox-echo" {
+            if !sandbox {
+                return Err("gateway.upstream = \"sandbox-echo\" needs sandbox.enabled".into());
+            }
+        } else {
+            let uri: http::Uri = self
+                .upstream
+                .parse()
+                .map_err(|e| format!("gateway.upstream `{}`: {e}", self.upstream))?;
+            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+                return Err(format!(
+                    "gateway.upstream `{}` must be an http:// or https:// URL, or sandbox-echo",
+                    self.upstream
+                ));
+            }
+        }
+        if let Some(routes) = &self.routes {
+            for r in routes {
+                if !r.prefix.starts_with('/') {
+                    return Err(format!(
+                        "gateway.routes: prefix `{}` must start with /",
+                        r.prefix
+                    ));
+                }
+                // Request paths are matched in normal form: a prefix that is not could never
+                // match, or would match something other than it reads.
+                match super::path::normalise(&r.prefix) {
+                    Ok(n) if n.as_str() == r.prefix => {}
+                    Ok(n) => {
+                        return Err(format!(
+                            "gateway.routes: prefix `{}` is not in normal form; write `{n}`",
+                            r.prefix
+                        ));
+                    }
+                    Err(e) => {
+                        return Err(format!("gateway.routes: prefix `{}`: {e}", r.prefix));
+                    }
+                }
+                if r.services.is_empty() {
+                    return Err(format!("gateway.routes: `{}` names no services", r.prefix));
+                }
+                for m in &r.methods {
+                    m.parse::<http::Method>()
+                        .map_err(|_| format!("gateway.routes: `{m}` is not an HTTP method"))?;
+                }
+            }
+        }
+        if self.accepted_statuses.is_empty() {
+            return Err("gateway.accepted_statuses is empty: nobody could pass".into());
+        }
+        let names = self.identity_headers.all();
+        for n in names {
+            http::HeaderName::from_bytes(n.as_bytes())
+                .map_err(|_| format!("gateway.identity_headers: `{n}` is not a header name"))?;
+        }
+        if let Some(n) = &self.identity_header {
+            http::HeaderName::from_bytes(n.as_bytes())
+                .map_err(|_| format!("gateway.identity_header: `{n}` is not a header name"))?;
+        }
+        for n in &self.strip_headers {
+            http::HeaderName::from_bytes(n.as_bytes())
+                .map_err(|_| format!("gateway.strip_headers: `{n}` is not a header name"))?;
+        }
+        self.methods()?;
+        if self.upstream_max_requests == 0 || self.upstream_max_requests_per_psp == 0 {
+            return Err(
+                "gateway.upstream_max_requests and gateway.upstream_max_requests_per_psp must be positive"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}

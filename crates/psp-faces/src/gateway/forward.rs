@@ -1,0 +1,511 @@
+//! Forwarding a permitted call to the bank's API: the request and response bodies stream in
+//! both directions (nothing buffers a whole body), the path is the normalised one the route
+//! was chosen on, hop-by-hop headers are dropped, `X-Forwarded-*` set, spoofable identity
+//! headers and path or method override headers removed, and the verified identity added.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, Scheme};
+use http::{Request, Response, Uri, Version};
+use http_body_util::BodyExt;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+use super::config::IdentityHeaderNames;
+use super::path::NormalisedPath;
+use crate::policy::Permit;
+use crate::server::{Body, BodyError};
+use crate::service::Checked;
+
+/// Hop-by-hop headers (RFC 9110 section 7.6.1), plus `proxy-connection` and
+/// `proxy-authorization`, which only concern the hop to this gateway.
+const HOP_BY_HOP: [HeaderName; 9] = [
+    HeaderName::from_static("connection"),
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("te"),
+    HeaderName::from_static("trailer"),
+    HeaderName::from_static("transfer-encoding"),
+    HeaderName::from_static("upgrade"),
+    HeaderName::from_static("proxy-authenticate"),
+    HeaderName::from_static("proxy-authorization"),
+];
+
+/// Client-certificate headers that load balancers and other proxies use; a client must
+/// never be able to pass one to the bank (DESIGN.md section 5): Envoy's
+/// `X-Forwarded-Client-Cert`, RFC 9440's `Client-Cert` and `Client-Cert-Chain`, `SSL-Client-Cert`,
+/// `X-Client-Cert` and `X-Client-Verify` (nginx conventions), `X-ARR-ClientCert` (Azure App
+/// Service), and the contract's `eidas`.
+const CLIENT_CERT_HEADERS: [HeaderName; 8] = [
+    HeaderName::from_static("x-forwarded-client-cert"),
+    HeaderName::from_static("client-cert"),
+    HeaderName::from_static("client-cert-chain"),
+    HeaderName::from_static("ssl-client-cert"),
+    HeaderName::from_static("x-client-cert"),
+    HeaderName::from_static("x-client-verify"),
+    HeaderName::from_static("x-arr-clientcert"),
+    HeaderName::from_static("eidas"),
+];
+
+/// Any header starting with one of these is a client-certificate header too: `X-SSL-Client-*`
+/// (nginx, Apache, F5), `X-Amzn-Mtls-Clientcert*` (AWS load balancers).
+const CLIENT_CERT_PREFIXES: [&str; 2] = ["x-ssl-client-", "x-amzn-mtls-clientcert"];
+
+/// Client-address and front-end headers other proxies set and upstream frameworks believe:
+/// a client must not name its own address, port, scheme or server. The gateway sets
+/// `X-Forwarded-For`, `-Proto` and `-Host` itself; these it removes: `X-Real-IP` (nginx),
+/// `True-Client-IP` (Akamai, Cloudflare), `CF-Connecting-IP`, `Fastly-Client-IP`,
+/// `X-Client-IP`, `X-Cluster-Client-IP`, `X-Original-Forwarded-For`, `X-Forwarded-Port`,
+/// `X-Forwarded-Server`, `X-Forwarded-Scheme`, `X-Forwarded-Ssl`, `X-Url-Scheme` and
+/// `Front-End-Https`. (`X-Forwarded-Prefix` is an override header.)
+pub const CLIENT_ADDRESS_HEADERS: [HeaderName; 13] = [
+    HeaderName::from_static("x-real-ip"),
+    HeaderName::from_static("true-client-ip"),
+    HeaderName::from_static("cf-connecting-ip"),
+    HeaderName::from_static("fastly-client-ip"),
+    HeaderName::from_static("x-client-ip"),
+    HeaderName::from_static("x-cluster-client-ip"),
+    HeaderName::from_static("x-original-forwarded-for"),
+    HeaderName::from_static("x-forwarded-port"),
+    HeaderName::from_static("x-forwarded-server"),
+    HeaderName::from_static("x-forwarded-scheme"),
+    HeaderName::from_static("x-forwarded-ssl"),
+    HeaderName::from_static("x-url-scheme"),
+    HeaderName::from_static("front-end-https"),
+];
+
+/// Headers that upstream frameworks honour as a replacement for the request's path or method:
+/// a client could otherwise be routed by the gateway on one path and served another.
+/// `X-Original-URL` and `X-Rewrite-URL` (IIS URL Rewrite, Symfony, Zend), `X-Original-URI`
+/// (nginx `auth_request` convention), `X-Forwarded-Uri`, `X-Forwarded-Path` and
+/// `X-Forwarded-Prefix` (Traefik, Spring's `ForwardedHeaderFilter`), `X-Envoy-Original-Path`
+/// (Envoy), and the method overrides `X-HTTP-Method-Override`, `X-HTTP-Method` and
+/// `X-Method-Override` (ASP.NET, Express `method-override`, Google APIs). `gateway.strip_headers`
+/// adds more.
+pub const OVERRIDE_HEADERS: [HeaderName; 10] = [
+    HeaderName::from_static("x-original-url"),
+    HeaderName::from_static("x-rewrite-url"),
+    HeaderName::from_static("x-original-uri"),
+    HeaderName::from_static("x-forwarded-uri"),
+    HeaderName::from_static("x-forwarded-path"),
+    HeaderName::from_static("x-forwarded-prefix"),
+    HeaderName::from_static("x-envoy-original-path"),
+    HeaderName::from_static("x-http-method-override"),
+    HeaderName::from_static("x-http-method"),
+    HeaderName::from_static("x-method-override"),
+];
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Why a call could not be forwarded. The gateway maps each one to its status in one
+/// exhaustive `match` (`gateway::forward_failure`); the `String`s are the detail for the log,
+/// never sent to the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForwardError {
+    /// The upstream request could not be built from the inbound one (its URI or a header).
+    RequestBuild(String),
+    /// No connection to the upstream: refused, unreachable, name resolution, TLS handshake,
+    /// or over `gateway.upstream_connect_timeout_ms`.
+    Connect(String),
+    /// A connection was made but the exchange failed: closed early, or a response that
+    /// cannot be read.
+    Protocol(String),
+    /// No response within `gateway.upstream_timeout_ms`.
+    Timeout,
+    /// The client's request body could not be read while it was being forwarded (a chunk
+    /// size that overflows, a connection closed early): the caller's fault, not the upstream's.
+    RequestBody(String),
+}
+
+/// Set when the inbound body fails while it is streamed to the upstream.
+#[derive(Debug, Default, Clone)]
+pub struct BodyFailed(Arc<AtomicBool>);
+
+impl BodyFailed {
+    fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The upstream: base URL and a pooled client.
+pub struct Upstream {
+    scheme: Scheme,
+    authority: Authority,
+    base_path: String,
+    client: Client<HttpsConnector<HttpConnector>, Body>,
+    timeout: Duration,
+}
+
+impl Upstream {
+    pub fn new(
+        url: &str,
+        ca: Option<&Path>,
+        connect_timeout: Duration,
+        timeout: Duration,
+    ) -> Result<Upstream, String> {
+        let uri: Uri = url.parse().map_err(|e| format!("upstream `{url}`: {e}"))?;
+        let scheme = uri.scheme().cloned().ok_or("upstream has no scheme")?;
+        let authority = uri.authority().cloned().ok_or("upstream has no host")?;
+        let base_path = uri.path().trim_end_matches('/').to_owned();
+
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(ca) = ca {
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
+                .map_err(|e| format!("upstream_ca {}: {e}", ca.display()))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("upstream_ca {}: {e}", ca.display()))?;
+            for c in certs {
+                roots
+                    .add(c)
+                    .map_err(|e| format!("upstream_ca {}: {e}", ca.display()))?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(connect_timeout));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        Ok(Upstream {
+            scheme,
+            authority,
+            base_path,
+            client,
+            timeout,
+        })
+    }
+
+    /// `gateway.upstream_timeout_ms`.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sends the prepared request; streams the response back. `body_failed` is the flag
+    /// [`prepare`] returned with it.
+    pub async fn send(
+        &self,
+        req: Request<Body>,
+        body_failed: &BodyFailed,
+    ) -> Result<Response<Body>, ForwardError> {
+        let sent = tokio::time::timeout(self.timeout, self.client.request(req)).await;
+        let response = match sent {
+            Ok(Err(e)) if body_failed.is_set() => {
+                return Err(ForwardError::RequestBody(e.to_string()));
+            }
+            Err(_) => return Err(ForwardError::Timeout),
+            Ok(Err(e)) if e.is_connect() => return Err(ForwardError::Connect(e.to_string())),
+            Ok(Err(e)) => return Err(ForwardError::Protocol(e.to_string())),
+            Ok(Ok(r)) => r,
+        };
+        let (mut parts, body) = response.into_parts();
+        remove_hop_by_hop(&mut parts.headers);
+        Ok(Response::from_parts(
+            parts,
+            body.map_err(|e| Box::new(e) as BodyError).boxed(),
+        ))
+    }
+
+    /// The upstream URI: the base path, the normalised path the route was chosen on (never the
+    /// inbound one, which a receiver could read differently), and the inbound query unchanged.
+    fn uri_for(&self, path: &NormalisedPath, query: Option<&str>) -> Result<Uri, http::Error> {
+        let mut pq = format!("{}{path}", self.base_path);
+        if let Some(q) = query {
+            pq.push('?');
+            pq.push_str(q);
+        }
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(pq)
+            .build()
+    }
+}
+
+/// What forwarding needs to know about the inbound connection.
+pub struct Hop {
+    pub peer: IpAddr,
+    /// The peer is a trusted proxy: its `X-Forwarded-*` headers are kept and extended.
+    pub peer_trusted: bool,
+    /// The call reached the gateway over TLS.
+    pub tls: bool,
+}
+
+/// Inbound headers removed before forwarding, besides the hop-by-hop ones.
+pub struct Strip<'a> {
+    /// The identity header names (the gateway adds its own).
+    pub names: &'a IdentityHeaderNames,
+    /// Header mode's own certificate header.
+    pub identity_header: Option<&'a str>,
+    /// `gateway.strip_headers`, removed with [`OVERRIDE_HEADERS`].
+    pub configured: &'a [HeaderName],
+}
+
+/// The verified identity a forwarded call carries.
+pub struct Identity<'a> {
+    pub permit: &'a Permit<Checked>,
+    /// The certificate header's value: the certificate as URL-encoded PEM
+    /// ([`url_encoded_pem`]), made once per client chain.
+    pub certificate: Option<&'a HeaderValue>,
+    pub check_id: &'a str,
+}
+
+/// Rewrites an inbound request for the upstream: URI (on the normalised `path`), hop-by-hop,
+/// spoofable and override headers, `X-Forwarded-*`, and the identity of the permit. The flag
+/// returned with it is set if the inbound body fails while it is forwarded.
+pub fn prepare(
+    upstream: &Upstream,
+    req: Request<Body>,
+    path: &NormalisedPath,
+    hop: &Hop,
+    strip: Strip<'_>,
+    identity: Identity<'_>,
+) -> Result<(Request<Body>, BodyFailed), ForwardError> {
+    let names = strip.names;
+    let Identity {
+        permit,
+        certificate,
+        check_id,
+    } = identity;
+    let (mut parts, body) = req.into_parts();
+    // The authority the gateway accepted (`authority::accepted` refused any other): the
+    // target's, or else Host's.
+    let original_host = parts
+        .uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        .or_else(|| parts.headers.get(header::HOST).cloned());
+    // HTTP/2 may split Cookie into crumbs; an HTTP/1.1 receiver expects one line
+    // (RFC 9113 section 8.2.3).
+    if parts.version == Version::HTTP_2 {
+        join_cookie_crumbs(&mut parts.headers);
+    }
+    parts.uri = upstream
+        .uri_for(path, parts.uri.query())
+        .map_err(|e| ForwardError::RequestBuild(e.to_string()))?;
+    parts.version = Version::HTTP_11;
+    let h = &mut parts.headers;
+    remove_hop_by_hop(h);
+    h.remove(header::HOST);
+    super::overrides::drop_lookalikes(h, |canonical| is_protected(canonical, &strip));
+    strip_identity(h, names, strip.identity_header);
+    strip_overrides(h, strip.configured);
+
+    // X-Forwarded-For: believed (and extended) only from a trusted proxy.
+    let prior: Vec<String> = if hop.peer_trusted {
+        h.get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let proto = if hop.peer_trusted {
+        h.get("x-forwarded-proto").cloned()
+    } else {
+        None
+    };
+    h.remove(X_FORWARDED_FOR);
+    h.remove(X_FORWARDED_PROTO);
+    h.remove(X_FORWARDED_HOST);
+    h.remove(header::FORWARDED);
+    for name in &CLIENT_ADDRESS_HEADERS {
+        h.remove(name);
+    }
+    let mut chain = prior.join(", ");
+    if !chain.is_empty() {
+        chain.push_str(", ");
+    }
+    chain.push_str(&hop.peer.to_string());
+    insert(h, "x-forwarded-for", &chain);
+    let proto = proto.unwrap_or(HeaderValue::from_static(if hop.tls {
+        "https"
+    } else {
+        "http"
+    }));
+    h.insert(HeaderName::from_static("x-forwarded-proto"), proto);
+    if let Some(host) = original_host {
+        h.insert(HeaderName::from_static("x-forwarded-host"), host);
+    }
+
+    // The verified identity.
+    let report = permit.report();
+    if let Some(auth) = &report.auth_number {
+        insert(h, &names.auth_number, auth);
+    }
+    if let Some(name) = &report.psp_subject_name {
+        insert(h, &names.name, &percent_encode(name));
+    }
+    let services: Vec<String> = permit
+        .services()
+        .to_vec()
+        .iter()
+        .map(u8::to_string)
+        .collect();
+    if !services.is_empty() {
+        insert(h, &names.services, &services.join(","));
+    }
+    insert(h, &names.check_id, check_id);
+    if let Some(r) = permit.not_enforced() {
+        insert(h, &names.report_only, r.reason.code());
+    }
+    if let (Some(value), Ok(name)) = (
+        certificate,
+        HeaderName::from_bytes(names.certificate.as_bytes()),
+    ) {
+        h.insert(name, value.clone());
+    }
+    let failed = BodyFailed::default();
+    let flag = failed.clone();
+    let body = body
+        .map_err(move |e| {
+            flag.set();
+            e
+        })
+        .boxed();
+    Ok((Request::from_parts(parts, body), failed))
+}
+
+/// The certificate as URL-encoded PEM (what nginx's `$ssl_client_escaped_cert` gives).
+pub fn url_encoded_pem(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        pem.push_str(&String::from_utf8_lossy(line));
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    percent_encode(&pem)
+}
+
+fn percent_encode(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+fn insert(h: &mut HeaderMap, name: &str, value: &str) {
+    if let (Ok(n), Ok(v)) = (
+        HeaderName::from_bytes(name.as_bytes()),
+        HeaderValue::from_str(value),
+    ) {
+        h.insert(n, v);
+    }
+}
+
+/// Joins the `cookie` fields into one, separated by `"; "`.
+fn join_cookie_crumbs(h: &mut HeaderMap) {
+    let crumbs: Vec<&[u8]> = h
+        .get_all(header::COOKIE)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
+    if crumbs.len() < 2 {
+        return;
+    }
+    let joined = crumbs.join(&b"; "[..]);
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        h.insert(header::COOKIE, value);
+    }
+}
+
+/// Removes the hop-by-hop headers and every header the `Connection` header names.
+fn remove_hop_by_hop(h: &mut HeaderMap) {
+    let listed: Vec<String> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    for name in &HOP_BY_HOP {
+        h.remove(name);
+    }
+    for name in &listed {
+        h.remove(name.as_str());
+    }
+}
+
+/// Removes every inbound header that could pass for an identity: the identity header names,
+/// the client-certificate headers, and `extra` (header mode's own header), in any case and
+/// however often they appear (`HeaderMap` names are lower-case; `remove` drops every value).
+pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaderNames, extra: Option<&str>) {
+    let prefixed: Vec<HeaderName> = h
+        .keys()
+        .filter(|k| {
+            CLIENT_CERT_PREFIXES
+                .iter()
+                .any(|p| k.as_str().starts_with(p))
+        })
+        .cloned()
+        .collect();
+    for k in prefixed {
+        h.remove(k);
+    }
+    for name in &CLIENT_CERT_HEADERS {
+        h.remove(name);
+    }
+    for name in names.all().into_iter().chain(extra) {
+        let lower = name.to_ascii_lowercase();
+        h.remove(lower.as_str());
+    }
+}
+
+/// Whether `name` (lower case) is a header the gateway removes, sets or reads itself: a
+/// lookalike spelling of it must not reach the upstream either.
+fn is_protected(name: &str, strip: &Strip<'_>) -> bool {
+    let listed = |list: &[HeaderName]| list.iter().any(|h| h.as_str() == name);
+    listed(&HOP_BY_HOP)
+        || listed(&CLIENT_CERT_HEADERS)
+        || listed(&CLIENT_ADDRESS_HEADERS)
+        || listed(&OVERRIDE_HEADERS)
+        || listed(strip.configured)
+        || listed(&[X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST])
+        || name == header::FORWARDED.as_str()
+        || name == header::HOST.as_str()
+        || CLIENT_CERT_PREFIXES.iter().any(|p| name.starts_with(p))
+        || strip
+            .names
+            .all()
+            .into_iter()
+            .chain(strip.identity_header)
+            .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// Removes the path and method override headers and the configured ones, however often they
+/// appear (`HeaderMap` names are lower-case, so in any case; `remove` drops every value).
+pub fn strip_overrides(h: &mut HeaderMap, configured: &[HeaderName]) {
+    for name in &OVERRIDE_HEADERS {
+        h.remove(name);
+    }
+    for name in configured {
+        h.remove(name);
+    }
+}

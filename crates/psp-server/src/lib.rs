@@ -1,0 +1,599 @@
+//! Serving HTTP on a listener: the plumbing every listener shares (API, gateway, admin), and the
+//! HTTP pieces more than one face uses (request ids, the contract's error body, JSON
+//! responses), so that no face imports another.
+//!
+//! ```text
+//!  accept ─▶ connection permit ─▶ per-source cap ─▶ TCP_NODELAY ─▶ [TLS handshake, bounded]
+//!             (max_connections)    (max_connections_per_source)                   │
+//!                                                                                  ▼
+//!                          request-level idle watchdog + shutdown ◀── hyper (h1 + h2)
+//! ```
+//!
+//! Idleness is measured in requests, not bytes (`idle`): HTTP/2 PING and SETTINGS frames do
+//! not keep a connection open, so clients that send only those cannot hold the connection
+//! slots.
+//!
+//! Limits on what comes from the network are named in [`Limits`] with their sources. The
+//! header-read timeout is the framing guard's, per head; hyper's own, which also ran between
+//! requests, is off (`connection_builder`); tokio-rustls has no handshake timeout of its own,
+//! so the accept is wrapped in one.
+
+#![forbid(unsafe_code)]
+
+// The layers below, named as modules of this crate inside it.
+use psp_cert::hex;
+use psp_service::telemetry;
+
+mod certificate;
+mod cidr;
+mod error_body;
+pub mod framing;
+mod idle;
+pub mod limiter;
+mod request_id;
+
+pub use certificate::{CertificateError, ServerCertificate, load_certified_key};
+pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
+pub use error_body::contract_error;
+pub use idle::TrackedBody;
+pub use limiter::{KeyedLimiter, count_evictions};
+pub use request_id::new_request_id;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use rustls_pki_types::CertificateDer;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
+
+/// The error type of response bodies (upstream bodies stream through the gateway).
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+/// Every response body: a full buffer or a stream.
+pub type Body = BoxBody<Bytes, BodyError>;
+
+/// A full body from bytes.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    http_body_util::Full::new(bytes.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed()
+}
+
+/// A JSON response as every listener answers: the body, `application/json`, `no-store` (check
+/// results and errors are about one call), and the request or check id in `x-request-id`.
+pub fn json_response(
+    status: http::StatusCode,
+    body: impl Into<Bytes>,
+    request_id: &str,
+) -> Response<Body> {
+    use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    let h = response.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        h.insert("x-request-id", v);
+    }
+    response
+}
+
+/// What the handler learns about the connection a request came on.
+#[derive(Debug)]
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub tls: Option<TlsInfo>,
+    /// What a face derives once from the connection and keeps for its life (the gateway's
+    /// parsed client certificate: a connection's certificate cannot change).
+    pub face_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl ConnInfo {
+    pub fn new(peer: SocketAddr, tls: Option<TlsInfo>) -> Self {
+        ConnInfo {
+            peer,
+            tls,
+            face_state: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+/// The TLS side of a connection.
+#[derive(Debug, Clone)]
+pub struct TlsInfo {
+    /// The client's certificate chain as presented in the handshake (leaf first); empty when
+    /// the client sent none. Still present on resumed TLS 1.3 sessions.
+    pub peer_chain: Vec<CertificateDer<'static>>,
+    /// The session was resumed (the client certificate verifier did not run again).
+    pub resumed: bool,
+}
+
+/// A request handler: every listener has one.
+pub type Handler = Arc<
+    dyn Fn(Request<Incoming>, Arc<ConnInfo>) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Limits on one listener.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Time to receive a request's headers, from their first byte (the framing guard keeps
+    /// it; not the wait for a next request, which is `idle_timeout`). 10 s: slow-loris defence; nginx's `client_header_timeout`
+    /// defaults to 60 s, Envoy's `request_headers_timeout` is unset by default; 10 s is ample
+    /// for machine clients on a bank's network.
+    pub header_read_timeout: Duration,
+    /// A connection with no request in progress and none started or finished for this long
+    /// is closed gracefully (HTTP/2 included, which has no header-read timeout between
+    /// streams). PING, SETTINGS and other frames that are not requests do not count. 60 s,
+    /// Envoy's default `idle_timeout` is 1 h for downstream; API clients reconnect cheaply
+    /// and idle connections hold memory.
+    pub idle_timeout: Duration,
+    /// A connection that has not started a request this long after it was accepted (after
+    /// the TLS handshake, on TLS listeners) is closed gracefully. 10 s, as the header-read
+    /// timeout: a client opens a connection to send a request on it.
+    pub first_request_timeout: Duration,
+    /// TLS handshake deadline. 10 s, as nginx's `ssl_handshake_timeout` default (60 s) is
+    /// generous for a public listener; a handshake is a few round trips.
+    pub handshake_timeout: Duration,
+    /// Concurrent connections. 10,000: far above what one replica on 2 cores serves, low
+    /// enough that file descriptors (default soft limit 1,024 raised by systemd to 524,288)
+    /// and memory stay bounded. Scale horizontally beyond.
+    pub max_connections: usize,
+    /// Concurrent connections from one source address (IPv6: one /64,
+    /// [`CONNECTION_IPV6_PREFIX`]); a connection over it is closed at once. 64: a client
+    /// needs a few connections (HTTP/2 multiplexes 100 requests on each), and one source
+    /// cannot take the whole `max_connections`. Behind a load balancer every connection
+    /// comes from the balancer's addresses: raise it there.
+    pub max_connections_per_source: usize,
+    /// Largest header block a client may send. 64 KiB: the `eidas` header carries a
+    /// certificate (16 KiB allowed), the rest is small; hyper's default buffer is ~400 KB.
+    pub max_header_bytes: usize,
+    /// How long a graceful shutdown waits for connections to finish.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(10),
+            first_request_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
+            max_connections_per_source: 64,
+            max_header_bytes: 64 * 1024,
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A TLS handshake outcome label.
+fn outcome(what: &str) -> crate::telemetry::metrics::OutcomeLabels {
+    crate::telemetry::metrics::OutcomeLabels {
+        what: "tls".to_owned(),
+        outcome: what.to_owned(),
+    }
+}
+
+/// hyper's HTTP/1 read buffer, which bounds a request head: `max_header_bytes`, at least
+/// hyper's minimum of 8 KiB.
+fn hyper_head_limit(limits: &Limits) -> usize {
+    limits.max_header_bytes.max(8192)
+}
+
+/// HTTP/1 allows at most this many header lines. 100 is hyper's default; kept explicit.
+const MAX_HEADERS: usize = 100;
+/// IPv6 peers are counted per /64 for `max_connections_per_source`: one subscriber usually
+/// holds at least a /64 (RFC 6177) and can connect from any address in it.
+pub const CONNECTION_IPV6_PREFIX: u8 = 64;
+/// After a graceful close of an idle connection, how long the peer has to finish the
+/// goodbye (HTTP/2 GOAWAY and its PING) before the connection is dropped. 5 s: a few round
+/// trips.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// HTTP/2 concurrent streams per connection. 100: RFC 9113 section 6.5.2 recommends no
+/// lower than 100.
+const MAX_CONCURRENT_STREAMS: u32 = 100;
+
+/// Serves `listener` until `shutdown` turns true, then stops accepting and drains. Requests
+/// refused before any handler reads them (`framing`) link their error code under
+/// `/docs/errors#`.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    limits: Limits,
+    handler: Handler,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve_with_link_base(
+        listener,
+        tls,
+        limits,
+        "/docs/errors#".into(),
+        handler,
+        shutdown,
+    )
+    .await;
+}
+
+/// [`serve`], with the error links of refused requests under `link_base`
+/// (`checks.error_link_base`).
+pub async fn serve_with_link_base(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    limits: Limits,
+    link_base: Arc<str>,
+    handler: Handler,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let per_source = PerSource::new(limits.max_connections_per_source);
+    let builder = Arc::new(connection_builder(&limits));
+
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let Some(source_slot) = per_source.take(peer.ip()) else {
+            tracing::debug!(%peer, "over the per-source connection cap: closed");
+            drop(stream);
+            continue;
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, %peer, "cannot set TCP_NODELAY");
+        }
+        let tls = tls.clone();
+        let handler = handler.clone();
+        let builder = builder.clone();
+        let shutdown = shutdown.clone();
+        let link_base = link_base.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _source_slot = source_slot;
+            match tls {
+                None => {
+                    let conn = Arc::new(ConnInfo::new(peer, None));
+                    serve_connection(
+                        &builder, stream, conn, handler, limits, &link_base, shutdown,
+                    )
+                    .await;
+                }
+                Some(acceptor) => {
+                    let accepted =
+                        tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream))
+                            .await;
+                    let handshakes = &crate::telemetry::metrics::metrics().tls_handshakes;
+                    let stream = match accepted {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            handshakes.get_or_create(&outcome("failed")).inc();
+                            tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            handshakes.get_or_create(&outcome("timeout")).inc();
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let (_, session) = stream.get_ref();
+                    let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                    handshakes
+                        .get_or_create(&outcome(if resumed { "resumed" } else { "full" }))
+                        .inc();
+                    let info = TlsInfo {
+                        peer_chain: session
+                            .peer_certificates()
+                            .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                            .unwrap_or_default(),
+                        resumed,
+                    };
+                    let conn = Arc::new(ConnInfo::new(peer, Some(info)));
+                    serve_connection(
+                        &builder, stream, conn, handler, limits, &link_base, shutdown,
+                    )
+                    .await;
+                }
+            }
+        });
+    }
+
+    // Drain: every connection task holds a permit; all permits back means all done.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    if tokio::time::timeout(limits.drain_timeout, permits.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain timeout: closing remaining connections");
+    }
+}
+
+/// hyper's connection settings for a listener with `limits`.
+///
+/// The timeouts of a connection are kept here, not by hyper: the framing guard's per-head
+/// deadline (`header_read_timeout`, from a head's first byte, [`framing::FramingGuard`]), and
+/// the request-level watchdog (`first_request_timeout` before the first request,
+/// `idle_timeout` between requests, [`idle::RequestTracker`]). hyper's own header-read timer
+/// is off: in hyper ≥ 1.6 it starts as soon as a keep-alive connection waits for its next
+/// request, so it closed every idle HTTP/1 connection `header_read_timeout` (10 s) after its
+/// last answer, whatever `idle_timeout` said. With the guard holding a head until it is
+/// complete, that timer could measure nothing else.
+fn connection_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        // A request refused by the framing guard ends the reading side (`framing`): hyper
+        // still answers the requests before it, then shuts down, which writes the refusal.
+        .half_close(true)
+        .max_buf_size(hyper_head_limit(limits))
+        .max_headers(MAX_HEADERS);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+    builder
+}
+
+/// Connections per source key, for `max_connections_per_source`.
+#[derive(Clone)]
+struct PerSource {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    max: usize,
+}
+
+/// One connection counted against its source; released when dropped.
+struct SourceSlot {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    key: IpAddr,
+}
+
+impl PerSource {
+    fn new(max: usize) -> Self {
+        PerSource {
+            counts: Arc::new(Mutex::new(HashMap::new())),
+            max,
+        }
+    }
+
+    /// A slot for a connection from `peer`, or `None` when its source is at the cap.
+    fn take(&self, peer: IpAddr) -> Option<SourceSlot> {
+        let key = source_key(peer, CONNECTION_IPV6_PREFIX);
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = counts.entry(key).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(SourceSlot {
+            counts: self.counts.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = counts.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
+}
+
+async fn serve_connection<S>(
+    builder: &auto::Builder<TokioExecutor>,
+    stream: S,
+    conn: Arc<ConnInfo>,
+    handler: Handler,
+    limits: Limits,
+    link_base: &Arc<str>,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let tracker = idle::RequestTracker::new();
+    let requests = tracker.clone();
+    let peer = conn.peer;
+    let service = service_fn(move |req| {
+        let in_flight = requests.begin();
+        let fut = handler(req, conn.clone());
+        async move {
+            let response = fut.await;
+            Ok::<_, Infallible>(response.map(|body| TrackedBody::new(body, in_flight)))
+        }
+    });
+    // hyper reads HTTP/1 request heads only after the guard has checked their framing.
+    let stream = framing::FramingGuard::new(
+        stream,
+        hyper_head_limit(&limits),
+        limits.header_read_timeout,
+        link_base.clone(),
+    );
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    // Set once the connection is being closed for idleness: the peer's time to say goodbye.
+    let mut grace: Option<tokio::time::Instant> = None;
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            r = connection.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, %peer, "connection ended with an error");
+                }
+                return;
+            }
+            _ = tracker.idle(limits.idle_timeout, limits.first_request_timeout), if !closing => {
+                tracing::debug!(
+                    %peer,
+                    requests = tracker.requests_started(),
+                    "idle connection closed"
+                );
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+                grace = Some(tokio::time::Instant::now() + CLOSE_GRACE);
+            }
+            _ = tokio::time::sleep_until(grace.unwrap_or_else(tokio::time::Instant::now)),
+                if grace.is_some() => {
+                if tracker.in_flight() == 0 {
+                    tracing::debug!(%peer, "idle connection did not close in time: dropped");
+                    return;
+                }
+                grace = Some(tokio::time::Instant::now() + CLOSE_GRACE);
+            }
+            _ = shutdown.changed(), if !closing => {
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+        }
+    }
+}
+
+/// A server certificate chain and its private key (PEM files), and whether clients may
+/// resume sessions.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    /// TLS session resumption (TLS 1.3 tickets, TLS 1.2 session ids), on by default: a
+    /// resumed session skips the handshake's signatures and the client-certificate
+    /// verification, and the certificate still goes through every check per request. Off,
+    /// every connection is a full handshake (benchmarks compare both).
+    #[serde(default = "resumption_default")]
+    pub session_resumption: bool,
+}
+
+fn resumption_default() -> bool {
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    /// One request on `client`; the response head and body, or `None` when the connection was
+    /// closed instead of answering.
+    async fn request(client: &mut DuplexStream) -> Option<String> {
+        client
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .ok()?;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = client.read(&mut buf).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            got.extend_from_slice(&buf[..n]);
+            // The answer's body is "ok": the response is whole once it has arrived.
+            if got.ends_with(b"\r\n\r\nok") {
+                return Some(String::from_utf8_lossy(&got).into_owned());
+            }
+        }
+    }
+
+    /// A connection served as every listener serves one, with `limits`, over an in-memory pipe
+    /// (the paused clock then advances only when both ends wait).
+    fn connection(limits: Limits) -> (DuplexStream, tokio::task::JoinHandle<()>) {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let handler: Handler =
+            Arc::new(|_req, _conn| Box::pin(async { Response::new(full("ok")) }));
+        let builder = connection_builder(&limits);
+        let (_tx, shutdown) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let _tx = _tx;
+            let conn = Arc::new(ConnInfo::new(SocketAddr::from(([127, 0, 0, 1], 1)), None));
+            serve_connection(
+                &builder,
+                server,
+                conn,
+                handler,
+                limits,
+                &Arc::from("/docs/errors#"),
+                shutdown,
+            )
+            .await;
+        });
+        (client, task)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_keep_alive_connection_idle_past_the_header_timeout_but_within_idle_timeout_is_still_served()
+     {
+        // The documented defaults: 10 s to send a head, 60 s idle between requests.
+        let limits = Limits::default();
+        assert!(limits.header_read_timeout < limits.idle_timeout);
+        let (mut client, _task) = connection(limits);
+        assert!(request(&mut client).await.is_some(), "the first request");
+        // Idle for longer than the header-read timeout (it closed the connection here at
+        // 10 s), less than the idle timeout.
+        tokio::time::sleep(limits.header_read_timeout * 3).await;
+        let second = request(&mut client).await;
+        assert!(
+            second
+                .as_deref()
+                .is_some_and(|r| r.starts_with("HTTP/1.1 200")),
+            "the connection is still usable: {second:?}"
+        );
+        // Idle for longer than the idle timeout: closed.
+        tokio::time::sleep(limits.idle_timeout + Duration::from_secs(1)).await;
+        assert_eq!(request(&mut client).await, None, "closed for idleness");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_timeout_is_the_configured_one_not_the_header_timeout() {
+        let limits = Limits {
+            header_read_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(300),
+            ..Limits::default()
+        };
+        let (mut client, task) = connection(limits);
+        assert!(request(&mut client).await.is_some());
+        tokio::time::sleep(Duration::from_secs(299)).await;
+        assert!(request(&mut client).await.is_some(), "within idle_timeout");
+        tokio::time::sleep(Duration::from_secs(301)).await;
+        assert!(task.is_finished(), "the connection ended past idle_timeout");
+        assert_eq!(request(&mut client).await, None);
+    }
+}

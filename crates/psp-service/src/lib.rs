@@ -1,0 +1,23 @@
+//! psp-service: the PSP checking service around the pure check of `psp-check`. It loads
+//! trust lists and registers from files and keeps them fresh, fetches and caches revocation
+//! evidence, caches results (moka), and composes them into one call, [`CheckService`]. It
+//! holds the one outbound HTTP client ([`fetch`]), bounded file reads ([`bounded`]), and
+//! the metrics and the audit log ([`telemetry`]).
+//!
+//! The modules `trust`, `register` and `revocation` re-export their `psp-check` namesakes
+//! whole and add what reads them from the outside world, so a caller names one module.
+#![forbid(unsafe_code)]
+
+// The layers below, named as modules of this crate inside it.
+use psp_cert::{cert, country, hex};
+use psp_check::check;
+
+pub mod bounded;
+pub mod fetch;
+pub mod register;
+pub mod revocation;
+pub mod service;
+pub mod telemetry;
+pub mod trust;
+
+pub use service::{CheckService, Checked};

@@ -1,0 +1,190 @@
+//! Fetching the EBA register from where EBA publishes it: the metadata endpoint names the
+//! day's ZIP, its size and its SHA-256; the ZIP is downloaded through the shared fetch client
+//! ([`crate::fetch`]: destination policy, no redirects, time and size limits), checked against
+//! the metadata, loaded in full from a temporary file (which checks the JSON member against
+//! the ZIP's `.sha256`), and only then renamed over the configured file. Anything that fails
+//! leaves the file, and so the register in use, as it was.
+//!
+//! ```text
+//! GET <url>  →  {"golden_copy_path_context": ".../PSDMD/",
+//!                "latest_version_relative_zip_path": "20260816/download-PSDMD-202608160000.zip",
+//!                "latest_version_relative_zip_size": "19817208",
+//!                "sha256_hash": "…", "timestamp": "Sun Aug 16 00:00:16 UTC 2026"}
+//! GET <context><relative path>  →  the ZIP
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::config::{RegisterConfig, RegisterFileConfig};
+use crate::fetch::{Fetcher, Limits};
+
+/// Largest metadata answer read (the real one is about 300 bytes).
+const MAX_METADATA_BYTES: u64 = 64 * 1024;
+
+/// Largest ZIP downloaded: the real one is about 19 MB.
+pub const MAX_ZIP_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The metadata endpoint's answer (only what is used).
+#[derive(Debug, Deserialize)]
+struct Metadata {
+    golden_copy_path_context: String,
+    latest_version_relative_zip_path: String,
+    /// A number in a string.
+    latest_version_relative_zip_size: Option<String>,
+    sha256_hash: String,
+    timestamp: Option<String>,
+}
+
+/// What a fetch stored.
+#[derive(Debug, Clone)]
+pub struct Downloaded {
+    pub path: PathBuf,
+    pub zip_url: String,
+    pub bytes: u64,
+    /// The metadata's `timestamp`, as published.
+    pub published: Option<String>,
+    pub entities: usize,
+}
+
+/// Downloads the register `file` names by its `url` into its `path` (relative to
+/// `base_dir`), verified; see the module documentation. `timeout` bounds each request.
+pub async fn fetch_eba(
+    fetcher: &Fetcher,
+    register: &RegisterConfig,
+    file: &RegisterFileConfig,
+    base_dir: &Path,
+    timeout: Duration,
+) -> Result<Downloaded, String> {
+    let url = file
+        .url
+        .as_deref()
+        .ok_or_else(|| format!("{}: no url to fetch from", file.path.display()))?;
+    let body = fetcher
+        .get(
+            url,
+            Limits {
+                total: timeout,
+                max_bytes: MAX_METADATA_BYTES,
+            },
+        )
+        .await
+        .map_err(|e| format!("metadata {url}: {e}"))?;
+    let meta: Metadata = serde_json::from_slice(&body)
+        .map_err(|e| format!("metadata {url}: not the EBA file metadata ({e})"))?;
+    let relative = meta.latest_version_relative_zip_path.trim();
+    if relative.is_empty()
+        || relative.starts_with('/')
+        || relative.contains("..")
+        || relative.contains("://")
+        || !relative.to_ascii_lowercase().ends_with(".zip")
+    {
+        return Err(format!(
+            "metadata {url}: latest_version_relative_zip_path {relative:?} is not a relative path to a .zip"
+        ));
+    }
+    let expected_hash = meta.sha256_hash.trim().to_ascii_lowercase();
+    if expected_hash.len() != 64 || !expected_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "metadata {url}: sha256_hash {:?} is not a SHA-256 hex digest",
+            meta.sha256_hash
+        ));
+    }
+    let declared: Option<u64> = match &meta.latest_version_relative_zip_size {
+        Some(s) => Some(s.trim().parse().map_err(|_| {
+            format!("metadata {url}: latest_version_relative_zip_size {s:?} is not a number")
+        })?),
+        None => None,
+    };
+    if declared.is_some_and(|d| d > MAX_ZIP_BYTES) {
+        return Err(format!(
+            "metadata {url}: the ZIP is announced at {} bytes, over the {MAX_ZIP_BYTES}-byte limit",
+            declared.unwrap_or_default()
+        ));
+    }
+    let zip_url = format!("{}{relative}", meta.golden_copy_path_context);
+    let zip = fetcher
+        .get(
+            &zip_url,
+            Limits {
+                total: timeout,
+                max_bytes: declared.unwrap_or(MAX_ZIP_BYTES),
+            },
+        )
+        .await
+        .map_err(|e| format!("ZIP {zip_url}: {e}"))?;
+    if let Some(d) = declared
+        && d != zip.len() as u64
+    {
+        return Err(format!(
+            "ZIP {zip_url}: {} bytes received, the metadata announced {d}",
+            zip.len()
+        ));
+    }
+    let actual = crate::hex::lower(&crate::hex::sha256(&zip));
+    if actual != expected_hash {
+        return Err(format!(
+            "ZIP {zip_url}: SHA-256 {actual}, the metadata says {expected_hash}: not stored"
+        ));
+    }
+
+    // Loaded in full from a temporary file next to the target before it replaces anything.
+    let target = base_dir.join(&file.path);
+    let dir = target.parent().unwrap_or(Path::new(".")).to_owned();
+    let tmp = dir.join(format!(
+        ".{}.{}.download",
+        target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let bytes = zip.len() as u64;
+    let check_config = RegisterConfig {
+        files: vec![RegisterFileConfig {
+            path: tmp.clone(),
+            url: None,
+            ..file.clone()
+        }],
+        ..register.clone()
+    };
+    let tmp_for_task = tmp.clone();
+    let target_for_task = target.clone();
+    let entities = tokio::task::spawn_blocking(move || -> Result<usize, String> {
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(tmp_for_task.parent().unwrap_or(Path::new(".")))?;
+            let mut f = std::fs::File::create(&tmp_for_task)?;
+            std::io::Write::write_all(&mut f, &zip)?;
+            f.sync_all()
+        };
+        write().map_err(|e| format!("cannot write {}: {e}", tmp_for_task.display()))?;
+        let loaded = crate::register::load(&check_config, Path::new("/"));
+        let entities = match loaded {
+            Ok((snapshot, _)) => snapshot
+                .registers()
+                .iter()
+                .map(|r| r.entities().len())
+                .sum(),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp_for_task);
+                return Err(format!("downloaded ZIP refused: {e}"));
+            }
+        };
+        std::fs::rename(&tmp_for_task, &target_for_task).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp_for_task);
+            format!("cannot replace {}: {e}", target_for_task.display())
+        })?;
+        Ok(entities)
+    })
+    .await
+    .map_err(|e| format!("the check of the download did not finish: {e}"))??;
+    Ok(Downloaded {
+        path: target,
+        zip_url,
+        bytes,
+        published: meta.timestamp,
+        entities,
+    })
+}

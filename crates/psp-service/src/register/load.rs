@@ -1,0 +1,93 @@
+//! Loading registers from the files a configuration names into a complete new
+//! [`RegisterSnapshot`]: native files and EBA exports, merged and indexed.
+
+use std::path::Path;
+
+use super::config::RegisterConfig;
+use super::native::{NativeFile, build_register, read_native_file};
+use psp_check::register::{
+    FileLoadReport, LoadReport, LoadedFile, Normalisation, Register, RegisterFormat,
+    RegisterLoadError, RegisterSnapshot, RegisterSummary,
+};
+
+/// Loads every file of the configuration (relative paths from `base_dir`) into a complete
+/// new snapshot. Nothing is half-loaded: any failure returns the error and no snapshot.
+pub fn load(
+    config: &RegisterConfig,
+    base_dir: &Path,
+) -> Result<(RegisterSnapshot, LoadReport), RegisterLoadError> {
+    config.validate()?;
+    let mut registers = Vec::new();
+    let mut report = LoadReport::default();
+    let mut loaded = Vec::new();
+    for file in &config.files {
+        let path = base_dir.join(&file.path);
+        let normalisation = Normalisation::from_rules(config.rules_for(file));
+        let (native, eba) = match file.format {
+            RegisterFormat::Native => (read_native_file(&path)?, None),
+            RegisterFormat::Eba => {
+                let (native, eba) = super::eba::read_eba(&path, &file.nca_map, false)?;
+                (native, Some(eba))
+            }
+        };
+        let (built, merged) = build_registers(&path, native, normalisation)?;
+        report.files.push(FileLoadReport {
+            path: path.clone(),
+            format: file.format,
+            registers: built.iter().map(summarise).collect(),
+            merged_references: merged,
+            eba,
+        });
+        for register in built {
+            let existing = file
+                .merge
+                .then(|| {
+                    registers
+                        .iter_mut()
+                        .find(|r: &&mut Register| r.nca_id() == register.nca_id())
+                })
+                .flatten();
+            match existing {
+                Some(r) => r
+                    .merge(register)
+                    .map_err(|message| RegisterLoadError::invalid(&path, message))?,
+                None => registers.push(register),
+            }
+        }
+        loaded.push(LoadedFile {
+            modified: std::fs::metadata(&path).and_then(|m| m.modified()).ok(),
+            path,
+            format: file.format,
+            url: file.url.clone(),
+            max_age: file.max_age(),
+        });
+    }
+    let snapshot = RegisterSnapshot::from_registers(registers)?.with_files(loaded);
+    Ok((snapshot, report))
+}
+
+/// Builds the registers of one file.
+pub fn build_registers(
+    path: &Path,
+    native: NativeFile,
+    normalisation: Normalisation,
+) -> Result<(Vec<Register>, u64), RegisterLoadError> {
+    let mut merged = 0;
+    let mut out = Vec::with_capacity(native.registers.len());
+    for r in native.registers {
+        let (register, m) = build_register(path, r, normalisation)?;
+        merged += m;
+        out.push(register);
+    }
+    Ok((out, merged))
+}
+
+pub fn summarise(r: &Register) -> RegisterSummary {
+    RegisterSummary {
+        nca_id: r.nca_id().to_owned(),
+        country: r.country(),
+        entities: r.entities().len(),
+        category_entries: r.entities().iter().map(|e| e.entries.len()).sum(),
+        passport_in: r.passport_in_len(),
+    }
+}

@@ -1,0 +1,325 @@
+//! The native snapshot format: one JSON document holding one or more registers. The reference
+//! is `docs/registers.md`; the types below are the format, field for field, and reject
+//! unknown fields.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::Normalisation;
+use super::RegisterLoadError;
+use super::{
+    AuthStatus, Category, CategoryEntry, Entity, PassportInEntry, Register, RegisterKind,
+    RegisterParts, ServiceSet,
+};
+use crate::country::CountryCode;
+
+/// The only version of the native format so far.
+pub const NATIVE_FORMAT_VERSION: u32 = 1;
+
+/// A native register file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NativeFile {
+    /// Must be [`NATIVE_FORMAT_VERSION`].
+    pub version: u32,
+    /// Where the data came from (free text, for people).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    pub registers: Vec<NativeRegister>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NativeRegister {
+    /// `CC-NCA`, the id certificates carry (ETSI TS 119 495); `CC` must equal `country`.
+    pub nca_id: String,
+    /// Further NCA ids naming the same register.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
+    /// The authority's name.
+    pub name: String,
+    pub country: CountryCode,
+    #[serde(default, skip_serializing_if = "is_psd2")]
+    pub kind: RegisterKind,
+    pub entities: Vec<NativeEntity>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passport_in: Vec<NativePassportIn>,
+}
+
+fn is_psd2(kind: &RegisterKind) -> bool {
+    *kind == RegisterKind::Psd2
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NativeEntity {
+    /// The national reference as the NCA publishes it.
+    pub reference: String,
+    pub entries: Vec<NativeEntry>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NativeEntry {
+    pub category: Category,
+    pub legal_name: String,
+    pub status: AuthStatus,
+    pub services: ServiceSet,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub e_money: bool,
+    /// Host country → services passported there. Absent: the NCA publishes no passporting
+    /// data for this entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passport_out: Option<BTreeMap<CountryCode, ServiceSet>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NativePassportIn {
+    /// The PSP's home auth number, `PSD` + country + `-` + NCA + `-` + reference.
+    pub home_auth_number: HomeAuthNumber,
+    pub category: Category,
+    pub legal_name: String,
+    pub status: AuthStatus,
+    /// The services the PSP may provide in this register's country.
+    pub passport_in_services: ServiceSet,
+    /// The PSP's home country as this register records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub country_code: Option<CountryCode>,
+}
+
+/// A home auth number in a register file: the certificate's parser and type, so the two can
+/// never split an auth number differently.
+pub use crate::cert::PsdAuthNumber as HomeAuthNumber;
+
+/// Reads a native file. Bad JSON, wrong types and unknown fields are reported with the file
+/// and the position; an unsupported version with the file.
+pub fn read_native_file(path: &Path) -> Result<NativeFile, RegisterLoadError> {
+    let file = File::open(path).map_err(|source| RegisterLoadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let native: NativeFile = serde_json::from_reader(BufReader::new(file))
+        .map_err(|e| RegisterLoadError::from_json(path, e))?;
+    if native.version != NATIVE_FORMAT_VERSION {
+        return Err(RegisterLoadError::invalid(
+            path,
+            format!(
+                "native register format version {} is not supported (this build reads version {NATIVE_FORMAT_VERSION})",
+                native.version
+            ),
+        ));
+    }
+    Ok(native)
+}
+
+/// Writes a native file: to `path` + `.tmp`, then renamed over `path`, so a reader never sees
+/// half a file.
+pub fn write_native_file(path: &Path, native: &NativeFile) -> Result<(), RegisterLoadError> {
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp_name);
+    let write_err = |source| RegisterLoadError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let written = (|| {
+        let file = File::create(&tmp)?;
+        let mut out = BufWriter::new(file);
+        serde_json::to_writer_pretty(&mut out, native).map_err(std::io::Error::other)?;
+        out.write_all(b"\n")?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        // Best effort: leave no half-written temporary file behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(write_err)
+}
+
+/// Checks an NCA id (`CC-NCA`) against the register's country.
+fn check_nca_id(path: &Path, id: &str, country: CountryCode) -> Result<String, RegisterLoadError> {
+    let upper = id.to_ascii_uppercase();
+    match super::parse_nca_id(&upper) {
+        Some((cc, _)) if cc == country => Ok(upper),
+        Some(_) => Err(RegisterLoadError::invalid(
+            path,
+            format!("NCA id `{id}` does not start with the register's country {country}"),
+        )),
+        None => Err(RegisterLoadError::invalid(
+            path,
+            format!("`{id}` is not an NCA id of the form CC-NCA"),
+        )),
+    }
+}
+
+/// Builds the model of one native register: validates what serde cannot and indexes entities
+/// by normalised reference and passport-in entries by home auth number. Returns the register
+/// and the number of entities merged because their normalised references were equal.
+pub(crate) fn build_register(
+    path: &Path,
+    native: NativeRegister,
+    normalisation: Normalisation,
+) -> Result<(Register, u64), RegisterLoadError> {
+    let country = native.country;
+    let nca_id = check_nca_id(path, &native.nca_id, country)?;
+    let at = |what: String| RegisterLoadError::invalid(path, format!("register {nca_id}: {what}"));
+    let aliases = native
+        .aliases
+        .iter()
+        .map(|a| check_nca_id(path, a, country))
+        .collect::<Result<Vec<_>, _>>()?;
+    if native.name.trim().is_empty() {
+        return Err(at("name is empty".into()));
+    }
+    let max_service = native.kind.max_service();
+    let check_services = |services: &ServiceSet, context: &dyn Fn() -> String| match services.max()
+    {
+        Some(s) if s.number() > max_service => Err(at(format!(
+            "{}: service {s} is out of range for a {} register (1 to {max_service})",
+            context(),
+            match native.kind {
+                RegisterKind::Psd2 => "PSD2",
+                RegisterKind::HubDirectory => "hub-directory",
+            }
+        ))),
+        _ => Ok(()),
+    };
+
+    let mut entities: Vec<Entity> = Vec::with_capacity(native.entities.len());
+    let mut by_reference: HashMap<String, usize> = HashMap::with_capacity(native.entities.len());
+    let mut merged = 0u64;
+    for entity in native.entities {
+        let key = normalisation.normalise(&entity.reference);
+        if key.is_empty() {
+            return Err(at(format!(
+                "entity reference `{}` is empty after normalisation",
+                entity.reference
+            )));
+        }
+        if entity.entries.is_empty() {
+            return Err(at(format!("entity {} has no entries", entity.reference)));
+        }
+        let mut entries = Vec::with_capacity(entity.entries.len());
+        for entry in entity.entries {
+            let context = || format!("entity {}", entity.reference);
+            if entry.legal_name.trim().is_empty() {
+                return Err(at(format!("{}: legal name is empty", context())));
+            }
+            check_services(&entry.services, &context)?;
+            let passport_out = match entry.passport_out {
+                None => None,
+                Some(map) => {
+                    let mut list = Vec::with_capacity(map.len());
+                    for (host, services) in map {
+                        check_services(&services, &|| {
+                            format!("entity {} passport-out {host}", entity.reference)
+                        })?;
+                        if host == country {
+                            return Err(at(format!(
+                                "entity {}: passport-out to the register's own country {host}",
+                                entity.reference
+                            )));
+                        }
+                        if !services.is_empty() {
+                            list.push((host, services));
+                        }
+                    }
+                    // BTreeMap iteration is sorted by country: `passported_to` binary-searches.
+                    Some(list)
+                }
+            };
+            entries.push(CategoryEntry {
+                category: entry.category,
+                legal_name: entry.legal_name,
+                status: entry.status,
+                services: entry.services,
+                e_money: entry.e_money,
+                passport_out,
+            });
+        }
+        match by_reference.get(&key) {
+            Some(&i) => {
+                merged += 1;
+                entities[i].entries.extend(entries);
+            }
+            None => {
+                by_reference.insert(key, entities.len());
+                entities.push(Entity {
+                    reference: entity.reference,
+                    entries,
+                });
+            }
+        }
+    }
+
+    let mut passport_in: HashMap<(String, String), Vec<PassportInEntry>> = HashMap::new();
+    for entry in native.passport_in {
+        let home = &entry.home_auth_number;
+        if entry.legal_name.trim().is_empty() {
+            return Err(at(format!("passport-in {home}: legal name is empty")));
+        }
+        check_services(&entry.passport_in_services, &|| {
+            format!("passport-in {home}")
+        })?;
+        let key = (home.nca_id(), normalisation.normalise(&home.reference));
+        passport_in.entry(key).or_default().push(PassportInEntry {
+            home_nca_id: home.nca_id(),
+            home_reference: home.reference.clone(),
+            category: entry.category,
+            legal_name: entry.legal_name,
+            status: entry.status,
+            services: entry.passport_in_services,
+            country: entry.country_code,
+        });
+    }
+
+    Ok((
+        Register::from(RegisterParts {
+            nca_id,
+            aliases,
+            name: native.name,
+            country,
+            kind: native.kind,
+            normalisation,
+            entities,
+            by_reference,
+            passport_in,
+            source: path.to_owned(),
+        }),
+        merged,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_auth_numbers_split_on_the_first_two_hyphens_only() {
+        let a = HomeAuthNumber::parse("PSDFI-FINFSA-1234567-8").expect("PSD form");
+        assert_eq!(a.country.as_str(), "FI");
+        assert_eq!(a.nca, "FINFSA");
+        assert_eq!(a.reference, "1234567-8");
+        assert_eq!(a.nca_id(), "FI-FINFSA");
+        assert_eq!(a.to_string(), "PSDFI-FINFSA-1234567-8");
+        for bad in [
+            "PSDXX-TEST-",
+            "PSDXX--1",
+            "PSDX-TEST-1",
+            "XXX-TEST-1",
+            "PSDxx-TEST-1",
+        ] {
+            assert!(HomeAuthNumber::parse(bad).is_none(), "{bad}");
+        }
+    }
+}
