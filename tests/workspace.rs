@@ -15,6 +15,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("psp-cert", &[]),
     // Everything above it, still one crate (issue 23 goes on cutting it).
     ("psp-gateway", &["psp-cert"]),
+    // Test support (a dev-dependency only): below every crate, so any crate's tests can use it.
+    ("psp-testkit", &[]),
 ];
 
 /// The workspace-internal edges of `metadata` (`cargo metadata --format-version 1 --no-deps`)
