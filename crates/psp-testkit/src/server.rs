@@ -101,7 +101,7 @@ impl TestServer {
         let addr = listener.local_addr().expect("local addr");
         let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
         let counted = Arc::clone(&hits);
-        serve_http1(listener, move |req: Request<Incoming>| {
+        let _detached = serve_http1(listener, move |req: Request<Incoming>| {
             let handler = Arc::clone(&handler);
             let counted = Arc::clone(&counted);
             async move {
@@ -162,8 +162,9 @@ impl TestServer {
     }
 }
 
-/// Serves HTTP/1.1 on `listener` with `answer` until the runtime ends (on a task of its own).
-pub fn serve_http1<F, Fut>(listener: TcpListener, answer: F)
+/// Serves HTTP/1.1 on `listener` with `answer` on a task of its own, until the runtime ends
+/// or the returned accept task is aborted (which closes the listener).
+pub fn serve_http1<F, Fut>(listener: TcpListener, answer: F) -> tokio::task::JoinHandle<()>
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
@@ -184,17 +185,25 @@ where
                     .await;
             });
         }
-    });
+    })
 }
 
 /// A static file server: path → bytes, changeable while it runs. Once [`held`](Files::hold),
-/// it answers nothing (an attacker who chooses how long a round lasts).
+/// it answers nothing (an attacker who chooses how long a round lasts). Dropped, it stops
+/// listening (a server that went away).
 pub struct Files {
     /// Where it listens.
     pub addr: SocketAddr,
     files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     held: Arc<AtomicBool>,
     hits: Arc<Mutex<HashMap<String, usize>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
 }
 
 impl Files {
@@ -206,7 +215,7 @@ impl Files {
         let held: Arc<AtomicBool> = Arc::default();
         let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
         let (served, holding, counted) = (files.clone(), held.clone(), hits.clone());
-        serve_http1(listener, move |req: Request<Incoming>| {
+        let accept = serve_http1(listener, move |req: Request<Incoming>| {
             let (served, holding, counted) = (served.clone(), holding.clone(), counted.clone());
             async move {
                 let path = req.uri().path().to_owned();
@@ -234,6 +243,7 @@ impl Files {
             files,
             held,
             hits,
+            accept,
         }
     }
 
