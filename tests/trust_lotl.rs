@@ -559,18 +559,11 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
     let admin = running.admin.expect("admin listener");
 
     // Nothing cached at start: serve fetches at once, then becomes ready.
-    let mut ready = None;
-    let mut last = serde_json::Value::Null;
-    for _ in 0..100 {
+    let ready = psp_testkit::wait::until_some("ready", Duration::from_secs(10), || async {
         let r = common::service::send(admin, http::Method::GET, "/readyz", &[]).await;
-        if r.status == StatusCode::OK {
-            ready = Some(r.json());
-            break;
-        }
-        last = r.json();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ready = ready.unwrap_or_else(|| panic!("not ready within 10 s of start: {last:#}"));
+        (r.status == StatusCode::OK).then(|| r.json())
+    })
+    .await;
     assert_eq!(ready["trustedLists"]["used"], 2, "{ready:#}");
     assert!(ready["trustedIssuers"].as_u64().expect("count") > 0);
 
@@ -595,7 +588,9 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
     // list's NextUpdate cannot end, so no reload replaces the snapshot in time.
     files.hold();
 
-    // Past the CZ list's NextUpdate, /readyz says so without waiting for a reload.
+    // Past the CZ list's NextUpdate, /readyz says so without waiting for a reload. A wait on
+    // the wall clock: the service judges NextUpdate by OffsetDateTime::now_utc, not by tokio's
+    // clock, so a paused clock cannot stand in for it.
     let left = soon - OffsetDateTime::now_utc() + time::Duration::seconds(1);
     tokio::time::sleep(Duration::try_from(left).unwrap_or(Duration::ZERO)).await;
     let r = common::service::send(admin, http::Method::GET, "/readyz", &[]).await;
