@@ -20,13 +20,31 @@ use psp_gateway::{Config, CountryCode, TrustList};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-/// A loopback port free a moment ago, for a listener a spawned `serve` binds.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+/// The address a spawned `serve` logged for `message` ("check endpoint listening", "gateway
+/// listening", "admin listener listening") in its JSON log on `stderr`, once it has: the
+/// configuration names port 0, and the process reports the port it bound (no port is chosen
+/// free beforehand, which another process could take). Waits 30 s at most.
+pub fn logged_listener(stderr: &Path, message: &str) -> std::net::SocketAddr {
+    let found = psp_testkit::wait::until_blocking(std::time::Duration::from_secs(30), || {
+        let text = std::fs::read_to_string(stderr).ok()?;
+        text.lines().find_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            let fields = if v["fields"].is_object() {
+                &v["fields"]
+            } else {
+                &v
+            };
+            (fields["message"] == message)
+                .then(|| fields["addr"].as_str()?.parse().ok())
+                .flatten()
+        })
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "serve did not log {message:?} within 30 s:\n{}",
+            std::fs::read_to_string(stderr).unwrap_or_default()
+        )
+    })
 }
 
 /// The crate root.
