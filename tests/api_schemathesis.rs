@@ -14,9 +14,9 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{free_port, root};
+use common::root;
 
 struct Serve(std::process::Child);
 
@@ -45,7 +45,6 @@ fn schemathesis_finds_no_failure_against_the_openapi_document() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("schemathesis");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
-    let (api, admin) = (free_port(), free_port());
     let r = root().display().to_string();
     let text = std::fs::read_to_string(root().join("gateway.toml"))
         .expect("gateway.toml")
@@ -55,25 +54,28 @@ fn schemathesis_finds_no_failure_against_the_openapi_document() {
             "enabled = true",
             &format!("enabled = true\ncerts = \"{r}/certs\""),
         )
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{api}"))
-        .replace("127.0.0.1:8443", &format!("127.0.0.1:{}", free_port()))
-        .replace("127.0.0.1:9090", &format!("127.0.0.1:{admin}"));
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("127.0.0.1:8443", "127.0.0.1:0")
+        .replace("127.0.0.1:9090", "127.0.0.1:0");
     let config = dir.join("gateway.toml");
     std::fs::write(&config, text).expect("write config");
+    let stderr = dir.join("serve.stderr");
     let _serve = Serve(
         Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
             .args(["serve", "--config", config.to_str().expect("path")])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
             .spawn()
             .expect("serve starts"),
     );
-    let admin: SocketAddr = format!("127.0.0.1:{admin}").parse().expect("addr");
-    let until = Instant::now() + Duration::from_secs(30);
-    while !ready(admin) {
-        assert!(Instant::now() < until, "serve did not become healthy");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // The ports serve bound, from its log (no port chosen free beforehand).
+    let api = common::logged_listener(&stderr, "check endpoint listening").port();
+    let admin = common::logged_listener(&stderr, "admin listener listening");
+    assert!(
+        psp_testkit::wait::until_blocking(Duration::from_secs(30), || ready(admin).then_some(()))
+            .is_some(),
+        "serve did not become healthy"
+    );
 
     let out = Command::new("schemathesis")
         .current_dir(&dir)

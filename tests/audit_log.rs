@@ -8,10 +8,12 @@ mod common;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use psp_testkit::wait::until_blocking;
 
 use base64::Engine;
-use common::{free_port, root};
+use common::root;
 
 struct Serve {
     child: Child,
@@ -27,8 +29,6 @@ impl Drop for Serve {
 }
 
 fn serve(dir: &Path, audit: &Path) -> Serve {
-    let api_port = free_port();
-    let admin_port = free_port();
     let root = root().display().to_string();
     let text = std::fs::read_to_string(common::root().join("gateway.toml"))
         .expect("gateway.toml")
@@ -38,31 +38,25 @@ fn serve(dir: &Path, audit: &Path) -> Serve {
             "enabled = true",
             &format!("enabled = true\ncerts = \"{root}/certs\""),
         )
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{api_port}"))
-        .replace("127.0.0.1:8443", &format!("127.0.0.1:{}", free_port()))
-        .replace("127.0.0.1:9090", &format!("127.0.0.1:{admin_port}"));
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("127.0.0.1:8443", "127.0.0.1:0")
+        .replace("127.0.0.1:9090", "127.0.0.1:0");
     let config = dir.join("gateway.toml");
     std::fs::write(
         &config,
         format!("{text}\n[audit]\nfile = \"{}\"\n", audit.display()),
     )
     .expect("write config");
+    let stderr = dir.join("serve.stderr");
     let child = Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
         .args(["serve", "--config", config.to_str().expect("path")])
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("serve.stderr")).expect("stderr file"))
+        .stderr(std::fs::File::create(&stderr).expect("stderr file"))
         .spawn()
         .expect("serve starts");
-    let api: SocketAddr = format!("127.0.0.1:{api_port}").parse().expect("addr");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(api).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "serve did not listen within 20 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().expect("addr");
+    // Each listener is bound before serve logs it: no connection attempts needed.
+    let api = common::logged_listener(&stderr, "check endpoint listening");
+    let admin = common::logged_listener(&stderr, "admin listener listening");
     Serve { child, api, admin }
 }
 
@@ -107,19 +101,20 @@ fn scratch_named(name: &str) -> PathBuf {
     dir
 }
 
+/// The lines of `path` once there are `n` (or what there is after 10 s).
 fn wait_for_lines(path: &Path, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let lines: Vec<String> = std::fs::read_to_string(path)
+    let lines = || -> Vec<String> {
+        std::fs::read_to_string(path)
             .unwrap_or_default()
             .lines()
             .map(str::to_owned)
-            .collect();
-        if lines.len() >= n || Instant::now() > deadline {
-            return lines;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+            .collect()
+    };
+    until_blocking(Duration::from_secs(10), || {
+        let now = lines();
+        (now.len() >= n).then_some(now)
+    })
+    .unwrap_or_else(lines)
 }
 
 #[test]
@@ -168,7 +163,10 @@ fn the_running_service_keeps_a_chained_audit_log_that_verify_checks() {
             .expect("kill")
             .success()
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // serve reopens the audit log on SIGHUP, which creates the file again: wait for that
+    // (was: a fixed 500 ms).
+    until_blocking(Duration::from_secs(10), || audit.exists().then_some(()))
+        .expect("serve reopened the audit log after SIGHUP");
     check(serve.api, "valid");
     let new_lines = wait_for_lines(&audit, 1);
     assert_eq!(new_lines.len(), 1);

@@ -55,13 +55,14 @@ async fn the_result_cache_holds_its_bound_and_memory_stays_flat_past_it() {
                 "an unknown issuer is not approved"
             );
         }
-        // Let the cache apply its evictions before it is counted.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let entries = service.cached_results();
-        assert!(
-            entries <= BOUND + BOUND / 4,
-            "round {round}: {entries} cached results for a bound of {BOUND}"
-        );
+        // The cache applies its evictions in the background: wait (bounded) until its count
+        // is within the bound, instead of for a fixed time.
+        psp_testkit::wait::until(
+            &format!("round {round}: the cached results within the bound of {BOUND}"),
+            Duration::from_secs(10),
+            || service.cached_results() <= BOUND + BOUND / 4,
+        )
+        .await;
         rss.push(process_memory("VmRSS:"));
     }
     // Measured with the bound raised to 100,000 (nothing evicted): RSS grows by about 5.7 MiB

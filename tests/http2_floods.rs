@@ -1,14 +1,14 @@
 //! HTTP/2 floods against the gateway, written frame by frame over real TLS as the sandbox's
 //! valid PSP: rapid reset (CVE-2023-44487), CONTINUATION flood (CVE-2024-27316 class),
 //! SETTINGS flood, and more streams than allowed. Each must end with the attacking connection
-//! closed, memory bounded, and other clients answered with latency close to an unloaded
-//! baseline measured in the same run (a generous bound: timings on 2 shared cores are noisy).
+//! closed before the attacker runs out of frames, memory bounded, and other clients' requests
+//! answered while it runs. Counts and states only: nothing here is timed.
 
 mod common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::test_pki::{test_config, test_pki};
 use common::tls_client::{self, Proto, get};
@@ -16,6 +16,7 @@ use common::{process_memory, service};
 use psp_gateway::app::Running;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const HEADERS: u8 = 0x1;
@@ -66,14 +67,21 @@ async fn h2_connection(addr: SocketAddr) -> tokio_rustls::client::TlsStream<TcpS
     tls
 }
 
-/// Writes `frames` (as many as the connection takes, for at most `budget`) while draining
-/// what the server sends; returns whether the server closed the connection, and the frames
-/// written.
+/// What a flood did: whether the server closed the connection, and the frames written.
+struct Flooded {
+    closed: bool,
+    written: usize,
+}
+
+/// Writes frames from `next` (at most `frames` of them) while draining what the server
+/// sends, until the server closes the connection or stops reading; signals `started` once
+/// the first [`STARTED_AFTER`] frames are written.
 async fn flood(
     addr: SocketAddr,
-    budget: Duration,
+    frames: usize,
+    started: oneshot::Sender<()>,
     mut next: impl FnMut(usize) -> Vec<u8> + Send + 'static,
-) -> (bool, usize) {
+) -> Flooded {
     let tls = h2_connection(addr).await;
     let (mut reader, mut writer) = tokio::io::split(tls);
     let closed = tokio::spawn(async move {
@@ -85,56 +93,91 @@ async fn flood(
             }
         }
     });
-    let deadline = Instant::now() + budget;
+    let mut started = Some(started);
     let mut written = 0;
-    while Instant::now() < deadline && !closed.is_finished() {
+    while written < frames && !closed.is_finished() {
         let bytes = next(written);
-        match tokio::time::timeout(Duration::from_secs(1), writer.write_all(&bytes)).await {
+        // A write that cannot finish in 5 s: the server stopped reading (a bound, not a
+        // measurement).
+        match tokio::time::timeout(Duration::from_secs(5), writer.write_all(&bytes)).await {
             Ok(Ok(())) => written += 1,
             _ => break,
         }
+        if written >= STARTED_AFTER
+            && let Some(started) = started.take()
+        {
+            let _ = started.send(());
+        }
     }
-    let closed = tokio::time::timeout(Duration::from_secs(5), closed)
+    // Frames were refused before the attack got going: let the other clients go ahead anyway.
+    if let Some(started) = started.take() {
+        let _ = started.send(());
+    }
+    let closed = tokio::time::timeout(Duration::from_secs(10), closed)
         .await
         .map(|r| r.unwrap_or(true))
         .unwrap_or(false);
-    (closed, written)
+    Flooded { closed, written }
 }
 
-/// Median time of `n` normal requests, one connection each.
-async fn median_latency(addr: SocketAddr, n: usize) -> Duration {
+/// Frames a flood writes before the other clients start their requests.
+const STARTED_AFTER: usize = 100;
+
+/// The rapid-reset attacker's supply: a million HEADERS + RST_STREAM pairs (about 40 MB).
+const RAPID_RESETS: usize = 1_000_000;
+/// The CONTINUATION attacker's supply: 16 KiB frames up to the 1 GiB its literal announces.
+const CONTINUATIONS: usize = 65_536;
+/// SETTINGS frames in the SETTINGS flood (15 bytes each).
+const SETTINGS_FRAMES: usize = 100_000;
+
+/// `n` normal requests, one connection each: every one must be answered `200`.
+async fn normal_requests(addr: SocketAddr, n: usize) {
     let config = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H2);
-    let mut times = Vec::with_capacity(n);
-    for _ in 0..n {
-        let started = Instant::now();
-        let (response, _) =
-            tls_client::send(addr, config.clone(), Proto::H2, get("/v1/accounts")).await;
-        assert_eq!(response.status(), http::StatusCode::OK);
-        times.push(started.elapsed());
+    for i in 0..n {
+        let (response, _) = tokio::time::timeout(
+            Duration::from_secs(30),
+            tls_client::send(addr, config.clone(), Proto::H2, get("/v1/accounts")),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("normal request {i} was never answered"));
+        assert_eq!(
+            response.status(),
+            http::StatusCode::OK,
+            "normal request {i}"
+        );
     }
-    times.sort();
-    times[n / 2]
 }
 
-/// Runs `attack` while measuring other clients; checks memory and latency, and that the
-/// attacking connection was closed when `must_close`.
-async fn under_attack(
+/// Runs the flood `attack` makes (given its started signal), and meanwhile other clients'
+/// requests, once the attack has written its first frames. Checks that every other request
+/// is answered, that memory stays bounded, and, when `must_close`, that the attacking
+/// connection was closed before it could write all `frames` (the server cut it off; the
+/// attacker did not run out).
+async fn under_attack<A>(
     what: &str,
-    attack: impl std::future::Future<Output = (bool, usize)> + Send + 'static,
+    attack: impl FnOnce(oneshot::Sender<()>) -> A,
+    frames: usize,
     addr: SocketAddr,
     must_close: bool,
-) {
-    let baseline = median_latency(addr, 15).await;
+) where
+    A: std::future::Future<Output = Flooded> + Send + 'static,
+{
+    normal_requests(addr, 3).await;
     let rss_before = process_memory("VmRSS:");
-    let attack = tokio::spawn(attack);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let loaded = median_latency(addr, 15).await;
-    let (closed, written) = attack.await.expect("attack");
+    let (started_tx, started) = oneshot::channel();
+    let attack = tokio::spawn(attack(started_tx));
+    started.await.expect("the flood started");
+    normal_requests(addr, 15).await;
+    let Flooded { closed, written } = attack.await.expect("attack");
     let rss_after = process_memory("VmRSS:");
     if must_close {
         assert!(
             closed,
             "{what}: the attacking connection was not closed ({written} frames)"
+        );
+        assert!(
+            written < frames,
+            "{what}: all {frames} frames were taken before the connection was closed"
         );
     }
     let growth = rss_after.saturating_sub(rss_before);
@@ -143,12 +186,8 @@ async fn under_attack(
         "{what}: resident memory grew by {} MiB",
         growth >> 20
     );
-    assert!(
-        loaded < baseline * 20 + Duration::from_millis(500),
-        "{what}: other clients' median latency {loaded:?} against {baseline:?} unloaded"
-    );
     eprintln!(
-        "{what}: closed after {written} frames; other clients {loaded:?} (unloaded {baseline:?}); RSS +{} KiB",
+        "{what}: {written} of {frames} frames written, closed {closed}; 15 other requests answered; RSS +{} KiB",
         growth >> 10
     );
 }
@@ -158,13 +197,15 @@ async fn rapid_reset_is_cut_off() {
     let running = gateway().await;
     let addr = running.gateway.expect("gateway");
     let block = Arc::new(request_block());
-    let attack = flood(addr, Duration::from_secs(10), move |i| {
-        let stream = u32::try_from(2 * i + 1).unwrap_or(1);
-        let mut bytes = frame(HEADERS, END_STREAM | END_HEADERS, stream, &block);
-        bytes.extend(frame(RST_STREAM, 0, stream, &8u32.to_be_bytes()));
-        bytes
-    });
-    under_attack("rapid reset", attack, addr, true).await;
+    let attack = move |started| {
+        flood(addr, RAPID_RESETS, started, move |i| {
+            let stream = u32::try_from(2 * i + 1).unwrap_or(1);
+            let mut bytes = frame(HEADERS, END_STREAM | END_HEADERS, stream, &block);
+            bytes.extend(frame(RST_STREAM, 0, stream, &8u32.to_be_bytes()));
+            bytes
+        })
+    };
+    under_attack("rapid reset", attack, RAPID_RESETS, addr, true).await;
     running.stop().await;
 }
 
@@ -172,29 +213,31 @@ async fn rapid_reset_is_cut_off() {
 async fn a_continuation_flood_is_cut_off() {
     let running = gateway().await;
     let addr = running.gateway.expect("gateway");
-    let attack = flood(addr, Duration::from_secs(10), move |i| {
-        if i == 0 {
-            // A header block that never ends: a literal whose value is announced as 1 GiB.
-            let mut start = request_block();
-            start.extend_from_slice(&[0x00, 0x01, b'x', 0x7f]);
-            let mut len = (1u64 << 30) - 127;
-            while len >= 128 {
-                start.push(u8::try_from(len % 128).unwrap_or(0) | 0x80);
-                len /= 128;
+    let attack = move |started| {
+        flood(addr, CONTINUATIONS, started, move |i| {
+            if i == 0 {
+                // A header block that never ends: a literal whose value is announced as 1 GiB.
+                let mut start = request_block();
+                start.extend_from_slice(&[0x00, 0x01, b'x', 0x7f]);
+                let mut len = (1u64 << 30) - 127;
+                while len >= 128 {
+                    start.push(u8::try_from(len % 128).unwrap_or(0) | 0x80);
+                    len /= 128;
+                }
+                start.push(u8::try_from(len).unwrap_or(0));
+                frame(HEADERS, END_STREAM, 1, &start)
+            } else {
+                frame(CONTINUATION, 0, 1, &[b'a'; 16 * 1024])
             }
-            start.push(u8::try_from(len).unwrap_or(0));
-            frame(HEADERS, END_STREAM, 1, &start)
-        } else {
-            frame(CONTINUATION, 0, 1, &[b'a'; 16 * 1024])
-        }
-    });
-    under_attack("CONTINUATION flood", attack, addr, true).await;
+        })
+    };
+    under_attack("CONTINUATION flood", attack, CONTINUATIONS, addr, true).await;
     running.stop().await;
 }
 
-/// SETTINGS frames, each one to acknowledge, for 5 s. RFC 9113 sets no limit and h2
-/// acknowledges each; what is shown is that memory stays bounded and other clients keep their
-/// latency, not that the connection is closed.
+/// SETTINGS frames, each one to acknowledge, [`SETTINGS_FRAMES`] of them. RFC 9113 sets no
+/// limit and h2 acknowledges each; what is shown is that memory stays bounded and other
+/// clients are answered meanwhile, not that the connection is closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settings_flood_leaves_memory_and_other_clients_unharmed() {
     let running = gateway().await;
@@ -202,10 +245,12 @@ async fn a_settings_flood_leaves_memory_and_other_clients_unharmed() {
     // SETTINGS_MAX_CONCURRENT_STREAMS = 100.
     let mut setting = 3u16.to_be_bytes().to_vec();
     setting.extend_from_slice(&100u32.to_be_bytes());
-    let attack = flood(addr, Duration::from_secs(5), move |_| {
-        frame(SETTINGS, 0, 0, &setting)
-    });
-    under_attack("SETTINGS flood", attack, addr, false).await;
+    let attack = move |started| {
+        flood(addr, SETTINGS_FRAMES, started, move |_| {
+            frame(SETTINGS, 0, 0, &setting)
+        })
+    };
+    under_attack("SETTINGS flood", attack, SETTINGS_FRAMES, addr, false).await;
     running.stop().await;
 }
 

@@ -5,84 +5,26 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::io::Write;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use http::{Method, Response, StatusCode};
-use psp_gateway::server::{self, Body, Handler, Limits, full};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use http::{Method, StatusCode};
+use psp_testkit::server::Files;
 
-/// A static file server: path → bytes, changeable while it runs; counts requests.
-struct Files {
-    addr: SocketAddr,
-    files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
-    _stop: watch::Sender<bool>,
-}
-
-impl Files {
-    async fn start() -> Files {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let files: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
-        let served = files.clone();
-        let handler: Handler = Arc::new(move |req, _conn| {
-            let served = served.clone();
-            Box::pin(async move {
-                let body = served.lock().expect("lock").get(req.uri().path()).cloned();
-                match body {
-                    Some(b) => Response::new(full(b)),
-                    None => {
-                        let mut r: Response<Body> = Response::new(full("not found"));
-                        *r.status_mut() = StatusCode::NOT_FOUND;
-                        r
-                    }
-                }
-            })
-        });
-        let (stop, stop_rx) = watch::channel(false);
-        tokio::spawn(server::serve(
-            listener,
-            None,
-            Limits::default(),
-            handler,
-            stop_rx,
-        ));
-        Files {
-            addr,
-            files,
-            _stop: stop,
-        }
-    }
-
-    fn put(&self, path: &str, bytes: Vec<u8>) {
-        self.files
-            .lock()
-            .expect("lock")
-            .insert(path.to_owned(), bytes);
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// Publishes `zip` as EBA does: the ZIP under a dated path, and the metadata naming it.
-    fn publish(&self, zip: &[u8], hash: &str, size: usize) {
-        let relative = "20260816/download-PSDMD-202608160000.zip";
-        self.put(&format!("/downloads/PSDMD/{relative}"), zip.to_vec());
-        let meta = serde_json::json!({
-            "latest_version_relative_zip_path": relative,
-            "latest_version_relative_zip_size": size.to_string(),
-            "sha256_hash": hash,
-            "timestamp": "Sun Aug 16 00:00:16 UTC 2026",
-            "golden_copy_path_context": self.url("/downloads/PSDMD/"),
-        });
-        self.put("/register/api/filemetadata", meta.to_string().into_bytes());
-    }
+/// Publishes `zip` as EBA does: the ZIP under a dated path, and the metadata naming it.
+fn publish(files: &Files, zip: &[u8], hash: &str, size: usize) {
+    let relative = "20260816/download-PSDMD-202608160000.zip";
+    files.put(&format!("/downloads/PSDMD/{relative}"), zip.to_vec());
+    let meta = serde_json::json!({
+        "latest_version_relative_zip_path": relative,
+        "latest_version_relative_zip_size": size.to_string(),
+        "sha256_hash": hash,
+        "timestamp": "Sun Aug 16 00:00:16 UTC 2026",
+        "golden_copy_path_context": files.url("/downloads/PSDMD/"),
+    });
+    files.put("/register/api/filemetadata", meta.to_string().into_bytes());
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -176,7 +118,7 @@ async fn the_published_zip_is_fetched_verified_and_stored_and_bad_downloads_keep
     let dir = scratch("cli");
     let files = Files::start().await;
     let good = zip_of(&shape_example());
-    files.publish(&good, &sha256_hex(&good), good.len());
+    publish(&files, &good, &sha256_hex(&good), good.len());
     let config = write_config(&dir, &files.url("/register/api/filemetadata"));
 
     let ok = fetch(&config).await;
@@ -235,7 +177,7 @@ async fn the_published_zip_is_fetched_verified_and_stored_and_bad_downloads_keep
             hash
         };
         let size = if size == 0 { zip.len() } else { size };
-        files.publish(&zip, &hash, size);
+        publish(&files, &zip, &hash, size);
         let refused = fetch(&config).await;
         assert_eq!(
             refused.status.code(),
@@ -328,7 +270,7 @@ async fn three_hundred_thirty_thousand_generated_entities_are_fetched_and_loaded
     let files = Files::start().await;
     let json = generated(330_000);
     let zip = zip_of(&json);
-    files.publish(&zip, &sha256_hex(&zip), zip.len());
+    publish(&files, &zip, &sha256_hex(&zip), zip.len());
     let config = write_config(&dir, &files.url("/register/api/filemetadata"));
     let ok = fetch(&config).await;
     assert!(ok.status.success(), "{}", text(&ok));
@@ -346,7 +288,7 @@ async fn the_service_fetches_a_missing_register_at_start_and_answers_every_reque
  {
     let files = Files::start().await;
     let good = zip_of(&shape_example());
-    files.publish(&good, &sha256_hex(&good), good.len());
+    publish(&files, &good, &sha256_hex(&good), good.len());
     let dir = scratch("serve");
     let target = dir.join("eba.zip");
     let url = files.url("/register/api/filemetadata");

@@ -8,8 +8,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::root;
 use common::test_pki::new_server_certificate;
-use common::{free_port, root};
 
 fn readyz(admin: SocketAddr) -> Option<serde_json::Value> {
     let mut s = TcpStream::connect(admin).ok()?;
@@ -33,7 +33,6 @@ fn a_replaced_register_file_is_reloaded_without_a_signal() {
     let original =
         std::fs::read_to_string(root().join("registers/sandbox/XX.json")).expect("XX.json");
     std::fs::write(&xx, &original).expect("write");
-    let admin_port = free_port();
     let r = root().display().to_string();
     let text = std::fs::read_to_string(root().join("gateway.toml"))
         .expect("gateway.toml")
@@ -47,18 +46,20 @@ fn a_replaced_register_file_is_reloaded_without_a_signal() {
             "enabled = true",
             &format!("enabled = true\ncerts = \"{r}/certs\""),
         )
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{}", free_port()))
-        .replace("127.0.0.1:8443", &format!("127.0.0.1:{}", free_port()))
-        .replace("127.0.0.1:9090", &format!("127.0.0.1:{admin_port}"));
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("127.0.0.1:8443", "127.0.0.1:0")
+        .replace("127.0.0.1:9090", "127.0.0.1:0");
     let config = dir.join("gateway.toml");
     std::fs::write(&config, text).expect("write config");
+    let stderr = dir.join("serve.stderr");
     let mut child = Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
         .args(["serve", "--config", config.to_str().expect("path")])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).expect("stderr file"))
         .spawn()
         .expect("serve starts");
-    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().expect("addr");
+    // The port serve bound, from its log (no port chosen free beforehand).
+    let admin = common::logged_listener(&stderr, "admin listener listening");
     let generation = |deadline: Duration| {
         let until = Instant::now() + deadline;
         loop {
@@ -102,6 +103,8 @@ fn a_replaced_register_file_is_reloaded_without_a_signal() {
 
     // A file the configuration does not name, in the same directory: no reload.
     std::fs::write(dir.join("unrelated.json"), "{}").expect("write");
+    // Kept: a file that must NOT cause a reload gives no event to wait for; serve is another
+    // process, so the debounced watcher is given a bounded 2 s to misbehave.
     std::thread::sleep(Duration::from_secs(2));
     let after_unrelated = generation(Duration::from_secs(1));
 
@@ -190,12 +193,11 @@ fn serve_relative(name: &str) -> Relative {
         &root().join("registers/sandbox"),
         &dir.join("registers/sandbox"),
     );
-    let (admin_port, gateway_port) = (free_port(), free_port());
     let text = std::fs::read_to_string(root().join("gateway.toml"))
         .expect("gateway.toml")
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{}", free_port()))
-        .replace("127.0.0.1:8443", &format!("127.0.0.1:{gateway_port}"))
-        .replace("127.0.0.1:9090", &format!("127.0.0.1:{admin_port}"));
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("127.0.0.1:8443", "127.0.0.1:0")
+        .replace("127.0.0.1:9090", "127.0.0.1:0");
     std::fs::write(dir.join("gateway.toml"), text).expect("write config");
     let stderr = dir.join("serve.stderr");
     let child = Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
@@ -205,11 +207,14 @@ fn serve_relative(name: &str) -> Relative {
         .stderr(std::fs::File::create(&stderr).expect("stderr file"))
         .spawn()
         .expect("serve starts");
+    // The ports serve bound, from its log (no port chosen free beforehand).
+    let admin = common::logged_listener(&stderr, "admin listener listening");
+    let gateway = common::logged_listener(&stderr, "gateway listening");
     let serve = Relative {
         child,
         dir,
-        admin: format!("127.0.0.1:{admin_port}").parse().expect("addr"),
-        gateway: format!("127.0.0.1:{gateway_port}").parse().expect("addr"),
+        admin,
+        gateway,
     };
     // serve watches before it listens: once it answers, a change is seen.
     assert!(

@@ -15,6 +15,7 @@ use psp_gateway::revocation::{
     AllowDestinations, ISSUER_MISMATCH, NO_CRL_URL, NO_OCSP_URL, RevocationChecker,
     RevocationConfig, UNKNOWN_ISSUER,
 };
+use psp_testkit::wait::{Gate, until};
 use rcgen::{KeyPair, RevocationReason};
 use support::*;
 use x509_cert::ext::pkix::CrlReason;
@@ -554,12 +555,12 @@ async fn a_failed_refresh_keeps_the_last_good_crl_until_next_update_plus_grace()
             .await
             .crl,
     );
-    for _ in 0..200 {
-        if checker.stats().crl.refresh_failed > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until(
+        "the background refresh failed",
+        Duration::from_secs(2),
+        || checker.stats().crl.refresh_failed > 0,
+    )
+    .await;
     assert_eq!(checker.stats().crl.refresh_failed, 1);
     // After nextUpdate, within the grace: still the cached CRL.
     assert_good(
@@ -691,33 +692,39 @@ async fn concurrent_checks_of_one_uncached_certificate_make_one_request_per_url(
     let ca = Arc::new(TestCa::new("Coalescing CA"));
     let crl = ca.crl(NOW - hours(1), NOW + hours(23), &[]);
     let ocsp = ocsp_response(&ca, OcspSpec::good(SERIAL));
-    let server = TestServer::start(Arc::new(move |method: &Method, path: &str, _: &[u8]| {
-        // Answers are held back so that every caller arrives while the first fetch runs.
-        let delay = Duration::from_millis(200);
-        match (method.as_str(), path) {
-            ("GET", "/ca.crl") => Reply {
-                delay,
-                ..Reply::crl(crl.clone())
-            },
-            ("POST", "/ocsp") => Reply {
-                delay,
-                ..Reply::ocsp(ocsp.clone())
-            },
+    // Answers are held until every caller has started its check (and the first fetch has
+    // reached the server), so that every caller arrives while the first fetch runs.
+    let gate = Gate::new();
+    let held = gate.clone();
+    let server = TestServer::start(Arc::new(
+        move |method: &Method, path: &str, _: &[u8]| match (method.as_str(), path) {
+            ("GET", "/ca.crl") => Reply::crl(crl.clone()).held_by(&held),
+            ("POST", "/ocsp") => Reply::ocsp(ocsp.clone()).held_by(&held),
             _ => Reply::status(404),
-        }
-    }))
+        },
+    ))
     .await;
     let cert = Arc::new(ca.leaf(SERIAL, &[server.url("/ca.crl")], &[server.url("/ocsp")]));
     let checker = checker(test_config());
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..100 {
         let checker = checker.clone();
         let cert = Arc::clone(&cert);
         let ca = Arc::clone(&ca);
+        let started = Arc::clone(&started);
         tasks.push(tokio::spawn(async move {
+            started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             checker.evidence(&cert, Some(&ca.cert), NOW).await
         }));
     }
+    until(
+        "every caller started and a fetch arrived",
+        Duration::from_secs(10),
+        || started.load(std::sync::atomic::Ordering::SeqCst) == 100 && server.total_hits() >= 1,
+    )
+    .await;
+    gate.open();
     for task in tasks {
         let evidence = task.await.expect("task");
         assert_good(&evidence.crl);
@@ -868,8 +875,9 @@ async fn slow_counting_server() -> (
 /// under a cap of 4 downloads: the responder never holds more than 4 at once (and does hold
 /// 4, so the cap is what limits), every method fails closed, the misses that found no slot
 /// within their method's timeout say so, and that refusal is not cached (the next lookup
-/// downloads).
-#[tokio::test]
+/// downloads). On tokio's paused clock: the responder's 300 ms and the 2 s timeouts pass
+/// without being waited for, and always in the same order.
+#[tokio::test(start_paused = true)]
 async fn downloads_in_flight_never_exceed_the_cap_and_the_rest_fail_closed_uncached() {
     let (addr, counts) = slow_counting_server().await;
     let ca = TestCa::new("Busy CA");

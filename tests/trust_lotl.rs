@@ -5,90 +5,18 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::data;
 use common::xmlsec::{Scratch, Signer, b64, rsa_signer, sign_list, strip_signature};
-use http::{Response, StatusCode};
-use psp_gateway::server::{self, Body, Handler, Limits, full};
+use http::StatusCode;
 use psp_gateway::trust::lotl;
+use psp_testkit::server::Files;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-
-/// A static file server: path → bytes, changeable while it runs. Once `held`, it answers
-/// nothing (an attacker who serves the next list and chooses how long a round lasts).
-struct Files {
-    addr: SocketAddr,
-    files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
-    held: Arc<std::sync::atomic::AtomicBool>,
-    _stop: watch::Sender<bool>,
-}
-
-impl Files {
-    async fn start() -> Files {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let files: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
-        let held: Arc<std::sync::atomic::AtomicBool> = Arc::default();
-        let served = files.clone();
-        let holding = held.clone();
-        let handler: Handler = Arc::new(move |req, _conn| {
-            let served = served.clone();
-            let holding = holding.clone();
-            Box::pin(async move {
-                if holding.load(std::sync::atomic::Ordering::SeqCst) {
-                    std::future::pending::<()>().await;
-                }
-                let body = served.lock().expect("lock").get(req.uri().path()).cloned();
-                match body {
-                    Some(b) => Response::new(full(b)),
-                    None => {
-                        let mut r: Response<Body> = Response::new(full("not found"));
-                        *r.status_mut() = StatusCode::NOT_FOUND;
-                        r
-                    }
-                }
-            })
-        });
-        let (stop, stop_rx) = watch::channel(false);
-        tokio::spawn(server::serve(
-            listener,
-            None,
-            Limits::default(),
-            handler,
-            stop_rx,
-        ));
-        Files {
-            addr,
-            files,
-            held,
-            _stop: stop,
-        }
-    }
-
-    fn put(&self, path: &str, bytes: Vec<u8>) {
-        self.files
-            .lock()
-            .expect("lock")
-            .insert(path.to_owned(), bytes);
-    }
-
-    /// From now on, every request waits forever.
-    fn hold(&self) {
-        self.held.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-}
 
 fn bin(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
@@ -631,18 +559,11 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
     let admin = running.admin.expect("admin listener");
 
     // Nothing cached at start: serve fetches at once, then becomes ready.
-    let mut ready = None;
-    let mut last = serde_json::Value::Null;
-    for _ in 0..100 {
+    let ready = psp_testkit::wait::until_some("ready", Duration::from_secs(10), || async {
         let r = common::service::send(admin, http::Method::GET, "/readyz", &[]).await;
-        if r.status == StatusCode::OK {
-            ready = Some(r.json());
-            break;
-        }
-        last = r.json();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ready = ready.unwrap_or_else(|| panic!("not ready within 10 s of start: {last:#}"));
+        (r.status == StatusCode::OK).then(|| r.json())
+    })
+    .await;
     assert_eq!(ready["trustedLists"]["used"], 2, "{ready:#}");
     assert!(ready["trustedIssuers"].as_u64().expect("count") > 0);
 
@@ -667,7 +588,9 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
     // list's NextUpdate cannot end, so no reload replaces the snapshot in time.
     files.hold();
 
-    // Past the CZ list's NextUpdate, /readyz says so without waiting for a reload.
+    // Past the CZ list's NextUpdate, /readyz says so without waiting for a reload. A wait on
+    // the wall clock: the service judges NextUpdate by OffsetDateTime::now_utc, not by tokio's
+    // clock, so a paused clock cannot stand in for it.
     let left = soon - OffsetDateTime::now_utc() + time::Duration::seconds(1);
     tokio::time::sleep(Duration::try_from(left).unwrap_or(Duration::ZERO)).await;
     let r = common::service::send(admin, http::Method::GET, "/readyz", &[]).await;

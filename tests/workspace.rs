@@ -35,6 +35,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "psp-faces",
         ],
     ),
+    // Test support (a dev-dependency only): below every crate, so any crate's tests can use it.
+    ("psp-testkit", &[]),
 ];
 
 /// Crates the pure check must never have in its dependency tree, at any depth: the runtime,

@@ -5,11 +5,13 @@ pub mod forge;
 pub mod openapi;
 pub mod service;
 pub mod test_pki;
-pub mod tls_client;
 pub mod upstream;
 pub mod xmlsec;
 
 use std::path::{Path, PathBuf};
+
+#[allow(unused_imports)] // the gateway tests use it
+pub use psp_testkit::tls_client;
 
 use psp_gateway::cert::PspCertificate;
 use psp_gateway::check::{self, CheckInput, CheckReport, RevocationEvidence, Snapshots};
@@ -18,13 +20,31 @@ use psp_gateway::{Config, CountryCode, TrustList};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-/// A loopback port free a moment ago, for a listener a spawned `serve` binds.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+/// The address a spawned `serve` logged for `message` ("check endpoint listening", "gateway
+/// listening", "admin listener listening") in its JSON log on `stderr`, once it has: the
+/// configuration names port 0, and the process reports the port it bound (no port is chosen
+/// free beforehand, which another process could take). Waits 30 s at most.
+pub fn logged_listener(stderr: &Path, message: &str) -> std::net::SocketAddr {
+    let found = psp_testkit::wait::until_blocking(std::time::Duration::from_secs(30), || {
+        let text = std::fs::read_to_string(stderr).ok()?;
+        text.lines().find_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            let fields = if v["fields"].is_object() {
+                &v["fields"]
+            } else {
+                &v
+            };
+            (fields["message"] == message)
+                .then(|| fields["addr"].as_str()?.parse().ok())
+                .flatten()
+        })
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "serve did not log {message:?} within 30 s:\n{}",
+            std::fs::read_to_string(stderr).unwrap_or_default()
+        )
+    })
 }
 
 /// The crate root.
@@ -125,4 +145,48 @@ pub fn process_memory(field: &str) -> u64 {
         .and_then(|kb| kb.trim().parse::<u64>().ok())
         .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
         * 1024
+}
+
+/// A trust list of one source (`name`, `qtsp_source`, reported as `reported`, valid for
+/// `jurisdiction`) whose issuers are `anchors`: both kinds, no QcCompliance or QcType
+/// required, approved since always (`origin` names each, with its index). The revocation
+/// and conformance tests build their trust anchors with it.
+pub fn anchors_trust_list<'a>(
+    name: &str,
+    qtsp_source: psp_gateway::trust::QtspSource,
+    reported: &str,
+    jurisdiction: CountryCode,
+    origin: &str,
+    anchors: impl IntoIterator<Item = &'a PspCertificate>,
+) -> TrustList {
+    use psp_gateway::trust::{
+        Approval, CertKind, QcCompliancePolicy, Source, TrustedIssuer, UntypedPolicy,
+    };
+    use std::collections::BTreeSet;
+    let source = Source {
+        name: name.into(),
+        qtsp_source,
+        reported_jurisdiction: reported.into(),
+        valid_for: BTreeSet::from([jurisdiction]),
+        qc_compliance: QcCompliancePolicy::Optional,
+        untyped: UntypedPolicy::Accept,
+    };
+    let issuers = anchors
+        .into_iter()
+        .enumerate()
+        .map(|(i, certificate)| TrustedIssuer {
+            source: 0,
+            certificate: certificate.clone(),
+            origin: format!("{origin} {i}"),
+            history: vec![Approval {
+                from: None,
+                active: true,
+                kinds: BTreeSet::from([CertKind::Web, CertKind::Seal]),
+                status: "granted".into(),
+                qualifications: Vec::new(),
+                not_understood: Vec::new(),
+            }],
+        })
+        .collect();
+    TrustList::new(vec![source], issuers)
 }

@@ -138,26 +138,8 @@ pub fn config_for(dir: &Path, edit: impl FnOnce(String) -> String) -> Config {
     Config::from_toml(&text, Path::new("gateway.toml"), root()).expect("test configuration")
 }
 
-/// A new certificate for `localhost` from the server CA in `certs` (`server/ca.pem` and
-/// `server/ca.key`), with a key of its own: a rotated server certificate.
-pub fn new_server_certificate(certs: &Path) -> (String, String) {
-    let ca_key = rcgen::KeyPair::from_pem(
-        &std::fs::read_to_string(certs.join("server/ca.key")).expect("CA key"),
-    )
-    .expect("CA key parses");
-    let ca = rcgen::Issuer::from_ca_cert_pem(
-        &std::fs::read_to_string(certs.join("server/ca.pem")).expect("CA"),
-        ca_key,
-    )
-    .expect("CA parses");
-    let key = rcgen::KeyPair::generate().expect("key");
-    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "localhost (rotated)");
-    let cert = params.signed_by(&key, &ca).expect("signed");
-    (cert.pem(), key.serialize_pem())
-}
+#[allow(unused_imports)] // the reload tests use it
+pub use psp_testkit::pki::new_server_certificate;
 
 /// The repository's sandbox configuration as a file in `dir`: certificates from `certs`,
 /// every other path absolute, every listener on an ephemeral loopback port, then `edit`.

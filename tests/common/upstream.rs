@@ -1,5 +1,5 @@
 //! A bank API stand-in for the gateway tests: records what it receives, streams large
-//! bodies both ways, and can be slow.
+//! bodies both ways, and can hold an answer for good.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -37,7 +37,7 @@ const CHUNK: usize = 64 * 1024;
 
 /// Starts the stand-in on 127.0.0.1:0. Paths:
 /// - `…/download`: a 50 MB body, generated chunk by chunk;
-/// - `…/slow`: answers after 5 s;
+/// - `…/slow`: never answers (the gateway's upstream timeout is what ends it);
 /// - anything else: drains the request body and answers `received <n> bytes`.
 pub async fn start() -> Upstream {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -62,7 +62,7 @@ pub async fn start() -> Upstream {
             });
             let path = parts.uri.path();
             if path.ends_with("/slow") {
-                tokio::time::sleep(Duration::from_secs(5)).await;
+                std::future::pending::<()>().await;
             }
             if path.ends_with("/download") {
                 let chunks = (DOWNLOAD_BYTES / CHUNK as u64) as usize;
@@ -246,13 +246,7 @@ pub async fn held_upstream() -> HeldUpstream {
     }
 }
 
-/// Waits (bounded: 10 s) until `condition` holds.
+/// Waits (bounded: 10 s of tokio's clock) until `condition` holds.
 pub async fn until(what: &str, condition: impl Fn() -> bool) {
-    for _ in 0..1_000 {
-        if condition() {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("{what} never happened");
+    psp_testkit::wait::until(what, Duration::from_secs(10), condition).await;
 }

@@ -21,8 +21,7 @@ use psp_gateway::check::{
 use psp_gateway::register::RegisterSnapshot;
 use psp_gateway::revocation::config::{DEFAULT_CLOCK_SKEW, DEFAULT_CRL_GRACE};
 use psp_gateway::revocation::crl::{CrlError, CrlIndex, CrlStatus};
-use psp_gateway::trust::{Approval, QtspSource, Source, TrustList, TrustedIssuer};
-use psp_gateway::trust::{CertKind, QcCompliancePolicy, UntypedPolicy};
+use psp_gateway::trust::{QtspSource, TrustList};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
@@ -47,32 +46,14 @@ pub enum Outcome {
 /// or QcType required (the suites' certificates are not PSD2 certificates), approved since
 /// always, valid for [`JURISDICTION`].
 pub fn trust_list(anchors: &[PspCertificate]) -> TrustList {
-    let source = Source {
-        name: "conformance".into(),
-        qtsp_source: QtspSource::Qtsp,
-        reported_jurisdiction: "EEA".into(),
-        valid_for: BTreeSet::from([jurisdiction()]),
-        qc_compliance: QcCompliancePolicy::Optional,
-        untyped: UntypedPolicy::Accept,
-    };
-    let issuers = anchors
-        .iter()
-        .enumerate()
-        .map(|(i, certificate)| TrustedIssuer {
-            source: 0,
-            certificate: certificate.clone(),
-            origin: format!("trust anchor {i}"),
-            history: vec![Approval {
-                from: None,
-                active: true,
-                kinds: BTreeSet::from([CertKind::Web, CertKind::Seal]),
-                status: "granted".into(),
-                qualifications: Vec::new(),
-                not_understood: Vec::new(),
-            }],
-        })
-        .collect();
-    TrustList::new(vec![source], issuers)
+    crate::common::anchors_trust_list(
+        "conformance",
+        QtspSource::Qtsp,
+        "EEA",
+        jurisdiction(),
+        "trust anchor",
+        anchors,
+    )
 }
 
 fn jurisdiction() -> CountryCode {

@@ -1,34 +1,24 @@
 //! Helpers for the revocation tests: a PKI generated with rcgen, OCSP responses and CRLs built
-//! and signed here, HTTP responders on `127.0.0.1:0` (hyper, and raw TCP for the faults).
+//! and signed here; the HTTP responders on `127.0.0.1:0` are psp-testkit's.
 //!
 //! Only loopback addresses are ever connected to; every loop is bounded.
 #![allow(dead_code)]
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use der::asn1::{BitString, Null, OctetString};
 use der::{Decode as _, Encode as _};
-use http_body_util::{BodyExt as _, Full};
-use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use psp_gateway::cert::PspCertificate;
 use psp_gateway::revocation::ocsp::{CertIdHash, OID_PKIX_OCSP_NONCE};
 use psp_gateway::revocation::{AllowDestinations, RevocationConfig};
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateRevocationListParams, CrlDistributionPoint,
-    CustomExtension, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyIdMethod, KeyPair,
-    KeyUsagePurpose, RevocationReason, RevokedCertParams, SerialNumber, SigningKey as _,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose,
+    RevocationReason, RevokedCertParams, SerialNumber, SigningKey as _,
 };
 use spki::{AlgorithmIdentifierOwned, ObjectIdentifier};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpListener;
 use x509_cert::ext::pkix::CrlReason;
 use x509_ocsp::{
     BasicOcspResponse, CertId, CertStatus, OcspGeneralizedTime, OcspRequest, OcspResponse,
@@ -36,16 +26,13 @@ use x509_ocsp::{
 };
 
 // From `tests/common` (the including test declares `mod common;`): one home for the path of
-// the shared test material and for the DER TLV writer.
+// the shared test material. The DER TLV writer is psp-testkit's.
 #[allow(unused_imports)] // like the functions here, not every including test uses it
 pub use crate::common::data;
-use crate::common::forge::encode as tlv;
+use psp_testkit::der::tlv;
 
 /// The fixed validation time of the generated-PKI tests.
 pub const NOW: OffsetDateTime = time::macros::datetime!(2025-06-01 12:00 UTC);
-
-/// Connections a test server accepts before it stops (a bound, not a limit tests reach).
-const MAX_CONNECTIONS: usize = 10_000;
 
 pub fn at(s: &str) -> OffsetDateTime {
     OffsetDateTime::parse(s, &Rfc3339).expect("test time is RFC 3339")
@@ -258,20 +245,8 @@ impl TestCa {
     }
 }
 
-/// authorityInfoAccess with id-ad-ocsp URIs (rcgen has no field for it).
-fn aia_ocsp(urls: &[String]) -> CustomExtension {
-    let ad_ocsp = [0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x30, 0x01];
-    let mut descriptions = Vec::new();
-    for url in urls {
-        let uri = tlv(0x86, url.as_bytes());
-        descriptions.extend(tlv(0x30, &[&ad_ocsp[..], &uri].concat()));
-    }
-    CustomExtension::from_oid_content(&[1, 3, 6, 1, 5, 5, 7, 1, 1], tlv(0x30, &descriptions))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02X}")).collect()
-}
+use psp_testkit::pki::aia_ocsp;
+pub use psp_testkit::pki::hex;
 
 /// The subjectPublicKey bits of a certificate (what CertIDs and KeyHash hash).
 pub fn key_bits(cert: &PspCertificate) -> Vec<u8> {
@@ -432,196 +407,10 @@ pub fn request_nonce(body: &[u8]) -> Option<Vec<u8>> {
 // ------------------------------------------------------------------------------------------
 // HTTP responders
 
-/// One answer of a test server.
-#[derive(Clone)]
-pub struct Reply {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub body: Vec<u8>,
-    pub location: Option<String>,
-    /// Held back this long before answering (to make concurrent callers overlap).
-    pub delay: Duration,
-}
-
-impl Reply {
-    pub fn ok(content_type: &'static str, body: Vec<u8>) -> Self {
-        Reply {
-            status: 200,
-            content_type,
-            body,
-            location: None,
-            delay: Duration::ZERO,
-        }
-    }
-
-    pub fn ocsp(body: Vec<u8>) -> Self {
-        Self::ok("application/ocsp-response", body)
-    }
-
-    pub fn crl(body: Vec<u8>) -> Self {
-        Self::ok("application/pkix-crl", body)
-    }
-
-    pub fn status(status: u16) -> Self {
-        Reply {
-            status,
-            ..Self::ok("text/plain", Vec::new())
-        }
-    }
-}
-
-pub type Handler = Arc<dyn Fn(&Method, &str, &[u8]) -> Reply + Send + Sync>;
-
-/// A hyper HTTP/1.1 server on `127.0.0.1:0` that records the path of every request.
-pub struct TestServer {
-    pub addr: SocketAddr,
-    hits: Arc<Mutex<HashMap<String, usize>>>,
-}
-
-impl TestServer {
-    pub async fn start(handler: Handler) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
-        let counted = Arc::clone(&hits);
-        tokio::spawn(async move {
-            for _ in 0..MAX_CONNECTIONS {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let handler = Arc::clone(&handler);
-                let counted = Arc::clone(&counted);
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                        let handler = Arc::clone(&handler);
-                        let counted = Arc::clone(&counted);
-                        async move {
-                            let method = req.method().clone();
-                            let path = req.uri().path().to_owned();
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|b| b.to_bytes())
-                                .unwrap_or_default();
-                            *counted
-                                .lock()
-                                .expect("hits")
-                                .entry(path.clone())
-                                .or_default() += 1;
-                            let reply = handler(&method, &path, &body);
-                            if !reply.delay.is_zero() {
-                                tokio::time::sleep(reply.delay).await;
-                            }
-                            let mut response = Response::builder()
-                                .status(StatusCode::from_u16(reply.status).expect("status"))
-                                .header("content-type", reply.content_type);
-                            if let Some(location) = &reply.location {
-                                response = response.header("location", location);
-                            }
-                            Ok::<_, std::convert::Infallible>(
-                                response
-                                    .body(Full::new(Bytes::from(reply.body)))
-                                    .expect("response"),
-                            )
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        TestServer { addr, hits }
-    }
-
-    /// A server answering every request with `reply`.
-    pub async fn fixed(reply: Reply) -> Self {
-        Self::start(Arc::new(move |_: &Method, _: &str, _: &[u8]| reply.clone())).await
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    pub fn hits(&self, path: &str) -> usize {
-        self.hits
-            .lock()
-            .expect("hits")
-            .get(path)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    pub fn total_hits(&self) -> usize {
-        self.hits.lock().expect("hits").values().sum()
-    }
-}
-
-/// A TCP server that accepts connections and never answers; the connections stay open until
-/// the test's runtime ends.
-pub async fn silent_server() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        for _ in 0..MAX_CONNECTIONS {
-            match listener.accept().await {
-                Ok((stream, _)) => held.push(stream),
-                Err(_) => return,
-            }
-        }
-    });
-    addr
-}
-
-/// An address where nothing listens: bound, then released.
-pub async fn refusing_address() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    drop(listener);
-    addr
-}
-
-/// A TCP server that reads the request head, then writes `head` and, when `chunks` is set,
-/// that many chunks of `chunk` in chunked transfer coding (stopping when the client goes).
-pub async fn raw_server(head: &'static str, chunk: Vec<u8>, chunks: usize) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    tokio::spawn(async move {
-        for _ in 0..MAX_CONNECTIONS {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                return;
-            };
-            let chunk = chunk.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 16 * 1024];
-                let mut seen = Vec::new();
-                for _ in 0..64 {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                    if seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
-                }
-                if stream.write_all(head.as_bytes()).await.is_err() {
-                    return;
-                }
-                for _ in 0..chunks {
-                    let frame =
-                        [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n"].concat();
-                    if stream.write_all(&frame).await.is_err() {
-                        return;
-                    }
-                }
-                let _ = stream.write_all(b"0\r\n\r\n").await;
-            });
-        }
-    });
-    addr
-}
+#[allow(unused_imports)] // not every including test uses each
+pub use psp_testkit::server::{
+    Handler, Reply, TestServer, raw_server, refusing_address, silent_server,
+};
 
 // ------------------------------------------------------------------------------------------
 // The checking service over generated trust anchors
@@ -633,38 +422,16 @@ pub fn service_trusting(
     config: &RevocationConfig,
 ) -> psp_gateway::service::CheckService {
     use psp_gateway::service::{CheckService, DataSources, ReferenceData, Revocation};
-    use psp_gateway::trust::{
-        Approval, CertKind, QcCompliancePolicy, QtspSource, Source, TrustList, TrustedIssuer,
-        UntypedPolicy,
-    };
-    use std::collections::BTreeSet;
-    let source = Source {
-        name: "generated".into(),
-        qtsp_source: QtspSource::Eidas,
-        reported_jurisdiction: "XX".into(),
-        valid_for: BTreeSet::from(["XX".parse().expect("country code")]),
-        qc_compliance: QcCompliancePolicy::Optional,
-        untyped: UntypedPolicy::Accept,
-    };
-    let issuers = anchors
-        .iter()
-        .enumerate()
-        .map(|(i, certificate)| TrustedIssuer {
-            source: 0,
-            certificate: (*certificate).clone(),
-            origin: format!("generated anchor {i}"),
-            history: vec![Approval {
-                from: None,
-                active: true,
-                kinds: BTreeSet::from([CertKind::Web, CertKind::Seal]),
-                status: "granted".into(),
-                qualifications: Vec::new(),
-                not_understood: Vec::new(),
-            }],
-        })
-        .collect();
+    let trust = crate::common::anchors_trust_list(
+        "generated",
+        psp_gateway::trust::QtspSource::Eidas,
+        "XX",
+        "XX".parse().expect("country code"),
+        "generated anchor",
+        anchors.iter().copied(),
+    );
     let data = ReferenceData {
-        trust: TrustList::new(vec![source], issuers),
+        trust,
         registers: psp_gateway::register::RegisterSnapshot::empty(),
         generation: 1,
         loaded_at: NOW,

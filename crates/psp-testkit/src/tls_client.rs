@@ -1,4 +1,4 @@
-//! A real rustls client for the gateway tests: presents a sandbox PSP certificate, speaks
+//! A real rustls client (ring) for the gateway tests: presents a sandbox PSP certificate, speaks
 //! HTTP/1.1 or HTTP/2, and can resume its TLS session.
 
 use std::net::SocketAddr;
@@ -15,6 +15,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+/// The body type of the requests this client sends.
 pub type ReqBody = BoxBody<Bytes, std::io::Error>;
 
 /// An empty request body.
@@ -34,9 +35,12 @@ pub fn get(path: &str) -> Request<ReqBody> {
         .expect("request")
 }
 
+/// The HTTP version a connection asks for by ALPN.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proto {
+    /// HTTP/1.1 (`http/1.1`).
     H1,
+    /// HTTP/2 (`h2`).
     H2,
 }
 

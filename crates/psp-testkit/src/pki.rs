@@ -1,0 +1,45 @@
+//! rcgen builders the tests share: certificates and extensions that need no product type.
+
+use std::path::Path;
+
+use rcgen::CustomExtension;
+
+use crate::der::tlv;
+
+/// A new certificate for `localhost` from the server CA in `certs` (`server/ca.pem` and
+/// `server/ca.key`), with a key of its own: a rotated server certificate (PEM, key PEM).
+pub fn new_server_certificate(certs: &Path) -> (String, String) {
+    let ca_key = rcgen::KeyPair::from_pem(
+        &std::fs::read_to_string(certs.join("server/ca.key")).expect("CA key"),
+    )
+    .expect("CA key parses");
+    let ca = rcgen::Issuer::from_ca_cert_pem(
+        &std::fs::read_to_string(certs.join("server/ca.pem")).expect("CA"),
+        ca_key,
+    )
+    .expect("CA parses");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost (rotated)");
+    let cert = params.signed_by(&key, &ca).expect("signed");
+    (cert.pem(), key.serialize_pem())
+}
+
+/// authorityInfoAccess with one id-ad-ocsp URI per entry of `urls` (rcgen has no field
+/// for it).
+pub fn aia_ocsp(urls: &[String]) -> CustomExtension {
+    let ad_ocsp = [0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x30, 0x01];
+    let mut descriptions = Vec::new();
+    for url in urls {
+        let uri = tlv(0x86, url.as_bytes());
+        descriptions.extend(tlv(0x30, &[&ad_ocsp[..], &uri].concat()));
+    }
+    CustomExtension::from_oid_content(&[1, 3, 6, 1, 5, 5, 7, 1, 1], tlv(0x30, &descriptions))
+}
+
+/// Upper-case hex of `bytes`, as serials are written in messages and file names.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
+}
