@@ -460,11 +460,6 @@ impl Register {
         self.passport_in.values().map(Vec::len).sum()
     }
 
-    /// All inbound entries, in no particular order.
-    pub fn passport_in_entries(&self) -> impl Iterator<Item = &PassportInEntry> {
-        self.passport_in.values().flatten()
-    }
-
     /// Adds the entities and inbound entries of `other`, a register of the same NCA from
     /// another file (`merge = true`: the credit institutions of an NCA whose payment
     /// institutions come from the EBA file). An entity in both keeps its entries from both,
