@@ -216,13 +216,23 @@ enum SandboxCommand {
     },
 }
 
-fn parse_country(s: &str) -> Result<CountryCode, String> {
+fn parse_country(s: &str) -> Result<CountryCode, crate::country::InvalidCountryCode> {
     s.parse()
-        .map_err(|e: crate::country::InvalidCountryCode| e.to_string())
 }
 
-fn parse_time(s: &str) -> Result<OffsetDateTime, String> {
-    OffsetDateTime::parse(s, &Rfc3339).map_err(|e| format!("`{s}` is not an RFC 3339 time: {e}"))
+/// `--at` that is not an RFC 3339 time (clap prints it after the argument's name).
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not an RFC 3339 time: {source}")]
+struct TimeArgError {
+    text: String,
+    source: time::error::Parse,
+}
+
+fn parse_time(s: &str) -> Result<OffsetDateTime, TimeArgError> {
+    OffsetDateTime::parse(s, &Rfc3339).map_err(|source| TimeArgError {
+        text: s.to_owned(),
+        source,
+    })
 }
 
 /// Parses the arguments and runs the command.
@@ -288,7 +298,7 @@ pub fn run() -> ExitCode {
                 println!("{summary}");
                 ExitCode::SUCCESS
             }
-            Err(message) => fail(EXIT_BAD_CONFIG, &message),
+            Err(e) => fail(EXIT_BAD_CONFIG, &e.to_string()),
         },
         Command::Register { command } => match run_register(command) {
             Ok(summary) => {
@@ -349,7 +359,7 @@ pub fn run() -> ExitCode {
                         ExitCode::from(not_all_good)
                     }
                 }
-                Err(message) => fail(EXIT_BAD_CONFIG, &message),
+                Err(e) => fail(EXIT_BAD_CONFIG, &e.to_string()),
             }
         }
         Command::Sandbox {
@@ -593,6 +603,15 @@ fn run_check(args: &CheckArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Why `check --at` has no answer (exit status 78, as a configuration problem).
+#[derive(Debug, thiserror::Error)]
+enum AuditError {
+    #[error(transparent)]
+    Registers(#[from] crate::service::audit::AuditRegistersError),
+    #[error("cannot serialise the report: {0}")]
+    Serialise(#[source] serde_json::Error),
+}
+
 /// `check --at T`: the registers in force at T (from the register history), revocation
 /// evidence read as of T, and an `audit` object saying what each block came from.
 fn audit(
@@ -603,7 +622,7 @@ fn audit(
     intermediates: Vec<PspCertificate>,
     jurisdiction: CountryCode,
     at: OffsetDateTime,
-) -> Result<(crate::check::CheckReport, serde_json::Value), String> {
+) -> Result<(crate::check::CheckReport, serde_json::Value), AuditError> {
     let registers =
         crate::service::audit::registers_as_of(&config.registers, &config.base_dir, at)?;
     let (report, evidence) = runtime.block_on(service.audit(
@@ -614,7 +633,7 @@ fn audit(
         registers.snapshot.as_deref(),
     ));
     let mut wire = serde_json::to_value(report.to_wire(&config.checks.error_link_base))
-        .map_err(|e| format!("cannot serialise the report: {e}"))?;
+        .map_err(AuditError::Serialise)?;
     crate::service::audit::annotate(&mut wire, at, &registers, &evidence);
     Ok((report, wire))
 }
@@ -719,13 +738,29 @@ fn fetch_registers(config_path: &Path) -> Result<String, Failure> {
     }
 }
 
-fn run_config_check(path: &Path) -> Result<String, String> {
-    let config = Config::load(path).map_err(|e| e.to_string())?;
-    let trust = config
-        .load_trust(OffsetDateTime::now_utc())
-        .map_err(|e| e.to_string())?;
-    let (registers, report) =
-        crate::register::load(&config.registers, &config.base_dir).map_err(|e| e.to_string())?;
+/// Why `config check` finds the configuration unusable (each the error of the step that
+/// failed, as serve would report it).
+#[derive(Debug, thiserror::Error)]
+enum ConfigCheckError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Trust(#[from] crate::trust::TrustLoadError),
+    #[error(transparent)]
+    Registers(#[from] register::RegisterLoadError),
+    #[error(transparent)]
+    Data(#[from] crate::service::LoadError),
+    #[error(transparent)]
+    Faces(#[from] crate::app::StartError),
+    /// `[registers.fca]`: `register::FcaSettingsError`, which `register` does not export yet.
+    #[error(transparent)]
+    Fca(Box<dyn std::error::Error + Send + Sync>),
+}
+
+fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
+    let config = Config::load(path)?;
+    let trust = config.load_trust(OffsetDateTime::now_utc())?;
+    let (registers, report) = crate::register::load(&config.registers, &config.base_dir)?;
     let mut summary = format!(
         "{}: ok: {} trust sources, {} trusted issuers, {} registers\n{report}",
         path.display(),
@@ -739,15 +774,14 @@ fn run_config_check(path: &Path) -> Result<String, String> {
     }
     // Everything else serve loads before binding: TLS certificates and keys (matched), the
     // upstream CA, the sandbox PKI, identity header names and route prefixes.
-    let data = ReferenceData::load(&config.data_sources(), 1, OffsetDateTime::now_utc())
-        .map_err(|e| e.to_string())?;
+    let data = ReferenceData::load(&config.data_sources(), 1, OffsetDateTime::now_utc())?;
     let service = Arc::new(CheckService::new(
         data,
         Revocation::Offline,
         Duration::ZERO,
         1,
     ));
-    let faces = crate::app::build_faces(&config, service, None).map_err(|e| e.to_string())?;
+    let faces = crate::app::build_faces(&config, service, None)?;
     for (face, on) in [
         ("check endpoint", faces.api.is_some()),
         ("gateway", faces.gateway.is_some()),
@@ -759,7 +793,8 @@ fn run_config_check(path: &Path) -> Result<String, String> {
     }
     if let Some(settings) = &config.registers.fca {
         // What serve will need: the credentials (never printed).
-        crate::register::FcaConfig::from_settings(settings, &config.base_dir)?;
+        crate::register::FcaConfig::from_settings(settings, &config.base_dir)
+            .map_err(|e| ConfigCheckError::Fca(Box::new(e)))?;
         summary.push_str("\nUK FCA register API: credentials present, consulted on demand");
     }
     for problem in trust.list_problems(OffsetDateTime::now_utc()) {

@@ -16,22 +16,32 @@ pub struct Outcome {
     pub all_good: bool,
 }
 
+/// Why a trust command could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustCommandError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("{}: no trust source names a lotl; nothing to fetch", .0.display())]
+    NoLotl(std::path::PathBuf),
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error(transparent)]
+    Trust(#[from] crate::trust::TrustLoadError),
+}
+
 /// Fetches every LOTL source's LOTL and lists into the cache. Not all good when anything
 /// failed (what was good is stored all the same). `Err` when nothing could be tried.
-pub fn fetch(config_path: &Path) -> Result<Outcome, String> {
-    let config = Config::load(config_path).map_err(|e| e.to_string())?;
+pub fn fetch(config_path: &Path) -> Result<Outcome, TrustCommandError> {
+    let config = Config::load(config_path)?;
     let sources = config.trust_sources();
     if !sources.iter().any(|s| s.lotl.is_some()) {
-        return Err(format!(
-            "{}: no trust source names a lotl; nothing to fetch",
-            config_path.display()
-        ));
+        return Err(TrustCommandError::NoLotl(config_path.to_path_buf()));
     }
     let refresher = Refresher::new(config.trust_fetch());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        .map_err(TrustCommandError::Runtime)?;
     let tty = std::io::stderr().is_terminal();
     let mut lines = Vec::new();
     let mut failures = 0;
@@ -59,15 +69,13 @@ pub fn fetch(config_path: &Path) -> Result<Outcome, String> {
                 let _ = writeln!(err, "{}{line}", if tty { "\r\x1b[2K" } else { "" });
             }
         };
-        let outcome = runtime
-            .block_on(refresher.fetch_source(
-                &source.name,
-                lotl,
-                source.next_update_grace,
-                OffsetDateTime::now_utc(),
-                &mut show,
-            ))
-            .map_err(|e| e.to_string())?;
+        let outcome = runtime.block_on(refresher.fetch_source(
+            &source.name,
+            lotl,
+            source.next_update_grace,
+            OffsetDateTime::now_utc(),
+            &mut show,
+        ))?;
         failures += outcome.failures;
         lines.push(format!(
             "trust source `{}`: {} documents stored, {} failed, in {}",
@@ -78,9 +86,7 @@ pub fn fetch(config_path: &Path) -> Result<Outcome, String> {
         ));
     }
     // What the stored files give when loaded as `serve` would load them now.
-    let trust = config
-        .load_trust(OffsetDateTime::now_utc())
-        .map_err(|e| e.to_string())?;
+    let trust = config.load_trust(OffsetDateTime::now_utc())?;
     lines.push(format!(
         "{} trusted issuers from {} lists in use",
         trust.issuers().len(),
@@ -99,10 +105,10 @@ pub fn fetch(config_path: &Path) -> Result<Outcome, String> {
 
 /// Every list of every source as `serve` would load it now; not all good when any list is
 /// not used.
-pub fn status(config_path: &Path, json: bool) -> Result<Outcome, String> {
-    let config = Config::load(config_path).map_err(|e| e.to_string())?;
+pub fn status(config_path: &Path, json: bool) -> Result<Outcome, TrustCommandError> {
+    let config = Config::load(config_path)?;
     let now = OffsetDateTime::now_utc();
-    let trust = config.load_trust(now).map_err(|e| e.to_string())?;
+    let trust = config.load_trust(now)?;
     let text = if json {
         render_json(&config, &trust, now)
     } else {

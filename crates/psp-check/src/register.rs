@@ -39,8 +39,8 @@ pub use lookup::{
     RegisterResult, RegisterType, not_found_warning,
 };
 pub use model::{
-    AuthStatus, Category, CategoryEntry, Entity, PassportInEntry, PaymentService, Register,
-    RegisterFormat, RegisterKind, RegisterParts, ServiceSet,
+    AuthStatus, Category, CategoryEntry, Entity, MergeError, PassportInEntry, PaymentService,
+    Register, RegisterFormat, RegisterKind, RegisterParts, ServiceSet,
 };
 pub use normalise::{DEFAULT_RULES, Normalisation, NormaliseRule};
 pub use report::{

@@ -14,11 +14,6 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-/// Installs the global subscriber; a second call does nothing.
-pub fn init() {
-    drop(init_with_audit(None));
-}
-
 /// Keeps the thread that writes the JSON log lines; dropping it writes what is queued.
 /// `serve` holds it until it exits.
 #[must_use = "dropping the guard stops the log writer"]

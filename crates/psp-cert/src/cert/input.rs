@@ -365,21 +365,29 @@ fn decode_reading(symbols: &[u8]) -> Result<Vec<u8>, CertError> {
     Ok(bytes)
 }
 
+/// Why input is not well-framed DER (the text goes into the caller's `CertError::Encoding`).
+#[derive(Debug, thiserror::Error)]
+enum FramingError {
+    #[error("no DER value")]
+    Empty,
+    #[error("not DER ({0})")]
+    NotDer(der::DerError),
+    #[error("a {0} where a certificate SEQUENCE was due")]
+    NotSequence(String),
+}
+
 /// Splits well-framed DER into its top-level values, each of which must be a SEQUENCE, and
 /// which together must span the input exactly.
-fn split_der(bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
+fn split_der(bytes: &[u8]) -> Result<Vec<&[u8]>, FramingError> {
     let mut out = Vec::new();
     let mut rest = bytes;
     if rest.is_empty() {
-        return Err("no DER value".to_owned());
+        return Err(FramingError::Empty);
     }
     while !rest.is_empty() {
-        let (tlv, used) = der::read_tlv(rest).map_err(|e| format!("not DER ({e})"))?;
+        let (tlv, used) = der::read_tlv(rest).map_err(FramingError::NotDer)?;
         if tlv.tag != der::tag::SEQUENCE {
-            return Err(format!(
-                "a {} where a certificate SEQUENCE was due",
-                der::tag_name(tlv.tag)
-            ));
+            return Err(FramingError::NotSequence(der::tag_name(tlv.tag)));
         }
         let (one, after) = rest.split_at(used);
         out.push(one);

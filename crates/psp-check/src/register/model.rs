@@ -496,33 +496,26 @@ impl Register {
         self.passport_in.values().map(Vec::len).sum()
     }
 
-    /// All inbound entries, in no particular order.
-    pub fn passport_in_entries(&self) -> impl Iterator<Item = &PassportInEntry> {
-        self.passport_in.values().flatten()
-    }
-
     /// Adds the entities and inbound entries of `other`, a register of the same NCA from
     /// another file (`merge = true`: the credit institutions of an NCA whose payment
     /// institutions come from the EBA file). An entity in both keeps its entries from both,
     /// as several `categoryEntries`. The two must read references the same way.
-    pub fn merge(&mut self, other: Register) -> Result<(), String> {
+    pub fn merge(&mut self, other: Register) -> Result<(), MergeError> {
         if other.kind != self.kind {
-            return Err(format!(
-                "register {} is a {:?} register in {} but a {:?} register in {}",
-                self.nca_id,
-                self.kind,
-                self.source.display(),
-                other.kind,
-                other.source.display()
-            ));
+            return Err(MergeError::Kind {
+                nca_id: self.nca_id.clone(),
+                kind: self.kind,
+                file: self.source.clone(),
+                other_kind: other.kind,
+                other_file: other.source,
+            });
         }
         if other.normalisation != self.normalisation {
-            return Err(format!(
-                "register {} normalises references differently in {} and {}: give both files the same `normalise`",
-                self.nca_id,
-                self.source.display(),
-                other.source.display()
-            ));
+            return Err(MergeError::Normalisation {
+                nca_id: self.nca_id.clone(),
+                file: self.source.clone(),
+                other_file: other.source,
+            });
         }
         for alias in other.aliases {
             if !self.aliases.contains(&alias) && alias != self.nca_id {
@@ -546,6 +539,34 @@ impl Register {
     }
 }
 
+/// Why two files' registers of one NCA cannot be merged ([`Register::merge`]).
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error(
+        "register {nca_id} is a {kind:?} register in {} but a {other_kind:?} register in {}",
+        file.display(),
+        other_file.display()
+    )]
+    Kind {
+        nca_id: String,
+        kind: RegisterKind,
+        file: PathBuf,
+        other_kind: RegisterKind,
+        other_file: PathBuf,
+    },
+    #[error(
+        "register {nca_id} normalises references differently in {} and {}: give both files the same `normalise`",
+        file.display(),
+        other_file.display()
+    )]
+    Normalisation {
+        nca_id: String,
+        file: PathBuf,
+        other_file: PathBuf,
+    },
+}
+
+/// The message as text, for `RegisterLoadError::invalid` (its message is a string).
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -419,11 +419,6 @@ impl CrlIndex {
         self.revoked.get(serial)
     }
 
-    /// Whether this CRL was verified with `issuer`'s name and key.
-    pub fn verified_for(&self, issuer: &PspCertificate) -> bool {
-        self.verified_for_any(issuer, &[])
-    }
-
     /// Whether this CRL is `issuer`'s (by name) and was verified with the key of `issuer` or
     /// of one of `crl_signers`.
     pub fn verified_for_any(

@@ -335,12 +335,21 @@ fn serial_number(serial: &[u8]) -> Result<SerialNumber, OcspError> {
 
 /// The content of the subjectPublicKey BIT STRING of a DER SubjectPublicKeyInfo: what
 /// `issuerKeyHash` and `KeyHash` hash (RFC 6960 sections 4.1.1 and 4.2.1).
-pub fn subject_public_key_bits(spki_der: &[u8]) -> Result<Vec<u8>, String> {
+pub fn subject_public_key_bits(spki_der: &[u8]) -> Result<Vec<u8>, SpkiError> {
     match SubjectPublicKeyInfo::from_der(spki_der) {
         Ok(([], spki)) => Ok(spki.subject_public_key.data.to_vec()),
-        Ok(_) => Err("trailing bytes after the SubjectPublicKeyInfo".to_owned()),
-        Err(e) => Err(e.to_string()),
+        Ok(_) => Err(SpkiError::TrailingBytes),
+        Err(e) => Err(SpkiError::Der(e)),
     }
+}
+
+/// Why a SubjectPublicKeyInfo gives no key bits ([`subject_public_key_bits`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SpkiError {
+    #[error("trailing bytes after the SubjectPublicKeyInfo")]
+    TrailingBytes,
+    #[error("{0}")]
+    Der(x509_parser::nom::Err<x509_parser::error::X509Error>),
 }
 
 /// A response's status for one CertID, before any verification.
@@ -823,7 +832,7 @@ fn verify_signer(
         if let Err(why) = authorised_responder(&candidate, issuer, now) {
             last_error = Some(OcspError::DelegationRefused {
                 subject: candidate.subject.clone(),
-                why,
+                why: why.to_string(),
             });
             continue;
         }
@@ -859,29 +868,46 @@ fn authorised_responder(
     responder: &PspCertificate,
     issuer: &PspCertificate,
     now: OffsetDateTime,
-) -> Result<(), String> {
+) -> Result<(), DelegationError> {
     if responder.issuer_raw != issuer.subject_raw {
-        return Err(format!("it is issued by {}", responder.issuer));
+        return Err(DelegationError::Issuer(responder.issuer.clone()));
     }
     responder
         .verify_signed_by(&issuer.spki)
-        .map_err(|e| format!("its signature does not verify with the issuer key: {e}"))?;
+        .map_err(DelegationError::Signature)?;
     let ocsp_signing = responder
         .extended_key_usage
         .as_ref()
         .is_some_and(|ekus| ekus.iter().any(|e| e == OID_KP_OCSP_SIGNING));
     if !ocsp_signing {
-        return Err("it lacks the id-kp-OCSPSigning extended key usage".to_owned());
+        return Err(DelegationError::NoOcspSigning);
     }
     if !responder.is_valid_at(now) {
-        return Err(format!(
-            "it is valid from {} to {}, not at {}",
-            rfc3339(responder.not_before),
-            rfc3339(responder.not_after),
-            rfc3339(now)
-        ));
+        return Err(DelegationError::NotValid {
+            not_before: rfc3339(responder.not_before),
+            not_after: rfc3339(responder.not_after),
+            now: rfc3339(now),
+        });
     }
     Ok(())
+}
+
+/// Why a responder certificate is not an authorised responder ([`authorised_responder`]);
+/// the text becomes `OcspError::DelegationRefused`'s `why`.
+#[derive(Debug, thiserror::Error)]
+enum DelegationError {
+    #[error("it is issued by {0}")]
+    Issuer(String),
+    #[error("its signature does not verify with the issuer key: {0}")]
+    Signature(SignatureError),
+    #[error("it lacks the id-kp-OCSPSigning extended key usage")]
+    NoOcspSigning,
+    #[error("it is valid from {not_before} to {not_after}, not at {now}")]
+    NotValid {
+        not_before: String,
+        not_after: String,
+        now: String,
+    },
 }
 
 #[cfg(test)]

@@ -334,8 +334,10 @@ impl Criterion {
 
 impl CriteriaList {
     /// Whether the criteria select the certificate; `Err` with the reason when that cannot
-    /// be decided.
-    pub fn selects(&self, facts: &CertFacts<'_>) -> Result<bool, String> {
+    /// be decided. The unit tests' view of [`CriteriaList::matches`]; the product reads
+    /// `matches` itself.
+    #[cfg(test)]
+    pub(crate) fn selects(&self, facts: &CertFacts<'_>) -> Result<bool, String> {
         match self.matches(facts) {
             Match::Yes => Ok(true),
             Match::No => Ok(false),

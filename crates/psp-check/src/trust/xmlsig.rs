@@ -314,7 +314,45 @@ pub fn parse_document(xml: &[u8]) -> Result<Document<'_>, XmlSigError> {
 
 /// Verifies the enveloped XAdES signature of the trusted list in `doc` (module
 /// documentation: the rules, in order).
+///
+/// The steps of XML Signature core validation (W3C XML Signature 1.1 section 3.2) and the
+/// XAdES checks, each a function below: the signature located and `SignedInfo` read (rules 1
+/// and 2), the `SignedProperties` reference dereferenced and placed (rule 3), the unsigned
+/// content bounded (rule 6), reference validation of both references (section 3.2.1), the
+/// signer from `KeyInfo` and the XAdES signed signature properties (rule 4), then signature
+/// validation (section 3.2.2, rule 5). The order is that of the error reported first.
 pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
+    let signature = locate_signature(doc)?;
+    let signed_info = one_child(signature, DSIG_NAMESPACE, "SignedInfo")?;
+    let signature_value = one_child(signature, DSIG_NAMESPACE, "SignatureValue")?;
+    let key_info = one_child(signature, DSIG_NAMESPACE, "KeyInfo")?;
+    let info = read_signed_info(signed_info)?;
+
+    let (target, uri) = dereference_signed_properties(doc, signature, info.signed_properties)?;
+    check_qualifying_target(signature, target)?;
+    unsigned_content(signature, signed_info, target)?;
+    let document_digest = validate_document_reference(doc, signature, info.document)?;
+    let signed_properties_digest =
+        validate_signed_properties_reference(info.signed_properties, target, uri)?;
+
+    let signer = signer_from_key_info(key_info)?;
+    let signing_time = check_signed_signature_properties(target, &signer)?;
+
+    verify_signature_value(signed_info, signature_value, &info, &signer)?;
+    Ok(VerifiedList {
+        signer,
+        signing_time,
+        signature_algorithm: info.signature_algorithm,
+        canonicalization: info.canonicalization,
+        document_digest,
+        signed_properties_digest,
+    })
+}
+
+/// Rule 1: the document is one `TrustServiceStatusList` (TS 119 612 clause 5.7) holding
+/// exactly one `ds:Signature`, a child of its root; no document type declaration. Returns
+/// the signature.
+fn locate_signature<'a, 'i>(doc: &'a Document<'i>) -> Result<Node<'a, 'i>, XmlSigError> {
     // roxmltree refuses a DTD by default, but a caller may have parsed with `allow_dtd`:
     // entity declarations would make the tree differ from what another reader sees.
     if doc.input_text().contains("<!DOCTYPE") {
@@ -354,12 +392,27 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
             "ds:Signature is not a child of the TrustServiceStatusList root",
         ));
     }
+    Ok(signature)
+}
 
-    let signed_info = one_child(signature, DSIG_NAMESPACE, "SignedInfo")?;
-    let signature_value = one_child(signature, DSIG_NAMESPACE, "SignatureValue")?;
-    let key_info = one_child(signature, DSIG_NAMESPACE, "KeyInfo")?;
+/// What `SignedInfo` says (XML Signature 1.1 section 4.4): how it is canonicalised, how it
+/// is signed, and its two references.
+struct SignedInfoParts<'a, 'i> {
+    canonicalization: c14n::Method,
+    signature_algorithm: SignatureAlgorithm,
+    /// The `URI=""` reference: the whole document minus the signature.
+    document: Node<'a, 'i>,
+    /// The reference of `Type` [`SIGNED_PROPERTIES_TYPE`].
+    signed_properties: Node<'a, 'i>,
+}
 
-    // SignedInfo: CanonicalizationMethod, SignatureMethod, Reference+.
+/// Rules 2 and 3 as far as `SignedInfo` alone says: `CanonicalizationMethod` and
+/// `SignatureMethod` of the allow-lists without parameters (XML Signature 1.1 sections 4.4.1
+/// and 4.4.2), and exactly two `Reference`s (section 4.4.3), one of them to the signed
+/// properties, and nothing else.
+fn read_signed_info<'a, 'i>(
+    signed_info: Node<'a, 'i>,
+) -> Result<SignedInfoParts<'a, 'i>, XmlSigError> {
     let c14n_node = one_child(signed_info, DSIG_NAMESPACE, "CanonicalizationMethod")?;
     let canonicalization = c14n_method(c14n_node)?;
     let method_node = one_child(signed_info, DSIG_NAMESPACE, "SignatureMethod")?;
@@ -397,15 +450,30 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
     let (whole, props): (Vec<Node<'_, '_>>, Vec<Node<'_, '_>>) = references
         .iter()
         .partition(|r| r.attribute("Type") != Some(SIGNED_PROPERTIES_TYPE));
-    let (&[whole], &[props]) = (whole.as_slice(), props.as_slice()) else {
+    let (&[document], &[signed_properties]) = (whole.as_slice(), props.as_slice()) else {
         return Err(structure(
             "expected one Reference of Type SignedProperties and one to the document",
         ));
     };
+    Ok(SignedInfoParts {
+        canonicalization,
+        signature_algorithm,
+        document,
+        signed_properties,
+    })
+}
 
-    // Reference to the SignedProperties: must be this signature's own. Resolved before any
-    // digest is computed, so a wrapping attempt is named as such.
-    let uri = props.attribute("URI").unwrap_or("");
+/// Reference validation, step 1 for the signed properties (XML Signature 1.1 section 3.2.1:
+/// dereference the URI): `URI="#id"` names exactly one element of the document, and it is
+/// the `xades:SignedProperties` of this signature's `ds:Object/xades:QualifyingProperties`
+/// (rule 3). Resolved before any digest is computed, so a wrapping attempt is named as such.
+/// Returns the target and the URI.
+fn dereference_signed_properties<'a, 'i>(
+    doc: &'a Document<'i>,
+    signature: Node<'a, 'i>,
+    reference: Node<'a, 'i>,
+) -> Result<(Node<'a, 'i>, &'a str), XmlSigError> {
+    let uri = reference.attribute("URI").unwrap_or("");
     let Some(id) = uri.strip_prefix('#').filter(|id| !id.is_empty()) else {
         return Err(XmlSigError::BadReferenceTarget {
             uri: uri.to_owned(),
@@ -440,8 +508,16 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
                 .to_owned(),
         });
     }
-    // XAdES (EN 319 132-1 section 4.3.1): QualifyingProperties' Target names the signature
-    // it qualifies; the Signature's Id is not covered by any digest, Target is.
+    Ok((target, uri))
+}
+
+/// XAdES (EN 319 132-1 section 4.3.1): `QualifyingProperties`' `Target` names the signature
+/// it qualifies. The signature's `Id` is not covered by any digest, `Target` is.
+fn check_qualifying_target(
+    signature: Node<'_, '_>,
+    signed_properties: Node<'_, '_>,
+) -> Result<(), XmlSigError> {
+    let qualifying = signed_properties.parent_element();
     let target_attr = qualifying.and_then(|q| q.attribute("Target"));
     let signature_id = signature.attribute("Id");
     if target_attr.is_none() || target_attr.and_then(|t| t.strip_prefix('#')) != signature_id {
@@ -451,15 +527,25 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
             signature_id.unwrap_or("(none)")
         )));
     }
-    unsigned_content(signature, signed_info, target)?;
-    // Reference URI="": the whole document minus the signature.
-    if whole.attribute("URI") != Some("") {
+    Ok(())
+}
+
+/// Reference validation of `URI=""` (XML Signature 1.1 section 3.2.1): dereference (the
+/// whole document), apply the transforms (the enveloped-signature transform of section
+/// 6.6.4 and at most one canonicalisation; a same-document reference drops comments,
+/// section 4.4.3.3), digest and compare with `DigestValue`.
+fn validate_document_reference(
+    doc: &Document<'_>,
+    signature: Node<'_, '_>,
+    reference: Node<'_, '_>,
+) -> Result<DigestAlgorithm, XmlSigError> {
+    if reference.attribute("URI") != Some("") {
         return Err(structure(format!(
             "the document Reference has URI=\"{}\", expected URI=\"\"",
-            whole.attribute("URI").unwrap_or("(none)")
+            reference.attribute("URI").unwrap_or("(none)")
         )));
     }
-    let listed = transforms(whole)?;
+    let listed = transforms(reference)?;
     let method = match listed.as_slice() {
         [enveloped] if *enveloped == ENVELOPED_SIGNATURE => c14n::Method::Inclusive,
         [enveloped, c] if *enveloped == ENVELOPED_SIGNATURE => c14n::Method::from_uri(c)
@@ -476,12 +562,20 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
             });
         }
     };
-    // A same-document reference drops comments (XML-DSig 1.0 section 4.3.3.3).
     let bytes = c14n::canonicalize(doc.root(), Some(signature.id()), method, false)
         .map_err(|e| structure(e.to_string()))?;
-    let document_digest = check_digest(whole, "", &bytes)?;
+    check_digest(reference, "", &bytes)
+}
 
-    let listed = transforms(props)?;
+/// Reference validation of the signed properties (XML Signature 1.1 section 3.2.1), once
+/// [`dereference_signed_properties`] has found `target`: apply the transforms (at most one
+/// canonicalisation), digest and compare with `DigestValue`.
+fn validate_signed_properties_reference(
+    reference: Node<'_, '_>,
+    target: Node<'_, '_>,
+    uri: &str,
+) -> Result<DigestAlgorithm, XmlSigError> {
+    let listed = transforms(reference)?;
     let method = match listed.as_slice() {
         [] => c14n::Method::Inclusive,
         [c] => c14n::Method::from_uri(c).ok_or_else(|| XmlSigError::Unsupported {
@@ -497,9 +591,12 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
     };
     let bytes =
         c14n::canonicalize(target, None, method, false).map_err(|e| structure(e.to_string()))?;
-    let signed_properties_digest = check_digest(props, uri, &bytes)?;
+    check_digest(reference, uri, &bytes)
+}
 
-    // The signer: the one certificate of KeyInfo, named by the signed properties.
+/// Signature validation, step 2 (XML Signature 1.1 section 3.2.2: obtain the keying
+/// information from `KeyInfo`): the one `ds:X509Certificate` of `KeyInfo` (rule 4).
+fn signer_from_key_info(key_info: Node<'_, '_>) -> Result<PspCertificate, XmlSigError> {
     let certs: Vec<Node<'_, '_>> = key_info
         .descendants()
         .filter(|n| is_in(*n, DSIG_NAMESPACE, "X509Certificate"))
@@ -512,28 +609,47 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
     };
     let der = base64_content(*cert_node)
         .map_err(|e| XmlSigError::Certificate(format!("X509Certificate is not Base64: {e}")))?;
-    let signer =
-        PspCertificate::from_der(der).map_err(|e| XmlSigError::Certificate(e.to_string()))?;
-    let signed_signature_properties =
-        one_child(target, XADES_NAMESPACE, "SignedSignatureProperties")?;
-    check_signing_certificate(signed_signature_properties, &signer.der)?;
-    let signing_time =
-        match children_in(signed_signature_properties, XADES_NAMESPACE, "SigningTime")
-            .collect::<Vec<_>>()
-            .as_slice()
-        {
-            [] => None,
-            [t] => {
-                let text = t.text().unwrap_or("").trim();
-                Some(
-                    OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-                        .map_err(|e| structure(format!("SigningTime {text:?}: {e}")))?,
-                )
-            }
-            _ => return Err(structure("SigningTime given more than once")),
-        };
+    PspCertificate::from_der(der).map_err(|e| XmlSigError::Certificate(e.to_string()))
+}
 
-    // The signature over SignedInfo.
+/// The XAdES signed signature properties (EN 319 132-1 section 5.2): the signing
+/// certificate names the `KeyInfo` certificate ([`check_signing_certificate`], rule 4), and
+/// `SigningTime`, at most once, is read. Returns the signing time.
+fn check_signed_signature_properties(
+    signed_properties: Node<'_, '_>,
+    signer: &PspCertificate,
+) -> Result<Option<OffsetDateTime>, XmlSigError> {
+    let properties = one_child(
+        signed_properties,
+        XADES_NAMESPACE,
+        "SignedSignatureProperties",
+    )?;
+    check_signing_certificate(properties, &signer.der)?;
+    match children_in(properties, XADES_NAMESPACE, "SigningTime")
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] => Ok(None),
+        [t] => {
+            let text = t.text().unwrap_or("").trim();
+            OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                .map(Some)
+                .map_err(|e| structure(format!("SigningTime {text:?}: {e}")))
+        }
+        _ => Err(structure("SigningTime given more than once")),
+    }
+}
+
+/// Signature validation, steps 1 and 3 (XML Signature 1.1 section 3.2.2): canonicalise
+/// `SignedInfo` with its `CanonicalizationMethod`, and verify `SignatureValue` over it with
+/// the `SignatureMethod` and the signer's key (rule 5).
+fn verify_signature_value(
+    signed_info: Node<'_, '_>,
+    signature_value: Node<'_, '_>,
+    info: &SignedInfoParts<'_, '_>,
+    signer: &PspCertificate,
+) -> Result<(), XmlSigError> {
+    let canonicalization = info.canonicalization;
     let signed_info_bytes = c14n::canonicalize(
         signed_info,
         None,
@@ -545,20 +661,11 @@ pub fn verify(doc: &Document<'_>) -> Result<VerifiedList, XmlSigError> {
         .map_err(|e| structure(format!("SignatureValue is not Base64: {e}")))?;
     verify_with_scheme(
         &signed_info_bytes,
-        signature_algorithm.scheme(),
+        info.signature_algorithm.scheme(),
         &value,
         &signer.spki,
     )
-    .map_err(XmlSigError::Signature)?;
-
-    Ok(VerifiedList {
-        signer,
-        signing_time,
-        signature_algorithm,
-        canonicalization,
-        document_digest,
-        signed_properties_digest,
-    })
+    .map_err(XmlSigError::Signature)
 }
 
 /// `xades:SigningCertificate` (XAdES 1.3.2, `CertDigest` with SHA-1 or SHA-256) or

@@ -129,7 +129,8 @@ impl SandboxResponder {
             let cert_der = decode_certificate_input(&pem).map_err(|e| cert_err(e.to_string()))?;
             let cert =
                 PspCertificate::from_der(cert_der.clone()).map_err(|e| cert_err(e.to_string()))?;
-            let key_bits = subject_public_key_bits(&cert.spki).map_err(cert_err)?;
+            let key_bits =
+                subject_public_key_bits(&cert.spki).map_err(|e| cert_err(e.to_string()))?;
             let subject_key_id =
                 decode_hex(&ca.subject_key_id).ok_or_else(|| ResponderLoadError::Manifest {
                     what: format!("{}.subject_key_id", ca.name),

@@ -232,24 +232,21 @@ impl FcaConfig {
     pub fn from_settings(
         settings: &FcaSettings,
         base_dir: &std::path::Path,
-    ) -> Result<FcaConfig, String> {
+    ) -> Result<FcaConfig, FcaSettingsError> {
         let email = match &settings.email {
             Some(e) => e.clone(),
-            None => std::env::var(ENV_EMAIL)
-                .map_err(|_| format!("[registers.fca] email is not set, nor is {ENV_EMAIL}"))?,
+            None => std::env::var(ENV_EMAIL).map_err(|_| FcaSettingsError::NoEmail)?,
         };
         let key = match &settings.key_file {
             Some(f) => {
                 let path = base_dir.join(f);
                 let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("[registers.fca] key_file {}: {e}", path.display()))?;
+                    .map_err(|source| FcaSettingsError::KeyFile { path, source })?;
                 text.trim().to_owned()
             }
-            None => std::env::var(ENV_KEY)
-                .map_err(|_| format!("[registers.fca] key_file is not set, nor is {ENV_KEY}"))?,
+            None => std::env::var(ENV_KEY).map_err(|_| FcaSettingsError::NoKey)?,
         };
-        let credentials =
-            FcaCredentials::new(email.trim(), key).map_err(|e| format!("[registers.fca] {e}"))?;
+        let credentials = FcaCredentials::new(email.trim(), key)?;
         let mut config = FcaConfig::new(credentials);
         if let Some(url) = &settings.base_url {
             config.base_url = url.clone();
@@ -355,6 +352,29 @@ pub enum FcaConfigError {
     BaseUrl { url: String, why: &'static str },
     #[error("FCA register configuration: {0}")]
     Value(&'static str),
+}
+
+/// Why `[registers.fca]` gives no adapter configuration ([`FcaConfig::from_settings`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FcaSettingsError {
+    #[error("[registers.fca] email is not set, nor is {ENV_EMAIL}")]
+    NoEmail,
+    #[error("[registers.fca] key_file is not set, nor is {ENV_KEY}")]
+    NoKey,
+    #[error("[registers.fca] key_file {}: {source}", path.display())]
+    KeyFile {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("[registers.fca] {0}")]
+    Credentials(#[from] FcaConfigError),
+}
+
+/// The message as text, for callers whose own errors are still strings (`app.rs`).
+impl From<FcaSettingsError> for String {
+    fn from(e: FcaSettingsError) -> String {
+        e.to_string()
+    }
 }
 
 /// Which limit stopped a lookup.

@@ -50,7 +50,7 @@ pub fn load(
             match existing {
                 Some(r) => r
                     .merge(register)
-                    .map_err(|message| RegisterLoadError::invalid(&path, message))?,
+                    .map_err(|e| RegisterLoadError::invalid(&path, e.to_string()))?,
                 None => registers.push(register),
             }
         }

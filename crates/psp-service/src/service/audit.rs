@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::register::{History, HistoryEntry, RegisterConfig, RegisterSnapshot};
+use crate::register::{History, HistoryEntry, RegisterConfig, RegisterLoadError, RegisterSnapshot};
 use crate::revocation::{MethodOutcome, PathEvidence};
 
 /// The registers an audit at a past time uses.
@@ -30,6 +30,20 @@ impl AuditRegisters {
     }
 }
 
+/// Why the registers in force at a past time cannot be had ([`registers_as_of`]).
+#[derive(Debug, thiserror::Error)]
+pub enum AuditRegistersError {
+    /// The history's index cannot be read.
+    #[error("register history {}: {source}", dir.display())]
+    History {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// The files in force at the time do not load.
+    #[error("register history: {0}")]
+    Snapshot(#[source] RegisterLoadError),
+}
+
 /// The registers in force at `at`, from the register history of `config`; the current
 /// registers (said so) when no history is configured. Loading a snapshot reads every file:
 /// call it off the async workers.
@@ -37,7 +51,7 @@ pub fn registers_as_of(
     config: &RegisterConfig,
     base_dir: &Path,
     at: OffsetDateTime,
-) -> Result<AuditRegisters, String> {
+) -> Result<AuditRegisters, AuditRegistersError> {
     let Some(history) = History::of(config, base_dir) else {
         return Ok(AuditRegisters {
             snapshot: None,
@@ -48,11 +62,15 @@ pub fn registers_as_of(
             uncovered: Vec::new(),
         });
     };
-    let as_of = history
-        .as_of(config, base_dir, at)
-        .map_err(|e| format!("register history {}: {e}", history.dir().display()))?;
-    let (snapshot, _) = crate::register::load(&as_of.config, base_dir)
-        .map_err(|e| format!("register history: {e}"))?;
+    let as_of =
+        history
+            .as_of(config, base_dir, at)
+            .map_err(|source| AuditRegistersError::History {
+                dir: history.dir().to_path_buf(),
+                source,
+            })?;
+    let (snapshot, _) =
+        crate::register::load(&as_of.config, base_dir).map_err(AuditRegistersError::Snapshot)?;
     Ok(AuditRegisters {
         snapshot: Some(Arc::new(snapshot)),
         note: format!(

@@ -552,12 +552,21 @@ fn identity(sdi: Node) -> Read<Identity> {
     Ok((certificates, skis, names))
 }
 
+/// Why a `DigitalId`'s `X509Certificate` is refused.
+#[derive(Debug, thiserror::Error)]
+enum CertificateError {
+    #[error("{0} bytes follow the DER certificate")]
+    TrailingBytes(usize),
+    #[error("not a DER X.509 certificate ({0})")]
+    NotDer(x509_parser::nom::Err<x509_parser::error::X509Error>),
+}
+
 /// One DER X.509 certificate and nothing after it.
-fn check_certificate(der: &[u8]) -> Result<(), String> {
+fn check_certificate(der: &[u8]) -> Result<(), CertificateError> {
     match x509_parser::parse_x509_certificate(der) {
         Ok(([], _)) => Ok(()),
-        Ok((rest, _)) => Err(format!("{} bytes follow the DER certificate", rest.len())),
-        Err(e) => Err(format!("not a DER X.509 certificate ({e})")),
+        Ok((rest, _)) => Err(CertificateError::TrailingBytes(rest.len())),
+        Err(e) => Err(CertificateError::NotDer(e)),
     }
 }
 

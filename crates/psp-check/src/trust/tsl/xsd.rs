@@ -39,6 +39,21 @@ fn saturating_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// Why a text value is not of its XML Schema type (the text, shortened, is in the message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ValueError {
+    #[error("empty Base64 content")]
+    EmptyBase64,
+    #[error("not Base64: {0}")]
+    Base64(base64::DecodeError),
+    #[error("`{0}` is not a non-negative integer")]
+    NotUnsigned(String),
+    #[error("`{0}` does not fit in 64 bits")]
+    TooLarge(String),
+    #[error("`{0}` is not an xsd:dateTime (expected YYYY-MM-DDThh:mm:ss[.fff][Z|±hh:mm])")]
+    NotDateTime(String),
+}
+
 /// Standard alphabet; padding optional (some lists drop it), trailing bits strict.
 const BASE64: GeneralPurpose = GeneralPurpose::new(
     &base64::alphabet::STANDARD,
@@ -47,29 +62,27 @@ const BASE64: GeneralPurpose = GeneralPurpose::new(
 
 /// `xsd:base64Binary`: white space anywhere (trusted lists wrap certificates at 64 or 76
 /// columns, or indent them) is dropped before decoding. Empty content is an error.
-pub(super) fn base64(text: &str) -> Result<Vec<u8>, String> {
+pub(super) fn base64(text: &str) -> Result<Vec<u8>, ValueError> {
     let compact: Vec<u8> = text
         .bytes()
         .filter(|&b| !is_xml_space(char::from(b)))
         .collect();
     if compact.is_empty() {
-        return Err("empty Base64 content".to_owned());
+        return Err(ValueError::EmptyBase64);
     }
-    BASE64
-        .decode(&compact)
-        .map_err(|e| format!("not Base64: {e}"))
+    BASE64.decode(&compact).map_err(ValueError::Base64)
 }
 
 /// `xsd:nonNegativeInteger` into a `u64` (a leading `+` is allowed, as in XML Schema).
-pub(super) fn unsigned(text: &str) -> Result<u64, String> {
+pub(super) fn unsigned(text: &str) -> Result<u64, ValueError> {
     let t = text.trim_matches(is_xml_space);
     let digits = t.strip_prefix('+').unwrap_or(t);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("`{}` is not a non-negative integer", excerpt(t)));
+        return Err(ValueError::NotUnsigned(excerpt(t)));
     }
     digits
         .parse::<u64>()
-        .map_err(|_| format!("`{}` does not fit in 64 bits", excerpt(t)))
+        .map_err(|_| ValueError::TooLarge(excerpt(t)))
 }
 
 /// `xsd:dateTime`, returned in UTC.
@@ -80,14 +93,9 @@ pub(super) fn unsigned(text: &str) -> Result<u64, String> {
 /// UTC, the only zone clause 5.1.3 permits. `24:00:00` (XML Schema's end of day) is the next
 /// day's midnight. Years are four digits (0000–9999); anything else is an error, never a
 /// panic.
-pub(super) fn date_time(text: &str) -> Result<OffsetDateTime, String> {
+pub(super) fn date_time(text: &str) -> Result<OffsetDateTime, ValueError> {
     let t = text.trim_matches(is_xml_space);
-    parse_date_time(t).ok_or_else(|| {
-        format!(
-            "`{}` is not an xsd:dateTime (expected YYYY-MM-DDThh:mm:ss[.fff][Z|±hh:mm])",
-            excerpt(t)
-        )
-    })
+    parse_date_time(t).ok_or_else(|| ValueError::NotDateTime(excerpt(t)))
 }
 
 fn parse_date_time(t: &str) -> Option<OffsetDateTime> {
