@@ -247,22 +247,19 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             None => g.upstream.clone(),
         };
         // Each request takes the gateway as it is now; a reload swaps in a rebuilt one.
-        let handler: Handler = Arc::new(move |req: Request<_>, conn| {
-            let state = state.load_full();
-            Box::pin(async move { crate::gateway::handle(state, req, conn).await })
-        });
+        let new_connection = crate::gateway::new_connection(move || state.load_full());
         tracing::info!(
             addr = %display_addr(running.gateway),
             jurisdiction = %g.jurisdiction,
             upstream = %upstream,
             "gateway listening"
         );
-        tasks.push(tokio::spawn(server::serve_with_link_base(
+        tasks.push(tokio::spawn(server::serve_connections(
             listener,
             gateway_tls,
             limits,
             link_base.clone(),
-            handler,
+            new_connection,
             shutdown_rx.clone(),
         )));
     }

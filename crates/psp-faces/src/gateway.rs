@@ -30,7 +30,7 @@ pub mod path;
 pub mod tls;
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use http::{HeaderName, HeaderValue, Method};
 use hyper::body::Incoming;
@@ -42,7 +42,8 @@ use crate::cert::input::decode_certificate_chain;
 use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection};
 use crate::register::ServiceSet;
 use crate::server::{
-    Body, Cidr, ConnInfo, KeyedLimiter, client_address, new_request_id, source_key,
+    Body, Cidr, ConnHandler, ConnInfo, KeyedLimiter, NewConnection, client_address, new_request_id,
+    source_key,
 };
 use crate::service::{CheckService, Checked};
 
@@ -280,10 +281,54 @@ impl GatewayState {
 }
 
 /// Handles one call.
+/// One client connection as the gateway sees it: what the listener knows of it, and the
+/// identity its handshake presented, parsed on the connection's first request and kept,
+/// typed, for its life (a connection's certificate cannot change).
+pub struct Connection {
+    info: Arc<ConnInfo>,
+    identity: OnceLock<Arc<PeerIdentity>>,
+}
+
+impl Connection {
+    /// A connection the listener accepted; nothing parsed yet.
+    pub fn new(info: Arc<ConnInfo>) -> Self {
+        Connection {
+            info,
+            identity: OnceLock::new(),
+        }
+    }
+}
+
+impl std::ops::Deref for Connection {
+    type Target = ConnInfo;
+
+    fn deref(&self) -> &ConnInfo {
+        &self.info
+    }
+}
+
+/// The gateway's handler of each accepted connection, for the listener. Each request takes
+/// the gateway `current` gives at that moment: a reload swaps in a rebuilt one, and the
+/// connection keeps its parsed identity.
+pub fn new_connection(
+    current: impl Fn() -> Arc<GatewayState> + Send + Sync + 'static,
+) -> NewConnection {
+    let current = Arc::new(current);
+    Arc::new(move |info: Arc<ConnInfo>| {
+        let connection = Arc::new(Connection::new(info));
+        let current = Arc::clone(&current);
+        let handler: ConnHandler = Arc::new(move |req| {
+            let (state, connection) = (current(), Arc::clone(&connection));
+            Box::pin(async move { handle(state, req, connection).await })
+        });
+        handler
+    })
+}
+
 pub async fn handle(
     state: Arc<GatewayState>,
     req: Request<Incoming>,
-    conn: Arc<ConnInfo>,
+    conn: Arc<Connection>,
 ) -> Response<Body> {
     let check_id = new_request_id();
     if let Some(retry_after_secs) = state.over_rate_limit(&req, &conn) {
@@ -389,7 +434,7 @@ const OVERLOADED_RETRY_AFTER_SECS: &str = "1";
 async fn admit_and_forward(
     state: &GatewayState,
     req: Request<Incoming>,
-    conn: &ConnInfo,
+    conn: &Connection,
     path: &NormalisedPath,
     required: ServiceSet,
     check_id: &str,
@@ -595,7 +640,7 @@ fn audit_decision(
 }
 
 /// A client's certificate chain, parsed, and its certificate as the upstream receives it.
-struct PeerIdentity {
+pub struct PeerIdentity {
     /// `None` when no certificate was presented; why it cannot be read otherwise.
     leaf: Option<Result<Arc<PspCertificate>, String>>,
     /// The other certificates presented (those that parse), for the path builder.
@@ -639,16 +684,13 @@ impl PeerIdentity {
 async fn peer_identity(
     state: &GatewayState,
     req: &Request<Incoming>,
-    conn: &ConnInfo,
+    conn: &Connection,
     peer_trusted: bool,
 ) -> Result<Arc<PeerIdentity>, Rejection> {
     match state.identity {
         IdentitySource::Tls => {
-            // Only this face keeps state on its connections; anything else is not ours.
-            if let Some(kept) = conn.face_state.get()
-                && let Ok(identity) = Arc::clone(kept).downcast::<PeerIdentity>()
-            {
-                return Ok(identity);
+            if let Some(kept) = conn.identity.get() {
+                return Ok(Arc::clone(kept));
             }
             let chain = conn.tls.as_ref().map_or(&[][..], |t| &t.peer_chain[..]);
             let key = chain_digest(chain);
@@ -665,12 +707,7 @@ async fn peer_identity(
                     identity
                 }
             };
-            let kept = conn
-                .face_state
-                .get_or_init(|| Arc::clone(&identity) as Arc<dyn std::any::Any + Send + Sync>);
-            Ok(Arc::clone(kept)
-                .downcast::<PeerIdentity>()
-                .unwrap_or(identity))
+            Ok(Arc::clone(conn.identity.get_or_init(|| identity)))
         }
         IdentitySource::Header => {
             let chain = header_chain(state, req, peer_trusted)?;

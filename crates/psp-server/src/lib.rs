@@ -96,18 +96,11 @@ pub fn json_response(
 pub struct ConnInfo {
     pub peer: SocketAddr,
     pub tls: Option<TlsInfo>,
-    /// What a face derives once from the connection and keeps for its life (the gateway's
-    /// parsed client certificate: a connection's certificate cannot change).
-    pub face_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl ConnInfo {
     pub fn new(peer: SocketAddr, tls: Option<TlsInfo>) -> Self {
-        ConnInfo {
-            peer,
-            tls,
-            face_state: std::sync::OnceLock::new(),
-        }
+        ConnInfo { peer, tls }
     }
 }
 
@@ -127,6 +120,28 @@ pub type Handler = Arc<
         + Send
         + Sync,
 >;
+
+/// The future of one response.
+pub type ResponseFuture = Pin<Box<dyn Future<Output = Response<Body>> + Send>>;
+
+/// Serves the requests of one connection; made by a [`NewConnection`] when the connection is
+/// accepted, so that what a face derives from the connection (the gateway's parsed client
+/// certificate: a connection's certificate cannot change) lives in it, typed, for the
+/// connection's life.
+pub type ConnHandler = Arc<dyn Fn(Request<Incoming>) -> ResponseFuture + Send + Sync>;
+
+/// Makes the handler of each accepted connection (in the manner of linkerd2-proxy's
+/// `NewService`).
+pub type NewConnection = Arc<dyn Fn(Arc<ConnInfo>) -> ConnHandler + Send + Sync>;
+
+/// A handler that keeps nothing per connection, as a [`NewConnection`].
+pub fn per_request(handler: Handler) -> NewConnection {
+    Arc::new(move |conn: Arc<ConnInfo>| {
+        let handler = handler.clone();
+        let handle: ConnHandler = Arc::new(move |req| handler(req, conn.clone()));
+        handle
+    })
+}
 
 /// Limits on one listener.
 #[derive(Debug, Clone, Copy)]
@@ -238,6 +253,27 @@ pub async fn serve_with_link_base(
     limits: Limits,
     link_base: Arc<str>,
     handler: Handler,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve_connections(
+        listener,
+        tls,
+        limits,
+        link_base,
+        per_request(handler),
+        shutdown,
+    )
+    .await;
+}
+
+/// [`serve_with_link_base`], each accepted connection served by the handler `new_connection`
+/// makes for it.
+pub async fn serve_connections(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    limits: Limits,
+    link_base: Arc<str>,
+    new_connection: NewConnection,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
@@ -276,7 +312,7 @@ pub async fn serve_with_link_base(
             tracing::debug!(error = %e, %peer, "cannot set TCP_NODELAY");
         }
         let tls = tls.clone();
-        let handler = handler.clone();
+        let new_connection = new_connection.clone();
         let builder = builder.clone();
         let shutdown = shutdown.clone();
         let link_base = link_base.clone();
@@ -286,6 +322,7 @@ pub async fn serve_with_link_base(
             match tls {
                 None => {
                     let conn = Arc::new(ConnInfo::new(peer, None));
+                    let handler = new_connection(conn.clone());
                     serve_connection(
                         &builder, stream, conn, handler, limits, &link_base, shutdown,
                     )
@@ -322,6 +359,7 @@ pub async fn serve_with_link_base(
                         resumed,
                     };
                     let conn = Arc::new(ConnInfo::new(peer, Some(info)));
+                    let handler = new_connection(conn.clone());
                     serve_connection(
                         &builder, stream, conn, handler, limits, &link_base, shutdown,
                     )
@@ -423,7 +461,7 @@ async fn serve_connection<S>(
     builder: &auto::Builder<TokioExecutor>,
     stream: S,
     conn: Arc<ConnInfo>,
-    handler: Handler,
+    handler: ConnHandler,
     limits: Limits,
     link_base: &Arc<str>,
     mut shutdown: watch::Receiver<bool>,
@@ -435,7 +473,7 @@ async fn serve_connection<S>(
     let peer = conn.peer;
     let service = service_fn(move |req| {
         let in_flight = requests.begin();
-        let fut = handler(req, conn.clone());
+        let fut = handler(req);
         async move {
             let response = fut.await;
             Ok::<_, Infallible>(response.map(|body| TrackedBody::new(body, in_flight)))
@@ -537,8 +575,7 @@ mod tests {
     /// (the paused clock then advances only when both ends wait).
     fn connection(limits: Limits) -> (DuplexStream, tokio::task::JoinHandle<()>) {
         let (client, server) = tokio::io::duplex(64 * 1024);
-        let handler: Handler =
-            Arc::new(|_req, _conn| Box::pin(async { Response::new(full("ok")) }));
+        let handler: ConnHandler = Arc::new(|_req| Box::pin(async { Response::new(full("ok")) }));
         let builder = connection_builder(&limits);
         let (_tx, shutdown) = watch::channel(false);
         let task = tokio::spawn(async move {
