@@ -284,14 +284,14 @@ fn add_source(
                     TrustLoadError::Invalid {
                         source_name: sc.name.clone(),
                         path: file.clone(),
-                        message: e,
+                        message: e.to_string(),
                     }
                 })?;
                 let territory = tsl::read_document(&doc)
                     .map_err(|e| invalid(e.to_string()))?
                     .territory;
-                let signed =
-                    lotl::verify_national(&lotl.lotl.list, &territory, &bytes).map_err(invalid)?;
+                let signed = lotl::verify_national(&lotl.lotl.list, &territory, &bytes)
+                    .map_err(|e| invalid(e.to_string()))?;
                 let mut lotl_status = ListStatus::new(
                     &sc.name,
                     ListRole::Lotl,
@@ -329,7 +329,7 @@ fn add_source(
         trust.note(format!("{}: {signer}", path.display()));
         let list = tsl::read_document(&doc).map_err(|e| invalid(e.to_string()))?;
         if let Some(signer) = &verified_signer {
-            lotl::signer_valid_at_issue(&list, signer).map_err(invalid)?;
+            lotl::signer_valid_at_issue(&list, signer).map_err(|e| invalid(e.to_string()))?;
         }
         let mut status = ListStatus::new(
             &sc.name,
@@ -404,7 +404,7 @@ fn add_lotl(
     let verified = match lotl::verify_lotl(&bytes, &pinned, &pivots) {
         Ok(v) => v,
         Err(e) => {
-            status.problem = Some(e);
+            status.problem = Some(e.to_string());
             trust.record_list(status);
             return Ok(());
         }
@@ -487,7 +487,7 @@ fn add_lotl(
                 );
             }
             Err(e) => {
-                status.problem = Some(e);
+                status.problem = Some(e.to_string());
                 trust.record_list(status);
             }
         }

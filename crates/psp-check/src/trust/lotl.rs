@@ -23,8 +23,142 @@
 
 use crate::cert::PspCertificate;
 
-use super::tsl::{self, TrustedList, TslPointer};
-use super::xmlsig;
+use super::tsl::{self, TrustedList, TslError, TslPointer};
+use super::xmlsig::{self, XmlSigError};
+
+/// Why a list of the lists, a pivot or a national list was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LotlError {
+    /// The bytes are not an XML document whose signature can be checked.
+    #[error(transparent)]
+    Document(XmlSigError),
+    /// The XML signature did not verify.
+    #[error("signature refused: {0}")]
+    SignatureRefused(XmlSigError),
+    /// The signature verified, but its signer is not one of the certificates allowed.
+    #[error("signed by {signer}, which is not among the {allowed} certificates {whose}")]
+    SignerNotAllowed {
+        /// [`signer_label`] of the signer.
+        signer: String,
+        /// How many certificates were allowed.
+        allowed: usize,
+        /// Completes "not among the certificates …".
+        whose: String,
+    },
+    /// The signed document is not a readable trusted list.
+    #[error(transparent)]
+    List(TslError),
+    /// The list has no `ListIssueDateTime`, so its signer's validity cannot be judged.
+    #[error(
+        "no ListIssueDateTime (TS 119 612 clause 5.3.14): the signer's validity at issue cannot be judged"
+    )]
+    NoIssueDate,
+    /// The signer's certificate was not valid at the list's `ListIssueDateTime`.
+    #[error(
+        "signed by {signer}, whose certificate was not valid at the list's ListIssueDateTime {issued} (valid from {not_before} to {not_after})"
+    )]
+    SignerNotValidAtIssue {
+        /// [`signer_label`] of the signer.
+        signer: String,
+        /// The list's `ListIssueDateTime`, RFC 3339.
+        issued: String,
+        /// The signer certificate's validity, RFC 3339.
+        not_before: String,
+        not_after: String,
+    },
+    /// More pivot LOTLs than [`MAX_PIVOTS`].
+    #[error("{count} pivot LOTLs, more than the {max} followed", max = MAX_PIVOTS)]
+    TooManyPivots {
+        /// How many pivots were offered.
+        count: usize,
+    },
+    /// The LOTL itself was refused.
+    #[error("LOTL {0}")]
+    Lotl(Box<LotlError>),
+    /// A pivot LOTL was refused.
+    #[error("pivot {location}: {reason}")]
+    Pivot {
+        /// Where the pivot is published.
+        location: String,
+        /// Why it was refused.
+        reason: Box<LotlError>,
+    },
+    /// A pivot after the first verified one is not signed by a key its predecessor announced.
+    #[error(
+        "pivot chain broken at {location}: signed by {signer}, which is not among the {announced} certificates announced by {keys_from}"
+    )]
+    PivotChainBroken {
+        /// Where the pivot is published.
+        location: String,
+        /// [`signer_label`] of its signer.
+        signer: String,
+        /// How many certificates the predecessor announced.
+        announced: usize,
+        /// What announced them (the pinned keys or the previous pivot).
+        keys_from: String,
+    },
+    /// A pivot announces no certificate for the next LOTL.
+    #[error("pivot {location} announces no certificate for the next LOTL")]
+    PivotAnnouncesNoSigner {
+        /// Where the pivot is published.
+        location: String,
+    },
+    /// Neither the LOTL nor any of its pivots is signed by a pinned certificate.
+    #[error(
+        "the LOTL is signed by {signer}, which is not pinned, and none of its {pivots} pivot LOTLs is signed by a pinned certificate"
+    )]
+    NoPinnedSigner {
+        /// [`signer_label`] of the LOTL's signer.
+        signer: String,
+        /// How many pivots were offered.
+        pivots: usize,
+    },
+    /// A document taken for a LOTL (or a pivot) is not a list of the lists.
+    #[error("{what} is not a list of the lists (TSLType {tsl_type:?})")]
+    NotListOfLists {
+        /// "the LOTL" or "pivot <location>".
+        what: String,
+        /// Its `TSLType`, or "absent".
+        tsl_type: String,
+    },
+    /// The LOTL has no pointer to an XML list for the territory.
+    #[error("the LOTL has no pointer to an XML list for {territory}")]
+    NoPointer {
+        /// The territory asked for.
+        territory: String,
+    },
+    /// The national list names another territory than the pointer that authorised it.
+    #[error(
+        "the list names territory {named}, but the LOTL pointer it was authorised by is for {territory}"
+    )]
+    TerritoryMismatch {
+        /// The territory the list names.
+        named: String,
+        /// The territory of the LOTL pointer.
+        territory: String,
+    },
+    /// A list offered as a national list is a list of the lists.
+    #[error("the list for {territory} is a list of the lists, not a national list")]
+    NationalIsLotl {
+        /// The territory it was offered for.
+        territory: String,
+    },
+}
+
+impl LotlError {
+    /// This error, as the LOTL's ("LOTL …").
+    fn of_lotl(self) -> Self {
+        Self::Lotl(Box::new(self))
+    }
+
+    /// This error, as the pivot at `location`'s ("pivot <location>: …").
+    fn of_pivot(self, location: &str) -> Self {
+        Self::Pivot {
+            location: location.to_owned(),
+            reason: Box::new(self),
+        }
+    }
+}
 
 /// A certificate as the LOTL rules know it: the SHA-256 of its DER. Pinning a fingerprint
 /// pins the certificate: the signature must verify with the `KeyInfo` certificate, and that
@@ -79,17 +213,17 @@ pub fn verify_signed_by(
     bytes: &[u8],
     allowed: &[Fingerprint],
     whose: &str,
-) -> Result<SignedList, String> {
-    let doc = xmlsig::parse_document(bytes).map_err(|e| e.to_string())?;
-    let verified = xmlsig::verify(&doc).map_err(|e| format!("signature refused: {e}"))?;
+) -> Result<SignedList, LotlError> {
+    let doc = xmlsig::parse_document(bytes).map_err(LotlError::Document)?;
+    let verified = xmlsig::verify(&doc).map_err(LotlError::SignatureRefused)?;
     if !allowed.contains(&verified.signer.fingerprint_sha256) {
-        return Err(format!(
-            "signed by {}, which is not among the {} certificates {whose}",
-            signer_label(&verified.signer),
-            allowed.len(),
-        ));
+        return Err(LotlError::SignerNotAllowed {
+            signer: signer_label(&verified.signer),
+            allowed: allowed.len(),
+            whose: whose.to_owned(),
+        });
     }
-    let list = tsl::read_document(&doc).map_err(|e| e.to_string())?;
+    let list = tsl::read_document(&doc).map_err(LotlError::List)?;
     signer_valid_at_issue(&list, &verified.signer)?;
     Ok(SignedList {
         list,
@@ -104,29 +238,26 @@ pub fn verify_signed_by(
 /// its issue date, as the Commission keeps the old keys listed; a signature made with one of
 /// them after its expiry is refused here). A list without `ListIssueDateTime` is refused: the
 /// rule cannot be applied.
-pub fn signer_valid_at_issue(list: &TrustedList, signer: &PspCertificate) -> Result<(), String> {
+pub fn signer_valid_at_issue(list: &TrustedList, signer: &PspCertificate) -> Result<(), LotlError> {
     let Some(issued) = list.issue_date else {
-        return Err(
-            "no ListIssueDateTime (TS 119 612 clause 5.3.14): the signer's validity at issue cannot be judged".to_owned(),
-        );
+        return Err(LotlError::NoIssueDate);
     };
     if issued < signer.not_before || issued > signer.not_after {
-        return Err(format!(
-            "signed by {}, whose certificate was not valid at the list's ListIssueDateTime {} (valid from {} to {})",
-            signer_label(signer),
-            super::rfc3339(issued),
-            super::rfc3339(signer.not_before),
-            super::rfc3339(signer.not_after),
-        ));
+        return Err(LotlError::SignerNotValidAtIssue {
+            signer: signer_label(signer),
+            issued: super::rfc3339(issued),
+            not_before: super::rfc3339(signer.not_before),
+            not_after: super::rfc3339(signer.not_after),
+        });
     }
     Ok(())
 }
 
 /// The signer of `bytes`, if its signature verifies (to decide whether pivots are needed).
-pub fn signer_of(bytes: &[u8]) -> Result<PspCertificate, String> {
+pub fn signer_of(bytes: &[u8]) -> Result<PspCertificate, LotlError> {
     xmlsig::verify_bytes(bytes)
         .map(|v| v.signer)
-        .map_err(|e| format!("signature refused: {e}"))
+        .map_err(LotlError::SignatureRefused)
 }
 
 /// The pivot LOTLs a LOTL announces, oldest first: the `SchemeInformationURI` values that
@@ -160,14 +291,13 @@ pub fn verify_lotl(
     current: &[u8],
     pinned: &[Fingerprint],
     pivots: &[(String, Vec<u8>)],
-) -> Result<VerifiedLotl, String> {
+) -> Result<VerifiedLotl, LotlError> {
     if pivots.len() > MAX_PIVOTS {
-        return Err(format!(
-            "{} pivot LOTLs, more than the {MAX_PIVOTS} followed",
-            pivots.len()
-        ));
+        return Err(LotlError::TooManyPivots {
+            count: pivots.len(),
+        });
     }
-    let signer = signer_of(current).map_err(|e| format!("LOTL {e}"))?;
+    let signer = signer_of(current).map_err(LotlError::of_lotl)?;
     if pinned.contains(&signer.fingerprint_sha256) {
         let lotl = verify_signed_by(current, pinned, "pinned for the LOTL")?;
         check_is_lotl(&lotl.list, "the LOTL")?;
@@ -180,39 +310,38 @@ pub fn verify_lotl(
     let mut keys_from = "pinned for the LOTL".to_owned();
     let mut followed: Vec<String> = Vec::new();
     for (location, bytes) in pivots {
-        let pivot_signer = signer_of(bytes).map_err(|e| format!("pivot {location}: {e}"))?;
+        let pivot_signer = signer_of(bytes).map_err(|e| e.of_pivot(location))?;
         if !keys.contains(&pivot_signer.fingerprint_sha256) {
             if followed.is_empty() {
                 // Older than the pinned keys: trust starts at a later pivot.
                 continue;
             }
-            return Err(format!(
-                "pivot chain broken at {location}: signed by {}, which is not among the {} certificates announced by {keys_from}",
-                signer_label(&pivot_signer),
-                keys.len()
-            ));
+            return Err(LotlError::PivotChainBroken {
+                location: location.clone(),
+                signer: signer_label(&pivot_signer),
+                announced: keys.len(),
+                keys_from,
+            });
         }
-        let pivot = verify_signed_by(bytes, &keys, &keys_from)
-            .map_err(|e| format!("pivot {location}: {e}"))?;
+        let pivot = verify_signed_by(bytes, &keys, &keys_from).map_err(|e| e.of_pivot(location))?;
         check_is_lotl(&pivot.list, &format!("pivot {location}"))?;
         keys = announced_lotl_signers(&pivot.list);
         if keys.is_empty() {
-            return Err(format!(
-                "pivot {location} announces no certificate for the next LOTL"
-            ));
+            return Err(LotlError::PivotAnnouncesNoSigner {
+                location: location.clone(),
+            });
         }
         keys_from = format!("pivot {location}");
         followed.push(location.clone());
     }
     if followed.is_empty() {
-        return Err(format!(
-            "the LOTL is signed by {}, which is not pinned, and none of its {} pivot LOTLs is signed by a pinned certificate",
-            signer_label(&signer),
-            pivots.len()
-        ));
+        return Err(LotlError::NoPinnedSigner {
+            signer: signer_label(&signer),
+            pivots: pivots.len(),
+        });
     }
     let lotl = verify_signed_by(current, &keys, &format!("announced by {keys_from}"))
-        .map_err(|e| format!("LOTL {e}"))?;
+        .map_err(LotlError::of_lotl)?;
     check_is_lotl(&lotl.list, "the LOTL")?;
     Ok(VerifiedLotl {
         lotl,
@@ -220,12 +349,12 @@ pub fn verify_lotl(
     })
 }
 
-fn check_is_lotl(list: &TrustedList, what: &str) -> Result<(), String> {
+fn check_is_lotl(list: &TrustedList, what: &str) -> Result<(), LotlError> {
     if !list.is_list_of_lists() {
-        return Err(format!(
-            "{what} is not a list of the lists (TSLType {:?})",
-            list.tsl_type.as_deref().unwrap_or("absent")
-        ));
+        return Err(LotlError::NotListOfLists {
+            what: what.to_owned(),
+            tsl_type: list.tsl_type.as_deref().unwrap_or("absent").to_owned(),
+        });
     }
     Ok(())
 }
@@ -274,26 +403,28 @@ pub fn verify_national(
     lotl: &TrustedList,
     territory: &str,
     bytes: &[u8],
-) -> Result<SignedList, String> {
+) -> Result<SignedList, LotlError> {
     let pointer = national_pointers(lotl, Some(&[territory.to_owned()]))
         .into_iter()
         .next()
-        .ok_or_else(|| format!("the LOTL has no pointer to an XML list for {territory}"))?;
+        .ok_or_else(|| LotlError::NoPointer {
+            territory: territory.to_owned(),
+        })?;
     let signed = verify_signed_by(
         bytes,
         &pointer.signers,
         &format!("the LOTL authorises for {territory}"),
     )?;
     if signed.list.territory != territory {
-        return Err(format!(
-            "the list names territory {}, but the LOTL pointer it was authorised by is for {territory}",
-            signed.list.territory
-        ));
+        return Err(LotlError::TerritoryMismatch {
+            named: signed.list.territory,
+            territory: territory.to_owned(),
+        });
     }
     if signed.list.is_list_of_lists() {
-        return Err(format!(
-            "the list for {territory} is a list of the lists, not a national list"
-        ));
+        return Err(LotlError::NationalIsLotl {
+            territory: territory.to_owned(),
+        });
     }
     Ok(signed)
 }

@@ -349,7 +349,8 @@ impl Refresher {
             .collect();
         let cache = cache.clone();
         off_workers("the LOTL", move || {
-            let verified = lotl::verify_lotl(&bytes, &pinned, &pivots)?;
+            let verified =
+                lotl::verify_lotl(&bytes, &pinned, &pivots).map_err(|e| e.to_string())?;
             fresh(&verified.lotl.list, grace, now)?;
             if let Some(old) = cached_lotl(&cache, &pinned) {
                 not_older(&verified.lotl.list, &old)?;
@@ -382,7 +383,8 @@ impl Refresher {
         let bytes = self.get_published(location).await?;
         let (lotl, territory, cache) = (lotl.clone(), territory.to_owned(), cache.clone());
         off_workers(&format!("the list for {territory}"), move || {
-            let signed = lotl::verify_national(&lotl, &territory, &bytes)?;
+            let signed =
+                lotl::verify_national(&lotl, &territory, &bytes).map_err(|e| e.to_string())?;
             fresh(&signed.list, grace, now)?;
             if let Ok(Some(old)) = cache.read_list(&territory)
                 && let Ok(old) = lotl::verify_national(&lotl, &territory, &old)
