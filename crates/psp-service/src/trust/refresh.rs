@@ -26,10 +26,137 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::cache::{Attempt, FetchLog, SourceCache};
-use super::lotl::{self, VerifiedLotl};
-use super::tsl::{self, MAX_TSL_BYTES, TrustedList};
+use super::lotl::{self, LotlError, VerifiedLotl};
+use super::tsl::{self, MAX_TSL_BYTES, TrustedList, TslError};
 use super::{LotlSpec, TrustLoadError};
-use crate::fetch::{AllowDestinations, Fetcher, Limits};
+use crate::fetch::{AllowDestinations, FetchError, Fetcher, Limits};
+
+/// Why one document of a round was not fetched or not stored. The text goes to the fetch
+/// log; the last good copy stays.
+#[derive(Debug, thiserror::Error)]
+enum RefreshError {
+    /// A location read from a list is not an `http`/`https` URL.
+    #[error(
+        "location {location:?} is not an http or https URL: locations read from a list are fetched, never opened as files"
+    )]
+    NotHttpUrl {
+        /// At most 200 characters of the location.
+        location: String,
+    },
+    /// The download failed.
+    #[error("fetching {location}{}: {source}", via(.mirror))]
+    Fetch {
+        location: String,
+        /// The mirror URL it was read from, when not the location itself.
+        mirror: Option<String>,
+        source: FetchError,
+    },
+    /// The task reading the configured LOTL file did not finish.
+    #[error("{location}: {source}")]
+    ReadTask {
+        location: String,
+        source: tokio::task::JoinError,
+    },
+    /// The configured LOTL file could not be read.
+    #[error("{location}: {source}")]
+    ReadFile {
+        location: String,
+        source: std::io::Error,
+    },
+    /// The document was not done by the round's deadline.
+    #[error(
+        "not done by the round's deadline ({ROUND_TIMEOUTS} download time limits); the stored copy is kept",
+        ROUND_TIMEOUTS = ROUND_TIMEOUTS
+    )]
+    Late,
+    /// No download slot could be had.
+    #[error(transparent)]
+    NoPermit(#[from] tokio::sync::AcquireError),
+    /// The LOTL's signature does not verify.
+    #[error("LOTL {0}")]
+    LotlSignature(LotlError),
+    /// The LOTL cannot be read as a trusted list.
+    #[error("LOTL: {0}")]
+    LotlUnreadable(TslError),
+    /// The LOTL announces more pivots than [`lotl::MAX_PIVOTS`].
+    #[error("the LOTL announces {count} pivots, more than the {max} followed", max = lotl::MAX_PIVOTS)]
+    TooManyPivots {
+        /// How many it announces.
+        count: usize,
+    },
+    /// A pivot location read from the LOTL is not an `http`/`https` URL.
+    #[error(
+        "pivot location {location:?} is not an http or https URL: locations read from a list are fetched, never opened as files"
+    )]
+    PivotNotHttpUrl {
+        /// At most 200 characters of the location.
+        location: String,
+    },
+    /// A pivot location is not on the LOTL's own server.
+    #[error(
+        "pivot location {location:?} is not on the LOTL's own server ({}): a location read from a LOTL that has not verified yet is followed only there",
+        .lotl_origin.as_deref().unwrap_or("the LOTL is a file, so none")
+    )]
+    PivotOffOrigin {
+        /// At most 200 characters of the location.
+        location: String,
+        /// `scheme://authority` of the LOTL; `None` when it is a file.
+        lotl_origin: Option<String>,
+    },
+    /// A pivot download task did not finish.
+    #[error("a pivot fetch did not finish: {0}")]
+    PivotFetchUnfinished(tokio::task::JoinError),
+    /// The LOTL, a pivot or a national list did not verify.
+    #[error(transparent)]
+    Verify(#[from] LotlError),
+    /// A territory the LOTL points to is not a two-letter code.
+    #[error("territory {territory:?} is not a two-letter code")]
+    BadTerritory { territory: String },
+    /// The verification task did not finish.
+    #[error("verifying {what} did not finish: {source}")]
+    VerifyUnfinished {
+        what: String,
+        source: tokio::task::JoinError,
+    },
+    /// The verification took more than [`MAX_VERIFY_TIME`].
+    #[error("verifying {what} took more than {} s: refused", MAX_VERIFY_TIME.as_secs())]
+    VerifyTimeout { what: String },
+    /// The list is not admissible ([`super::not_admissible`]).
+    #[error("{why}; the stored copy is kept")]
+    NotAdmissible { why: String },
+    /// The list is already past its `NextUpdate` plus the grace.
+    #[error(
+        "sequence {sequence} is already past its NextUpdate ({next_update}); the stored copy is kept"
+    )]
+    PastNextUpdate {
+        /// Its `TSLSequenceNumber`, or `?`.
+        sequence: String,
+        /// Its `NextUpdate`, RFC 3339.
+        next_update: String,
+    },
+    /// The list has no `NextUpdate` (a closed list).
+    #[error("no NextUpdate: a closed list is not stored")]
+    NoNextUpdate,
+    /// The list's sequence number is below the stored copy's.
+    #[error(
+        "sequence {new} is older than the stored sequence {stored}: refused as a replay; the stored copy is kept"
+    )]
+    OlderThanStored { new: u64, stored: u64 },
+    /// The record of the highest sequence numbers cannot be read.
+    #[error("the sequence record cannot be read ({0}); nothing is stored")]
+    SequenceRecordUnreadable(std::io::Error),
+    /// The list's sequence number is below the highest ever accepted ([`super::cache::rollback`]).
+    #[error("{why}; the stored copy is kept")]
+    BelowRecord { why: String },
+}
+
+/// ` (mirror <url>)` when a document was read from a mirror.
+fn via(mirror: &Option<String>) -> String {
+    mirror
+        .as_deref()
+        .map(|url| format!(" (mirror {url})"))
+        .unwrap_or_default()
+}
 
 /// How many download time limits (`fetch_timeout_secs`) one round of a source may take: the
 /// LOTL, then its pivots (fetched together), then the national lists (fetched together).
@@ -115,43 +242,45 @@ impl Refresher {
     /// `https` URL only, through the mirrors and the fetch client (its destination policy,
     /// time and size limits). A location in a document is the document author's choice, and
     /// before the document verifies, anyone's: it is never opened as a file.
-    async fn get_published(&self, location: &str) -> Result<Vec<u8>, String> {
+    async fn get_published(&self, location: &str) -> Result<Vec<u8>, RefreshError> {
         if !is_http_url(location) {
-            return Err(format!(
-                "location {:?} is not an http or https URL: locations read from a list are fetched, never opened as files",
-                excerpt(location)
-            ));
+            return Err(RefreshError::NotHttpUrl {
+                location: excerpt(location),
+            });
         }
         let url = self.mirrored(location);
         let limits = Limits {
             total: self.settings.timeout,
             max_bytes: MAX_TSL_BYTES as u64,
         };
-        let via = if url == location {
-            String::new()
-        } else {
-            format!(" (mirror {url})")
-        };
-        self.fetcher
-            .get(&url, limits)
-            .await
+        let fetched = self.fetcher.get(&url, limits).await;
+        fetched
             .map(|b| b.to_vec())
-            .map_err(|e| format!("fetching {location}{via}: {e}"))
+            .map_err(|source| RefreshError::Fetch {
+                location: location.to_owned(),
+                mirror: (url != location).then_some(url),
+                source,
+            })
     }
 
     /// The bytes at the configured LOTL location: a URL as [`Self::get_published`], or, as
     /// the operator's own choice, a regular file (never a FIFO or a device), read through a
     /// bounded reader.
-    async fn get_configured(&self, location: &str) -> Result<Vec<u8>, String> {
+    async fn get_configured(&self, location: &str) -> Result<Vec<u8>, RefreshError> {
         if is_http_url(location) {
             return self.get_published(location).await;
         }
         let path = std::path::PathBuf::from(location);
-        let shown = location.to_owned();
         tokio::task::spawn_blocking(move || read_regular_file(&path))
             .await
-            .map_err(|e| format!("{shown}: {e}"))?
-            .map_err(|e| format!("{shown}: {e}"))
+            .map_err(|source| RefreshError::ReadTask {
+                location: location.to_owned(),
+                source,
+            })?
+            .map_err(|source| RefreshError::ReadFile {
+                location: location.to_owned(),
+                source,
+            })
     }
 
     /// Fetches the LOTL of source `name` and the lists it points to, storing what verifies.
@@ -175,16 +304,11 @@ impl Refresher {
         let mut log = cache.read_log();
         let (mut failures, mut stored) = (0usize, 0usize);
         let deadline = tokio::time::Instant::now() + self.settings.timeout * ROUND_TIMEOUTS;
-        let late = || {
-            format!(
-                "not done by the round's deadline ({ROUND_TIMEOUTS} download time limits); the stored copy is kept"
-            )
-        };
 
         let fetched =
             tokio::time::timeout_at(deadline, self.fetch_lotl(spec, &pinned, &cache, grace, now))
                 .await
-                .unwrap_or_else(|_| Err(late()));
+                .unwrap_or(Err(RefreshError::Late));
         let attempt = match &fetched {
             Ok((v, bytes, pivots)) => match cache
                 .store_lotl(bytes, pivots)
@@ -199,7 +323,7 @@ impl Refresher {
                     format!("cannot store in {}: {e}", cache.dir().display()),
                 ),
             },
-            Err(e) => failed(now, e.clone()),
+            Err(e) => failed(now, e.to_string()),
         };
         if !attempt.ok {
             failures += 1;
@@ -218,11 +342,10 @@ impl Refresher {
             Ok((v, _, _)) => Some(v.lotl.list),
             Err(_) => {
                 let (cache, pinned) = (cache.clone(), pinned.clone());
-                off_workers("the stored LOTL", move || {
-                    cached_lotl(&cache, &pinned).ok_or_else(String::new)
-                })
-                .await
-                .ok()
+                off_workers("the stored LOTL", move || Ok(cached_lotl(&cache, &pinned)))
+                    .await
+                    .ok()
+                    .flatten()
             }
         };
         if let Some(lotl) = effective {
@@ -237,18 +360,18 @@ impl Refresher {
                 let permits = permits.clone();
                 running.spawn(async move {
                     let fetched = tokio::time::timeout_at(deadline, async {
-                        let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
+                        let _permit = permits.acquire().await?;
                         this.fetch_list(&lotl, &t, &location, &cache, grace, now)
                             .await
                     })
                     .await
-                    .unwrap_or_else(|_| Err(late()));
+                    .unwrap_or(Err(RefreshError::Late));
                     let (attempt, seq) = match fetched {
                         Ok((list, bytes)) => match cache.store_list(&t, &bytes) {
                             Ok(()) => (ok(now, &list, &[]), list.sequence_number),
                             Err(e) => (failed(now, format!("cannot store: {e}")), None),
                         },
-                        Err(e) => (failed(now, e), None),
+                        Err(e) => (failed(now, e.to_string()), None),
                     };
                     (i, attempt, seq)
                 });
@@ -302,7 +425,7 @@ impl Refresher {
         cache: &SourceCache,
         grace: time::Duration,
         now: OffsetDateTime,
-    ) -> Result<(VerifiedLotl, Vec<u8>, Vec<Vec<u8>>), String> {
+    ) -> Result<(VerifiedLotl, Vec<u8>, Vec<Vec<u8>>), RefreshError> {
         let bytes = Arc::new(self.get_configured(&spec.location).await?);
         let pinned = pinned.to_vec();
         let b = bytes.clone();
@@ -311,20 +434,18 @@ impl Refresher {
         // to fetch (URLs only, through the destination policy); every pivot must then verify
         // from the pinned keys on.
         let locations = off_workers("the LOTL", move || {
-            let signer = lotl::signer_of(&b).map_err(|e| format!("LOTL {e}"))?;
+            let signer = lotl::signer_of(&b).map_err(RefreshError::LotlSignature)?;
             if p.contains(&signer.fingerprint_sha256) {
                 return Ok(Vec::new());
             }
-            let unverified = tsl::parse(&b).map_err(|e| format!("LOTL: {e}"))?;
+            let unverified = tsl::parse(&b).map_err(RefreshError::LotlUnreadable)?;
             Ok(lotl::pivot_locations(&unverified))
         })
         .await?;
         if locations.len() > lotl::MAX_PIVOTS {
-            return Err(format!(
-                "the LOTL announces {} pivots, more than the {} followed",
-                locations.len(),
-                lotl::MAX_PIVOTS
-            ));
+            return Err(RefreshError::TooManyPivots {
+                count: locations.len(),
+            });
         }
         // Read from a document that has not verified, a pivot location is followed only to
         // the LOTL's own server (the Commission publishes its pivots next to the LOTL:
@@ -339,7 +460,7 @@ impl Refresher {
         }
         let mut fetched: Vec<Option<Vec<u8>>> = vec![None; locations.len()];
         while let Some(joined) = running.join_next().await {
-            let (i, got) = joined.map_err(|e| format!("a pivot fetch did not finish: {e}"))?;
+            let (i, got) = joined.map_err(RefreshError::PivotFetchUnfinished)?;
             fetched[i] = Some(got?);
         }
         let pivots: Vec<(String, Vec<u8>)> = locations
@@ -349,8 +470,7 @@ impl Refresher {
             .collect();
         let cache = cache.clone();
         off_workers("the LOTL", move || {
-            let verified =
-                lotl::verify_lotl(&bytes, &pinned, &pivots).map_err(|e| e.to_string())?;
+            let verified = lotl::verify_lotl(&bytes, &pinned, &pivots)?;
             fresh(&verified.lotl.list, grace, now)?;
             if let Some(old) = cached_lotl(&cache, &pinned) {
                 not_older(&verified.lotl.list, &old)?;
@@ -376,15 +496,16 @@ impl Refresher {
         cache: &SourceCache,
         grace: time::Duration,
         now: OffsetDateTime,
-    ) -> Result<(TrustedList, Vec<u8>), String> {
+    ) -> Result<(TrustedList, Vec<u8>), RefreshError> {
         if !super::cache::is_territory_code(territory) {
-            return Err(format!("territory {territory:?} is not a two-letter code"));
+            return Err(RefreshError::BadTerritory {
+                territory: territory.to_owned(),
+            });
         }
         let bytes = self.get_published(location).await?;
         let (lotl, territory, cache) = (lotl.clone(), territory.to_owned(), cache.clone());
         off_workers(&format!("the list for {territory}"), move || {
-            let signed =
-                lotl::verify_national(&lotl, &territory, &bytes).map_err(|e| e.to_string())?;
+            let signed = lotl::verify_national(&lotl, &territory, &bytes)?;
             fresh(&signed.list, grace, now)?;
             if let Ok(Some(old)) = cache.read_list(&territory)
                 && let Ok(old) = lotl::verify_national(&lotl, &territory, &old)
@@ -402,15 +523,17 @@ impl Refresher {
 /// that the async workers keep answering, and gives up waiting after [`MAX_VERIFY_TIME`].
 async fn off_workers<T: Send + 'static>(
     what: &str,
-    verify: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    verify: impl FnOnce() -> Result<T, RefreshError> + Send + 'static,
+) -> Result<T, RefreshError> {
     match tokio::time::timeout(MAX_VERIFY_TIME, tokio::task::spawn_blocking(verify)).await {
         Ok(Ok(result)) => result,
-        Ok(Err(e)) => Err(format!("verifying {what} did not finish: {e}")),
-        Err(_) => Err(format!(
-            "verifying {what} took more than {} s: refused",
-            MAX_VERIFY_TIME.as_secs()
-        )),
+        Ok(Err(source)) => Err(RefreshError::VerifyUnfinished {
+            what: what.to_owned(),
+            source,
+        }),
+        Err(_) => Err(RefreshError::VerifyTimeout {
+            what: what.to_owned(),
+        }),
     }
 }
 
@@ -425,20 +548,18 @@ fn cached_lotl(cache: &SourceCache, pinned: &[lotl::Fingerprint]) -> Option<Trus
 
 /// Whether a pivot `location`, read from the LOTL at `lotl_location` before it verified, may
 /// be fetched: an `http`/`https` URL on the same origin (scheme, host and port) as the LOTL.
-fn pivot_location_allowed(lotl_location: &str, location: &str) -> Result<(), String> {
+fn pivot_location_allowed(lotl_location: &str, location: &str) -> Result<(), RefreshError> {
     if !is_http_url(location) {
-        return Err(format!(
-            "pivot location {:?} is not an http or https URL: locations read from a list are fetched, never opened as files",
-            excerpt(location)
-        ));
+        return Err(RefreshError::PivotNotHttpUrl {
+            location: excerpt(location),
+        });
     }
     match (origin(lotl_location), origin(location)) {
         (Some(lotl), Some(pivot)) if lotl == pivot => Ok(()),
-        (lotl, _) => Err(format!(
-            "pivot location {:?} is not on the LOTL's own server ({}): a location read from a LOTL that has not verified yet is followed only there",
-            excerpt(location),
-            lotl.unwrap_or_else(|| "the LOTL is a file, so none".to_owned())
-        )),
+        (lotl_origin, _) => Err(RefreshError::PivotOffOrigin {
+            location: excerpt(location),
+            lotl_origin,
+        }),
     }
 }
 
@@ -496,26 +617,27 @@ fn read_regular_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn fresh(list: &TrustedList, grace: time::Duration, now: OffsetDateTime) -> Result<(), String> {
+fn fresh(
+    list: &TrustedList,
+    grace: time::Duration,
+    now: OffsetDateTime,
+) -> Result<(), RefreshError> {
     if let Some(why) = super::not_admissible(list, now) {
-        return Err(format!("{why}; the stored copy is kept"));
+        return Err(RefreshError::NotAdmissible { why });
     }
     match list.next_update {
-        Some(next) if next + grace < now => Err(format!(
-            "sequence {} is already past its NextUpdate ({}); the stored copy is kept",
-            seq(list),
-            super::rfc3339(next)
-        )),
+        Some(next) if next + grace < now => Err(RefreshError::PastNextUpdate {
+            sequence: seq(list),
+            next_update: super::rfc3339(next),
+        }),
         Some(_) => Ok(()),
-        None => Err("no NextUpdate: a closed list is not stored".to_owned()),
+        None => Err(RefreshError::NoNextUpdate),
     }
 }
 
-fn not_older(new: &TrustedList, old: &TrustedList) -> Result<(), String> {
+fn not_older(new: &TrustedList, old: &TrustedList) -> Result<(), RefreshError> {
     match (new.sequence_number, old.sequence_number) {
-        (Some(n), Some(o)) if n < o => Err(format!(
-            "sequence {n} is older than the stored sequence {o}: refused as a replay; the stored copy is kept"
-        )),
+        (Some(n), Some(o)) if n < o => Err(RefreshError::OlderThanStored { new: n, stored: o }),
         _ => Ok(()),
     }
 }
@@ -523,12 +645,12 @@ fn not_older(new: &TrustedList, old: &TrustedList) -> Result<(), String> {
 /// Refuses `new` if its sequence number is below the highest recorded for `key` (a stored
 /// copy replaced by an older one since must not lower the bar); a record that cannot be
 /// read refuses too.
-fn not_below_record(cache: &SourceCache, key: &str, new: &TrustedList) -> Result<(), String> {
+fn not_below_record(cache: &SourceCache, key: &str, new: &TrustedList) -> Result<(), RefreshError> {
     let record = cache
         .read_sequences()
-        .map_err(|e| format!("the sequence record cannot be read ({e}); nothing is stored"))?;
+        .map_err(RefreshError::SequenceRecordUnreadable)?;
     match super::cache::rollback(&record, key, new.sequence_number) {
-        Some(why) => Err(format!("{why}; the stored copy is kept")),
+        Some(why) => Err(RefreshError::BelowRecord { why }),
         None => Ok(()),
     }
 }
@@ -602,7 +724,8 @@ mod tests {
         }
         // A LOTL read from a file has no server: its pivots are not followed.
         let e = pivot_location_allowed("/srv/lotl.xml", "https://ec.europa.eu/p.xml")
-            .expect_err("refused");
+            .expect_err("refused")
+            .to_string();
         assert!(e.contains("the LOTL is a file"), "{e}");
     }
 }
