@@ -110,7 +110,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             config.registers.fetch_timeout(),
         )
         .await
-        .map_err(StartError::RegisterFetch)?;
+        .map_err(|e| StartError::RegisterFetch(e.to_string()))?;
         tracing::info!(path = %done.path.display(), entities = done.entities, "register fetched");
     }
     let data = ReferenceData::load(&config.data_sources(), 1, time::OffsetDateTime::now_utc())?;

@@ -21,7 +21,7 @@ pub use psp_check::register::*;
 
 pub use commands::{ImportSummary, import_eba, import_eba_with, stats};
 pub use config::{FcaSettings, RegisterConfig, RegisterFileConfig};
-pub use download::{Downloaded, MAX_ZIP_BYTES, fetch_eba};
+pub use download::{Downloaded, FetchEbaError, MAX_ZIP_BYTES, fetch_eba};
 pub use fca::{
     CategoryRule as FcaCategoryRule, DEFAULT_BASE_URL as FCA_DEFAULT_BASE_URL,
     ENV_EMAIL as FCA_ENV_EMAIL, ENV_KEY as FCA_ENV_KEY, Endpoint as FcaEndpoint,
