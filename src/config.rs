@@ -677,7 +677,8 @@ impl Config {
             }
         }
         if let Some(g) = &self.gateway {
-            g.validate(self.sandbox.enabled)?;
+            g.validate(self.sandbox.enabled)
+                .map_err(|e| e.to_string())?;
         }
         let limits = self.limits.resolve();
         if limits.max_connections == 0 {

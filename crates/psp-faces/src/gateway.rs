@@ -48,7 +48,7 @@ use crate::server::{
 use crate::service::{CheckService, Checked};
 
 use budget::UpstreamBudget;
-pub use config::{Dialect, GatewayConfig, IdentitySource, UnderscoreHeaders};
+pub use config::{Dialect, GatewayConfig, GatewayConfigError, IdentitySource, UnderscoreHeaders};
 pub use dialect::{Failure, OverloadScope, refusal_status};
 use forward::{ForwardError, Hop, Upstream};
 use path::NormalisedPath;
@@ -145,7 +145,7 @@ impl GatewayState {
             })
             .collect();
         routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
-        let allowed_methods = g.methods()?;
+        let allowed_methods = g.methods().map_err(|e| e.to_string())?;
         let allow = allowed_methods
             .iter()
             .map(Method::as_str)
