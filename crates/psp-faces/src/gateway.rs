@@ -158,7 +158,8 @@ impl GatewayState {
             around.upstream_ca.as_deref(),
             std::time::Duration::from_millis(g.upstream_connect_timeout_ms),
             std::time::Duration::from_millis(g.upstream_timeout_ms),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         Ok(GatewayState {
             service,
             policy: Policy {
