@@ -699,7 +699,7 @@ fn gateway_state(
     };
     GatewayState::new(g, around, service)
         .map(Some)
-        .map_err(StartError::Gateway)
+        .map_err(|e| StartError::Gateway(e.to_string()))
 }
 
 /// A listener's address for a log field: the address itself, or `unknown`.
