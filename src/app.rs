@@ -661,7 +661,7 @@ pub fn build_faces(
                     .as_deref(),
                 service,
             )
-            .map_err(StartError::Sandbox)?,
+            .map_err(|e| StartError::Sandbox(e.to_string()))?,
         )),
         None => None,
     };
