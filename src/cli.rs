@@ -284,7 +284,7 @@ pub fn run() -> ExitCode {
                     println!("{hash}");
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(EXIT_DATA_ERR, &e),
+                Err(e) => fail(EXIT_DATA_ERR, &e.to_string()),
             }
         }
         Command::Check(args) => match run_check(&args) {
