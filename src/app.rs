@@ -110,7 +110,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             config.registers.fetch_timeout(),
         )
         .await
-        .map_err(StartError::RegisterFetch)?;
+        .map_err(|e| StartError::RegisterFetch(e.to_string()))?;
         tracing::info!(path = %done.path.display(), entities = done.entities, "register fetched");
     }
     let data = ReferenceData::load(&config.data_sources(), 1, time::OffsetDateTime::now_utc())?;
@@ -132,7 +132,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         Duration::from_secs(ttl),
         entries,
     );
-    if let Some(fca) = fca_register(&config, &fetcher).map_err(StartError::RegisterFetch)? {
+    if let Some(fca) =
+        fca_register(&config, &fetcher).map_err(|e| StartError::RegisterFetch(e.to_string()))?
+    {
         service = service.with_fca(fca);
     }
     let service = Arc::new(service);
@@ -313,18 +315,29 @@ fn sweep_rate_limits(
     })
 }
 
+/// Why the `[registers.fca]` adapter cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum FcaRegisterError {
+    /// The settings do not give a usable configuration (credentials, …).
+    #[error(transparent)]
+    Settings(#[from] crate::register::FcaSettingsError),
+    /// The adapter refuses the configuration.
+    #[error("[registers.fca]: {0}")]
+    Adapter(crate::register::FcaConfigError),
+}
+
 /// The UK FCA register adapter `[registers.fca]` configures, if any.
 pub fn fca_register(
     config: &Config,
     fetcher: &crate::fetch::Fetcher,
-) -> Result<Option<crate::register::FcaRegister>, String> {
+) -> Result<Option<crate::register::FcaRegister>, FcaRegisterError> {
     let Some(settings) = &config.registers.fca else {
         return Ok(None);
     };
     let fca_config = crate::register::FcaConfig::from_settings(settings, &config.base_dir)?;
     crate::register::FcaRegister::new(fca_config, fetcher.clone())
         .map(Some)
-        .map_err(|e| format!("[registers.fca]: {e}"))
+        .map_err(FcaRegisterError::Adapter)
 }
 
 /// Records the register files now in force in the register history, when one is configured
@@ -661,7 +674,7 @@ pub fn build_faces(
                     .as_deref(),
                 service,
             )
-            .map_err(StartError::Sandbox)?,
+            .map_err(|e| StartError::Sandbox(e.to_string()))?,
         )),
         None => None,
     };
@@ -699,7 +712,7 @@ fn gateway_state(
     };
     GatewayState::new(g, around, service)
         .map(Some)
-        .map_err(StartError::Gateway)
+        .map_err(|e| StartError::Gateway(e.to_string()))
 }
 
 /// A listener's address for a log field: the address itself, or `unknown`.
@@ -971,7 +984,7 @@ pub async fn reload(config_path: &Path, running: &Running) -> Option<Vec<PathBuf
     let parts = running.reloadable.clone();
     let result = tokio::task::spawn_blocking(move || reload_blocking(&path, &service, api, &parts))
         .await
-        .unwrap_or_else(|e| Err(format!("the reload did not finish: {e}")));
+        .unwrap_or_else(|e| Err(ReloadError::Task(e)));
     crate::telemetry::metrics::Metrics::outcome(
         &crate::telemetry::metrics::metrics().reloads,
         "reference-data",
@@ -989,36 +1002,55 @@ pub async fn reload(config_path: &Path, running: &Running) -> Option<Vec<PathBuf
     }
 }
 
+/// Why a reload replaced nothing.
+#[derive(Debug, thiserror::Error)]
+enum ReloadError {
+    /// The configuration file does not load.
+    #[error("configuration invalid: {0}")]
+    Config(crate::config::ConfigError),
+    /// Settings only a restart applies differ from those in force (their names).
+    #[error("{}, which only a restart applies; nothing was reloaded", .0.join(", "))]
+    RestartOnly(Vec<String>),
+    /// A TLS key, the gateway or the FCA adapter cannot be built from the new configuration.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The FCA adapter cannot be built from the new configuration.
+    #[error(transparent)]
+    Fca(#[from] FcaRegisterError),
+    /// The reference data does not load.
+    #[error(transparent)]
+    Data(#[from] crate::service::LoadError),
+    /// The blocking reload task panicked or was cancelled.
+    #[error("the reload did not finish: {0}")]
+    Task(tokio::task::JoinError),
+}
+
 fn reload_blocking(
     config_path: &Path,
     service: &Arc<CheckService>,
     api: Option<Arc<ApiState>>,
     parts: &Reloadable,
-) -> Result<(u64, Vec<PathBuf>), String> {
-    let fail = |message: String| {
-        service.record_reload_failure(&message);
-        message
+) -> Result<(u64, Vec<PathBuf>), ReloadError> {
+    let fail = |e: ReloadError| {
+        service.record_reload_failure(&e.to_string());
+        e
     };
-    let config =
-        Config::load(config_path).map_err(|e| fail(format!("configuration invalid: {e}")))?;
-    let changed: Vec<&str> = parts
+    let config = Config::load(config_path).map_err(|e| fail(ReloadError::Config(e)))?;
+    let changed: Vec<String> = parts
         .restart_only
         .iter()
         .zip(restart_only(&config))
         .filter(|(was, now)| **was != *now)
-        .map(|(was, _)| was.0)
+        .map(|(was, _)| was.0.to_string())
         .collect();
     if !changed.is_empty() {
-        return Err(fail(format!(
-            "{} changed, which only a restart applies; nothing was reloaded",
-            changed.join(", ")
-        )));
+        return Err(fail(ReloadError::RestartOnly(changed)));
     }
     // Everything that can fail is built before anything is replaced.
     let tls_key = |files: Option<&TlsFiles>| match files {
         Some(files) => load_tls_files(&config, files)
             .map(Some)
-            .map_err(|e| fail(e.to_string())),
+            .map_err(|e| fail(e.into())),
         None => Ok(None),
     };
     let api_key = tls_key(config.api.as_ref().and_then(|a| a.tls.as_ref()))?;
@@ -1026,7 +1058,7 @@ fn reload_blocking(
     // The rebuilt gateway keeps the clients' counts (when its rate limit is unchanged) and
     // the parsed client chains.
     let gateway = gateway_state(&config, service.clone(), parts.echo)
-        .map_err(|e| fail(e.to_string()))?
+        .map_err(|e| fail(e.into()))?
         .map(|next| match &parts.gateway {
             Some(current) => Arc::new(next.keeping_state_of(&current.load())),
             None => Arc::new(next),
@@ -1035,10 +1067,8 @@ fn reload_blocking(
         config.revocation.allow_destinations,
         config.revocation.connect_timeout(),
     );
-    let fca = fca_register(&config, &fetcher).map_err(fail)?;
-    let generation = service
-        .reload(&config.data_sources())
-        .map_err(|e| e.to_string())?;
+    let fca = fca_register(&config, &fetcher).map_err(|e| fail(e.into()))?;
+    let generation = service.reload(&config.data_sources())?;
     // The data is in: the rest cannot fail.
     if let (Some(state), Some(api_config)) = (api, &config.api) {
         state.reload(api_config);

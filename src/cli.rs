@@ -284,7 +284,7 @@ pub fn run() -> ExitCode {
                     println!("{hash}");
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(EXIT_DATA_ERR, &e),
+                Err(e) => fail(EXIT_DATA_ERR, &e.to_string()),
             }
         }
         Command::Check(args) => match run_check(&args) {
@@ -752,9 +752,9 @@ enum ConfigCheckError {
     Data(#[from] crate::service::LoadError),
     #[error(transparent)]
     Faces(#[from] crate::app::StartError),
-    /// `[registers.fca]`: `register::FcaSettingsError`, which `register` does not export yet.
+    /// `[registers.fca]` does not give usable settings (credentials, …).
     #[error(transparent)]
-    Fca(Box<dyn std::error::Error + Send + Sync>),
+    Fca(#[from] register::FcaSettingsError),
 }
 
 fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
@@ -794,7 +794,7 @@ fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
     if let Some(settings) = &config.registers.fca {
         // What serve will need: the credentials (never printed).
         crate::register::FcaConfig::from_settings(settings, &config.base_dir)
-            .map_err(|e| ConfigCheckError::Fca(Box::new(e)))?;
+            .map_err(ConfigCheckError::Fca)?;
         summary.push_str("\nUK FCA register API: credentials present, consulted on demand");
     }
     for problem in trust.list_problems(OffsetDateTime::now_utc()) {

@@ -459,9 +459,9 @@ impl Config {
             message: e.to_string().trim_end().to_owned(),
         })?;
         config.base_dir = base_dir;
-        config.validate().map_err(|message| ConfigError::Invalid {
+        config.validate().map_err(|e| ConfigError::Invalid {
             path: path.to_owned(),
-            message,
+            message: e.to_string(),
         })?;
         Ok(config)
     }
@@ -616,64 +616,49 @@ impl Config {
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
-        self.registers.validate().map_err(|e| e.to_string())?;
-        self.revocation.validate().map_err(|e| e.to_string())?;
+    fn validate(&self) -> Result<(), Invalid> {
+        self.registers.validate()?;
+        self.revocation.validate()?;
         if let Some(api) = &self.api {
             if api.tls.is_none() && !api.listen.ip().is_loopback() && !self.danger.plaintext_api {
-                return Err(format!(
-                    "api.listen {} is not a loopback address and api.tls is not set: set api.tls, or danger.plaintext_api = true to serve credentials in clear",
-                    api.listen
-                ));
+                return Err(Invalid::PlaintextApi(api.listen));
             }
             if api.credentials.is_empty() {
-                return Err("api.credentials is empty: no caller could authenticate".into());
+                return Err(Invalid::NoCredentials);
             }
             let mut users = BTreeSet::new();
             for c in &api.credentials {
                 if !users.insert(c.username.as_str()) {
-                    return Err(format!(
-                        "api.credentials: username `{}` is used twice",
-                        c.username
-                    ));
+                    return Err(Invalid::DuplicateUser(c.username.clone()));
                 }
                 if c.username.is_empty() || c.username.contains(':') {
-                    return Err(format!(
-                        "api.credentials: username `{}` must be non-empty and contain no `:`",
-                        c.username
-                    ));
+                    return Err(Invalid::BadUsername(c.username.clone()));
                 }
                 if let Err(e) = argon2::PasswordHash::new(&c.password_hash) {
-                    return Err(format!(
-                        "api.credentials: the password_hash of `{}` is not an argon2 PHC string: {e}",
-                        c.username
-                    ));
+                    return Err(Invalid::BadPasswordHash {
+                        user: c.username.clone(),
+                        reason: e.to_string(),
+                    });
                 }
             }
             if api.rate_limit.requests == 0 || api.rate_limit.period_seconds == 0 {
-                return Err("api.rate_limit: requests and period_seconds must be positive".into());
+                return Err(Invalid::ZeroApiRateLimit);
             }
             if api.rate_limit.ipv6_prefix == 0 || api.rate_limit.ipv6_prefix > 128 {
-                return Err(format!(
-                    "api.rate_limit.ipv6_prefix must be between 1 and 128, not {}",
-                    api.rate_limit.ipv6_prefix
-                ));
+                return Err(Invalid::BadIpv6Prefix(api.rate_limit.ipv6_prefix));
             }
             if api.rate_limit.max_tracked_sources == 0 {
-                return Err("api.rate_limit.max_tracked_sources must be positive".into());
+                return Err(Invalid::NotPositive("api.rate_limit.max_tracked_sources"));
             }
             if api.max_concurrent_password_checks == 0 {
-                return Err("api.max_concurrent_password_checks must be positive".into());
+                return Err(Invalid::NotPositive("api.max_concurrent_password_checks"));
             }
             let f = &api.failed_logins;
             if f.per_source == 0 || f.per_user == 0 || f.period_seconds == 0 {
-                return Err(
-                    "api.failed_logins: per_source, per_user and period_seconds must be positive"
-                        .into(),
-                );
+                return Err(Invalid::ZeroFailedLogins);
             }
             if api.max_eidas_header_bytes == 0 {
-                return Err("api.max_eidas_header_bytes must be positive".into());
+                return Err(Invalid::NotPositive("api.max_eidas_header_bytes"));
             }
         }
         if let Some(g) = &self.gateway {
@@ -681,45 +666,37 @@ impl Config {
         }
         let limits = self.limits.resolve();
         if limits.max_connections == 0 {
-            return Err("limits.max_connections must be positive".into());
+            return Err(Invalid::NotPositive("limits.max_connections"));
         }
         if limits.max_connections_per_source == 0 {
-            return Err("limits.max_connections_per_source must be positive".into());
+            return Err(Invalid::NotPositive("limits.max_connections_per_source"));
         }
         if limits.first_request_timeout.is_zero() || limits.idle_timeout.is_zero() {
-            return Err(
-                "limits.first_request_timeout_ms and limits.idle_timeout_ms must be positive"
-                    .into(),
-            );
+            return Err(Invalid::ZeroConnectionTimeout);
         }
         if self.checks.valid_jurisdictions.is_empty() {
-            return Err("checks.valid_jurisdictions must name at least one jurisdiction".into());
+            return Err(Invalid::NoJurisdictions);
         }
         let mut names = BTreeSet::new();
         for s in &self.trust.sources {
             if !names.insert(s.name.as_str()) {
-                return Err(format!("trust source name `{}` is used twice", s.name));
+                return Err(Invalid::DuplicateSource(s.name.clone()));
             }
             if s.valid_for.is_empty() {
-                return Err(format!("trust source `{}`: valid_for is empty", s.name));
+                return Err(Invalid::NoValidFor(s.name.clone()));
             }
             for tl in &s.trusted_lists {
                 if let TrustedListConfig::Path(p) = tl
                     && !self.is_unsigned_allowed(p)
                 {
-                    return Err(format!(
-                        "trust source `{}`: trusted list {} names no signers: write {{ file = \"{}\", signers = [\"signers.pem\"] }} with the certificates authorised to sign it, or list it under [danger] unsigned_trusted_lists",
-                        s.name,
-                        p.display(),
-                        p.display()
-                    ));
+                    return Err(Invalid::UnsignedList {
+                        source_name: s.name.clone(),
+                        list: p.clone(),
+                    });
                 }
             }
             if s.issuers.is_empty() && s.trusted_lists.is_empty() && s.lotl.is_none() {
-                return Err(format!(
-                    "trust source `{}` names neither issuers, trusted_lists nor a lotl",
-                    s.name
-                ));
+                return Err(Invalid::EmptySource(s.name.clone()));
             }
             if let Some(l) = &s.lotl {
                 if !s
@@ -728,32 +705,26 @@ impl Config {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
                     || s.name.is_empty()
                 {
-                    return Err(format!(
-                        "trust source `{}`: a source with a lotl names its cache directory: use letters, digits, `-` and `_` only",
-                        s.name
-                    ));
+                    return Err(Invalid::BadLotlSourceName(s.name.clone()));
                 }
                 if l.signers.is_empty() && l.signer_sha256.is_empty() {
-                    return Err(format!(
-                        "trust source `{}`: lotl pins no signer: give `signer_sha256` (the fingerprints the Official Journal publishes) or `signers` (PEM files)",
-                        s.name
-                    ));
+                    return Err(Invalid::LotlUnpinned(s.name.clone()));
                 }
                 if let Some(f) = l
                     .signer_sha256
                     .iter()
                     .find(|f| parse_fingerprint(f).is_none())
                 {
-                    return Err(format!(
-                        "trust source `{}`: lotl.signer_sha256 `{f}` is not a SHA-256 fingerprint (64 hex digits, colons and spaces allowed)",
-                        s.name
-                    ));
+                    return Err(Invalid::BadLotlFingerprint {
+                        source_name: s.name.clone(),
+                        fingerprint: f.clone(),
+                    });
                 }
                 if l.location.contains("://") && !is_url(&l.location) {
-                    return Err(format!(
-                        "trust source `{}`: lotl.location `{}` is neither an http(s) URL nor a file",
-                        s.name, l.location
-                    ));
+                    return Err(Invalid::BadLotlLocation {
+                        source_name: s.name.clone(),
+                        location: l.location.clone(),
+                    });
                 }
                 if let Some(t) = l
                     .territories
@@ -761,28 +732,140 @@ impl Config {
                     .flatten()
                     .find(|t| !crate::trust::cache::is_territory_code(t))
                 {
-                    return Err(format!(
-                        "trust source `{}`: lotl.territories: `{t}` is not a territory code as the LOTL writes it (two capital letters: CZ, EL, UK…)",
-                        s.name
-                    ));
+                    return Err(Invalid::BadTerritory {
+                        source_name: s.name.clone(),
+                        territory: t.clone(),
+                    });
                 }
             }
             if let Some(i) = s.issuers.iter().find(|i| i.kinds.is_empty()) {
-                return Err(format!(
-                    "trust source `{}`: issuer {} has no kinds (expected `web`, `seal` or both)",
-                    s.name,
-                    i.pem.display()
-                ));
+                return Err(Invalid::IssuerWithoutKinds {
+                    source_name: s.name.clone(),
+                    pem: i.pem.clone(),
+                });
             }
             if !is_reported_jurisdiction(&s.qtsp_jurisdiction) {
-                return Err(format!(
-                    "trust source `{}`: qtsp_jurisdiction `{}` is not `EEA`, `EU` or an upper-case country code",
-                    s.name, s.qtsp_jurisdiction
-                ));
+                return Err(Invalid::BadQtspJurisdiction {
+                    source_name: s.name.clone(),
+                    jurisdiction: s.qtsp_jurisdiction.clone(),
+                });
             }
         }
         Ok(())
     }
+}
+
+/// Why a configuration that parses is refused (the message of [`ConfigError::Invalid`]).
+#[derive(Debug, thiserror::Error)]
+enum Invalid {
+    /// `[registers]` is refused.
+    #[error(transparent)]
+    Registers(#[from] crate::register::RegisterLoadError),
+    /// `[revocation]` is refused.
+    #[error(transparent)]
+    Revocation(#[from] crate::revocation::RevocationConfigError),
+    /// `[gateway]` is refused.
+    #[error(transparent)]
+    Gateway(#[from] crate::gateway::GatewayConfigError),
+    /// The API would serve credentials in clear on a non-loopback address.
+    #[error(
+        "api.listen {0} is not a loopback address and api.tls is not set: set api.tls, or danger.plaintext_api = true to serve credentials in clear"
+    )]
+    PlaintextApi(SocketAddr),
+    /// `api.credentials` is empty.
+    #[error("api.credentials is empty: no caller could authenticate")]
+    NoCredentials,
+    /// Two credentials share a username.
+    #[error("api.credentials: username `{0}` is used twice")]
+    DuplicateUser(String),
+    /// A username is empty or contains `:`.
+    #[error("api.credentials: username `{0}` must be non-empty and contain no `:`")]
+    BadUsername(String),
+    /// A password hash is not an argon2 PHC string.
+    #[error("api.credentials: the password_hash of `{user}` is not an argon2 PHC string: {reason}")]
+    BadPasswordHash { user: String, reason: String },
+    /// `api.rate_limit` has a zero count or period.
+    #[error("api.rate_limit: requests and period_seconds must be positive")]
+    ZeroApiRateLimit,
+    /// `api.rate_limit.ipv6_prefix` is out of range.
+    #[error("api.rate_limit.ipv6_prefix must be between 1 and 128, not {0}")]
+    BadIpv6Prefix(u8),
+    /// A setting that must be positive is zero (its name).
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+    /// `api.failed_logins` has a zero limit or period.
+    #[error("api.failed_logins: per_source, per_user and period_seconds must be positive")]
+    ZeroFailedLogins,
+    /// A connection timeout is zero.
+    #[error("limits.first_request_timeout_ms and limits.idle_timeout_ms must be positive")]
+    ZeroConnectionTimeout,
+    /// `checks.valid_jurisdictions` is empty.
+    #[error("checks.valid_jurisdictions must name at least one jurisdiction")]
+    NoJurisdictions,
+    /// Two trust sources share a name.
+    #[error("trust source name `{0}` is used twice")]
+    DuplicateSource(String),
+    /// A trust source's `valid_for` is empty.
+    #[error("trust source `{0}`: valid_for is empty")]
+    NoValidFor(String),
+    /// A trusted list has no signers and is not listed as allowed unsigned.
+    #[error(
+        "trust source `{source_name}`: trusted list {} names no signers: write {{ file = \"{}\", signers = [\"signers.pem\"] }} with the certificates authorised to sign it, or list it under [danger] unsigned_trusted_lists",
+        list.display(),
+        list.display()
+    )]
+    UnsignedList { source_name: String, list: PathBuf },
+    /// A trust source names nothing to trust.
+    #[error("trust source `{0}` names neither issuers, trusted_lists nor a lotl")]
+    EmptySource(String),
+    /// A source with a LOTL has a name unfit for its cache directory.
+    #[error(
+        "trust source `{0}`: a source with a lotl names its cache directory: use letters, digits, `-` and `_` only"
+    )]
+    BadLotlSourceName(String),
+    /// A LOTL pins no signer.
+    #[error(
+        "trust source `{0}`: lotl pins no signer: give `signer_sha256` (the fingerprints the Official Journal publishes) or `signers` (PEM files)"
+    )]
+    LotlUnpinned(String),
+    /// A LOTL signer fingerprint is not a SHA-256 fingerprint.
+    #[error(
+        "trust source `{source_name}`: lotl.signer_sha256 `{fingerprint}` is not a SHA-256 fingerprint (64 hex digits, colons and spaces allowed)"
+    )]
+    BadLotlFingerprint {
+        source_name: String,
+        fingerprint: String,
+    },
+    /// A LOTL location looks like a URL but is not http(s).
+    #[error(
+        "trust source `{source_name}`: lotl.location `{location}` is neither an http(s) URL nor a file"
+    )]
+    BadLotlLocation {
+        source_name: String,
+        location: String,
+    },
+    /// A LOTL territory is not written as the LOTL writes territory codes.
+    #[error(
+        "trust source `{source_name}`: lotl.territories: `{territory}` is not a territory code as the LOTL writes it (two capital letters: CZ, EL, UK…)"
+    )]
+    BadTerritory {
+        source_name: String,
+        territory: String,
+    },
+    /// An issuer has no certificate kinds.
+    #[error(
+        "trust source `{source_name}`: issuer {} has no kinds (expected `web`, `seal` or both)",
+        pem.display()
+    )]
+    IssuerWithoutKinds { source_name: String, pem: PathBuf },
+    /// `qtsp_jurisdiction` is not `EEA`, `EU` or a country code.
+    #[error(
+        "trust source `{source_name}`: qtsp_jurisdiction `{jurisdiction}` is not `EEA`, `EU` or an upper-case country code"
+    )]
+    BadQtspJurisdiction {
+        source_name: String,
+        jurisdiction: String,
+    },
 }
 
 fn is_reported_jurisdiction(s: &str) -> bool {

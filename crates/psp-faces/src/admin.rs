@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Limited};
 use time::OffsetDateTime;
 
 use crate::sandbox::SandboxResponder;
+use crate::sandbox::responder::ResponderLoadError;
 use crate::server::{Body, full};
 use crate::service::CheckService;
 
@@ -31,9 +32,9 @@ impl AdminState {
     pub fn new(
         sandbox_certs: Option<&std::path::Path>,
         service: Arc<CheckService>,
-    ) -> Result<AdminState, String> {
+    ) -> Result<AdminState, ResponderLoadError> {
         let responder = match sandbox_certs {
-            Some(dir) => Some(SandboxResponder::load(dir).map_err(|e| e.to_string())?),
+            Some(dir) => Some(SandboxResponder::load(dir)?),
             None => None,
         };
         Ok(AdminState { service, responder })

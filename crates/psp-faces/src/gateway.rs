@@ -48,8 +48,9 @@ use crate::server::{
 use crate::service::{CheckService, Checked};
 
 use budget::UpstreamBudget;
-pub use config::{Dialect, GatewayConfig, IdentitySource, UnderscoreHeaders};
+pub use config::{Dialect, GatewayConfig, GatewayConfigError, IdentitySource, UnderscoreHeaders};
 pub use dialect::{Failure, OverloadScope, refusal_status};
+pub use forward::UpstreamError;
 use forward::{ForwardError, Hop, Upstream};
 use path::NormalisedPath;
 pub use path::PathRefusal;
@@ -126,12 +127,26 @@ pub struct Surroundings {
     pub error_link_base: String,
 }
 
+/// Why the gateway cannot be set up from its configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayStateError {
+    /// The `[gateway]` section is refused.
+    #[error(transparent)]
+    Config(#[from] GatewayConfigError),
+    /// The allowed methods do not make an `Allow` header value.
+    #[error("gateway.allowed_methods: `{0}` is not a header value")]
+    AllowHeader(String),
+    /// The upstream client cannot be built.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+}
+
 impl GatewayState {
     pub fn new(
         g: &GatewayConfig,
         around: Surroundings,
         service: Arc<CheckService>,
-    ) -> Result<GatewayState, String> {
+    ) -> Result<GatewayState, GatewayStateError> {
         let mut routes: Vec<Route> = g
             .routes
             .clone()
@@ -152,7 +167,7 @@ impl GatewayState {
             .collect::<Vec<_>>()
             .join(", ");
         let allow_header = HeaderValue::from_str(&allow)
-            .map_err(|_| format!("gateway.allowed_methods: `{allow}` is not a header value"))?;
+            .map_err(|_| GatewayStateError::AllowHeader(allow.clone()))?;
         let upstream = Upstream::new(
             &around.upstream_url,
             around.upstream_ca.as_deref(),
@@ -184,8 +199,12 @@ impl GatewayState {
                 .strip_headers
                 .iter()
                 .map(|h| {
-                    HeaderName::from_bytes(h.as_bytes())
-                        .map_err(|_| format!("gateway.strip_headers: `{h}` is not a header name"))
+                    HeaderName::from_bytes(h.as_bytes()).map_err(|_| {
+                        GatewayConfigError::BadHeaderName {
+                            setting: "strip_headers",
+                            name: h.clone(),
+                        }
+                    })
                 })
                 .collect::<Result<_, _>>()?,
             upstream,
@@ -642,7 +661,7 @@ fn audit_decision(
 /// A client's certificate chain, parsed, and its certificate as the upstream receives it.
 pub struct PeerIdentity {
     /// `None` when no certificate was presented; why it cannot be read otherwise.
-    leaf: Option<Result<Arc<PspCertificate>, String>>,
+    leaf: Option<Result<Arc<PspCertificate>, crate::cert::CertError>>,
     /// The other certificates presented (those that parse), for the path builder.
     intermediates: Arc<Vec<PspCertificate>>,
     /// The certificate header's value: the leaf as URL-encoded PEM, validated once.
@@ -660,11 +679,7 @@ impl PeerIdentity {
         };
         let leaf = leaf.as_ref();
         PeerIdentity {
-            leaf: Some(
-                PspCertificate::from_der(leaf.to_vec())
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string()),
-            ),
+            leaf: Some(PspCertificate::from_der(leaf.to_vec()).map(Arc::new)),
             intermediates: Arc::new(
                 rest.iter()
                     .filter_map(|d| PspCertificate::from_der(d.as_ref().to_vec()).ok())

@@ -21,12 +21,12 @@ pub use psp_check::register::*;
 
 pub use commands::{ImportSummary, import_eba, import_eba_with, stats};
 pub use config::{FcaSettings, RegisterConfig, RegisterFileConfig};
-pub use download::{Downloaded, MAX_ZIP_BYTES, fetch_eba};
+pub use download::{Downloaded, FetchEbaError, MAX_ZIP_BYTES, fetch_eba};
 pub use fca::{
     CategoryRule as FcaCategoryRule, DEFAULT_BASE_URL as FCA_DEFAULT_BASE_URL,
     ENV_EMAIL as FCA_ENV_EMAIL, ENV_KEY as FCA_ENV_KEY, Endpoint as FcaEndpoint,
     FIRM_STATUS as FCA_FIRM_STATUS, FcaAnswer, FcaClock, FcaConfig, FcaConfigError, FcaCredentials,
-    FcaError, FcaFirm, FcaLookup, FcaPassport, FcaQuota, FcaRegister,
+    FcaError, FcaFirm, FcaLookup, FcaPassport, FcaQuota, FcaRegister, FcaSettingsError,
     FirmStanding as FcaFirmStanding, Freshness as FcaFreshness, Frn, ManualClock as FcaManualClock,
     PERMISSIONS as FCA_PERMISSIONS, PSD_EMD_STATUS as FCA_PSD_EMD_STATUS,
     PassportDirection as FcaPassportDirection, PermissionMeaning as FcaPermissionMeaning,

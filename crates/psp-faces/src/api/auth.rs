@@ -676,12 +676,17 @@ fn parse_basic(value: &[u8]) -> Result<(String, String), AuthFailure> {
     Ok((user.to_owned(), password.to_owned()))
 }
 
+/// The argon2 hasher refused to hash a secret.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot hash: {0}")]
+pub struct HashSecretError(argon2::password_hash::Error);
+
 /// Hashes a secret for `api.credentials` (argon2id, default parameters, random salt).
-pub fn hash_secret(secret: &str) -> Result<String, String> {
+pub fn hash_secret(secret: &str) -> Result<String, HashSecretError> {
     Argon2::default()
         .hash_password(secret.as_bytes())
         .map(|h| h.to_string())
-        .map_err(|e| format!("cannot hash: {e}"))
+        .map_err(HashSecretError)
 }
 
 #[cfg(test)]

@@ -279,117 +279,179 @@ pub fn default_routes() -> Vec<RouteConfig> {
     ]
 }
 
+/// Why a `[gateway]` section is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GatewayConfigError {
+    /// `allowed_methods` is empty.
+    #[error("gateway.allowed_methods is empty: nothing could be forwarded")]
+    NoMethods,
+    /// An `allowed_methods` entry does not parse as a method.
+    #[error("gateway.allowed_methods: `{0}` is not an HTTP method")]
+    BadMethod(String),
+    /// `allowed_methods` names `CONNECT` or `TRACE`.
+    #[error(
+        "gateway.allowed_methods: {0} is never forwarded (a tunnel or an echo of the identity headers)"
+    )]
+    NeverForwarded(http::Method),
+    /// `identity = "tls"` without a `tls` section.
+    #[error("gateway.tls is required when the identity comes from the TLS handshake")]
+    NoTls,
+    /// `identity = "header"` without `identity_header`.
+    #[error("gateway.identity_header is required with identity = \"header\"")]
+    NoIdentityHeader,
+    /// `identity = "header"` with no trusted proxy.
+    #[error("gateway.trusted_proxies is empty: no peer could set the identity header")]
+    NoTrustedProxies,
+    /// `upstream = "sandbox-echo"` outside the sandbox.
+    #[error("gateway.upstream = \"sandbox-echo\" needs sandbox.enabled")]
+    EchoNeedsSandbox,
+    /// `upstream` does not parse as a URI.
+    #[error("gateway.upstream `{upstream}`: {reason}")]
+    BadUpstream { upstream: String, reason: String },
+    /// `upstream` is not an absolute http(s) URL.
+    #[error("gateway.upstream `{0}` must be an http:// or https:// URL, or sandbox-echo")]
+    UpstreamNotHttp(String),
+    /// A route prefix does not start with `/`.
+    #[error("gateway.routes: prefix `{0}` must start with /")]
+    PrefixNotAbsolute(String),
+    /// A route prefix is not in normal form, so it would never match as written.
+    #[error("gateway.routes: prefix `{prefix}` is not in normal form; write `{normal}`")]
+    PrefixNotNormal { prefix: String, normal: String },
+    /// A route prefix is refused by the path normaliser.
+    #[error("gateway.routes: prefix `{prefix}`: {refusal}")]
+    BadPrefix {
+        prefix: String,
+        refusal: super::path::PathRefusal,
+    },
+    /// A route names no services.
+    #[error("gateway.routes: `{0}` names no services")]
+    NoServices(String),
+    /// A route's method does not parse.
+    #[error("gateway.routes: `{0}` is not an HTTP method")]
+    BadRouteMethod(String),
+    /// `accepted_statuses` is empty.
+    #[error("gateway.accepted_statuses is empty: nobody could pass")]
+    NoAcceptedStatuses,
+    /// A header name setting is not a valid header name.
+    #[error("gateway.{setting}: `{name}` is not a header name")]
+    BadHeaderName { setting: &'static str, name: String },
+    /// An upstream request limit is zero.
+    #[error(
+        "gateway.upstream_max_requests and gateway.upstream_max_requests_per_psp must be positive"
+    )]
+    ZeroUpstreamLimit,
+}
+
 impl GatewayConfig {
     /// `allowed_methods`, parsed; `CONNECT` and `TRACE` are refused, and so is an empty list.
-    pub(crate) fn methods(&self) -> Result<Vec<http::Method>, String> {
+    pub(crate) fn methods(&self) -> Result<Vec<http::Method>, GatewayConfigError> {
         if self.allowed_methods.is_empty() {
-            return Err("gateway.allowed_methods is empty: nothing could be forwarded".into());
+            return Err(GatewayConfigError::NoMethods);
         }
         self.allowed_methods
             .iter()
             .map(|m| {
                 let method: http::Method = m
                     .parse()
-                    .map_err(|_| format!("gateway.allowed_methods: `{m}` is not an HTTP method"))?;
+                    .map_err(|_| GatewayConfigError::BadMethod(m.clone()))?;
                 if super::overrides::NEVER_METHODS.contains(&method) {
-                    return Err(format!(
-                        "gateway.allowed_methods: {method} is never forwarded (a tunnel or an echo of the identity headers)"
-                    ));
+                    return Err(GatewayConfigError::NeverForwarded(method));
                 }
                 Ok(method)
             })
             .collect()
     }
 
-    pub fn validate(&self, sandbox: bool) -> Result<(), String> {
+    pub fn validate(&self, sandbox: bool) -> Result<(), GatewayConfigError> {
         match self.identity {
             IdentitySource::Tls if self.tls.is_none() => {
-                return Err(
-                    "gateway.tls is required when the identity comes from the TLS handshake".into(),
-                );
+                return Err(GatewayConfigError::NoTls);
             }
             IdentitySource::Header if self.identity_header.is_none() => {
-                return Err(
-                    "gateway.identity_header is required with identity = \"header\"".into(),
-                );
+                return Err(GatewayConfigError::NoIdentityHeader);
             }
             IdentitySource::Header if self.trusted_proxies.is_empty() => {
-                return Err(
-                    "gateway.trusted_proxies is empty: no peer could set the identity header"
-                        .into(),
-                );
+                return Err(GatewayConfigError::NoTrustedProxies);
             }
             _ => {}
         }
         if self.upstream == "sandbox-echo" {
             if !sandbox {
-                return Err("gateway.upstream = \"sandbox-echo\" needs sandbox.enabled".into());
+                return Err(GatewayConfigError::EchoNeedsSandbox);
             }
         } else {
-            let uri: http::Uri = self
-                .upstream
-                .parse()
-                .map_err(|e| format!("gateway.upstream `{}`: {e}", self.upstream))?;
+            let uri: http::Uri = self.upstream.parse().map_err(|e: http::uri::InvalidUri| {
+                GatewayConfigError::BadUpstream {
+                    upstream: self.upstream.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
             if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                return Err(format!(
-                    "gateway.upstream `{}` must be an http:// or https:// URL, or sandbox-echo",
-                    self.upstream
-                ));
+                return Err(GatewayConfigError::UpstreamNotHttp(self.upstream.clone()));
             }
         }
         if let Some(routes) = &self.routes {
             for r in routes {
                 if !r.prefix.starts_with('/') {
-                    return Err(format!(
-                        "gateway.routes: prefix `{}` must start with /",
-                        r.prefix
-                    ));
+                    return Err(GatewayConfigError::PrefixNotAbsolute(r.prefix.clone()));
                 }
                 // Request paths are matched in normal form: a prefix that is not could never
                 // match, or would match something other than it reads.
                 match super::path::normalise(&r.prefix) {
                     Ok(n) if n.as_str() == r.prefix => {}
                     Ok(n) => {
-                        return Err(format!(
-                            "gateway.routes: prefix `{}` is not in normal form; write `{n}`",
-                            r.prefix
-                        ));
+                        return Err(GatewayConfigError::PrefixNotNormal {
+                            prefix: r.prefix.clone(),
+                            normal: n.to_string(),
+                        });
                     }
-                    Err(e) => {
-                        return Err(format!("gateway.routes: prefix `{}`: {e}", r.prefix));
+                    Err(refusal) => {
+                        return Err(GatewayConfigError::BadPrefix {
+                            prefix: r.prefix.clone(),
+                            refusal,
+                        });
                     }
                 }
                 if r.services.is_empty() {
-                    return Err(format!("gateway.routes: `{}` names no services", r.prefix));
+                    return Err(GatewayConfigError::NoServices(r.prefix.clone()));
                 }
                 for m in &r.methods {
                     m.parse::<http::Method>()
-                        .map_err(|_| format!("gateway.routes: `{m}` is not an HTTP method"))?;
+                        .map_err(|_| GatewayConfigError::BadRouteMethod(m.clone()))?;
                 }
             }
         }
         if self.accepted_statuses.is_empty() {
-            return Err("gateway.accepted_statuses is empty: nobody could pass".into());
+            return Err(GatewayConfigError::NoAcceptedStatuses);
         }
         let names = self.identity_headers.all();
         for n in names {
-            http::HeaderName::from_bytes(n.as_bytes())
-                .map_err(|_| format!("gateway.identity_headers: `{n}` is not a header name"))?;
+            http::HeaderName::from_bytes(n.as_bytes()).map_err(|_| {
+                GatewayConfigError::BadHeaderName {
+                    setting: "identity_headers",
+                    name: n.to_string(),
+                }
+            })?;
         }
         if let Some(n) = &self.identity_header {
-            http::HeaderName::from_bytes(n.as_bytes())
-                .map_err(|_| format!("gateway.identity_header: `{n}` is not a header name"))?;
+            http::HeaderName::from_bytes(n.as_bytes()).map_err(|_| {
+                GatewayConfigError::BadHeaderName {
+                    setting: "identity_header",
+                    name: n.to_string(),
+                }
+            })?;
         }
         for n in &self.strip_headers {
-            http::HeaderName::from_bytes(n.as_bytes())
-                .map_err(|_| format!("gateway.strip_headers: `{n}` is not a header name"))?;
+            http::HeaderName::from_bytes(n.as_bytes()).map_err(|_| {
+                GatewayConfigError::BadHeaderName {
+                    setting: "strip_headers",
+                    name: n.to_string(),
+                }
+            })?;
         }
         self.methods()?;
         if self.upstream_max_requests == 0 || self.upstream_max_requests_per_psp == 0 {
-            return Err(
-                "gateway.upstream_max_requests and gateway.upstream_max_requests_per_psp must be positive"
-                    .into(),
-            );
+            return Err(GatewayConfigError::ZeroUpstreamLimit);
         }
         Ok(())
     }

@@ -142,6 +142,38 @@ impl BodyFailed {
     }
 }
 
+/// Why the upstream client cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// `upstream` does not parse as a URI.
+    #[error("upstream `{url}`: {source}")]
+    BadUrl {
+        url: String,
+        source: http::uri::InvalidUri,
+    },
+    /// `upstream` has no scheme.
+    #[error("upstream has no scheme")]
+    NoScheme,
+    /// `upstream` has no host.
+    #[error("upstream has no host")]
+    NoHost,
+    /// `upstream_ca` cannot be read as PEM certificates.
+    #[error("upstream_ca {}: {source}", path.display())]
+    CaFile {
+        path: std::path::PathBuf,
+        source: rustls_pki_types::pem::Error,
+    },
+    /// A certificate of `upstream_ca` is refused as a trust anchor.
+    #[error("upstream_ca {}: {source}", path.display())]
+    CaCertificate {
+        path: std::path::PathBuf,
+        source: rustls::Error,
+    },
+    /// The TLS client configuration is refused.
+    #[error(transparent)]
+    Tls(rustls::Error),
+}
+
 /// The upstream: base URL and a pooled client.
 pub struct Upstream {
     scheme: Scheme,
@@ -157,28 +189,38 @@ impl Upstream {
         ca: Option<&Path>,
         connect_timeout: Duration,
         timeout: Duration,
-    ) -> Result<Upstream, String> {
-        let uri: Uri = url.parse().map_err(|e| format!("upstream `{url}`: {e}"))?;
-        let scheme = uri.scheme().cloned().ok_or("upstream has no scheme")?;
-        let authority = uri.authority().cloned().ok_or("upstream has no host")?;
+    ) -> Result<Upstream, UpstreamError> {
+        let uri: Uri = url.parse().map_err(|source| UpstreamError::BadUrl {
+            url: url.to_owned(),
+            source,
+        })?;
+        let scheme = uri.scheme().cloned().ok_or(UpstreamError::NoScheme)?;
+        let authority = uri.authority().cloned().ok_or(UpstreamError::NoHost)?;
         let base_path = uri.path().trim_end_matches('/').to_owned();
 
         let mut roots = rustls::RootCertStore::empty();
         if let Some(ca) = ca {
+            let ca_file = |source| UpstreamError::CaFile {
+                path: ca.to_owned(),
+                source,
+            };
             let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
-                .map_err(|e| format!("upstream_ca {}: {e}", ca.display()))?
+                .map_err(ca_file)?
                 .collect::<Result<_, _>>()
-                .map_err(|e| format!("upstream_ca {}: {e}", ca.display()))?;
+                .map_err(ca_file)?;
             for c in certs {
                 roots
                     .add(c)
-                    .map_err(|e| format!("upstream_ca {}: {e}", ca.display()))?;
+                    .map_err(|source| UpstreamError::CaCertificate {
+                        path: ca.to_owned(),
+                        source,
+                    })?;
             }
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .map_err(UpstreamError::Tls)?
             .with_root_certificates(roots)
             .with_no_client_auth();
         let mut http = HttpConnector::new();

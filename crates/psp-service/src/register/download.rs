@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::RegisterLoadError;
 use super::config::{RegisterConfig, RegisterFileConfig};
-use crate::fetch::{Fetcher, Limits};
+use crate::fetch::{FetchError, Fetcher, Limits};
 
 /// Largest metadata answer read (the real one is about 300 bytes).
 const MAX_METADATA_BYTES: u64 = 64 * 1024;
@@ -36,6 +37,74 @@ struct Metadata {
     latest_version_relative_zip_size: Option<String>,
     sha256_hash: String,
     timestamp: Option<String>,
+}
+
+/// Why a register fetch stored nothing (the file in place stays).
+#[derive(Debug, thiserror::Error)]
+pub enum FetchEbaError {
+    /// The configured file has no `url`.
+    #[error("{}: no url to fetch from", path.display())]
+    NoUrl { path: PathBuf },
+    /// The metadata could not be downloaded.
+    #[error("metadata {url}: {source}")]
+    Metadata { url: String, source: FetchError },
+    /// The metadata is not the EBA file metadata JSON.
+    #[error("metadata {url}: not the EBA file metadata ({source})")]
+    NotMetadata {
+        url: String,
+        source: serde_json::Error,
+    },
+    /// The metadata's ZIP path is absolute, escapes, is a URL or does not name a `.zip`.
+    #[error(
+        "metadata {url}: latest_version_relative_zip_path {relative:?} is not a relative path to a .zip"
+    )]
+    BadZipPath { url: String, relative: String },
+    /// The metadata's `sha256_hash` is not 64 hex digits.
+    #[error("metadata {url}: sha256_hash {hash:?} is not a SHA-256 hex digest")]
+    BadHash { url: String, hash: String },
+    /// The metadata's `latest_version_relative_zip_size` is not a number.
+    #[error("metadata {url}: latest_version_relative_zip_size {size:?} is not a number")]
+    BadSize { url: String, size: String },
+    /// The announced ZIP is larger than [`MAX_ZIP_BYTES`].
+    #[error(
+        "metadata {url}: the ZIP is announced at {announced} bytes, over the {MAX_ZIP_BYTES}-byte limit"
+    )]
+    TooLarge { url: String, announced: u64 },
+    /// The ZIP could not be downloaded.
+    #[error("ZIP {zip_url}: {source}")]
+    Zip { zip_url: String, source: FetchError },
+    /// The ZIP's size differs from the announced one.
+    #[error("ZIP {zip_url}: {received} bytes received, the metadata announced {announced}")]
+    SizeMismatch {
+        zip_url: String,
+        received: u64,
+        announced: u64,
+    },
+    /// The ZIP's SHA-256 differs from the metadata's.
+    #[error("ZIP {zip_url}: SHA-256 {actual}, the metadata says {expected}: not stored")]
+    HashMismatch {
+        zip_url: String,
+        actual: String,
+        expected: String,
+    },
+    /// The temporary file could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The downloaded register does not load.
+    #[error("downloaded ZIP refused: {0}")]
+    Refused(RegisterLoadError),
+    /// The temporary file could not be renamed over the configured one.
+    #[error("cannot replace {}: {source}", path.display())]
+    Replace {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The blocking check task panicked or was cancelled.
+    #[error("the check of the download did not finish: {0}")]
+    CheckTask(tokio::task::JoinError),
 }
 
 /// What a fetch stored.
@@ -57,11 +126,10 @@ pub async fn fetch_eba(
     file: &RegisterFileConfig,
     base_dir: &Path,
     timeout: Duration,
-) -> Result<Downloaded, String> {
-    let url = file
-        .url
-        .as_deref()
-        .ok_or_else(|| format!("{}: no url to fetch from", file.path.display()))?;
+) -> Result<Downloaded, FetchEbaError> {
+    let url = file.url.as_deref().ok_or_else(|| FetchEbaError::NoUrl {
+        path: file.path.clone(),
+    })?;
     let body = fetcher
         .get(
             url,
@@ -71,9 +139,15 @@ pub async fn fetch_eba(
             },
         )
         .await
-        .map_err(|e| format!("metadata {url}: {e}"))?;
-    let meta: Metadata = serde_json::from_slice(&body)
-        .map_err(|e| format!("metadata {url}: not the EBA file metadata ({e})"))?;
+        .map_err(|source| FetchEbaError::Metadata {
+            url: url.to_owned(),
+            source,
+        })?;
+    let meta: Metadata =
+        serde_json::from_slice(&body).map_err(|source| FetchEbaError::NotMetadata {
+            url: url.to_owned(),
+            source,
+        })?;
     let relative = meta.latest_version_relative_zip_path.trim();
     if relative.is_empty()
         || relative.starts_with('/')
@@ -81,28 +155,30 @@ pub async fn fetch_eba(
         || relative.contains("://")
         || !relative.to_ascii_lowercase().ends_with(".zip")
     {
-        return Err(format!(
-            "metadata {url}: latest_version_relative_zip_path {relative:?} is not a relative path to a .zip"
-        ));
+        return Err(FetchEbaError::BadZipPath {
+            url: url.to_owned(),
+            relative: relative.to_owned(),
+        });
     }
     let expected_hash = meta.sha256_hash.trim().to_ascii_lowercase();
     if expected_hash.len() != 64 || !expected_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "metadata {url}: sha256_hash {:?} is not a SHA-256 hex digest",
-            meta.sha256_hash
-        ));
+        return Err(FetchEbaError::BadHash {
+            url: url.to_owned(),
+            hash: meta.sha256_hash.clone(),
+        });
     }
     let declared: Option<u64> = match &meta.latest_version_relative_zip_size {
-        Some(s) => Some(s.trim().parse().map_err(|_| {
-            format!("metadata {url}: latest_version_relative_zip_size {s:?} is not a number")
+        Some(s) => Some(s.trim().parse().map_err(|_| FetchEbaError::BadSize {
+            url: url.to_owned(),
+            size: s.clone(),
         })?),
         None => None,
     };
     if declared.is_some_and(|d| d > MAX_ZIP_BYTES) {
-        return Err(format!(
-            "metadata {url}: the ZIP is announced at {} bytes, over the {MAX_ZIP_BYTES}-byte limit",
-            declared.unwrap_or_default()
-        ));
+        return Err(FetchEbaError::TooLarge {
+            url: url.to_owned(),
+            announced: declared.unwrap_or_default(),
+        });
     }
     let zip_url = format!("{}{relative}", meta.golden_copy_path_context);
     let zip = fetcher
@@ -114,20 +190,26 @@ pub async fn fetch_eba(
             },
         )
         .await
-        .map_err(|e| format!("ZIP {zip_url}: {e}"))?;
+        .map_err(|source| FetchEbaError::Zip {
+            zip_url: zip_url.clone(),
+            source,
+        })?;
     if let Some(d) = declared
         && d != zip.len() as u64
     {
-        return Err(format!(
-            "ZIP {zip_url}: {} bytes received, the metadata announced {d}",
-            zip.len()
-        ));
+        return Err(FetchEbaError::SizeMismatch {
+            zip_url,
+            received: zip.len() as u64,
+            announced: d,
+        });
     }
     let actual = crate::hex::lower(&crate::hex::sha256(&zip));
     if actual != expected_hash {
-        return Err(format!(
-            "ZIP {zip_url}: SHA-256 {actual}, the metadata says {expected_hash}: not stored"
-        ));
+        return Err(FetchEbaError::HashMismatch {
+            zip_url,
+            actual,
+            expected: expected_hash,
+        });
     }
 
     // Loaded in full from a temporary file next to the target before it replaces anything.
@@ -152,14 +234,17 @@ pub async fn fetch_eba(
     };
     let tmp_for_task = tmp.clone();
     let target_for_task = target.clone();
-    let entities = tokio::task::spawn_blocking(move || -> Result<usize, String> {
+    let entities = tokio::task::spawn_blocking(move || -> Result<usize, FetchEbaError> {
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(tmp_for_task.parent().unwrap_or(Path::new(".")))?;
             let mut f = std::fs::File::create(&tmp_for_task)?;
             std::io::Write::write_all(&mut f, &zip)?;
             f.sync_all()
         };
-        write().map_err(|e| format!("cannot write {}: {e}", tmp_for_task.display()))?;
+        write().map_err(|source| FetchEbaError::Write {
+            path: tmp_for_task.clone(),
+            source,
+        })?;
         let loaded = crate::register::load(&check_config, Path::new("/"));
         let entities = match loaded {
             Ok((snapshot, _)) => snapshot
@@ -169,17 +254,20 @@ pub async fn fetch_eba(
                 .sum(),
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp_for_task);
-                return Err(format!("downloaded ZIP refused: {e}"));
+                return Err(FetchEbaError::Refused(e));
             }
         };
-        std::fs::rename(&tmp_for_task, &target_for_task).map_err(|e| {
+        std::fs::rename(&tmp_for_task, &target_for_task).map_err(|source| {
             let _ = std::fs::remove_file(&tmp_for_task);
-            format!("cannot replace {}: {e}", target_for_task.display())
+            FetchEbaError::Replace {
+                path: target_for_task.clone(),
+                source,
+            }
         })?;
         Ok(entities)
     })
     .await
-    .map_err(|e| format!("the check of the download did not finish: {e}"))??;
+    .map_err(FetchEbaError::CheckTask)??;
     Ok(Downloaded {
         path: target,
         zip_url,

@@ -370,13 +370,6 @@ pub enum FcaSettingsError {
     Credentials(#[from] FcaConfigError),
 }
 
-/// The message as text, for callers whose own errors are still strings (`app.rs`).
-impl From<FcaSettingsError> for String {
-    fn from(e: FcaSettingsError) -> String {
-        e.to_string()
-    }
-}
-
 /// Which limit stopped a lookup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RateLimit {

@@ -29,12 +29,13 @@ use time::OffsetDateTime;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::config::{RevocationConfig, RevocationConfigError};
+use super::crl::CrlError;
 use super::crl::{CrlIndex, CrlStatus};
-use super::ocsp::{self, OcspAnswer, OcspPolicy, OcspSigner, OcspStatus};
+use super::ocsp::{self, OcspAnswer, OcspError, OcspPolicy, OcspSigner, OcspStatus};
 use super::{MethodOutcome, RevocationEvidence};
 use super::{add, rfc3339, until};
 use crate::cert::PspCertificate;
-use crate::fetch::{Fetcher, Limits};
+use crate::fetch::{FetchError, Fetcher, Limits};
 
 /// Reason when the certificate names no CRL distribution point.
 pub const NO_CRL_URL: &str = "the certificate names no CRL distribution point";
@@ -71,6 +72,68 @@ const MAX_ENTRY_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 pub enum RevocationSetupError {
     #[error(transparent)]
     Config(#[from] RevocationConfigError),
+}
+
+/// Every download slot stayed taken for a caller's whole wait: the lookup fails closed and
+/// is not cached, so the next request tries again.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("all {slots} revocation download slots stayed taken for {waited_ms} ms: not checked now")]
+struct SlotsBusy {
+    slots: usize,
+    waited_ms: u128,
+}
+
+/// Why no OCSP answer was obtained (cached for `failure_ttl`).
+#[derive(Debug, Clone, thiserror::Error)]
+enum OcspFailure {
+    /// No nonce could be drawn for the request.
+    #[error("the system random generator failed")]
+    NoRandom,
+    /// The request could not be encoded.
+    #[error(transparent)]
+    Request(OcspError),
+    /// Every responder tried failed or was refused, in the order tried.
+    #[error("{}", join_failures(.0))]
+    Responders(Vec<ResponderFailure>),
+}
+
+/// What one OCSP responder did wrong.
+#[derive(Debug, Clone, thiserror::Error)]
+enum ResponderFailure {
+    /// The download failed.
+    #[error("{url}: {error}")]
+    Fetch { url: String, error: FetchError },
+    /// The response was refused.
+    #[error("{url}: {error}")]
+    Refused { url: String, error: OcspError },
+}
+
+fn join_failures(failures: &[ResponderFailure]) -> String {
+    failures
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Why no current CRL was obtained from one distribution point.
+#[derive(Debug, Clone, thiserror::Error)]
+enum CrlFailure {
+    /// No download slot freed up in time.
+    #[error(transparent)]
+    Busy(#[from] SlotsBusy),
+    /// The download failed.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// The CRL does not parse, verify or is not current.
+    #[error(transparent)]
+    Crl(#[from] CrlError),
+    /// The blocking parser task panicked or was cancelled.
+    #[error("the CRL parser task failed: {reason}")]
+    ParserTask { reason: String },
+    /// The cached CRL was verified with a different issuer or signer set.
+    #[error("the cached CRL was verified for another issuer")]
+    OtherIssuer,
 }
 
 /// Counters of one method, since start-up.
@@ -218,7 +281,7 @@ impl<K, V: Expiring> Expiry<K, Arc<V>> for PerEntryExpiry {
 }
 
 struct OcspEntry {
-    result: Result<(OcspAnswer, String), String>,
+    result: Result<(OcspAnswer, String), OcspFailure>,
     ttl: Duration,
 }
 
@@ -229,7 +292,7 @@ impl Expiring for OcspEntry {
 }
 
 struct CrlEntry {
-    result: Result<Arc<CrlIndex>, String>,
+    result: Result<Arc<CrlIndex>, CrlFailure>,
     /// The issuer the CRL was verified with, and the other CRL signers accepted: what a
     /// background refresh verifies against.
     issuer: Arc<PspCertificate>,
@@ -439,7 +502,7 @@ impl Inner {
                 .try_get_with(key.clone(), async {
                     let _slot = self.fetch_slot(self.settings.ocsp.total).await?;
                     fetched = true;
-                    Ok::<_, String>(Arc::new(self.fetch_ocsp(cert, issuer, now).await))
+                    Ok::<_, SlotsBusy>(Arc::new(self.fetch_ocsp(cert, issuer, now).await))
                 })
                 .await;
             let entry = match entry {
@@ -447,7 +510,7 @@ impl Inner {
                 Err(busy) => {
                     Counters::bump(&self.ocsp_counters.busy);
                     return MethodOutcome::Failed {
-                        reason: busy.as_ref().clone(),
+                        reason: busy.to_string(),
                     };
                 }
             };
@@ -465,7 +528,7 @@ impl Inner {
                 }
                 Err(reason) => {
                     return MethodOutcome::Failed {
-                        reason: reason.clone(),
+                        reason: reason.to_string(),
                     };
                 }
             }
@@ -479,14 +542,13 @@ impl Inner {
     /// A download slot, waiting at most `wait` (the method's timeout: no caller waits for a
     /// slot longer than a download may take). Without one, the miss fails closed and is not
     /// cached, so the next request tries again.
-    async fn fetch_slot(&self, wait: Duration) -> Result<OwnedSemaphorePermit, String> {
+    async fn fetch_slot(&self, wait: Duration) -> Result<OwnedSemaphorePermit, SlotsBusy> {
         match tokio::time::timeout(wait, Arc::clone(&self.fetch_slots).acquire_owned()).await {
             Ok(Ok(slot)) => Ok(slot),
-            Ok(Err(_)) | Err(_) => Err(format!(
-                "all {} revocation download slots stayed taken for {} ms: not checked now",
-                self.max_fetches,
-                wait.as_millis()
-            )),
+            Ok(Err(_)) | Err(_) => Err(SlotsBusy {
+                slots: self.max_fetches,
+                waited_ms: wait.as_millis(),
+            }),
         }
     }
 
@@ -496,21 +558,21 @@ impl Inner {
         issuer: &PspCertificate,
         now: OffsetDateTime,
     ) -> OcspEntry {
-        let failure = |reason: String| OcspEntry {
+        let failure = |reason: OcspFailure| OcspEntry {
             result: Err(reason),
             ttl: self.settings.failure_ttl,
         };
         let nonce = if self.settings.ocsp_nonce {
             match random_nonce() {
                 Some(n) => Some(n),
-                None => return failure("the system random generator failed".to_owned()),
+                None => return failure(OcspFailure::NoRandom),
             }
         } else {
             None
         };
         let request = match ocsp::build_request(issuer, &cert.serial, nonce.as_deref()) {
             Ok(r) => r,
-            Err(e) => return failure(e.to_string()),
+            Err(e) => return failure(OcspFailure::Request(e)),
         };
         let mut reasons = Vec::new();
         for url in cert.ocsp_urls.iter().take(MAX_URLS_PER_METHOD) {
@@ -528,7 +590,10 @@ impl Inner {
                 Err(e) => {
                     Counters::bump(&self.ocsp_counters.fetch_failed);
                     tracing::warn!(url = %url, error = %e, serial = %cert.serial_hex(), "OCSP fetch failed");
-                    reasons.push(format!("{url}: {e}"));
+                    reasons.push(ResponderFailure::Fetch {
+                        url: url.clone(),
+                        error: e,
+                    });
                     continue;
                 }
             };
@@ -553,11 +618,14 @@ impl Inner {
                 Err(e) => {
                     Counters::bump(&self.ocsp_counters.rejected);
                     tracing::warn!(url = %url, error = %e, serial = %cert.serial_hex(), "OCSP response refused");
-                    reasons.push(format!("{url}: {e}"));
+                    reasons.push(ResponderFailure::Refused {
+                        url: url.clone(),
+                        error: e,
+                    });
                 }
             }
         }
-        failure(reasons.join("; "))
+        failure(OcspFailure::Responders(reasons))
     }
 
     async fn crl_outcome(
@@ -633,21 +701,22 @@ impl Inner {
         issuer: &PspCertificate,
         crl_signers: &[&PspCertificate],
         now: OffsetDateTime,
-    ) -> Result<Arc<CrlIndex>, String> {
+    ) -> Result<Arc<CrlIndex>, CrlFailure> {
         let key = CrlKey {
             url: url.to_owned(),
             issuer_key: crate::hex::sha256(&issuer.spki),
             signers: signers_digest(crl_signers),
         };
-        let mut last = String::new();
-        for _ in 0..2 {
+        // A cached CRL no longer current at `now` is dropped and fetched again, once.
+        let mut retried = false;
+        loop {
             let mut fetched = false;
             let entry = self
                 .crl_cache
                 .try_get_with(key.clone(), async {
                     let _slot = self.fetch_slot(self.settings.crl.total).await?;
                     fetched = true;
-                    Ok::<_, String>(Arc::new(
+                    Ok::<_, SlotsBusy>(Arc::new(
                         self.fetch_crl(
                             url,
                             Arc::new(issuer.clone()),
@@ -662,7 +731,7 @@ impl Inner {
                 Ok(entry) => entry,
                 Err(busy) => {
                     Counters::bump(&self.crl_counters.busy);
-                    return Err(busy.as_ref().clone());
+                    return Err(CrlFailure::Busy(busy.as_ref().clone()));
                 }
             };
             Counters::bump(if fetched {
@@ -675,22 +744,24 @@ impl Inner {
                 Err(reason) => return Err(reason.clone()),
             };
             if !index.verified_for_any(issuer, crl_signers) {
-                return Err("the cached CRL was verified for another issuer".to_owned());
+                return Err(CrlFailure::OtherIssuer);
             }
             match index.check_current(now, self.settings.crl_grace, self.settings.skew) {
                 Ok(()) => {
                     self.maybe_refresh(&key, &entry, &index, now);
                     return Ok(index);
                 }
-                Err(e) if fetched => return Err(e.to_string()),
+                Err(e) if fetched => return Err(e.into()),
                 Err(e) => {
                     // Past nextUpdate + grace (or a CRL from our future): drop it, fetch again.
-                    last = e.to_string();
                     self.crl_cache.invalidate(&key).await;
+                    if retried {
+                        return Err(e.into());
+                    }
+                    retried = true;
                 }
             }
         }
-        Err(last)
     }
 
     /// Downloads, parses (off the async workers) and verifies a CRL; the outcome is cached.
@@ -727,13 +798,13 @@ impl Inner {
         issuer: &Arc<PspCertificate>,
         signers: &Arc<Vec<PspCertificate>>,
         now: OffsetDateTime,
-    ) -> Result<Arc<CrlIndex>, String> {
+    ) -> Result<Arc<CrlIndex>, CrlFailure> {
         let body = match self.fetcher.get(url, self.settings.crl).await {
             Ok(body) => body,
             Err(e) => {
                 Counters::bump(&self.crl_counters.fetch_failed);
                 tracing::warn!(url = %url, error = %e, "CRL fetch failed");
-                return Err(e.to_string());
+                return Err(e.into());
             }
         };
         let issuer = Arc::clone(issuer);
@@ -747,9 +818,11 @@ impl Inner {
             Ok(Ok(index)) => index
                 .check_current(now, self.settings.crl_grace, self.settings.skew)
                 .map(|()| index)
-                .map_err(|e| e.to_string()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(e) => Err(format!("the CRL parser task failed: {e}")),
+                .map_err(CrlFailure::from),
+            Ok(Err(e)) => Err(e.into()),
+            Err(e) => Err(CrlFailure::ParserTask {
+                reason: e.to_string(),
+            }),
         };
         match checked {
             Ok(index) => {
@@ -797,7 +870,7 @@ impl Inner {
                         .download_crl(&key.url, &entry.issuer, &entry.signers, now)
                         .await
                 }
-                Err(busy) => Err(busy),
+                Err(busy) => Err(busy.into()),
             };
             match fresh {
                 // Never replace a CRL with an older one (a stale mirror or a replay).
@@ -825,7 +898,7 @@ impl Inner {
                             "the new CRL (thisUpdate {}) is older than the cached one",
                             rfc3339(index.this_update())
                         ),
-                        Err(e) => e,
+                        Err(e) => e.to_string(),
                     };
                     tracing::warn!(url = %key.url, error = %why, "CRL refresh failed; the cached CRL stays in use until nextUpdate + grace");
                     if let Ok(mut state) = entry.refresh.lock() {
