@@ -27,25 +27,26 @@ pub mod echo;
 mod forward;
 mod overrides;
 pub mod path;
+mod record;
 pub mod tls;
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method};
-use hyper::body::Incoming;
 use hyper::{Request, Response};
 use time::OffsetDateTime;
 
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
-use crate::policy::{self, CrossBorderRule, Permit, Policy, Reason, Rejection};
+use crate::policy::{CrossBorderRule, Permit, Policy, Reason, Rejection};
 use crate::register::ServiceSet;
 use crate::server::{
-    Body, Cidr, ConnHandler, ConnInfo, KeyedLimiter, NewConnection, client_address, new_request_id,
-    source_key,
+    Body, BodyError, Cidr, ConnHandler, ConnInfo, KeyedLimiter, NewConnection, client_address,
+    new_request_id, source_key,
 };
-use crate::service::{CheckService, Checked};
+use crate::service::{Call, CheckService, Checked, Site};
 
 use budget::UpstreamBudget;
 pub use config::{Dialect, GatewayConfig, GatewayConfigError, IdentitySource, UnderscoreHeaders};
@@ -54,6 +55,7 @@ pub use forward::UpstreamError;
 use forward::{ForwardError, Hop, Upstream};
 use path::NormalisedPath;
 pub use path::PathRefusal;
+use record::{Decided, Record, Trouble};
 
 struct Route {
     prefix: String,
@@ -76,7 +78,8 @@ impl Route {
 /// Everything the gateway needs, built once at start-up.
 pub struct GatewayState {
     service: Arc<CheckService>,
-    policy: Policy,
+    /// The access rule and whether it only reports: what the decision is made against.
+    site: Site,
     /// Longest prefix first.
     routes: Vec<Route>,
     default_dialect: Dialect,
@@ -88,7 +91,6 @@ pub struct GatewayState {
     /// path and method override headers).
     strip_headers: Vec<HeaderName>,
     upstream: Upstream,
-    report_only: bool,
     forward_unmatched: bool,
     link_base: String,
     /// `gateway.rate_limit`: the per-client limiter and its IPv6 block length.
@@ -176,15 +178,18 @@ impl GatewayState {
         )?;
         Ok(GatewayState {
             service,
-            policy: Policy {
-                jurisdiction: g.jurisdiction,
-                cross_border: g
-                    .cross_border
-                    .unwrap_or_else(|| CrossBorderRule::default_for(g.jurisdiction)),
-                accepted_statuses: g.accepted_statuses.clone(),
-                require_roles: g.require_roles,
-                allow: g.allow.as_ref().map(|a| a.iter().cloned().collect()),
-                deny: g.deny.iter().cloned().collect(),
+            site: Site {
+                policy: Policy {
+                    jurisdiction: g.jurisdiction,
+                    cross_border: g
+                        .cross_border
+                        .unwrap_or_else(|| CrossBorderRule::default_for(g.jurisdiction)),
+                    accepted_statuses: g.accepted_statuses.clone(),
+                    require_roles: g.require_roles,
+                    allow: g.allow.as_ref().map(|a| a.iter().cloned().collect()),
+                    deny: g.deny.iter().cloned().collect(),
+                },
+                report_only: around.report_only,
             },
             routes,
             default_dialect: g.default_dialect,
@@ -208,7 +213,6 @@ impl GatewayState {
                 })
                 .collect::<Result<_, _>>()?,
             upstream,
-            report_only: around.report_only,
             forward_unmatched: around.forward_unmatched_routes,
             link_base: around.error_link_base,
             limiter: g.rate_limit.map(|r| {
@@ -283,7 +287,7 @@ impl GatewayState {
     }
 
     /// The seconds to wait when the calling client is over `gateway.rate_limit`.
-    fn over_rate_limit(&self, req: &Request<Incoming>, conn: &ConnInfo) -> Option<u64> {
+    fn over_rate_limit<B>(&self, req: &Request<B>, conn: &ConnInfo) -> Option<u64> {
         let (limiter, ipv6_prefix) = self.limiter.as_ref()?;
         let forwarded = req
             .headers()
@@ -344,125 +348,117 @@ pub fn new_connection(
     })
 }
 
-pub async fn handle(
+/// One request through the gateway, phase by phase (pingora's `ProxyHttp` shape): admit
+/// (the client's rate), route (screen, normalise, choose the route), identify (the client's
+/// certificate chain), decide (check and access rule, one call to the service), rewrite the
+/// request (form body, identity headers, the upstream budget), forward, rewrite the
+/// response; then the one logging phase ([`record::log`]) writes the metrics, the audit
+/// record and the access line from the request's [`Record`].
+///
+/// The body is any [`hyper::body::Body`] of bytes: the listener gives hyper's, a test an
+/// in-memory one.
+pub async fn handle<B>(
     state: Arc<GatewayState>,
-    req: Request<Incoming>,
+    req: Request<B>,
     conn: Arc<Connection>,
-) -> Response<Body> {
-    let check_id = new_request_id();
-    if let Some(retry_after_secs) = state.over_rate_limit(&req, &conn) {
-        let metrics = crate::telemetry::metrics::metrics();
-        metrics
-            .rate_limited
-            .get_or_create(&crate::telemetry::metrics::FaceLabels {
-                face: "gateway".to_owned(),
-            })
-            .inc();
-        let failure = Failure::RateLimited { retry_after_secs };
-        metrics.request("gateway", "", "rejected", failure.code());
-        let mut response = failure.response(state.default_dialect, &check_id, &state.link_base);
-        response
-            .headers_mut()
-            .insert(http::header::RETRY_AFTER, retry_after_secs.into());
-        return response;
-    }
-    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-    // Nothing is known of the route of a request refused before routing: its rejection is
-    // in the default dialect. The metric's route label is the configured prefix (bounded),
-    // never the request path.
-    let mut route_label = String::new();
-    let (dialect, outcome) = match state.screen(&req) {
-        Err(failure) => (state.default_dialect, Err(failure)),
-        Ok(normalised) => {
-            let (dialect, required) = match state.route(&method, &normalised) {
-                Some(r) => {
-                    route_label = r.prefix.clone();
-                    (r.dialect, Some(r.services))
-                }
-                None if state.forward_unmatched => (state.default_dialect, Some(ServiceSet::EMPTY)),
-                None => (state.default_dialect, None),
-            };
-            let outcome = match required {
-                Some(required) => {
-                    admit_and_forward(&state, req, &conn, &normalised, required, &check_id).await
-                }
-                None => Err(Failure::RouteUnknown),
-            };
-            (dialect, outcome)
-        }
+) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Sync + 'static,
+    B::Error: Into<BodyError>,
+{
+    let mut record = Record::new(
+        new_request_id(),
+        req.method().clone(),
+        req.uri().path().to_owned(),
+        state.default_dialect,
+    );
+    let (response, failure) = match phases(&state, req, &conn, &mut record).await {
+        Ok(forwarded) => (forwarded, None),
+        Err(failure) => (refusal(&state, &record, &failure), Some(failure)),
     };
-    let metrics = crate::telemetry::metrics::metrics();
-    match &outcome {
-        Ok(_) => metrics.request("gateway", &route_label, "forwarded", ""),
-        Err(f) => metrics.request("gateway", &route_label, "rejected", f.code()),
-    }
-    outcome.unwrap_or_else(|failure| {
-        // Refusals by the access rule were audited with the check's details already.
-        if !matches!(&failure, Failure::Refused(r) if r.reason.is_decided_by_rule()) {
-            tracing::info!(
-                target: "audit",
-                check_id = %check_id,
-                peer = %conn.peer,
-                method = %method,
-                path = %path,
-                status = failure.status().as_u16(),
-                reason = failure.code(),
-                detail = match &failure {
-                    Failure::PathRefused(r) => r.code(),
-                    Failure::AuthorityRefused(r) => r.code(),
-                    Failure::UpstreamOverloaded(scope) => scope.label(),
-                    Failure::Refused(_)
-                    | Failure::MethodRefused(_)
-                    | Failure::OverrideRefused(_)
-                    | Failure::HeaderNameRefused(_)
-                    | Failure::FormBodyTooLarge
-                    | Failure::RateLimited { .. }
-                    | Failure::RequestBodyInvalid
-                    | Failure::RouteUnknown
-                    | Failure::UpstreamUnavailable
-                    | Failure::UpstreamTimeout => "",
-                },
-                "gateway refused"
-            );
-        }
-        let mut response = failure.response(dialect, &check_id, &state.link_base);
-        match &failure {
-            Failure::MethodRefused(_) => {
-                response
-                    .headers_mut()
-                    .insert(http::header::ALLOW, state.allow_header.clone());
-            }
-            Failure::UpstreamOverloaded(_) => {
-                response.headers_mut().insert(
-                    http::header::RETRY_AFTER,
-                    HeaderValue::from_static(OVERLOADED_RETRY_AFTER_SECS),
-                );
-            }
-            _ => {}
-        }
-        response
-    })
+    record::log(
+        &record,
+        &conn,
+        state.site.policy.jurisdiction,
+        failure.as_ref(),
+        response.status(),
+    );
+    response
 }
 
-/// `Retry-After` of an `upstream_overloaded` answer: a call in flight to a PSD2 API ends
-/// within seconds (its timeout is `gateway.upstream_timeout_ms`).
-const OVERLOADED_RETRY_AFTER_SECS: &str = "1";
-
-/// Identity, check, access rule, forward: the phases after routing. `path` is the normalised
-/// path the route was chosen on, and the only path the upstream may receive.
-async fn admit_and_forward(
+/// The phases, in order; the first that refuses ends the request.
+async fn phases<B>(
     state: &GatewayState,
-    req: Request<Incoming>,
+    req: Request<B>,
     conn: &Connection,
-    path: &NormalisedPath,
-    required: ServiceSet,
-    check_id: &str,
-) -> Result<Response<Body>, Failure> {
+    record: &mut Record,
+) -> Result<Response<Body>, Failure>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Sync + 'static,
+    B::Error: Into<BodyError>,
+{
+    admit(state, &req, conn)?;
+    let (path, required) = route(state, &req, record)?;
     let peer_trusted = state
         .trusted_proxies
         .iter()
         .any(|c| c.contains(conn.peer.ip()));
-    let identity = peer_identity(state, &req, conn, peer_trusted)
+    let (identity, certificate) = identify(state, &req, conn, peer_trusted).await?;
+    let permit = decide(state, &identity, certificate, &path, required, record).await?;
+    let (upstream_req, body_failed, ticket) = rewrite_request(
+        state,
+        req,
+        conn,
+        &path,
+        &identity,
+        &permit,
+        peer_trusted,
+        record,
+    )
+    .await?;
+    let response = forward(state, upstream_req, &body_failed, record).await?;
+    Ok(rewrite_response(response, ticket))
+}
+
+/// Admit: a client over `gateway.rate_limit` is refused before anything else is done.
+fn admit<B>(state: &GatewayState, req: &Request<B>, conn: &ConnInfo) -> Result<(), Failure> {
+    match state.over_rate_limit(req, conn) {
+        Some(retry_after_secs) => Err(Failure::RateLimited { retry_after_secs }),
+        None => Ok(()),
+    }
+}
+
+/// Route: what is refused before any route is chosen ([`GatewayState::screen`]), then the
+/// route of the normalised path and method, whose dialect the answer is written in from here
+/// on. Nothing is known of the route of a request refused before routing: its rejection is in
+/// the default dialect. The metric's route label is the configured prefix (bounded), never the
+/// request path.
+fn route<B>(
+    state: &GatewayState,
+    req: &Request<B>,
+    record: &mut Record,
+) -> Result<(NormalisedPath, ServiceSet), Failure> {
+    let normalised = state.screen(req)?;
+    match state.route(req.method(), &normalised) {
+        Some(r) => {
+            record.route = r.prefix.clone();
+            record.dialect = r.dialect;
+            Ok((normalised, r.services))
+        }
+        None if state.forward_unmatched => Ok((normalised, ServiceSet::EMPTY)),
+        None => Err(Failure::RouteUnknown),
+    }
+}
+
+/// Identify: the client's certificate chain ([`peer_identity`]) and its leaf, which must be
+/// there and readable.
+async fn identify<B>(
+    state: &GatewayState,
+    req: &Request<B>,
+    conn: &Connection,
+    peer_trusted: bool,
+) -> Result<(Arc<PeerIdentity>, Arc<PspCertificate>), Failure> {
+    let identity = peer_identity(state, req, conn, peer_trusted)
         .await
         .map_err(Failure::Refused)?;
     let certificate = match &identity.leaf {
@@ -480,182 +476,196 @@ async fn admit_and_forward(
         }
         Some(Ok(certificate)) => Arc::clone(certificate),
     };
-
-    let started = std::time::Instant::now();
-    let report = state
-        .service
-        .check(
-            certificate.clone(),
-            Arc::clone(&identity.intermediates),
-            state.policy.jurisdiction,
-            OffsetDateTime::now_utc(),
-        )
-        .await;
-    crate::telemetry::metrics::metrics()
-        .check_duration
-        .get_or_create(&crate::telemetry::metrics::FaceLabels {
-            face: "gateway".to_owned(),
-        })
-        .observe(started.elapsed().as_secs_f64());
-    let decision = if state.report_only {
-        let permit =
-            policy::decide_report_only(&state.policy, report.clone(), &certificate, required);
-        if let Some(rejection) = permit.not_enforced() {
-            tracing::warn!(
-                target: "audit",
-                check_id = %check_id,
-                auth_number = report.auth_number.as_deref().unwrap_or(""),
-                reason = rejection.reason.code(),
-                "report-only: would have refused, forwarding"
-            );
-        }
-        Ok(permit)
-    } else {
-        policy::decide(&state.policy, report.clone(), &certificate, required)
-    };
-    audit_decision(
-        check_id,
-        conn,
-        &certificate,
-        &report,
-        (req.method(), path),
-        &state.policy,
-        decision.as_ref(),
-    );
-    let permit = decision.map_err(Failure::Refused)?;
-    // Read only for a permitted call: nobody else makes the gateway buffer a body.
-    let req = overrides::screen_form(req, state.upstream.timeout())
-        .await
-        .map_err(|refusal| match refusal {
-            overrides::FormRefusal::Override(field) => Failure::OverrideRefused(field),
-            overrides::FormRefusal::TooLarge => Failure::FormBodyTooLarge,
-            overrides::FormRefusal::Unreadable(detail) => {
-                tracing::info!(check_id = %check_id, error = %detail, "the form body could not be read");
-                Failure::RequestBodyInvalid
-            }
-        })?;
-
-    let hop = Hop {
-        peer: conn.peer.ip(),
-        peer_trusted,
-        tls: conn.tls.is_some(),
-    };
-    let extra = state.identity_header.as_ref().map(HeaderName::as_str);
-    let identity = forward::Identity {
-        permit: &permit,
-        certificate: identity.certificate_header.as_ref(),
-        check_id,
-    };
-    let strip = forward::Strip {
-        names: &state.names,
-        identity_header: extra,
-        configured: &state.strip_headers,
-    };
-    // The PSP's share of the upstream: by auth number (one PSP may hold several
-    // certificates), else by certificate.
-    let psp = permit
-        .report()
-        .auth_number
-        .clone()
-        .unwrap_or_else(|| certificate.fingerprint_hex());
-    let ticket = state
-        .budget
-        .take(&psp)
-        .map_err(Failure::UpstreamOverloaded)?;
-    let (upstream_req, body_failed) =
-        forward::prepare(&state.upstream, req, path, &hop, strip, identity)
-            .map_err(|e| forward_failure(e, check_id))?;
-    let response = state
-        .upstream
-        .send(upstream_req, &body_failed)
-        .await
-        .map_err(|e| forward_failure(e, check_id))?;
-    // The upstream connection is busy until the response body is streamed back or dropped.
-    Ok(response.map(|body| {
-        use http_body_util::BodyExt;
-        body.map_frame(move |frame| {
-            let _in_flight = &ticket;
-            frame
-        })
-        .boxed()
-    }))
+    Ok((identity, certificate))
 }
 
-/// Every forwarding error, logged with its detail and mapped to the failure the client sees:
-/// the upstream unreachable or broken is 502, its silence 504. A request that cannot be built
-/// is 502 as well (it names the upstream's URI, which comes from the configuration). A
-/// request body that fails on the client's side is 400.
-fn forward_failure(error: ForwardError, check_id: &str) -> Failure {
-    let kind = match &error {
-        ForwardError::RequestBody(detail) => {
-            tracing::info!(check_id = %check_id, error = %detail, "the request body could not be read");
-            return Failure::RequestBodyInvalid;
-        }
-        ForwardError::RequestBuild(_) => "request",
-        ForwardError::Connect(_) => "connect",
-        ForwardError::Protocol(_) => "protocol",
-        ForwardError::Timeout => "timeout",
+/// Decide: the one decision call ([`CheckService::decide`]: the checks, cached, then the
+/// site's access rule), recorded for the audit.
+async fn decide(
+    state: &GatewayState,
+    identity: &PeerIdentity,
+    certificate: Arc<PspCertificate>,
+    path: &NormalisedPath,
+    required: ServiceSet,
+    record: &mut Record,
+) -> Result<Permit<Checked>, Failure> {
+    let fingerprint = certificate.fingerprint_hex();
+    let call = Call {
+        certificate,
+        intermediates: Arc::clone(&identity.intermediates),
+        required,
+        now: OffsetDateTime::now_utc(),
     };
-    crate::telemetry::metrics::metrics()
-        .upstream_errors
-        .get_or_create(&crate::telemetry::metrics::OutcomeLabels {
-            what: "upstream".to_owned(),
-            outcome: kind.to_owned(),
-        })
-        .inc();
-    match error {
-        ForwardError::RequestBody(_) => Failure::RequestBodyInvalid,
-        ForwardError::RequestBuild(detail) => {
-            tracing::error!(check_id = %check_id, error = %detail, "cannot build the upstream request");
-            Failure::UpstreamUnavailable
-        }
-        ForwardError::Connect(detail) | ForwardError::Protocol(detail) => {
-            tracing::warn!(check_id = %check_id, error = %detail, "upstream unavailable");
-            Failure::UpstreamUnavailable
-        }
-        ForwardError::Timeout => {
-            tracing::warn!(check_id = %check_id, "upstream timed out");
-            Failure::UpstreamTimeout
-        }
-    }
-}
-
-/// One audit record per decision of the access rule, with the check's details.
-fn audit_decision(
-    check_id: &str,
-    conn: &ConnInfo,
-    certificate: &PspCertificate,
-    report: &crate::check::CheckReport,
-    (method, path): (&Method, &NormalisedPath),
-    policy: &Policy,
-    decision: Result<&Permit<Checked>, &Rejection>,
-) {
-    let (decision, reason) = match decision {
+    let decision = state.service.decide(&state.site, call).await;
+    let (verdict, reason) = match &decision.outcome {
         Ok(p) => match p.not_enforced() {
             Some(r) => ("report-only", r.reason.code()),
             None => ("permit", ""),
         },
         Err(r) => ("refuse", r.reason.code()),
     };
-    tracing::info!(
-        target: "audit",
-        check_id = %check_id,
-        peer = %conn.peer,
-        resumed = conn.tls.as_ref().is_some_and(|t| t.resumed),
-        fingerprint = %certificate.fingerprint_hex(),
-        auth_number = report.auth_number.as_deref().unwrap_or(""),
-        jurisdiction = %policy.jurisdiction,
-        method = %method,
-        path = path.as_str(),
-        valid_qtsp = report.validity.valid_qtsp,
-        valid_signature = report.validity.valid_signature,
-        not_revoked = report.validity.not_revoked,
-        not_expired = report.validity.not_expired,
-        evidence = %report.revocation_evidence(),
-        decision,
+    record.decided = Some(Decided {
+        fingerprint,
+        path: path.as_str().to_owned(),
+        checked: decision.checked,
+        verdict,
         reason,
-        "gateway decision"
-    );
+        check_time: decision.check_time,
+    });
+    decision.outcome.map_err(Failure::Refused)
+}
+
+/// Rewrite the request: a form body is read (for a permitted call only: nobody else makes
+/// the gateway buffer a body) and screened for overrides, the PSP's share of the upstream is
+/// taken (by auth number, as one PSP may hold several certificates, else by certificate),
+/// and the upstream request is built on the normalised path with the identity headers.
+#[allow(clippy::too_many_arguments)]
+async fn rewrite_request<B>(
+    state: &GatewayState,
+    req: Request<B>,
+    conn: &ConnInfo,
+    path: &NormalisedPath,
+    identity: &PeerIdentity,
+    permit: &Permit<Checked>,
+    peer_trusted: bool,
+    record: &mut Record,
+) -> Result<(Request<Body>, forward::BodyFailed, budget::Ticket), Failure>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Sync + 'static,
+    B::Error: Into<BodyError>,
+{
+    let req = overrides::screen_form(req, state.upstream.timeout())
+        .await
+        .map_err(|refusal| match refusal {
+            overrides::FormRefusal::Override(field) => Failure::OverrideRefused(field),
+            overrides::FormRefusal::TooLarge => Failure::FormBodyTooLarge,
+            overrides::FormRefusal::Unreadable(detail) => {
+                record.trouble = Some(Trouble::FormBody(detail));
+                Failure::RequestBodyInvalid
+            }
+        })?;
+    let hop = Hop {
+        peer: conn.peer.ip(),
+        peer_trusted,
+        tls: conn.tls.is_some(),
+    };
+    let extra = state.identity_header.as_ref().map(HeaderName::as_str);
+    let headers = forward::Identity {
+        permit,
+        certificate: identity.certificate_header.as_ref(),
+        check_id: &record.check_id,
+    };
+    let strip = forward::Strip {
+        names: &state.names,
+        identity_header: extra,
+        configured: &state.strip_headers,
+    };
+    let psp = match (&permit.report().auth_number, &record.decided) {
+        (Some(auth_number), _) => auth_number.clone(),
+        (None, Some(decided)) => decided.fingerprint.clone(),
+        (None, None) => String::new(),
+    };
+    let ticket = state
+        .budget
+        .take(&psp)
+        .map_err(Failure::UpstreamOverloaded)?;
+    let (upstream_req, body_failed) =
+        forward::prepare(&state.upstream, req, path, &hop, strip, headers)
+            .map_err(|e| forward_failure(e, record))?;
+    Ok((upstream_req, body_failed, ticket))
+}
+
+/// Forward: the call to the upstream, bounded by its timeout.
+async fn forward(
+    state: &GatewayState,
+    upstream_req: Request<Body>,
+    body_failed: &forward::BodyFailed,
+    record: &mut Record,
+) -> Result<Response<Body>, Failure> {
+    state
+        .upstream
+        .send(upstream_req, body_failed)
+        .await
+        .map_err(|e| forward_failure(e, record))
+}
+
+/// Rewrite the response: the upstream connection is busy until the response body is streamed
+/// back or dropped, so the budget's ticket travels with the body.
+fn rewrite_response(response: Response<Body>, ticket: budget::Ticket) -> Response<Body> {
+    response.map(|body| {
+        use http_body_util::BodyExt;
+        body.map_frame(move |frame| {
+            let _in_flight = &ticket;
+            frame
+        })
+        .boxed()
+    })
+}
+
+/// The answer to a refused request, in the dialect the record says, with the headers its
+/// failure calls for (`Allow` for a method refused, `Retry-After` for a rate or a budget).
+fn refusal(state: &GatewayState, record: &Record, failure: &Failure) -> Response<Body> {
+    let mut response = failure.response(record.dialect, &record.check_id, &state.link_base);
+    match failure {
+        Failure::RateLimited { retry_after_secs } => {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, (*retry_after_secs).into());
+        }
+        Failure::MethodRefused(_) => {
+            response
+                .headers_mut()
+                .insert(http::header::ALLOW, state.allow_header.clone());
+        }
+        Failure::UpstreamOverloaded(_) => {
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                HeaderValue::from_static(OVERLOADED_RETRY_AFTER_SECS),
+            );
+        }
+        _ => {}
+    }
+    response
+}
+
+/// `Retry-After` of an `upstream_overloaded` answer: a call in flight to a PSD2 API ends
+/// within seconds (its timeout is `gateway.upstream_timeout_ms`).
+const OVERLOADED_RETRY_AFTER_SECS: &str = "1";
+
+/// Every forwarding error, recorded for the logging phase with its detail and mapped to the
+/// failure the client sees: the upstream unreachable or broken is 502, its silence 504. A
+/// request that cannot be built is 502 as well (it names the upstream's URI, which comes from
+/// the configuration). A request body that fails on the client's side is 400.
+fn forward_failure(error: ForwardError, record: &mut Record) -> Failure {
+    let (trouble, failure) = match error {
+        ForwardError::RequestBody(detail) => (Trouble::Body(detail), Failure::RequestBodyInvalid),
+        ForwardError::RequestBuild(detail) => {
+            (Trouble::Build(detail), Failure::UpstreamUnavailable)
+        }
+        ForwardError::Connect(detail) => (
+            Trouble::Upstream {
+                kind: "connect",
+                detail: Some(detail),
+            },
+            Failure::UpstreamUnavailable,
+        ),
+        ForwardError::Protocol(detail) => (
+            Trouble::Upstream {
+                kind: "protocol",
+                detail: Some(detail),
+            },
+            Failure::UpstreamUnavailable,
+        ),
+        ForwardError::Timeout => (
+            Trouble::Upstream {
+                kind: "timeout",
+                detail: None,
+            },
+            Failure::UpstreamTimeout,
+        ),
+    };
+    record.trouble = Some(trouble);
+    failure
 }
 
 /// A client's certificate chain, parsed, and its certificate as the upstream receives it.
@@ -696,9 +706,9 @@ impl PeerIdentity {
 /// other connections that present the same chain, or in header mode from the identity header
 /// when the peer is a trusted proxy, per request (from anyone else the header is ignored, and
 /// removed before forwarding).
-async fn peer_identity(
+async fn peer_identity<B>(
     state: &GatewayState,
-    req: &Request<Incoming>,
+    req: &Request<B>,
     conn: &Connection,
     peer_trusted: bool,
 ) -> Result<Arc<PeerIdentity>, Rejection> {
@@ -746,9 +756,9 @@ fn chain_digest<C: AsRef<[u8]>>(chain: &[C]) -> [u8; 32] {
 }
 
 /// Header mode's certificate chain (leaf first), from a trusted proxy's identity header.
-fn header_chain(
+fn header_chain<B>(
     state: &GatewayState,
-    req: &Request<Incoming>,
+    req: &Request<B>,
     peer_trusted: bool,
 ) -> Result<Vec<Vec<u8>>, Rejection> {
     let Some(name) = &state.identity_header else {

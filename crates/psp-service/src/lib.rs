@@ -10,7 +10,7 @@
 
 // The layers below, named as modules of this crate inside it.
 use psp_cert::{cert, country, hex};
-use psp_check::check;
+use psp_check::{check, policy};
 
 pub mod bounded;
 pub mod fetch;
@@ -20,4 +20,4 @@ pub mod service;
 pub mod telemetry;
 pub mod trust;
 
-pub use service::{CheckService, Checked};
+pub use service::{Call, CheckService, Checked, Decision, Site};

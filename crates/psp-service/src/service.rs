@@ -3,6 +3,9 @@
 //! caches results. The endpoint, the gateway and the CLI all check through it.
 
 pub mod audit;
+mod decision;
+
+pub use decision::{Call, Decision, Site};
 
 use std::path::PathBuf;
 use std::sync::Arc;

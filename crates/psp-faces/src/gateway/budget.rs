@@ -60,13 +60,7 @@ impl UpstreamBudget {
             None
         };
         if let Some(scope) = refused {
-            drop(state);
-            crate::telemetry::metrics::metrics()
-                .upstream_overflows
-                .get_or_create(&crate::telemetry::metrics::ScopeLabels {
-                    scope: scope.label().to_owned(),
-                })
-                .inc();
+            // Counted by the request's logging phase (gateway::record).
             return Err(scope);
         }
         state.total += 1;

@@ -1,0 +1,248 @@
+//! One gateway request's record, filled in by the phases as they learn it, and the logging
+//! phase that writes, from that one record and in one place, everything the request leaves
+//! behind: its metrics, its audit record, the operational log of what went wrong on the way,
+//! and its access line.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{Method, StatusCode};
+
+use super::config::Dialect;
+use super::dialect::Failure;
+use crate::server::ConnInfo;
+use crate::service::Checked;
+use crate::telemetry::metrics::{FaceLabels, OutcomeLabels, ScopeLabels, metrics};
+
+/// What the phases learned of one request.
+pub(super) struct Record {
+    pub(super) check_id: String,
+    started: Instant,
+    pub(super) method: Method,
+    /// The path as received (the normalised one is in `decided`, once there is one).
+    pub(super) path: String,
+    /// The route's configured prefix (bounded, for the metric's label); empty before routing
+    /// and for a request no route matched.
+    pub(super) route: String,
+    /// The dialect the answer is written in: the route's, or the default before routing.
+    pub(super) dialect: Dialect,
+    /// The decision, once one was made.
+    pub(super) decided: Option<Decided>,
+    /// What went wrong on the way that the operator should read (not what the client did).
+    pub(super) trouble: Option<Trouble>,
+}
+
+/// The decision as the audit record tells it.
+pub(super) struct Decided {
+    pub(super) fingerprint: String,
+    /// The normalised path the route was chosen on, and the only one forwarded.
+    pub(super) path: String,
+    pub(super) checked: Arc<Checked>,
+    /// `permit`, `report-only` or `refuse`.
+    pub(super) verdict: &'static str,
+    /// The refusal's code (`""` for a permit).
+    pub(super) reason: &'static str,
+    pub(super) check_time: Duration,
+}
+
+/// An error met while forwarding, or reading the body for it.
+pub(super) enum Trouble {
+    /// The client's body could not be read (logged at info: the client's doing).
+    Body(String),
+    /// A form body could not be read whole (logged at info).
+    FormBody(String),
+    /// The upstream request could not be built (an error: it names configured parts).
+    Build(String),
+    /// The upstream refused or broke the connection (`connect`, `protocol`), or was silent
+    /// (`timeout`, no detail).
+    Upstream {
+        kind: &'static str,
+        detail: Option<String>,
+    },
+}
+
+impl Record {
+    pub(super) fn new(check_id: String, method: Method, path: String, dialect: Dialect) -> Self {
+        Record {
+            check_id,
+            started: Instant::now(),
+            method,
+            path,
+            route: String::new(),
+            dialect,
+            decided: None,
+            trouble: None,
+        }
+    }
+}
+
+/// The logging phase: the request's metrics, its audit record (the access rule's decision
+/// with the check's details; or, for a request refused before the rule, the refusal), the
+/// operational log of trouble on the way, and the access line (`target: "access"`, at debug).
+pub(super) fn log(
+    record: &Record,
+    conn: &ConnInfo,
+    jurisdiction: crate::country::CountryCode,
+    failure: Option<&Failure>,
+    status: StatusCode,
+) {
+    let m = metrics();
+    if let Some(decided) = &record.decided {
+        m.check_duration
+            .get_or_create(&FaceLabels {
+                face: "gateway".to_owned(),
+            })
+            .observe(decided.check_time.as_secs_f64());
+        audit_decision(record, decided, conn, jurisdiction);
+    }
+    log_trouble(record);
+    match failure {
+        None => m.request("gateway", &record.route, "forwarded", ""),
+        Some(failure) => {
+            m.request("gateway", &record.route, "rejected", failure.code());
+            match failure {
+                Failure::RateLimited { .. } => {
+                    m.rate_limited
+                        .get_or_create(&FaceLabels {
+                            face: "gateway".to_owned(),
+                        })
+                        .inc();
+                }
+                Failure::UpstreamOverloaded(scope) => {
+                    m.upstream_overflows
+                        .get_or_create(&ScopeLabels {
+                            scope: scope.label().to_owned(),
+                        })
+                        .inc();
+                }
+                _ => {}
+            }
+            audit_refusal(record, conn, failure);
+        }
+    }
+    tracing::debug!(
+        target: "access",
+        check_id = %record.check_id,
+        peer = %conn.peer,
+        method = %record.method,
+        path = %record.path,
+        route = %record.route,
+        status = status.as_u16(),
+        reason = failure.map_or("", Failure::code),
+        duration_ms = u64::try_from(record.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "gateway request"
+    );
+}
+
+/// One audit record per decision of the access rule, with the check's details; in
+/// report-only mode, the refusal not enforced is also a warning.
+fn audit_decision(
+    record: &Record,
+    decided: &Decided,
+    conn: &ConnInfo,
+    jurisdiction: crate::country::CountryCode,
+) {
+    let report = decided.checked.report();
+    if decided.verdict == "report-only" {
+        tracing::warn!(
+            target: "audit",
+            check_id = %record.check_id,
+            auth_number = report.auth_number.as_deref().unwrap_or(""),
+            reason = decided.reason,
+            "report-only: would have refused, forwarding"
+        );
+    }
+    tracing::info!(
+        target: "audit",
+        check_id = %record.check_id,
+        peer = %conn.peer,
+        resumed = conn.tls.as_ref().is_some_and(|t| t.resumed),
+        fingerprint = %decided.fingerprint,
+        auth_number = report.auth_number.as_deref().unwrap_or(""),
+        jurisdiction = %jurisdiction,
+        method = %record.method,
+        path = decided.path.as_str(),
+        valid_qtsp = report.validity.valid_qtsp,
+        valid_signature = report.validity.valid_signature,
+        not_revoked = report.validity.not_revoked,
+        not_expired = report.validity.not_expired,
+        evidence = %report.revocation_evidence(),
+        decision = decided.verdict,
+        reason = decided.reason,
+        "gateway decision"
+    );
+}
+
+/// The audit line of a refusal the access rule did not make (refusals by the rule are in
+/// their decision record). A client over its rate is not audited: a flood must not flood the
+/// audit log (it is counted).
+fn audit_refusal(record: &Record, conn: &ConnInfo, failure: &Failure) {
+    if matches!(failure, Failure::RateLimited { .. })
+        || matches!(failure, Failure::Refused(r) if r.reason.is_decided_by_rule())
+    {
+        return;
+    }
+    tracing::info!(
+        target: "audit",
+        check_id = %record.check_id,
+        peer = %conn.peer,
+        method = %record.method,
+        path = %record.path,
+        status = failure.status().as_u16(),
+        reason = failure.code(),
+        detail = match failure {
+            Failure::PathRefused(r) => r.code(),
+            Failure::AuthorityRefused(r) => r.code(),
+            Failure::UpstreamOverloaded(scope) => scope.label(),
+            Failure::Refused(_)
+            | Failure::MethodRefused(_)
+            | Failure::OverrideRefused(_)
+            | Failure::HeaderNameRefused(_)
+            | Failure::FormBodyTooLarge
+            | Failure::RateLimited { .. }
+            | Failure::RequestBodyInvalid
+            | Failure::RouteUnknown
+            | Failure::UpstreamUnavailable
+            | Failure::UpstreamTimeout => "",
+        },
+        "gateway refused"
+    );
+}
+
+/// What went wrong on the way, at the level it deserves, and the upstream error counter.
+fn log_trouble(record: &Record) {
+    let check_id = record.check_id.as_str();
+    let kind = match &record.trouble {
+        None => return,
+        Some(Trouble::Body(detail)) => {
+            tracing::info!(check_id = %check_id, error = %detail, "the request body could not be read");
+            return;
+        }
+        Some(Trouble::FormBody(detail)) => {
+            tracing::info!(check_id = %check_id, error = %detail, "the form body could not be read");
+            return;
+        }
+        Some(Trouble::Build(detail)) => {
+            tracing::error!(check_id = %check_id, error = %detail, "cannot build the upstream request");
+            "request"
+        }
+        Some(Trouble::Upstream {
+            kind,
+            detail: Some(detail),
+        }) => {
+            tracing::warn!(check_id = %check_id, error = %detail, "upstream unavailable");
+            kind
+        }
+        Some(Trouble::Upstream { kind, detail: None }) => {
+            tracing::warn!(check_id = %check_id, "upstream timed out");
+            kind
+        }
+    };
+    metrics()
+        .upstream_errors
+        .get_or_create(&OutcomeLabels {
+            what: "upstream".to_owned(),
+            outcome: kind.to_owned(),
+        })
+        .inc();
+}
