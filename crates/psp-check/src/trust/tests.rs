@@ -24,10 +24,7 @@ const EARLIER: OffsetDateTime = datetime!(2016-07-01 00:00 UTC);
 fn leaf(policies: &[&str]) -> PspCertificate {
     let mut params =
         rcgen::CertificateParams::new(vec!["psp.test".to_owned()]).expect("valid name");
-    let infos: Vec<u8> = policies
-        .iter()
-        .flat_map(|p| tlv(0x30, &oid(p)))
-        .collect();
+    let infos: Vec<u8> = policies.iter().flat_map(|p| tlv(0x30, &oid(p))).collect();
     params
         .custom_extensions
         .push(rcgen::CustomExtension::from_oid_content(

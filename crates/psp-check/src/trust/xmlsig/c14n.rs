@@ -510,7 +510,11 @@ mod tests {
             rendered.close();
         }
         assert!(rendered.in_effect.is_empty() && rendered.undo.is_empty());
-        assert_eq!(rendered.get(None), Some(""), "no default namespace declared");
+        assert_eq!(
+            rendered.get(None),
+            Some(""),
+            "no default namespace declared"
+        );
         assert_eq!(rendered.get(Some("a")), None);
     }
 
