@@ -110,7 +110,15 @@ fn run_responder(
             })
         });
         let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-        server::serve(listener, None, Limits::default(), handler, stop_rx).await;
+        server::serve_with_link_base(
+            listener,
+            None,
+            Limits::default(),
+            "/docs/errors#".into(),
+            handler,
+            stop_rx,
+        )
+        .await;
     });
 }
 

@@ -80,10 +80,11 @@ pub async fn start() -> Upstream {
         })
     });
     let (stop, stop_rx) = watch::channel(false);
-    tokio::spawn(server::serve(
+    tokio::spawn(server::serve_with_link_base(
         listener,
         None,
         Limits::default(),
+        "/docs/errors#".into(),
         handler,
         stop_rx,
     ));

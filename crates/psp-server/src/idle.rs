@@ -154,10 +154,10 @@ impl HttpBody for TrackedBody {
 mod tests {
     use super::*;
 
-    // Real time with short durations; only lower bounds are exact, upper bounds are generous
-    // (a loaded machine may be late, never early).
+    // On the paused clock: each wait ends exactly at its deadline, so the times are asserted
+    // as equalities, never as bounds on a measured duration.
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_connection_without_requests_is_idle_at_the_first_request_deadline() {
         let t = RequestTracker::new();
         let begun = Instant::now();
@@ -167,7 +167,7 @@ mod tests {
         )
         .await
         .expect("idle by the first-request deadline, not the idle timeout");
-        assert!(begun.elapsed() >= Duration::from_millis(200));
+        assert_eq!(Instant::now() - begun, Duration::from_millis(200));
     }
 
     #[tokio::test(start_paused = true)]
@@ -193,7 +193,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_request_in_progress_is_never_idle_and_idleness_counts_from_its_end() {
         let t = RequestTracker::new();
         let guard = t.begin();
@@ -213,9 +213,10 @@ mod tests {
             .await
             .expect("idle after the request")
             .expect("watchdog");
-        assert!(
-            idle_at - ended >= Duration::from_millis(90),
-            "millisecond rounding at most"
+        assert_eq!(
+            idle_at - ended,
+            Duration::from_millis(100),
+            "the idle timeout after the request's end"
         );
         assert_eq!(t.in_flight(), 0);
         assert_eq!(t.requests_started(), 1);

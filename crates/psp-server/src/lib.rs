@@ -226,27 +226,7 @@ const MAX_CONCURRENT_STREAMS: u32 = 100;
 
 /// Serves `listener` until `shutdown` turns true, then stops accepting and drains. Requests
 /// refused before any handler reads them (`framing`) link their error code under
-/// `/docs/errors#`.
-pub async fn serve(
-    listener: TcpListener,
-    tls: Option<TlsAcceptor>,
-    limits: Limits,
-    handler: Handler,
-    shutdown: watch::Receiver<bool>,
-) {
-    serve_with_link_base(
-        listener,
-        tls,
-        limits,
-        "/docs/errors#".into(),
-        handler,
-        shutdown,
-    )
-    .await;
-}
-
-/// [`serve`], with the error links of refused requests under `link_base`
-/// (`checks.error_link_base`).
+/// `link_base` (`checks.error_link_base`).
 pub async fn serve_with_link_base(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,

@@ -58,21 +58,56 @@ fn children(mut content: &[u8]) -> Vec<Tlv<'_>> {
     out
 }
 
-/// One DER element: `tag`, the length (short or long form), then `content`.
+/// One DER element: `tag`, the length (short form below 128, else the long form in as few
+/// octets as it takes), then `content`.
 pub fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     let mut out = vec![tag];
     let n = content.len();
     if n < 0x80 {
         out.push(n as u8);
-    } else if n < 0x100 {
-        out.extend([0x81, n as u8]);
-    } else if n < 0x10000 {
-        out.extend([0x82, (n >> 8) as u8, n as u8]);
     } else {
-        out.extend([0x83, (n >> 16) as u8, (n >> 8) as u8, n as u8]);
+        let octets: Vec<u8> = n
+            .to_be_bytes()
+            .into_iter()
+            .skip_while(|&b| b == 0)
+            .collect();
+        out.push(0x80 | octets.len() as u8);
+        out.extend(octets);
     }
     out.extend_from_slice(content);
     out
+}
+
+/// `SEQUENCE { parts... }`: the parts (whole DER elements) concatenated under tag 0x30.
+pub fn seq(parts: &[Vec<u8>]) -> Vec<u8> {
+    tlv(0x30, &parts.concat())
+}
+
+/// A `UTF8String` (tag 0x0c) holding `text`.
+pub fn utf8(text: &str) -> Vec<u8> {
+    tlv(0x0c, text.as_bytes())
+}
+
+/// An `OBJECT IDENTIFIER` (tag 0x06) from its dotted form ("2.5.29.32"): the first two arcs
+/// in one subidentifier, each in base 128 with the high bit on all octets but the last.
+pub fn oid(dotted: &str) -> Vec<u8> {
+    let arcs: Vec<u64> = dotted
+        .split('.')
+        .map(|a| a.parse().expect("a decimal arc"))
+        .collect();
+    assert!(arcs.len() >= 2, "an OID has at least two arcs: {dotted}");
+    let mut content = Vec::new();
+    for arc in std::iter::once(arcs[0] * 40 + arcs[1]).chain(arcs[2..].iter().copied()) {
+        let mut octets = vec![(arc & 0x7f) as u8];
+        let mut rest = arc >> 7;
+        while rest > 0 {
+            octets.push(0x80 | (rest & 0x7f) as u8);
+            rest >>= 7;
+        }
+        octets.reverse();
+        content.extend(octets);
+    }
+    tlv(0x06, &content)
 }
 
 /// The same as [`tlv`], by the name the forging tests use.
@@ -168,4 +203,38 @@ pub fn pem_chain(ders: &[&[u8]]) -> String {
         out.push_str("-----END CERTIFICATE-----\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_take_the_short_form_below_128_and_the_fewest_long_form_octets_above() {
+        assert_eq!(tlv(0x04, &[7; 3]), [&[0x04, 3][..], &[7; 3]].concat());
+        assert_eq!(tlv(0x04, &[0; 0x7f])[..2], [0x04, 0x7f]);
+        assert_eq!(tlv(0x04, &[0; 0x80])[..3], [0x04, 0x81, 0x80]);
+        assert_eq!(tlv(0x04, &[0; 0x100])[..4], [0x04, 0x82, 0x01, 0x00]);
+        assert_eq!(
+            tlv(0x04, &[0; 0x1_0000])[..5],
+            [0x04, 0x83, 0x01, 0x00, 0x00]
+        );
+    }
+
+    #[test]
+    fn oids_utf8_strings_and_sequences_are_encoded_as_x690_says() {
+        // id-ce-certificatePolicies and an arc over 127 (RSA's 113549).
+        assert_eq!(oid("2.5.29.32"), [0x06, 0x03, 0x55, 0x1d, 0x20]);
+        assert_eq!(
+            oid("1.2.840.113549.1.1.11"),
+            [
+                0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b
+            ]
+        );
+        assert_eq!(utf8("ab"), [0x0c, 0x02, b'a', b'b']);
+        assert_eq!(
+            seq(&[utf8("a"), utf8("b")]),
+            [0x30, 0x06, 0x0c, 0x01, b'a', 0x0c, 0x01, b'b']
+        );
+    }
 }

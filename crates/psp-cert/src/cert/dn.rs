@@ -319,6 +319,7 @@ impl fmt::Display for NormalizedName {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use psp_testkit::der::{tlv, utf8};
     use x509_parser::prelude::{FromDer, X509Certificate};
 
     const PKITS: &str = concat!(
@@ -346,12 +347,6 @@ mod tests {
 
     /// `SEQUENCE { SET { SEQUENCE { OID, value } } ... }` from (oid content, value TLV) RDNs.
     fn name(rdns: &[&[(&[u8], &[u8])]]) -> Vec<u8> {
-        fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-            assert!(content.len() < 128);
-            let mut out = vec![tag, content.len() as u8];
-            out.extend_from_slice(content);
-            out
-        }
         let mut seq = Vec::new();
         for rdn in rdns {
             let mut set = Vec::new();
@@ -363,12 +358,6 @@ mod tests {
             seq.extend(tlv(0x31, &set));
         }
         tlv(0x30, &seq)
-    }
-
-    fn utf8(text: &str) -> Vec<u8> {
-        let mut out = vec![0x0c, u8::try_from(text.len()).expect("short")];
-        out.extend_from_slice(text.as_bytes());
-        out
     }
 
     const CN: &[u8] = &[0x55, 0x04, 0x03];

@@ -553,6 +553,7 @@ fn pss_algorithm(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use psp_testkit::der::tlv;
 
     const SHA256_OID: [u8; 11] = [
         0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01,
@@ -562,11 +563,6 @@ mod tests {
     /// AlgorithmIdentifier { id-RSASSA-PSS, RSASSA-PSS-params } with the given hash (as an
     /// encoded OID), MGF1 hash and salt length.
     fn pss(hash: &[u8], mgf_hash: &[u8], salt: u8) -> Vec<u8> {
-        fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-            let mut v = vec![tag, content.len() as u8];
-            v.extend_from_slice(content);
-            v
-        }
         let hash_alg = |h: &[u8]| tlv(0x30, &[h, &[0x05, 0x00][..]].concat());
         let mgf1_oid = [
             0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x08,

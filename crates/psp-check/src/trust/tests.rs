@@ -3,6 +3,7 @@
 //! it.
 
 use base64::Engine as _;
+use psp_testkit::der::{oid, tlv};
 use time::macros::datetime;
 
 use super::*;
@@ -18,41 +19,12 @@ const SVC: &str = "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/";
 const CURRENT: OffsetDateTime = datetime!(2019-01-01 00:00 UTC);
 const EARLIER: OffsetDateTime = datetime!(2016-07-01 00:00 UTC);
 
-fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
-    assert!(body.len() < 128, "short form only");
-    let mut out = vec![tag, body.len() as u8];
-    out.extend_from_slice(body);
-    out
-}
-
-fn oid_der(dotted: &str) -> Vec<u8> {
-    let arcs: Vec<u64> = dotted
-        .split('.')
-        .map(|a| a.parse().expect("a decimal arc"))
-        .collect();
-    let mut body = Vec::new();
-    for arc in std::iter::once(arcs[0] * 40 + arcs[1]).chain(arcs[2..].iter().copied()) {
-        let mut bytes = vec![(arc & 0x7f) as u8];
-        let mut rest = arc >> 7;
-        while rest > 0 {
-            bytes.push((rest & 0x7f) as u8 | 0x80);
-            rest >>= 7;
-        }
-        bytes.reverse();
-        body.extend(bytes);
-    }
-    tlv(0x06, &body)
-}
-
 /// A certificate with these certificatePolicies (RFC 5280 section 4.2.1.4:
 /// `SEQUENCE OF PolicyInformation`, each `SEQUENCE { policyIdentifier }`).
 fn leaf(policies: &[&str]) -> PspCertificate {
     let mut params =
         rcgen::CertificateParams::new(vec!["psp.test".to_owned()]).expect("valid name");
-    let infos: Vec<u8> = policies
-        .iter()
-        .flat_map(|p| tlv(0x30, &oid_der(p)))
-        .collect();
+    let infos: Vec<u8> = policies.iter().flat_map(|p| tlv(0x30, &oid(p))).collect();
     params
         .custom_extensions
         .push(rcgen::CustomExtension::from_oid_content(

@@ -2,6 +2,7 @@
 //! constraint cases, plus hand-made extension values for the edges.
 
 use super::*;
+use psp_testkit::der::tlv;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/");
@@ -484,24 +485,6 @@ fn limbo_denial_of_service_cases_stop_at_the_comparison_budget() {
 
 // ---------------------------------------------------------------------------------------
 // Edges, on hand-made values
-
-fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-    let mut out = vec![tag];
-    let len = content.len();
-    if len < 0x80 {
-        out.push(u8::try_from(len).expect("short"));
-    } else {
-        let octets: Vec<u8> = len
-            .to_be_bytes()
-            .into_iter()
-            .skip_while(|&b| b == 0)
-            .collect();
-        out.push(0x80 | u8::try_from(octets.len()).expect("few octets"));
-        out.extend(octets);
-    }
-    out.extend_from_slice(content);
-    out
-}
 
 /// `NameConstraints` with the given permitted and excluded `GeneralSubtree` contents.
 fn nc_value(permitted: Option<&[Vec<u8>]>, excluded: Option<&[Vec<u8>]>) -> Vec<u8> {

@@ -3,47 +3,7 @@
 
 use super::*;
 
-// A tiny DER writer for building test inputs by hand.
-fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-    let mut out = vec![tag];
-    let len = content.len();
-    if len < 0x80 {
-        out.push(len as u8);
-    } else if len < 0x100 {
-        out.extend([0x81, len as u8]);
-    } else {
-        out.extend([0x82, (len >> 8) as u8, len as u8]);
-    }
-    out.extend_from_slice(content);
-    out
-}
-
-fn seq(parts: &[Vec<u8>]) -> Vec<u8> {
-    tlv(tag::SEQUENCE, &parts.concat())
-}
-
-fn utf8(s: &str) -> Vec<u8> {
-    tlv(tag::UTF8_STRING, s.as_bytes())
-}
-
-fn oid(dotted: &str) -> Vec<u8> {
-    let arcs: Vec<u64> = dotted.split('.').map(|a| a.parse().unwrap()).collect();
-    let mut content = Vec::new();
-    let mut push = |mut v: u64| {
-        let mut stack = vec![(v & 0x7f) as u8];
-        v >>= 7;
-        while v > 0 {
-            stack.push(0x80 | (v & 0x7f) as u8);
-            v >>= 7;
-        }
-        content.extend(stack.iter().rev());
-    };
-    push(arcs[0] * 40 + arcs[1]);
-    for &a in &arcs[2..] {
-        push(a);
-    }
-    tlv(tag::OID, &content)
-}
+use psp_testkit::der::{oid, seq, tlv, utf8};
 
 fn role(o: &str, name: &str) -> Vec<u8> {
     seq(&[oid(o), utf8(name)])
