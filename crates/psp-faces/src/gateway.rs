@@ -352,8 +352,8 @@ pub fn new_connection(
 /// (the client's rate), route (screen, normalise, choose the route), identify (the client's
 /// certificate chain), decide (check and access rule, one call to the service), rewrite the
 /// request (form body, identity headers, the upstream budget), forward, rewrite the
-/// response; then the one logging phase ([`record::log`]) writes the metrics, the audit
-/// record and the access line from the request's [`Record`].
+/// response; then the one logging phase (`record::log`) writes the metrics, the audit
+/// record and the access line from the request's record.
 ///
 /// The body is any [`hyper::body::Body`] of bytes: the listener gives hyper's, a test an
 /// in-memory one.

@@ -116,7 +116,7 @@ pub enum LotlError {
     /// A document taken for a LOTL (or a pivot) is not a list of the lists.
     #[error("{what} is not a list of the lists (TSLType {tsl_type:?})")]
     NotListOfLists {
-        /// "the LOTL" or "pivot <location>".
+        /// `the LOTL` or `pivot <location>`.
         what: String,
         /// Its `TSLType`, or "absent".
         tsl_type: String,
