@@ -1,4 +1,5 @@
-//! Requests the bank's framework would read as other requests, through the real gateway to a
+//! Requests the bank's framework would read as other requests, through the gateway (over real
+//! TLS, or handed to its handler in memory where the listener plays no part) to a
 //! recording upstream: a method the gateway does not forward (`CONNECT` with a path, `TRACE`,
 //! an invented one), a method or path override in the query string, header names with
 //! underscores that WSGI and CGI read as the identity headers. And the upstream's budget of
@@ -25,6 +26,17 @@ async fn gateway(upstream: std::net::SocketAddr, extra: &str) -> Running {
         )
     }))
     .await
+}
+
+/// The faces with the gateway forwarding to `upstream`, driven in memory.
+fn in_memory(upstream: std::net::SocketAddr, extra: &str) -> psp_gateway::app::Faces {
+    let extra = extra.to_owned();
+    in_memory::faces(&test_config(move |t| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!("upstream = \"http://{upstream}\"\n{extra}"),
+        )
+    }))
 }
 
 async fn body_json(response: http::Response<hyper::body::Incoming>) -> serde_json::Value {
@@ -98,9 +110,7 @@ fn a_configuration_cannot_allow_connect_or_trace() {
 #[tokio::test]
 async fn a_method_or_path_override_in_the_query_is_refused_for_every_framework_convention() {
     let up = upstream::start().await;
-    let running = gateway(up.addr, "").await;
-    let addr = running.gateway.expect("gateway");
-    let config = tls_client::client_config(&test_pki().dir, Some("aisp"), Proto::H2);
+    let faces = in_memory(up.addr, "");
     // The AIS-only PSP may GET accounts; each query would make a framework act otherwise.
     for (convention, query) in [
         (
@@ -125,15 +135,14 @@ async fn a_method_or_path_override_in_the_query_is_refused_for_every_framework_c
             "withBalance=true;_method=DELETE",
         ),
     ] {
-        let (response, _) = tls_client::send(
-            addr,
-            config.clone(),
-            Proto::H2,
-            get(&format!("/v1/accounts?{query}")),
+        let answer = in_memory::gateway(
+            &faces,
+            in_memory::chain_of("aisp"),
+            in_memory::request("GET", &format!("/v1/accounts?{query}")),
         )
         .await;
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{convention}");
-        let body = body_json(response).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{convention}");
+        let body = answer.json();
         assert_eq!(
             body["tppMessages"][0]["code"], "FORMAT_ERROR",
             "{convention}"
@@ -148,17 +157,15 @@ async fn a_method_or_path_override_in_the_query_is_refused_for_every_framework_c
     assert_eq!(received(&up), 0, "no override reached the upstream");
 
     // The route is chosen on the path alone: a path in the query changes nothing.
-    let (response, _) = tls_client::send(
-        addr,
-        config,
-        Proto::H2,
-        get("/v1/accounts?next=/v1/payments&payment_method=x"),
+    let answer = in_memory::gateway(
+        &faces,
+        in_memory::chain_of("aisp"),
+        in_memory::request("GET", "/v1/accounts?next=/v1/payments&payment_method=x"),
     )
     .await;
-    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(answer.status, StatusCode::OK);
     let seen = up.received.lock().expect("lock").pop().expect("forwarded");
     assert_eq!(seen.path, "/v1/accounts");
-    running.stop().await;
 }
 
 #[tokio::test]
@@ -210,17 +217,15 @@ async fn an_underscore_spelling_of_an_identity_header_never_reaches_the_upstream
 #[tokio::test]
 async fn header_names_with_underscores_can_be_refused_outright() {
     let up = upstream::start().await;
-    let running = gateway(up.addr, "headers_with_underscores = \"refuse\"").await;
-    let addr = running.gateway.expect("gateway");
-    let config = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H1);
-    let mut req = get("/v1/accounts");
+    let faces = in_memory(up.addr, "headers_with_underscores = \"refuse\"");
+    let mut req = in_memory::request("GET", "/v1/accounts");
     req.headers_mut().insert(
         HeaderName::from_static("x_psp_services"),
         HeaderValue::from_static("1,2,3"),
     );
-    let (response, _) = tls_client::send(addr, config.clone(), Proto::H1, req).await;
-    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    let body = body_json(response).await;
+    let answer = in_memory::gateway(&faces, in_memory::chain_of("valid"), req).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    let body = answer.json();
     assert!(
         body["tppMessages"][0]["text"]
             .as_str()
@@ -228,9 +233,13 @@ async fn header_names_with_underscores_can_be_refused_outright() {
         "{body}"
     );
     assert_eq!(received(&up), 0);
-    let (response, _) = tls_client::send(addr, config, Proto::H1, get("/v1/accounts")).await;
-    assert_eq!(response.status(), StatusCode::OK, "a clean request passes");
-    running.stop().await;
+    let answer = in_memory::gateway(
+        &faces,
+        in_memory::chain_of("valid"),
+        in_memory::request("GET", "/v1/accounts"),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "a clean request passes");
 }
 
 #[tokio::test]
@@ -330,44 +339,36 @@ fn post_form(
     path: &str,
     content_type: Option<&str>,
     body: &'static str,
-) -> http::Request<tls_client::ReqBody> {
+) -> http::Request<http_body_util::Full<bytes::Bytes>> {
     let mut builder = http::Request::builder()
         .method(http::Method::POST)
-        .uri(format!("https://localhost{path}"));
+        .uri(path)
+        .header(http::header::HOST, "localhost");
     if let Some(t) = content_type {
         builder = builder.header(http::header::CONTENT_TYPE, t);
     }
     builder
-        .body(
-            http_body_util::Full::new(bytes::Bytes::from_static(body.as_bytes()))
-                .map_err(|never| match never {})
-                .boxed(),
-        )
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+            body.as_bytes(),
+        )))
         .expect("request")
 }
 
 #[tokio::test]
 async fn a_method_override_in_a_form_body_never_reaches_a_rails_or_spring_upstream() {
     let up = upstream::start().await;
-    let running = gateway(up.addr, "").await;
-    let addr = running.gateway.expect("gateway");
-    let config = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H2);
+    let faces = in_memory(up.addr, "");
     for content_type in [
         Some("application/x-www-form-urlencoded"),
         Some("application/x-www-form-urlencoded; charset=UTF-8"),
     ] {
-        let (response, _) = tls_client::send(
-            addr,
-            config.clone(),
-            Proto::H2,
+        let answer = in_memory::gateway(
+            &faces,
+            in_memory::chain_of("valid"),
             post_form("/v1/consents", content_type, "access=all&_method=DELETE"),
         )
         .await;
-        assert_eq!(
-            response.status(),
-            StatusCode::BAD_REQUEST,
-            "{content_type:?}"
-        );
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{content_type:?}");
     }
     assert_eq!(received(&up), 0);
     // An ordinary form is forwarded whole; a JSON body is never read as a form.
@@ -378,16 +379,14 @@ async fn a_method_override_in_a_form_body_never_reaches_a_rails_or_spring_upstre
         ),
         ("application/json", r#"{"_method":"DELETE"}"#),
     ] {
-        let (response, _) = tls_client::send(
-            addr,
-            config.clone(),
-            Proto::H2,
+        let answer = in_memory::gateway(
+            &faces,
+            in_memory::chain_of("valid"),
             post_form("/v1/consents", Some(content_type), body),
         )
         .await;
-        assert_eq!(response.status(), StatusCode::OK, "{content_type}");
+        assert_eq!(answer.status, StatusCode::OK, "{content_type}");
         let seen = up.received.lock().expect("lock").pop().expect("forwarded");
         assert_eq!(seen.body_bytes, body.len() as u64, "{content_type}");
     }
-    running.stop().await;
 }

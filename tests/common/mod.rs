@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod forge;
+pub mod in_memory;
 pub mod openapi;
 pub mod service;
 pub mod test_pki;

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use http::{HeaderValue, StatusCode, header};
-use hyper::body::Incoming;
 use hyper::{Request, Response};
 
 use http_body_util::{BodyExt, Limited};
@@ -41,7 +40,13 @@ impl AdminState {
     }
 }
 
-pub async fn handle(state: Arc<AdminState>, req: Request<Incoming>) -> Response<Body> {
+/// Handles one request to the admin listener. Any request body type will do (the listener
+/// gives hyper's, a test an in-memory one); only the sandbox responder reads it, bounded.
+pub async fn handle<B>(state: Arc<AdminState>, req: Request<B>) -> Response<Body>
+where
+    B: hyper::body::Body<Data = bytes::Bytes>,
+    B::Error: Into<crate::server::BodyError>,
+{
     if let Some(responder) = &state.responder
         && req.uri().path().starts_with("/sandbox/")
     {

@@ -1,0 +1,104 @@
+//! Driving a face without a socket on the client's side: the faces built as `serve` builds
+//! them (`app::build_faces`, over a `CheckService` loaded from the configuration), a request
+//! made in memory, handed to the face's handler, and its response read back. What the
+//! listener does (TLS, framing, limits) is not involved: the end-to-end tests over real TLS
+//! keep that.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use psp_gateway::Config;
+use psp_gateway::app::{self, Faces};
+use psp_gateway::gateway::{self, Connection};
+use psp_gateway::revocation::RevocationChecker;
+use psp_gateway::server::{ConnInfo, TlsInfo};
+use psp_gateway::service::{CheckService, ReferenceData, Revocation};
+use rustls_pki_types::CertificateDer;
+use time::OffsetDateTime;
+
+use super::test_pki::test_pki;
+
+/// The faces of `config`, with revocation fetched as `serve` fetches it (from the test PKI's
+/// responder) and no listener bound.
+pub fn faces(config: &Config) -> Faces {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let data = ReferenceData::load(&config.data_sources(), 1, OffsetDateTime::now_utc())
+        .expect("reference data loads");
+    let revocation = RevocationChecker::new(&config.revocation).expect("revocation checker");
+    let service = Arc::new(CheckService::new(
+        data,
+        Revocation::Fetch(revocation),
+        Duration::from_secs(300),
+        1_000,
+    ));
+    app::build_faces(config, service, None).expect("faces build")
+}
+
+/// A face's answer, read whole.
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// The client certificate chain of the test PKI's PSP `name`, as a TLS handshake presents it.
+pub fn chain_of(name: &str) -> Vec<CertificateDer<'static>> {
+    let pem = std::fs::read(test_pki().psp(name)).expect("PSP certificate");
+    psp_gateway::cert::input::decode_certificate_chain(&pem)
+        .expect("PEM chain")
+        .into_iter()
+        .map(CertificateDer::from)
+        .collect()
+}
+
+/// One request to the gateway from `peer`, on a TLS connection that presented `chain`.
+pub async fn gateway(
+    faces: &Faces,
+    chain: Vec<CertificateDer<'static>>,
+    request: Request<Full<Bytes>>,
+) -> Answer {
+    let state = faces
+        .gateway
+        .clone()
+        .expect("the configuration has a gateway");
+    let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
+    let info = ConnInfo::new(
+        peer,
+        Some(TlsInfo {
+            peer_chain: chain,
+            resumed: false,
+        }),
+    );
+    let connection = Arc::new(Connection::new(Arc::new(info)));
+    read(gateway::handle(state, request, connection).await).await
+}
+
+async fn read(response: http::Response<psp_gateway::server::Body>) -> Answer {
+    let (parts, body) = response.into_parts();
+    Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body: body.collect().await.expect("body").to_bytes(),
+    }
+}
+
+/// A request with an empty body.
+pub fn request(method: &str, uri: &str) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "localhost")
+        .body(Full::new(Bytes::new()))
+        .expect("request")
+}
