@@ -5,10 +5,12 @@ mod common;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use common::in_memory;
 use common::service::*;
 use common::test_pki::{test_config, test_pki};
 use common::*;
 use http::{Method, StatusCode};
+use psp_gateway::app::Faces;
 use psp_gateway::revocation::RevocationChecker;
 use psp_gateway::service::{CheckService, ReferenceData, Revocation};
 
@@ -20,6 +22,23 @@ fn der(name: &str) -> Vec<u8> {
 
 fn b64(name: &str) -> String {
     STANDARD.encode(der(name))
+}
+
+/// A check through the endpoint's handler in memory (the listener plays no part in what
+/// these tests assert).
+async fn check_in(faces: &Faces, eidas: &str, jurisdiction: &str) -> Reply {
+    in_memory::api(
+        faces,
+        Method::GET,
+        &format!("/v1/psp/eidas?jurisdiction={jurisdiction}"),
+        &[
+            ("authorization", AUTH),
+            ("fi_reference_id", "PSDXX-TEST-999999"),
+            ("version", "latest"),
+            ("eidas", eidas),
+        ],
+    )
+    .await
 }
 
 async fn check(addr: std::net::SocketAddr, eidas: &str, jurisdiction: &str) -> Reply {
@@ -84,10 +103,9 @@ const SCENARIOS: &[Scenario] = &[
 
 #[tokio::test]
 async fn every_sandbox_scenario_answers_as_the_contract_says() {
-    let running = start(test_config(|t| t)).await;
-    let addr = running.api.expect("api listening");
+    let faces = in_memory::faces(&test_config(|t| t));
     for &(name, j, flags, host) in SCENARIOS {
-        let reply = check(addr, &b64(name), j).await;
+        let reply = check_in(&faces, &b64(name), j).await;
         assert_eq!(reply.status, StatusCode::OK, "{name}");
         assert_eq!(reply.headers["content-type"], "application/json", "{name}");
         let v = reply.json();
@@ -113,20 +131,20 @@ async fn every_sandbox_scenario_answers_as_the_contract_says() {
         }
     }
     // Spot checks against the contract's sandbox table.
-    let v = check(addr, &b64("unauthorised"), "XX").await.json();
+    let v = check_in(&faces, &b64("unauthorised"), "XX").await.json();
     assert_eq!(
         v["homeRegister"]["categoryEntries"][0]["pspAuthStatus"],
         "Unauthorised"
     );
-    let v = check(addr, &b64("roles-1-2"), "XX").await.json();
+    let v = check_in(&faces, &b64("roles-1-2"), "XX").await.json();
     assert_eq!(
         v["homeRegister"]["categoryEntries"][0]["pspPaymentServices"],
         serde_json::json!([1, 2])
     );
-    let v = check(addr, &b64("untrusted"), "XX").await.json();
+    let v = check_in(&faces, &b64("untrusted"), "XX").await.json();
     assert_eq!(v["eIDAS"]["data"]["QTSPSource"], "Unknown");
     assert_eq!(v["eIDAS"]["data"]["QTSPJurisdiction"], "Unknown");
-    let v = check(addr, &b64("no-revocation"), "XX").await.json();
+    let v = check_in(&faces, &b64("no-revocation"), "XX").await.json();
     let codes: Vec<_> = v["eIDAS"]["errors"]
         .as_array()
         .expect("errors")
@@ -134,30 +152,28 @@ async fn every_sandbox_scenario_answers_as_the_contract_says() {
         .map(|e| e["code"].as_str().expect("code").to_owned())
         .collect();
     assert_eq!(codes, ["crl_response_error", "ocsp_response_error"]);
-    let v = check(addr, &b64("passport-out-xy"), "XY").await.json();
+    let v = check_in(&faces, &b64("passport-out-xy"), "XY").await.json();
     assert_eq!(
         v["homeRegister"]["categoryEntries"][0]["passportOut"],
         serde_json::json!({"countryCode": "XY", "paymentServices": [8]})
     );
     assert_eq!(v["hostRegister"]["ncaName"], serde_json::Value::Null);
     assert!(v["hostRegister"]["warning"].is_array());
-    let v = check(addr, &b64("gb-tpr"), "GB").await.json();
+    let v = check_in(&faces, &b64("gb-tpr"), "GB").await.json();
     assert_eq!(
         v["hostRegister"]["categoryEntries"][0]["passportIn"]["paymentServices"],
         serde_json::json!([7, 8])
     );
-    let v = check(addr, &b64("obhd-valid"), "XX").await.json();
+    let v = check_in(&faces, &b64("obhd-valid"), "XX").await.json();
     assert_eq!(
         v["homeRegister"]["categoryEntries"][0]["categoryName"],
         "Private Domestic Bank"
     );
-    running.stop().await;
 }
 
 #[tokio::test]
 async fn the_eidas_header_is_decoded_tolerantly() {
-    let running = start(test_config(|t| t)).await;
-    let addr = running.api.expect("api listening");
+    let faces = in_memory::faces(&test_config(|t| t));
     let der = der("valid");
     let std = STANDARD.encode(&der);
     let pem_one_line = format!("-----BEGIN CERTIFICATE----- {std} -----END CERTIFICATE-----");
@@ -178,7 +194,7 @@ async fn the_eidas_header_is_decoded_tolerantly() {
     ];
     assert!(std.contains('+'), "the test certificate exercises `+`");
     for (what, value) in variants {
-        let reply = check(addr, &value, "XX").await;
+        let reply = check_in(&faces, &value, "XX").await;
         assert_eq!(
             reply.status,
             StatusCode::OK,
@@ -191,7 +207,6 @@ async fn the_eidas_header_is_decoded_tolerantly() {
             "{what}"
         );
     }
-    running.stop().await;
 }
 
 fn error_code(reply: &Reply) -> String {
@@ -210,8 +225,7 @@ fn error_code(reply: &Reply) -> String {
 
 #[tokio::test]
 async fn every_error_has_its_status_and_code() {
-    let running = start(test_config(|t| t)).await;
-    let addr = running.api.expect("api listening");
+    let faces = in_memory::faces(&test_config(|t| t));
     let valid = b64("valid");
     let base = vec![
         ("authorization", AUTH),
@@ -384,7 +398,7 @@ async fn every_error_has_its_status_and_code() {
     ];
     let mut ids = std::collections::HashSet::new();
     for (what, method, path, headers, status, code) in cases {
-        let reply = send(addr, method.clone(), path, &headers).await;
+        let reply = in_memory::api(&faces, method.clone(), path, &headers).await;
         assert_eq!(
             reply.status,
             status,
@@ -410,7 +424,7 @@ async fn every_error_has_its_status_and_code() {
     }
     // An oversized eidas header.
     let big = "A".repeat(17 * 1024);
-    let reply = send(addr, Method::GET, q, &with_owned(&base, "eidas", &big)).await;
+    let reply = in_memory::api(&faces, Method::GET, q, &with_owned(&base, "eidas", &big)).await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
     assert_eq!(error_code(&reply), "parameter_invalid");
     // version `1` and absent are accepted.
@@ -420,12 +434,11 @@ async fn every_error_has_its_status_and_code() {
             h.push(("version", v));
         }
         assert_eq!(
-            send(addr, Method::GET, q, &h).await.status,
+            in_memory::api(&faces, Method::GET, q, &h).await.status,
             StatusCode::OK,
             "{v:?}"
         );
     }
-    running.stop().await;
 }
 
 fn with_owned<'a>(
@@ -440,12 +453,11 @@ fn with_owned<'a>(
 
 #[tokio::test]
 async fn both_path_spellings_answer() {
-    let running = start(test_config(|t| t)).await;
-    let addr = running.api.expect("api listening");
+    let faces = in_memory::faces(&test_config(|t| t));
     let valid = b64("valid");
     for path in ["/v1/psp/eidas", "/v1/PSP/eIDAS", "/V1/Psp/EIDAS"] {
-        let reply = send(
-            addr,
+        let reply = in_memory::api(
+            &faces,
             Method::GET,
             &format!("{path}?jurisdiction=xx"),
             &[
@@ -457,7 +469,6 @@ async fn both_path_spellings_answer() {
         .await;
         assert_eq!(reply.status, StatusCode::OK, "{path}");
     }
-    running.stop().await;
 }
 
 #[tokio::test]

@@ -102,3 +102,35 @@ pub fn request(method: &str, uri: &str) -> Request<Full<Bytes>> {
         .body(Full::new(Bytes::new()))
         .expect("request")
 }
+
+/// One request to the check endpoint from `127.0.0.1`, with `headers`, as `service::send`
+/// makes it over a socket.
+pub async fn api(
+    faces: &Faces,
+    method: http::Method,
+    path_and_query: &str,
+    headers: &[(&str, &str)],
+) -> super::service::Reply {
+    let state = faces
+        .api
+        .clone()
+        .expect("the configuration has the check endpoint");
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(path_and_query)
+        .header("host", "localhost");
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let request = builder.body(Full::new(Bytes::new())).expect("request");
+    let info = Arc::new(ConnInfo::new(
+        SocketAddr::from(([127, 0, 0, 1], 40_001)),
+        None,
+    ));
+    let answer = read(psp_gateway::api::handle(state, request, info).await).await;
+    super::service::Reply {
+        status: answer.status,
+        headers: answer.headers,
+        body: answer.body,
+    }
+}
