@@ -121,16 +121,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         registers = data.registers.registers().len(),
         "reference data loaded"
     );
-    let (ttl, entries) = config.api.as_ref().map_or((300, 100_000), |a| {
-        (a.result_ttl_seconds, a.result_cache_entries)
-    });
     let revocation = crate::revocation::RevocationChecker::new(&config.revocation)
         .map_err(|e| StartError::Revocation(e.to_string()))?;
     let mut service = CheckService::new(
         data,
         crate::service::Revocation::Fetch(revocation),
-        Duration::from_secs(ttl),
-        entries,
+        config.results.ttl(),
+        config.results.cache_entries,
     );
     if let Some(fca) =
         fca_register(&config, &fetcher).map_err(|e| StartError::RegisterFetch(e.to_string()))?
@@ -582,14 +579,7 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
             "api.max_eidas_header_bytes",
             format!("{:?}", api.map(|a| a.max_eidas_header_bytes)),
         ),
-        (
-            "api.result_ttl_seconds",
-            format!("{:?}", api.map(|a| a.result_ttl_seconds)),
-        ),
-        (
-            "api.result_cache_entries",
-            format!("{:?}", api.map(|a| a.result_cache_entries)),
-        ),
+        ("results", format!("{:?}", config.results)),
         ("checks", format!("{:?}", config.checks)),
         ("gateway.listen", format!("{:?}", gateway.map(|g| g.listen))),
         (
