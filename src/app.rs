@@ -22,8 +22,8 @@ use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
 use crate::config::Config;
 use crate::gateway::GatewayState;
-use crate::server::{self, Handler, ServerCertificate, TlsFiles};
-use crate::service::{CheckService, ReferenceData};
+use crate::server::{self, Handler, NewConnection, ServerCertificate, TlsFiles};
+use crate::service::{CheckService, DataSources, ReferenceData};
 
 /// How often the rate-limit tables (requests per source, logins per source and per user name)
 /// forget keys that are back to full quota (governor keeps them otherwise: STACK.md; the
@@ -91,19 +91,99 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             "fail-closed default relaxed by configuration"
         );
     }
-    // A fetched register file that is not there yet is fetched before anything is loaded:
-    // serving without it would refuse every PSP of its registers.
-    let fetcher = crate::fetch::Fetcher::new(
+    let fetcher = fetcher(&config);
+    fetch_missing_registers(&config, &fetcher).await?;
+    let service = Arc::new(check_service(&config, &fetcher)?);
+
+    // The sandbox echo upstream listens on an ephemeral loopback port, bound first so that
+    // the gateway's state can name it.
+    let echo = config
+        .gateway
+        .as_ref()
+        .filter(|g| g.upstream == "sandbox-echo");
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let echo_listener = bind_if("sandbox echo upstream", echo.map(|_| loopback)).await?;
+    let echo_addr = echo_listener.as_ref().and_then(|l| l.local_addr().ok());
+    // Every file every face needs (TLS keys, the upstream CA, the sandbox PKI) is loaded
+    // here, before any public port is bound.
+    let faces = build_faces(&config, service.clone(), echo_addr)?;
+
+    // Bind everything before serving anything.
+    let api_listener = bind_if("api", config.api.as_ref().map(|a| a.listen)).await?;
+    let gateway_listener = bind_if("gateway", config.gateway.as_ref().map(|g| g.listen)).await?;
+    let admin_listener = bind_if("admin", config.admin.as_ref().map(|a| a.listen)).await?;
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let serving = Serving {
+        limits: config.limits.resolve(),
+        // Requests refused before any face reads them link their error codes here too.
+        link_base: config.checks.error_link_base.as_str().into(),
+        shutdown: shutdown_rx,
+    };
+    let gateway_state = faces.gateway.map(|g| Arc::new(ArcSwap::new(g)));
+    let reloadable = Reloadable {
+        restart_only: restart_only(&config),
+        echo: echo_addr,
+        api_certificate: faces.api_certificate,
+        gateway_certificate: faces.gateway_certificate,
+        gateway: gateway_state.clone(),
+    };
+    let mut running = Running::new(service.clone(), faces.api.clone(), reloadable, shutdown);
+    // Announced and served in this order.
+    let listeners = [
+        api_listener
+            .zip(faces.api)
+            .map(|(listener, state)| Listener::api(listener, faces.api_tls, state)),
+        echo_listener.map(Listener::echo),
+        gateway_listener
+            .zip(config.gateway.as_ref())
+            .zip(gateway_state)
+            .map(|((listener, g), state)| {
+                Listener::gateway(listener, faces.gateway_tls, state, g, echo_addr)
+            }),
+        admin_listener
+            .zip(faces.admin)
+            .map(|(listener, state)| Listener::admin(listener, state)),
+    ];
+    for listener in listeners.into_iter().flatten() {
+        running.serve(listener, &serving);
+    }
+    // Both refreshes run always and read the sources in force at each round, so that a
+    // reload that adds, changes or removes a fetched register or a LOTL is followed.
+    let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
+    let shutdown = &serving.shutdown;
+    running.tasks.extend([
+        tokio::spawn(refresh_registers(
+            fetcher,
+            service.clone(),
+            shutdown.clone(),
+        )),
+        tokio::spawn(refresh_trust(refresher, service, shutdown.clone())),
+    ]);
+    Ok(running)
+}
+
+/// The fetcher of registers (and the FCA adapter's client), as `[revocation]` allows.
+fn fetcher(config: &Config) -> crate::fetch::Fetcher {
+    crate::fetch::Fetcher::new(
         config.revocation.allow_destinations,
         config.revocation.connect_timeout(),
-    );
+    )
+}
+
+/// Fetches every fetched register file that is not there yet, before anything is loaded:
+/// serving without it would refuse every PSP of its registers.
+async fn fetch_missing_registers(
+    config: &Config,
+    fetcher: &crate::fetch::Fetcher,
+) -> Result<(), StartError> {
     for file in config.registers.fetched_files() {
         if config.base_dir.join(&file.path).exists() {
             continue;
         }
         tracing::info!(path = %file.path.display(), "register file missing: fetching it before start");
         let done = crate::register::fetch_eba(
-            &fetcher,
+            fetcher,
             &config.registers,
             file,
             &config.base_dir,
@@ -113,6 +193,15 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .map_err(|e| StartError::RegisterFetch(e.to_string()))?;
         tracing::info!(path = %done.path.display(), entities = done.entities, "register fetched");
     }
+    Ok(())
+}
+
+/// The check service: the reference data loaded, revocation, the `[results]` cache, the FCA
+/// adapter.
+fn check_service(
+    config: &Config,
+    fetcher: &crate::fetch::Fetcher,
+) -> Result<CheckService, StartError> {
     let data = ReferenceData::load(&config.data_sources(), 1, time::OffsetDateTime::now_utc())?;
     record_register_history(&config.data_sources());
     tracing::info!(
@@ -130,170 +219,170 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         config.results.cache_entries,
     );
     if let Some(fca) =
-        fca_register(&config, &fetcher).map_err(|e| StartError::RegisterFetch(e.to_string()))?
+        fca_register(config, fetcher).map_err(|e| StartError::RegisterFetch(e.to_string()))?
     {
         service = service.with_fca(fca);
     }
-    let service = Arc::new(service);
+    Ok(service)
+}
 
-    // The sandbox echo upstream listens on an ephemeral loopback port, bound first so that
-    // the gateway's state can name it.
-    let echo_listener = match &config.gateway {
-        Some(g) if g.upstream == "sandbox-echo" => Some(
-            bind(
-                "sandbox echo upstream",
-                SocketAddr::from(([127, 0, 0, 1], 0)),
-            )
-            .await?,
-        ),
-        _ => None,
-    };
-    let echo_addr = echo_listener.as_ref().and_then(|l| l.local_addr().ok());
-    // Every file every face needs (TLS keys, the upstream CA, the sandbox PKI) is loaded
-    // here, before any public port is bound.
-    let faces = build_faces(&config, service.clone(), echo_addr)?;
+/// Which listener a [`Listener`] is, for [`Running`]'s addresses.
+#[derive(Clone, Copy)]
+enum Face {
+    Api,
+    Echo,
+    Gateway,
+    Admin,
+}
 
-    // Bind everything before serving anything.
-    let api_listener = match &config.api {
-        Some(api) => Some(bind("api", api.listen).await?),
-        None => None,
-    };
-    let gateway_listener = match &config.gateway {
-        Some(g) => Some(bind("gateway", g.listen).await?),
-        None => None,
-    };
-    let admin_listener = match &config.admin {
-        Some(admin) => Some(bind("admin", admin.listen).await?),
-        None => None,
-    };
+/// A bound listener, announced, ready to serve: its socket, its TLS, the handler of each of
+/// its connections, and the sweep of its rate-limit tables, if it has any.
+struct Listener {
+    face: Face,
+    addr: Option<SocketAddr>,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    new_connection: NewConnection,
+    sweep: Option<Box<dyn Fn() + Send>>,
+}
 
-    let limits = config.limits.resolve();
-    // Requests refused before any face reads them link their error codes here too.
-    let link_base: Arc<str> = config.checks.error_link_base.as_str().into();
-    let (shutdown, shutdown_rx) = watch::channel(false);
-    let mut tasks = Vec::new();
-    let gateway_state = faces.gateway.map(|g| Arc::new(ArcSwap::new(g)));
-    let mut running = Running {
-        api: None,
-        gateway: None,
-        echo: None,
-        admin: None,
-        service: service.clone(),
-        api_state: faces.api.clone(),
-        reloadable: Reloadable {
-            restart_only: restart_only(&config),
-            echo: echo_addr,
-            api_certificate: faces.api_certificate,
-            gateway_certificate: faces.gateway_certificate,
-            gateway: gateway_state.clone(),
-        },
-        shutdown,
-        tasks: Vec::new(),
-    };
+/// What every listener is served with.
+struct Serving {
+    limits: server::Limits,
+    link_base: Arc<str>,
+    shutdown: watch::Receiver<bool>,
+}
 
-    let Faces {
-        api: api_state,
-        api_tls,
-        gateway_tls,
-        admin: admin_state,
-        ..
-    } = faces;
-    if let (Some(listener), Some(state)) = (api_listener, api_state) {
-        running.api = listener.local_addr().ok();
+impl Listener {
+    /// `listener`, serving each connection with what `new_connection` makes.
+    fn new(
+        face: Face,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        new_connection: NewConnection,
+    ) -> Listener {
+        Listener {
+            face,
+            addr: listener.local_addr().ok(),
+            listener,
+            tls,
+            new_connection,
+            sweep: None,
+        }
+    }
+
+    /// The check endpoint.
+    fn api(listener: TcpListener, tls: Option<TlsAcceptor>, state: Arc<ApiState>) -> Listener {
         let sweep_state = state.clone();
-        tasks.push(sweep_rate_limits(shutdown_rx.clone(), move || {
-            sweep_state.limiter.load().retain_recent();
-            sweep_state.auth.load().retain_recent();
-        }));
         let handler: Handler = Arc::new(move |req: Request<_>, conn| {
             let state = state.clone();
             Box::pin(async move { api::handle(state, req, conn).await })
         });
-        tracing::info!(addr = %display_addr(running.api), tls = api_tls.is_some(), "check endpoint listening");
-        tasks.push(tokio::spawn(server::serve_with_link_base(
-            listener,
-            api_tls,
-            limits,
-            link_base.clone(),
-            handler,
-            shutdown_rx.clone(),
-        )));
-    }
-
-    if let Some(listener) = echo_listener {
-        running.echo = listener.local_addr().ok();
-        tracing::info!(addr = %display_addr(running.echo), "sandbox echo upstream listening");
-        tasks.push(tokio::spawn(server::serve_with_link_base(
-            listener,
-            None,
-            limits,
-            link_base.clone(),
-            crate::gateway::echo::handler(),
-            shutdown_rx.clone(),
-        )));
-    }
-
-    if let (Some(listener), Some(g), Some(state)) =
-        (gateway_listener, &config.gateway, gateway_state)
-    {
-        running.gateway = listener.local_addr().ok();
-        let sweep_state = state.clone();
-        tasks.push(sweep_rate_limits(shutdown_rx.clone(), move || {
-            sweep_state.load().sweep();
+        let mut l = Listener::new(Face::Api, listener, tls, server::per_request(handler));
+        l.sweep = Some(Box::new(move || {
+            sweep_state.limiter.load().retain_recent();
+            sweep_state.auth.load().retain_recent();
         }));
-        let upstream = match running.echo {
+        tracing::info!(addr = %display_addr(l.addr), tls = l.tls.is_some(), "check endpoint listening");
+        l
+    }
+
+    /// The sandbox echo upstream.
+    fn echo(listener: TcpListener) -> Listener {
+        let handler = crate::gateway::echo::handler();
+        let l = Listener::new(Face::Echo, listener, None, server::per_request(handler));
+        tracing::info!(addr = %display_addr(l.addr), "sandbox echo upstream listening");
+        l
+    }
+
+    /// The gateway: each request takes the gateway as it is now; a reload swaps in a
+    /// rebuilt one. `echo` is the sandbox echo upstream's address.
+    fn gateway(
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        state: Arc<ArcSwap<GatewayState>>,
+        g: &crate::gateway::GatewayConfig,
+        echo: Option<SocketAddr>,
+    ) -> Listener {
+        let upstream = match echo {
             Some(addr) => format!("http://{addr}"),
             None => g.upstream.clone(),
         };
-        // Each request takes the gateway as it is now; a reload swaps in a rebuilt one.
+        let sweep_state = state.clone();
         let new_connection = crate::gateway::new_connection(move || state.load_full());
+        let mut l = Listener::new(Face::Gateway, listener, tls, new_connection);
+        l.sweep = Some(Box::new(move || sweep_state.load().sweep()));
         tracing::info!(
-            addr = %display_addr(running.gateway),
+            addr = %display_addr(l.addr),
             jurisdiction = %g.jurisdiction,
             upstream = %upstream,
             "gateway listening"
         );
-        tasks.push(tokio::spawn(server::serve_connections(
-            listener,
-            gateway_tls,
-            limits,
-            link_base.clone(),
-            new_connection,
-            shutdown_rx.clone(),
-        )));
+        l
     }
 
-    if let (Some(listener), Some(state)) = (admin_listener, admin_state) {
-        running.admin = listener.local_addr().ok();
+    /// The admin listener.
+    fn admin(listener: TcpListener, state: Arc<AdminState>) -> Listener {
         let handler: Handler = Arc::new(move |req: Request<_>, _conn| {
             let state = state.clone();
             Box::pin(async move { admin::handle(state, req).await })
         });
-        tracing::info!(addr = %display_addr(running.admin), "admin listener listening");
-        tasks.push(tokio::spawn(server::serve_with_link_base(
+        let l = Listener::new(Face::Admin, listener, None, server::per_request(handler));
+        tracing::info!(addr = %display_addr(l.addr), "admin listener listening");
+        l
+    }
+}
+
+impl Running {
+    /// A service with nothing served yet.
+    fn new(
+        service: Arc<CheckService>,
+        api_state: Option<Arc<ApiState>>,
+        reloadable: Reloadable,
+        shutdown: watch::Sender<bool>,
+    ) -> Running {
+        Running {
+            api: None,
+            gateway: None,
+            echo: None,
+            admin: None,
+            service,
+            api_state,
+            reloadable,
+            shutdown,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Serves `listener` (and sweeps its rate-limit tables) until shutdown.
+    fn serve(&mut self, listener: Listener, serving: &Serving) {
+        let Listener {
+            face,
+            addr,
             listener,
-            None,
-            limits,
-            link_base.clone(),
-            handler,
-            shutdown_rx.clone(),
+            tls,
+            new_connection,
+            sweep,
+        } = listener;
+        *match face {
+            Face::Api => &mut self.api,
+            Face::Echo => &mut self.echo,
+            Face::Gateway => &mut self.gateway,
+            Face::Admin => &mut self.admin,
+        } = addr;
+        if let Some(sweep) = sweep {
+            self.tasks
+                .push(sweep_rate_limits(serving.shutdown.clone(), sweep));
+        }
+        self.tasks.push(tokio::spawn(server::serve_connections(
+            listener,
+            tls,
+            serving.limits,
+            serving.link_base.clone(),
+            new_connection,
+            serving.shutdown.clone(),
         )));
     }
-    // Both refreshes run always and read the sources in force at each round, so that a
-    // reload that adds, changes or removes a fetched register or a LOTL is followed.
-    tasks.push(tokio::spawn(refresh_registers(
-        fetcher,
-        service.clone(),
-        shutdown_rx.clone(),
-    )));
-    let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
-    tasks.push(tokio::spawn(refresh_trust(
-        refresher,
-        service.clone(),
-        shutdown_rx.clone(),
-    )));
-    running.tasks = tasks;
-    Ok(running)
 }
 
 /// Runs `sweep` every [`RATE_LIMIT_SWEEP`] until shutdown.
@@ -402,27 +491,32 @@ async fn refresh_registers(
         if stored == 0 {
             continue;
         }
-        let (s, d) = (service.clone(), sources.clone());
-        let result = tokio::task::spawn_blocking(move || s.reload(&d)).await;
-        crate::telemetry::metrics::Metrics::outcome(
-            &crate::telemetry::metrics::metrics().reloads,
-            "reference-data",
-            matches!(result, Ok(Ok(_))),
-        );
-        match result {
-            Ok(Ok(generation)) => {
-                tracing::info!(
-                    generation,
-                    "reference data reloaded after the register refresh"
-                );
-                record_register_history(&sources);
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "reload after the register refresh failed; current data kept")
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "reload after the register refresh did not finish; current data kept")
-            }
+        reload_data(&service, sources, "register refresh").await;
+    }
+}
+
+/// Reloads the reference data from `sources` after a refresh (`after`: which one) on a
+/// blocking thread (verifying every list again takes CPU for a while), counted in
+/// `psp_gateway_reloads_total`; a failure keeps the data in use.
+async fn reload_data(service: &Arc<CheckService>, sources: DataSources, after: &str) {
+    let s = service.clone();
+    let result =
+        tokio::task::spawn_blocking(move || s.reload(&sources).map(|g| (g, sources))).await;
+    crate::telemetry::metrics::Metrics::outcome(
+        &crate::telemetry::metrics::metrics().reloads,
+        "reference-data",
+        matches!(result, Ok(Ok(_))),
+    );
+    match result {
+        Ok(Ok((generation, sources))) => {
+            tracing::info!(generation, "reference data reloaded after the {after}");
+            record_register_history(&sources);
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "reload after the {after} failed; current data kept")
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reload after the {after} did not finish; current data kept")
         }
     }
 }
@@ -503,29 +597,7 @@ async fn refresh_trust(
                 }
             }
         }
-        // Verifying every list again takes CPU for a while: off the async workers.
-        let (s, d) = (service.clone(), sources.clone());
-        let result = tokio::task::spawn_blocking(move || s.reload(&d)).await;
-        crate::telemetry::metrics::Metrics::outcome(
-            &crate::telemetry::metrics::metrics().reloads,
-            "reference-data",
-            matches!(result, Ok(Ok(_))),
-        );
-        match result {
-            Ok(Ok(generation)) => {
-                tracing::info!(
-                    generation,
-                    "reference data reloaded after the trusted-list refresh"
-                );
-                record_register_history(&sources);
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "reload after the trusted-list refresh failed; current data kept")
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "reload after the trusted-list refresh did not finish; current data kept")
-            }
-        }
+        reload_data(&service, sources, "trusted-list refresh").await;
     }
 }
 
@@ -708,6 +780,17 @@ fn gateway_state(
 /// A listener's address for a log field: the address itself, or `unknown`.
 fn display_addr(addr: Option<SocketAddr>) -> String {
     addr.map_or_else(|| "unknown".to_owned(), |a| a.to_string())
+}
+
+/// Binds `addr`, when there is one.
+async fn bind_if(
+    what: &'static str,
+    addr: Option<SocketAddr>,
+) -> Result<Option<TcpListener>, StartError> {
+    match addr {
+        Some(addr) => bind(what, addr).await.map(Some),
+        None => Ok(None),
+    }
 }
 
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
@@ -1053,11 +1136,7 @@ fn reload_blocking(
             Some(current) => Arc::new(next.keeping_state_of(&current.load())),
             None => Arc::new(next),
         });
-    let fetcher = crate::fetch::Fetcher::new(
-        config.revocation.allow_destinations,
-        config.revocation.connect_timeout(),
-    );
-    let fca = fca_register(&config, &fetcher).map_err(|e| fail(e.into()))?;
+    let fca = fca_register(&config, &fetcher(&config)).map_err(|e| fail(e.into()))?;
     let generation = service.reload(&config.data_sources())?;
     // The data is in: the rest cannot fail.
     if let (Some(state), Some(api_config)) = (api, &config.api) {
