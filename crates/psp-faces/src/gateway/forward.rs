@@ -362,7 +362,7 @@ pub fn prepare(
 
     // X-Forwarded-For: believed (and extended) only from a trusted proxy.
     let prior: Vec<String> = if hop.peer_trusted {
-        h.get_all("x-forwarded-for")
+        h.get_all(&X_FORWARDED_FOR)
             .iter()
             .filter_map(|v| v.to_str().ok().map(str::to_owned))
             .collect()
@@ -370,7 +370,7 @@ pub fn prepare(
         Vec::new()
     };
     let proto = if hop.peer_trusted {
-        h.get("x-forwarded-proto").cloned()
+        h.get(&X_FORWARDED_PROTO).cloned()
     } else {
         None
     };
@@ -386,15 +386,15 @@ pub fn prepare(
         chain.push_str(", ");
     }
     chain.push_str(&hop.peer.to_string());
-    insert(h, "x-forwarded-for", &chain);
+    insert_value(h, &X_FORWARDED_FOR, &chain);
     let proto = proto.unwrap_or(HeaderValue::from_static(if hop.tls {
         "https"
     } else {
         "http"
     }));
-    h.insert(HeaderName::from_static("x-forwarded-proto"), proto);
+    h.insert(X_FORWARDED_PROTO, proto);
     if let Some(host) = original_host {
-        h.insert(HeaderName::from_static("x-forwarded-host"), host);
+        h.insert(X_FORWARDED_HOST, host);
     }
 
     // The verified identity.
@@ -447,15 +447,6 @@ pub fn url_encoded_pem(der: &[u8]) -> String {
 
 fn percent_encode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
-}
-
-fn insert(h: &mut HeaderMap, name: &str, value: &str) {
-    if let (Ok(n), Ok(v)) = (
-        HeaderName::from_bytes(name.as_bytes()),
-        HeaderValue::from_str(value),
-    ) {
-        h.insert(n, v);
-    }
 }
 
 /// Sets the header `name` (parsed when the gateway was built) to `value`, when it is a valid
