@@ -22,8 +22,15 @@ use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
 use crate::config::Config;
 use crate::gateway::GatewayState;
-use crate::server::{self, Handler, ServerCertificate, TlsFiles};
+use crate::server::{self, Handler, NewConnection, ServerCertificate, TlsFiles};
 use crate::service::{CheckService, ReferenceData};
+
+mod files;
+mod refresh;
+
+pub use files::watched_files;
+use files::{wait_for_signals, watcher_for};
+use refresh::{refresh_registers, refresh_trust};
 
 /// How often the rate-limit tables (requests per source, logins per source and per user name)
 /// forget keys that are back to full quota (governor keeps them otherwise: STACK.md; the
@@ -91,19 +98,99 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             "fail-closed default relaxed by configuration"
         );
     }
-    // A fetched register file that is not there yet is fetched before anything is loaded:
-    // serving without it would refuse every PSP of its registers.
-    let fetcher = crate::fetch::Fetcher::new(
+    let fetcher = fetcher(&config);
+    fetch_missing_registers(&config, &fetcher).await?;
+    let service = Arc::new(check_service(&config, &fetcher)?);
+
+    // The sandbox echo upstream listens on an ephemeral loopback port, bound first so that
+    // the gateway's state can name it.
+    let echo = config
+        .gateway
+        .as_ref()
+        .filter(|g| g.upstream == "sandbox-echo");
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let echo_listener = bind_if("sandbox echo upstream", echo.map(|_| loopback)).await?;
+    let echo_addr = echo_listener.as_ref().and_then(|l| l.local_addr().ok());
+    // Every file every face needs (TLS keys, the upstream CA, the sandbox PKI) is loaded
+    // here, before any public port is bound.
+    let faces = build_faces(&config, service.clone(), echo_addr)?;
+
+    // Bind everything before serving anything.
+    let api_listener = bind_if("api", config.api.as_ref().map(|a| a.listen)).await?;
+    let gateway_listener = bind_if("gateway", config.gateway.as_ref().map(|g| g.listen)).await?;
+    let admin_listener = bind_if("admin", config.admin.as_ref().map(|a| a.listen)).await?;
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let serving = Serving {
+        limits: config.limits.resolve(),
+        // Requests refused before any face reads them link their error codes here too.
+        link_base: config.checks.error_link_base.as_str().into(),
+        shutdown: shutdown_rx,
+    };
+    let gateway_state = faces.gateway.map(|g| Arc::new(ArcSwap::new(g)));
+    let reloadable = Reloadable {
+        restart_only: restart_only(&config),
+        echo: echo_addr,
+        api_certificate: faces.api_certificate,
+        gateway_certificate: faces.gateway_certificate,
+        gateway: gateway_state.clone(),
+    };
+    let mut running = Running::new(service.clone(), faces.api.clone(), reloadable, shutdown);
+    // Announced and served in this order.
+    let listeners = [
+        api_listener
+            .zip(faces.api)
+            .map(|(listener, state)| Listener::api(listener, faces.api_tls, state)),
+        echo_listener.map(Listener::echo),
+        gateway_listener
+            .zip(config.gateway.as_ref())
+            .zip(gateway_state)
+            .map(|((listener, g), state)| {
+                Listener::gateway(listener, faces.gateway_tls, state, g, echo_addr)
+            }),
+        admin_listener
+            .zip(faces.admin)
+            .map(|(listener, state)| Listener::admin(listener, state)),
+    ];
+    for listener in listeners.into_iter().flatten() {
+        running.serve(listener, &serving);
+    }
+    // Both refreshes run always and read the sources in force at each round, so that a
+    // reload that adds, changes or removes a fetched register or a LOTL is followed.
+    let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
+    let shutdown = &serving.shutdown;
+    running.tasks.extend([
+        tokio::spawn(refresh_registers(
+            fetcher,
+            service.clone(),
+            shutdown.clone(),
+        )),
+        tokio::spawn(refresh_trust(refresher, service, shutdown.clone())),
+    ]);
+    Ok(running)
+}
+
+/// The fetcher of registers (and the FCA adapter's client), as `[revocation]` allows.
+fn fetcher(config: &Config) -> crate::fetch::Fetcher {
+    crate::fetch::Fetcher::new(
         config.revocation.allow_destinations,
         config.revocation.connect_timeout(),
-    );
+    )
+}
+
+/// Fetches every fetched register file that is not there yet, before anything is loaded:
+/// serving without it would refuse every PSP of its registers.
+async fn fetch_missing_registers(
+    config: &Config,
+    fetcher: &crate::fetch::Fetcher,
+) -> Result<(), StartError> {
     for file in config.registers.fetched_files() {
         if config.base_dir.join(&file.path).exists() {
             continue;
         }
         tracing::info!(path = %file.path.display(), "register file missing: fetching it before start");
         let done = crate::register::fetch_eba(
-            &fetcher,
+            fetcher,
             &config.registers,
             file,
             &config.base_dir,
@@ -113,6 +200,15 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         .map_err(|e| StartError::RegisterFetch(e.to_string()))?;
         tracing::info!(path = %done.path.display(), entities = done.entities, "register fetched");
     }
+    Ok(())
+}
+
+/// The check service: the reference data loaded, revocation, the `[results]` cache, the FCA
+/// adapter.
+fn check_service(
+    config: &Config,
+    fetcher: &crate::fetch::Fetcher,
+) -> Result<CheckService, StartError> {
     let data = ReferenceData::load(&config.data_sources(), 1, time::OffsetDateTime::now_utc())?;
     record_register_history(&config.data_sources());
     tracing::info!(
@@ -121,182 +217,179 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         registers = data.registers.registers().len(),
         "reference data loaded"
     );
-    let (ttl, entries) = config.api.as_ref().map_or((300, 100_000), |a| {
-        (a.result_ttl_seconds, a.result_cache_entries)
-    });
     let revocation = crate::revocation::RevocationChecker::new(&config.revocation)
         .map_err(|e| StartError::Revocation(e.to_string()))?;
     let mut service = CheckService::new(
         data,
         crate::service::Revocation::Fetch(revocation),
-        Duration::from_secs(ttl),
-        entries,
+        config.results.ttl(),
+        config.results.cache_entries,
     );
     if let Some(fca) =
-        fca_register(&config, &fetcher).map_err(|e| StartError::RegisterFetch(e.to_string()))?
+        fca_register(config, fetcher).map_err(|e| StartError::RegisterFetch(e.to_string()))?
     {
         service = service.with_fca(fca);
     }
-    let service = Arc::new(service);
+    Ok(service)
+}
 
-    // The sandbox echo upstream listens on an ephemeral loopback port, bound first so that
-    // the gateway's state can name it.
-    let echo_listener = match &config.gateway {
-        Some(g) if g.upstream == "sandbox-echo" => Some(
-            bind(
-                "sandbox echo upstream",
-                SocketAddr::from(([127, 0, 0, 1], 0)),
-            )
-            .await?,
-        ),
-        _ => None,
-    };
-    let echo_addr = echo_listener.as_ref().and_then(|l| l.local_addr().ok());
-    // Every file every face needs (TLS keys, the upstream CA, the sandbox PKI) is loaded
-    // here, before any public port is bound.
-    let faces = build_faces(&config, service.clone(), echo_addr)?;
+/// Which listener a [`Listener`] is, for [`Running`]'s addresses.
+#[derive(Clone, Copy)]
+enum Face {
+    Api,
+    Echo,
+    Gateway,
+    Admin,
+}
 
-    // Bind everything before serving anything.
-    let api_listener = match &config.api {
-        Some(api) => Some(bind("api", api.listen).await?),
-        None => None,
-    };
-    let gateway_listener = match &config.gateway {
-        Some(g) => Some(bind("gateway", g.listen).await?),
-        None => None,
-    };
-    let admin_listener = match &config.admin {
-        Some(admin) => Some(bind("admin", admin.listen).await?),
-        None => None,
-    };
+/// A bound listener, announced, ready to serve: its socket, its TLS, the handler of each of
+/// its connections, and the sweep of its rate-limit tables, if it has any.
+struct Listener {
+    face: Face,
+    addr: Option<SocketAddr>,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    new_connection: NewConnection,
+    sweep: Option<Box<dyn Fn() + Send>>,
+}
 
-    let limits = config.limits.resolve();
-    // Requests refused before any face reads them link their error codes here too.
-    let link_base: Arc<str> = config.checks.error_link_base.as_str().into();
-    let (shutdown, shutdown_rx) = watch::channel(false);
-    let mut tasks = Vec::new();
-    let gateway_state = faces.gateway.map(|g| Arc::new(ArcSwap::new(g)));
-    let mut running = Running {
-        api: None,
-        gateway: None,
-        echo: None,
-        admin: None,
-        service: service.clone(),
-        api_state: faces.api.clone(),
-        reloadable: Reloadable {
-            restart_only: restart_only(&config),
-            echo: echo_addr,
-            api_certificate: faces.api_certificate,
-            gateway_certificate: faces.gateway_certificate,
-            gateway: gateway_state.clone(),
-        },
-        shutdown,
-        tasks: Vec::new(),
-    };
+/// What every listener is served with.
+struct Serving {
+    limits: server::Limits,
+    link_base: Arc<str>,
+    shutdown: watch::Receiver<bool>,
+}
 
-    let Faces {
-        api: api_state,
-        api_tls,
-        gateway_tls,
-        admin: admin_state,
-        ..
-    } = faces;
-    if let (Some(listener), Some(state)) = (api_listener, api_state) {
-        running.api = listener.local_addr().ok();
+impl Listener {
+    /// `listener`, serving each connection with what `new_connection` makes.
+    fn new(
+        face: Face,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        new_connection: NewConnection,
+    ) -> Listener {
+        Listener {
+            face,
+            addr: listener.local_addr().ok(),
+            listener,
+            tls,
+            new_connection,
+            sweep: None,
+        }
+    }
+
+    /// The check endpoint.
+    fn api(listener: TcpListener, tls: Option<TlsAcceptor>, state: Arc<ApiState>) -> Listener {
         let sweep_state = state.clone();
-        tasks.push(sweep_rate_limits(shutdown_rx.clone(), move || {
-            sweep_state.limiter.load().retain_recent();
-            sweep_state.auth.load().retain_recent();
-        }));
         let handler: Handler = Arc::new(move |req: Request<_>, conn| {
             let state = state.clone();
             Box::pin(async move { api::handle(state, req, conn).await })
         });
-        tracing::info!(addr = %display_addr(running.api), tls = api_tls.is_some(), "check endpoint listening");
-        tasks.push(tokio::spawn(server::serve_with_link_base(
-            listener,
-            api_tls,
-            limits,
-            link_base.clone(),
-            handler,
-            shutdown_rx.clone(),
-        )));
-    }
-
-    if let Some(listener) = echo_listener {
-        running.echo = listener.local_addr().ok();
-        tracing::info!(addr = %display_addr(running.echo), "sandbox echo upstream listening");
-        tasks.push(tokio::spawn(server::serve_with_link_base(
-            listener,
-            None,
-            limits,
-            link_base.clone(),
-            crate::gateway::echo::handler(),
-            shutdown_rx.clone(),
-        )));
-    }
-
-    if let (Some(listener), Some(g), Some(state)) =
-        (gateway_listener, &config.gateway, gateway_state)
-    {
-        running.gateway = listener.local_addr().ok();
-        let sweep_state = state.clone();
-        tasks.push(sweep_rate_limits(shutdown_rx.clone(), move || {
-            sweep_state.load().sweep();
+        let mut l = Listener::new(Face::Api, listener, tls, server::per_request(handler));
+        l.sweep = Some(Box::new(move || {
+            sweep_state.limiter.load().retain_recent();
+            sweep_state.auth.load().retain_recent();
         }));
-        let upstream = match running.echo {
+        tracing::info!(addr = %display_addr(l.addr), tls = l.tls.is_some(), "check endpoint listening");
+        l
+    }
+
+    /// The sandbox echo upstream.
+    fn echo(listener: TcpListener) -> Listener {
+        let handler = crate::gateway::echo::handler();
+        let l = Listener::new(Face::Echo, listener, None, server::per_request(handler));
+        tracing::info!(addr = %display_addr(l.addr), "sandbox echo upstream listening");
+        l
+    }
+
+    /// The gateway: each request takes the gateway as it is now; a reload swaps in a
+    /// rebuilt one. `echo` is the sandbox echo upstream's address.
+    fn gateway(
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        state: Arc<ArcSwap<GatewayState>>,
+        g: &crate::gateway::GatewayConfig,
+        echo: Option<SocketAddr>,
+    ) -> Listener {
+        let upstream = match echo {
             Some(addr) => format!("http://{addr}"),
             None => g.upstream.clone(),
         };
-        // Each request takes the gateway as it is now; a reload swaps in a rebuilt one.
+        let sweep_state = state.clone();
         let new_connection = crate::gateway::new_connection(move || state.load_full());
+        let mut l = Listener::new(Face::Gateway, listener, tls, new_connection);
+        l.sweep = Some(Box::new(move || sweep_state.load().sweep()));
         tracing::info!(
-            addr = %display_addr(running.gateway),
+            addr = %display_addr(l.addr),
             jurisdiction = %g.jurisdiction,
             upstream = %upstream,
             "gateway listening"
         );
-        tasks.push(tokio::spawn(server::serve_connections(
-            listener,
-            gateway_tls,
-            limits,
-            link_base.clone(),
-            new_connection,
-            shutdown_rx.clone(),
-        )));
+        l
     }
 
-    if let (Some(listener), Some(state)) = (admin_listener, admin_state) {
-        running.admin = listener.local_addr().ok();
+    /// The admin listener.
+    fn admin(listener: TcpListener, state: Arc<AdminState>) -> Listener {
         let handler: Handler = Arc::new(move |req: Request<_>, _conn| {
             let state = state.clone();
             Box::pin(async move { admin::handle(state, req).await })
         });
-        tracing::info!(addr = %display_addr(running.admin), "admin listener listening");
-        tasks.push(tokio::spawn(server::serve_with_link_base(
+        let l = Listener::new(Face::Admin, listener, None, server::per_request(handler));
+        tracing::info!(addr = %display_addr(l.addr), "admin listener listening");
+        l
+    }
+}
+
+impl Running {
+    /// A service with nothing served yet.
+    fn new(
+        service: Arc<CheckService>,
+        api_state: Option<Arc<ApiState>>,
+        reloadable: Reloadable,
+        shutdown: watch::Sender<bool>,
+    ) -> Running {
+        Running {
+            api: None,
+            gateway: None,
+            echo: None,
+            admin: None,
+            service,
+            api_state,
+            reloadable,
+            shutdown,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Serves `listener` (and sweeps its rate-limit tables) until shutdown.
+    fn serve(&mut self, listener: Listener, serving: &Serving) {
+        let Listener {
+            face,
+            addr,
             listener,
-            None,
-            limits,
-            link_base.clone(),
-            handler,
-            shutdown_rx.clone(),
+            tls,
+            new_connection,
+            sweep,
+        } = listener;
+        *match face {
+            Face::Api => &mut self.api,
+            Face::Echo => &mut self.echo,
+            Face::Gateway => &mut self.gateway,
+            Face::Admin => &mut self.admin,
+        } = addr;
+        if let Some(sweep) = sweep {
+            self.tasks
+                .push(sweep_rate_limits(serving.shutdown.clone(), sweep));
+        }
+        self.tasks.push(tokio::spawn(server::serve_connections(
+            listener,
+            tls,
+            serving.limits,
+            serving.link_base.clone(),
+            new_connection,
+            serving.shutdown.clone(),
         )));
     }
-    // Both refreshes run always and read the sources in force at each round, so that a
-    // reload that adds, changes or removes a fetched register or a LOTL is followed.
-    tasks.push(tokio::spawn(refresh_registers(
-        fetcher,
-        service.clone(),
-        shutdown_rx.clone(),
-    )));
-    let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
-    tasks.push(tokio::spawn(refresh_trust(
-        refresher,
-        service.clone(),
-        shutdown_rx.clone(),
-    )));
-    running.tasks = tasks;
-    Ok(running)
 }
 
 /// Runs `sweep` every [`RATE_LIMIT_SWEEP`] until shutdown.
@@ -356,182 +449,6 @@ fn record_register_history(sources: &crate::service::DataSources) {
     }
 }
 
-/// Fetches the registers that have a `url` every `[registers] refresh_interval_secs`
-/// (jittered), then reloads the reference data. A download that fails or does not load
-/// leaves the file, and so the register in use, as it was.
-async fn refresh_registers(
-    fetcher: crate::fetch::Fetcher,
-    service: Arc<CheckService>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let sources = service.data().sources.clone();
-        let wait = crate::fetch::next_wait(
-            sources.registers.refresh_interval(),
-            None,
-            time::OffsetDateTime::now_utc(),
-        );
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = shutdown.changed() => return,
-        }
-        // The configuration may have been reloaded while waiting.
-        let sources = service.data().sources.clone();
-        let mut stored = 0;
-        for file in sources.registers.fetched_files() {
-            match crate::register::fetch_eba(
-                &fetcher,
-                &sources.registers,
-                file,
-                &sources.base_dir,
-                sources.registers.fetch_timeout(),
-            )
-            .await
-            {
-                Ok(done) => {
-                    stored += 1;
-                    crate::telemetry::metrics::Metrics::outcome(
-                        &crate::telemetry::metrics::metrics().refreshes,
-                        "registers",
-                        true,
-                    );
-                    tracing::info!(path = %done.path.display(), zip = %done.zip_url, entities = done.entities, "register fetched");
-                }
-                Err(e) => {
-                    tracing::warn!(path = %file.path.display(), problem = %e, "register not updated; the current file stays")
-                }
-            }
-        }
-        if stored == 0 {
-            continue;
-        }
-        let (s, d) = (service.clone(), sources.clone());
-        let result = tokio::task::spawn_blocking(move || s.reload(&d)).await;
-        crate::telemetry::metrics::Metrics::outcome(
-            &crate::telemetry::metrics::metrics().reloads,
-            "reference-data",
-            matches!(result, Ok(Ok(_))),
-        );
-        match result {
-            Ok(Ok(generation)) => {
-                tracing::info!(
-                    generation,
-                    "reference data reloaded after the register refresh"
-                );
-                record_register_history(&sources);
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "reload after the register refresh failed; current data kept")
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "reload after the register refresh did not finish; current data kept")
-            }
-        }
-    }
-}
-
-/// Fetches the LOTL sources' lists on a schedule and reloads the reference data after each
-/// round: at once when a list is missing or stale at start, then every refresh interval
-/// (jittered) or when the first list reaches its `NextUpdate`, whichever comes first. What
-/// does not verify is never stored, so a failed round keeps the last good lists.
-async fn refresh_trust(
-    refresher: crate::trust::refresh::Refresher,
-    service: Arc<CheckService>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    use time::OffsetDateTime;
-    let mut first = true;
-    loop {
-        let data = service.data();
-        let now = OffsetDateTime::now_utc();
-        let lotl_lists = || {
-            data.trust
-                .lists()
-                .iter()
-                .filter(|l| l.role != crate::trust::ListRole::Configured)
-        };
-        let wait = if first && lotl_lists().any(|l| l.problem_at(now).is_some()) {
-            Duration::ZERO
-        } else {
-            crate::fetch::next_wait(
-                refresher.settings().refresh_interval,
-                lotl_lists()
-                    .filter_map(|l| l.usable_until)
-                    .filter(|u| *u > now)
-                    .min(),
-                now,
-            )
-        };
-        first = false;
-        drop(data);
-        tracing::debug!(wait_secs = wait.as_secs(), "next trusted-list refresh");
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = shutdown.changed() => return,
-        }
-        // The sources in force now: the configuration may have been reloaded while waiting.
-        let sources = service.data().sources.clone();
-        if !sources.trust.iter().any(|s| s.lotl.is_some()) {
-            continue;
-        }
-        for source in &sources.trust {
-            let Some(lotl) = &source.lotl else { continue };
-            let mut log_step = |step: crate::trust::refresh::Step<'_>| {
-                crate::telemetry::metrics::Metrics::outcome(
-                    &crate::telemetry::metrics::metrics().refreshes,
-                    "trusted-lists",
-                    step.attempt.ok,
-                );
-                if step.attempt.ok {
-                    tracing::info!(source = %source.name, list = step.what, location = step.location, outcome = %step.attempt.message, "trusted list fetched");
-                } else {
-                    tracing::warn!(source = %source.name, list = step.what, location = step.location, problem = %step.attempt.message, "trusted list not updated; the last good copy stays");
-                }
-            };
-            let fetched = refresher
-                .fetch_source(
-                    &source.name,
-                    lotl,
-                    source.next_update_grace,
-                    OffsetDateTime::now_utc(),
-                    &mut log_step,
-                )
-                .await;
-            match fetched {
-                Ok(o) => {
-                    tracing::info!(source = %source.name, stored = o.stored, failed = o.failures, "trusted-list refresh done")
-                }
-                Err(e) => {
-                    tracing::error!(source = %source.name, error = %e, "trusted-list refresh failed")
-                }
-            }
-        }
-        // Verifying every list again takes CPU for a while: off the async workers.
-        let (s, d) = (service.clone(), sources.clone());
-        let result = tokio::task::spawn_blocking(move || s.reload(&d)).await;
-        crate::telemetry::metrics::Metrics::outcome(
-            &crate::telemetry::metrics::metrics().reloads,
-            "reference-data",
-            matches!(result, Ok(Ok(_))),
-        );
-        match result {
-            Ok(Ok(generation)) => {
-                tracing::info!(
-                    generation,
-                    "reference data reloaded after the trusted-list refresh"
-                );
-                record_register_history(&sources);
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "reload after the trusted-list refresh failed; current data kept")
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "reload after the trusted-list refresh did not finish; current data kept")
-            }
-        }
-    }
-}
-
 /// Every face's state, built before any port is bound.
 pub struct Faces {
     pub api: Option<Arc<ApiState>>,
@@ -582,14 +499,7 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
             "api.max_eidas_header_bytes",
             format!("{:?}", api.map(|a| a.max_eidas_header_bytes)),
         ),
-        (
-            "api.result_ttl_seconds",
-            format!("{:?}", api.map(|a| a.result_ttl_seconds)),
-        ),
-        (
-            "api.result_cache_entries",
-            format!("{:?}", api.map(|a| a.result_cache_entries)),
-        ),
+        ("results", format!("{:?}", config.results)),
         ("checks", format!("{:?}", config.checks)),
         ("gateway.listen", format!("{:?}", gateway.map(|g| g.listen))),
         (
@@ -720,6 +630,17 @@ fn display_addr(addr: Option<SocketAddr>) -> String {
     addr.map_or_else(|| "unknown".to_owned(), |a| a.to_string())
 }
 
+/// Binds `addr`, when there is one.
+async fn bind_if(
+    what: &'static str,
+    addr: Option<SocketAddr>,
+) -> Result<Option<TcpListener>, StartError> {
+    match addr {
+        Some(addr) => bind(what, addr).await.map(Some),
+        None => Ok(None),
+    }
+}
+
 async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
     TcpListener::bind(addr)
         .await
@@ -782,191 +703,6 @@ pub async fn run(config_path: &Path, config: Config) -> Result<(), StartError> {
     running.stop().await;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Watches `files` (a change of any of them reloads, as SIGHUP does), or logs why it cannot.
-fn watcher_for(
-    files: &[PathBuf],
-    changed: &tokio::sync::mpsc::Sender<()>,
-) -> Option<notify::RecommendedWatcher> {
-    match watch_files(files, changed.clone()) {
-        Ok(w) => {
-            tracing::info!(
-                files = files.len(),
-                "watching the configuration's files for changes"
-            );
-            Some(w)
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch the configuration's files; SIGHUP still reloads");
-            None
-        }
-    }
-}
-
-/// The file watch: where it sends, what it reads, the watcher (held, not read: dropping it
-/// stops the watch).
-type Changes = (
-    tokio::sync::mpsc::Sender<()>,
-    tokio::sync::mpsc::Receiver<()>,
-);
-
-#[cfg(unix)]
-async fn wait_for_signals(
-    config_path: &Path,
-    running: &Running,
-    (changed_tx, mut changed): Changes,
-    watcher: Option<notify::RecommendedWatcher>,
-) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stopping on Ctrl-C only");
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    // Held, not read: dropping it stops the watch.
-    let mut _watcher = watcher;
-    loop {
-        let reloaded = tokio::select! {
-            _ = term.recv() => return,
-            _ = int.recv() => return,
-            _ = hup.recv() => {
-                // logrotate moved the audit log away: write to a new file, chain unbroken.
-                if let Err(e) = crate::telemetry::audit::reopen() {
-                    tracing::error!(error = %e, "cannot reopen the audit log");
-                }
-                reload(config_path, running).await
-            }
-            Some(()) = changed.recv() => {
-                // Debounced: an editor or a deployment writes several files in a burst.
-                tokio::time::sleep(CHANGE_DEBOUNCE).await;
-                while changed.try_recv().is_ok() {}
-                tracing::info!("a configured file changed: reloading");
-                reload(config_path, running).await
-            }
-        };
-        // The reloaded configuration may name other files: watch those from now on.
-        if let Some(files) = reloaded {
-            let next = watcher_for(&files, &changed_tx);
-            if next.is_some() {
-                _watcher = next;
-            }
-        }
-    }
-}
-
-#[cfg(not(unix))]
-async fn wait_for_signals(
-    _config_path: &Path,
-    _running: &Running,
-    _changes: Changes,
-    _watcher: Option<notify::RecommendedWatcher>,
-) {
-    let _ = tokio::signal::ctrl_c().await;
-}
-
-/// How long after a file change the reload waits for the rest of a burst of writes.
-const CHANGE_DEBOUNCE: Duration = Duration::from_millis(500);
-
-/// The files whose change reloads: the configuration file and every file it names for data
-/// that reload applies (trust sources and lists, pinned signers, register files not fetched
-/// by the service itself, the FCA key file, the listeners' certificates and keys, the
-/// upstream CA). Files the service writes (fetched registers, the trust cache, the history,
-/// the audit log) are not watched. Every path is absolute (a relative `--config` makes the
-/// paths it names relative, and the watch matches the absolute paths its events carry),
-/// sorted, each once.
-pub fn watched_files(config_path: &Path, config: &Config) -> Vec<PathBuf> {
-    let mut files = vec![config_path.to_owned()];
-    for source in config.trust_sources() {
-        files.extend(source.issuers.iter().map(|i| i.path.clone()));
-        for list in &source.trusted_lists {
-            files.push(list.path.clone());
-            if let crate::trust::ListSigners::Pinned(signers) = &list.signers {
-                files.extend(signers.iter().cloned());
-            }
-        }
-        if let Some(lotl) = &source.lotl {
-            files.extend(lotl.signers.iter().cloned());
-        }
-    }
-    for file in config.registers.files.iter().filter(|f| f.url.is_none()) {
-        files.push(config.base_dir.join(&file.path));
-    }
-    if let Some(key) = config
-        .registers
-        .fca
-        .as_ref()
-        .and_then(|f| f.key_file.as_ref())
-    {
-        files.push(config.resolve(key));
-    }
-    // The listeners' certificates and keys (a reload replaces them: certificate rotation
-    // without a restart), and the upstream CA (a reload rebuilds the gateway's client).
-    let api_tls = config.api.as_ref().and_then(|a| a.tls.as_ref());
-    let gateway_tls = config.gateway.as_ref().and_then(|g| g.tls.as_ref());
-    for tls in api_tls.into_iter().chain(gateway_tls) {
-        files.push(config.resolve(&tls.cert));
-        files.push(config.resolve(&tls.key));
-    }
-    if let Some(ca) = config.gateway.as_ref().and_then(|g| g.upstream_ca.as_ref()) {
-        files.push(config.resolve(ca));
-    }
-    let mut files: Vec<PathBuf> = files
-        .into_iter()
-        .map(|f| std::path::absolute(&f).unwrap_or(f))
-        .collect();
-    files.sort();
-    files.dedup();
-    files
-}
-
-/// Watches the directories of `files` (editors and deployments replace files by renaming,
-/// which a watch on the file itself would lose) and sends on `changed` when one of `files`
-/// is written, created, renamed or removed. `files` are absolute ([`watched_files`]); a file
-/// reached through symbolic links is also watched where it really is, so that replacing its
-/// target (a Kubernetes secret volume swaps a `..data` link to a new directory and removes
-/// the old one) is seen too.
-fn watch_files(
-    files: &[PathBuf],
-    changed: tokio::sync::mpsc::Sender<()>,
-) -> notify::Result<notify::RecommendedWatcher> {
-    use notify::Watcher;
-    let mut wanted: std::collections::BTreeSet<PathBuf> = files.iter().cloned().collect();
-    wanted.extend(files.iter().filter_map(|f| std::fs::canonicalize(f).ok()));
-    let dirs: std::collections::BTreeSet<PathBuf> = wanted
-        .iter()
-        .filter_map(|f| f.parent().map(Path::to_path_buf))
-        .collect();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let Ok(event) = event else { return };
-        if event.kind.is_access() {
-            return;
-        }
-        if event.paths.iter().any(|p| wanted.contains(p)) {
-            // Full means a reload is already due.
-            let _ = changed.try_send(());
-        }
-    })?;
-    let mut watching = 0;
-    let mut last_error = None;
-    for dir in dirs {
-        // One directory that cannot be watched does not stop the watch of the others.
-        match watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
-            Ok(()) => watching += 1,
-            Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch this directory; SIGHUP still reloads");
-                last_error = Some(e);
-            }
-        }
-    }
-    match last_error {
-        Some(e) if watching == 0 => Err(e),
-        _ => Ok(watcher),
-    }
 }
 
 /// Re-reads the configuration file and applies it, all or nothing: the reference data, the
@@ -1063,11 +799,7 @@ fn reload_blocking(
             Some(current) => Arc::new(next.keeping_state_of(&current.load())),
             None => Arc::new(next),
         });
-    let fetcher = crate::fetch::Fetcher::new(
-        config.revocation.allow_destinations,
-        config.revocation.connect_timeout(),
-    );
-    let fca = fca_register(&config, &fetcher).map_err(|e| fail(e.into()))?;
+    let fca = fca_register(&config, &fetcher(&config)).map_err(|e| fail(e.into()))?;
     let generation = service.reload(&config.data_sources())?;
     // The data is in: the rest cannot fail.
     if let (Some(state), Some(api_config)) = (api, &config.api) {

@@ -32,6 +32,9 @@ pub struct Config {
     /// The `GET /v1/psp/eidas` listener; off when absent.
     #[serde(default)]
     pub api: Option<ApiConfig>,
+    /// The check service's result cache, which the endpoint and the gateway share.
+    #[serde(default)]
+    pub results: crate::service::ResultsConfig,
     /// The gateway listener in front of the bank's API; off when absent.
     #[serde(default)]
     pub gateway: Option<crate::gateway::GatewayConfig>,
@@ -475,6 +478,7 @@ impl Config {
             registers: crate::register::RegisterConfig::default(),
             revocation: crate::revocation::RevocationConfig::default(),
             api: None,
+            results: crate::service::ResultsConfig::default(),
             gateway: None,
             admin: None,
             limits: LimitsConfig::default(),
@@ -641,15 +645,7 @@ impl Config {
                     });
                 }
             }
-            if api.rate_limit.requests == 0 || api.rate_limit.period_seconds == 0 {
-                return Err(Invalid::ZeroApiRateLimit);
-            }
-            if api.rate_limit.ipv6_prefix == 0 || api.rate_limit.ipv6_prefix > 128 {
-                return Err(Invalid::BadIpv6Prefix(api.rate_limit.ipv6_prefix));
-            }
-            if api.rate_limit.max_tracked_sources == 0 {
-                return Err(Invalid::NotPositive("api.rate_limit.max_tracked_sources"));
-            }
+            api.rate_limit.validate("api")?;
             if api.max_concurrent_password_checks == 0 {
                 return Err(Invalid::NotPositive("api.max_concurrent_password_checks"));
             }
@@ -784,12 +780,9 @@ enum Invalid {
     /// A password hash is not an argon2 PHC string.
     #[error("api.credentials: the password_hash of `{user}` is not an argon2 PHC string: {reason}")]
     BadPasswordHash { user: String, reason: String },
-    /// `api.rate_limit` has a zero count or period.
-    #[error("api.rate_limit: requests and period_seconds must be positive")]
-    ZeroApiRateLimit,
-    /// `api.rate_limit.ipv6_prefix` is out of range.
-    #[error("api.rate_limit.ipv6_prefix must be between 1 and 128, not {0}")]
-    BadIpv6Prefix(u8),
+    /// `api.rate_limit` is refused.
+    #[error(transparent)]
+    ApiRateLimit(#[from] crate::server::RateLimitConfigError),
     /// A setting that must be positive is zero (its name).
     #[error("{0} must be positive")]
     NotPositive(&'static str),
@@ -994,6 +987,56 @@ trusted_lists = [{ file = "tl.xml", signers = ["tl-signers.pem"] }]
                 .to_string();
             assert!(e.contains(named), "{extra}: {e}");
         }
+    }
+
+    #[test]
+    fn the_result_cache_is_configured_in_its_own_section_and_the_old_api_keys_name_it() {
+        let c = parse(MINIMAL).unwrap();
+        assert_eq!(c.results.ttl_seconds, 300);
+        assert_eq!(c.results.cache_entries, 100_000);
+        let c = parse(&format!(
+            "{MINIMAL}[results]\nttl_seconds = 60\ncache_entries = 10\n"
+        ))
+        .unwrap();
+        assert_eq!(c.results.ttl().as_secs(), 60);
+        assert_eq!(c.results.cache_entries, 10);
+        let head = "[api]\nlisten = \"127.0.0.1:0\"\n";
+        for (old, new) in [
+            ("result_ttl_seconds = 60", "ttl_seconds"),
+            ("result_cache_entries = 10", "cache_entries"),
+        ] {
+            let e = parse(&format!("{MINIMAL}{head}{old}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(old.split(' ').next().unwrap()), "{e}");
+            assert!(e.contains(new) && e.contains("[results]"), "{e}");
+            assert!(e.contains("line"), "{e}");
+        }
+    }
+
+    #[test]
+    fn both_rate_limits_are_one_type_with_each_sections_defaults_and_checks() {
+        let gateway = "[gateway]\nlisten = \"127.0.0.1:0\"\njurisdiction = \"GB\"\nupstream = \"http://127.0.0.1:1\"\ntls = { cert = \"c.pem\", key = \"k.pem\" }\n";
+        let c = parse(&format!(
+            "{MINIMAL}{gateway}rate_limit = {{ requests = 5, period_seconds = 60 }}\n"
+        ))
+        .unwrap();
+        let r = c.gateway.unwrap().rate_limit.unwrap();
+        assert_eq!((r.requests, r.period_seconds), (5, 60));
+        assert_eq!((r.ipv6_prefix, r.max_tracked_sources), (64, 100_000));
+        // The gateway's limit is off unless its count and period are written.
+        let e = parse(&format!(
+            "{MINIMAL}{gateway}rate_limit = {{ ipv6_prefix = 48 }}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("requests"), "{e}");
+        let e = parse(&format!(
+            "{MINIMAL}{gateway}rate_limit = {{ requests = 5, period_seconds = 60, ipv6_prefix = 0 }}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("gateway.rate_limit.ipv6_prefix"), "{e}");
     }
 
     #[test]

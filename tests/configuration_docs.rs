@@ -45,6 +45,11 @@ const PLACES: &[(&str, &str, &str)] = &[
         "RevocationConfig",
         "revocation.",
     ),
+    (
+        "crates/psp-service/src/service/config.rs",
+        "ResultsConfig",
+        "results.",
+    ),
     ("crates/psp-faces/src/api/config.rs", "ApiConfig", "api."),
     (
         "crates/psp-faces/src/api/config.rs",
@@ -56,14 +61,15 @@ const PLACES: &[(&str, &str, &str)] = &[
         "Credential",
         "api.credentials[].",
     ),
+    // One type for both sections' rate limits, beside the limiter it configures.
     (
-        "crates/psp-faces/src/api/config.rs",
+        "crates/psp-server/src/limiter.rs",
         "RateLimitConfig",
         "api.rate_limit.",
     ),
     (
-        "crates/psp-faces/src/gateway/config.rs",
-        "GatewayRateLimit",
+        "crates/psp-server/src/limiter.rs",
+        "RateLimitConfig",
         "gateway.rate_limit.",
     ),
     (
@@ -162,6 +168,8 @@ fn every_configuration_struct_is_placed() {
         "crates/psp-service/src/revocation/config.rs",
         "crates/psp-faces/src/api/config.rs",
         "crates/psp-faces/src/gateway/config.rs",
+        "crates/psp-server/src/limiter.rs",
+        "crates/psp-service/src/service/config.rs",
     ] {
         let source = std::fs::read_to_string(root().join(file)).expect("source");
         let mut rest = source.as_str();

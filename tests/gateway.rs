@@ -456,7 +456,7 @@ async fn a_revocation_takes_effect_on_a_resumed_tls_session_and_on_an_open_conne
             "upstream = \"sandbox-echo\"",
             &format!("upstream = \"http://{}\"", up.addr),
         )
-        .replace("rate_limit = {", "result_ttl_seconds = 1\nrate_limit = {")
+        .replace("ttl_seconds = 300", "ttl_seconds = 1")
         .replace(
             "allow_destinations = \"loopback\"",
             "allow_destinations = \"loopback\"\nocsp_max_ttl_secs = 1",

@@ -426,6 +426,14 @@ async fn a_reload_rebuilds_the_gateway_and_refuses_whole_what_only_a_restart_app
         http::StatusCode::UNAUTHORIZED,
         "the deny list of the last good configuration stays"
     );
+    // The result cache is sized when the service starts: `[results]` is restart-only too.
+    let path = pki_file_with(&dir, |t| t.replace("ttl_seconds = 300", "ttl_seconds = 60"));
+    assert!(app::reload(&path, &running).await.is_none());
+    let error = running.service.last_reload_error().expect("recorded").1;
+    assert!(
+        error.contains("results") && error.contains("restart"),
+        "the error names the section: {error}"
+    );
 
     running.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

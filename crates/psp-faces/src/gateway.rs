@@ -86,7 +86,7 @@ pub struct GatewayState {
     identity: IdentitySource,
     identity_header: Option<HeaderName>,
     trusted_proxies: Vec<Cidr>,
-    names: config::IdentityHeaderNames,
+    names: config::IdentityHeaders,
     /// `strip_headers` from the configuration, removed before forwarding (with the built-in
     /// path and method override headers).
     strip_headers: Vec<HeaderName>,
@@ -199,7 +199,7 @@ impl GatewayState {
                 .as_deref()
                 .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok()),
             trusted_proxies: g.trusted_proxies.clone(),
-            names: g.identity_headers.clone(),
+            names: g.identity_headers.parse()?,
             strip_headers: g
                 .strip_headers
                 .iter()

@@ -36,7 +36,7 @@ pub use certificate::{CertificateError, ServerCertificate, load_certified_key};
 pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
 pub use error_body::contract_error;
 pub use idle::TrackedBody;
-pub use limiter::{KeyedLimiter, count_evictions};
+pub use limiter::{KeyedLimiter, RateLimitConfig, RateLimitConfigError, count_evictions};
 pub use request_id::new_request_id;
 
 use std::collections::HashMap;

@@ -178,6 +178,119 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
     }
 }
 
+/// A request rate limit per client, as `[api] rate_limit` and `[gateway] rate_limit` write it:
+/// `requests` per `period_seconds` per client, IPv6 clients counted per address block, in a
+/// table of at most `max_tracked_sources` clients. Defaults: the contract's 15,000 per 5
+/// minutes, /64 blocks, 100,000 clients (the gateway's section requires `requests` and
+/// `period_seconds`: [`RateLimitConfig::deserialize_explicit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    #[serde(default = "default_rate_requests")]
+    pub requests: u32,
+    #[serde(default = "default_rate_period")]
+    pub period_seconds: u64,
+    /// IPv6 clients are counted per address block of this prefix length (1–128). 64: one
+    /// subscriber usually holds at least a /64 (RFC 6177) and can use any address in it.
+    #[serde(default = "default_ipv6_prefix")]
+    pub ipv6_prefix: u8,
+    /// Keys remembered at most by each limiter table this limit sizes; when full, the entries
+    /// closest to full quota are forgotten (counted as evictions,
+    /// `psp_gateway_rate_limiter_evictions_total{table}`). 100,000 entries of ~50 bytes: a few
+    /// MB.
+    #[serde(default = "default_max_tracked_sources")]
+    pub max_tracked_sources: usize,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        RateLimitConfig {
+            requests: default_rate_requests(),
+            period_seconds: default_rate_period(),
+            ipv6_prefix: default_ipv6_prefix(),
+            max_tracked_sources: default_max_tracked_sources(),
+        }
+    }
+}
+
+fn default_rate_requests() -> u32 {
+    15_000
+}
+
+fn default_rate_period() -> u64 {
+    300
+}
+
+fn default_ipv6_prefix() -> u8 {
+    64
+}
+
+fn default_max_tracked_sources() -> usize {
+    100_000
+}
+
+/// A rate limit whose `requests` and `period_seconds` must be written (`[gateway]
+/// rate_limit`, where the limit is off unless configured).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExplicitRateLimit {
+    requests: u32,
+    period_seconds: u64,
+    #[serde(default = "default_ipv6_prefix")]
+    ipv6_prefix: u8,
+    #[serde(default = "default_max_tracked_sources")]
+    max_tracked_sources: usize,
+}
+
+/// Why a rate limit is refused; `section` is where it is written (`api`, `gateway`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RateLimitConfigError {
+    #[error("{section}.rate_limit: requests and period_seconds must be positive")]
+    Zero { section: &'static str },
+    #[error("{section}.rate_limit.ipv6_prefix must be between 1 and 128, not {prefix}")]
+    BadIpv6Prefix { section: &'static str, prefix: u8 },
+    #[error("{section}.rate_limit.max_tracked_sources must be positive")]
+    NoTrackedSources { section: &'static str },
+}
+
+impl RateLimitConfig {
+    /// An optional rate limit whose `requests` and `period_seconds` have no default (for
+    /// `#[serde(default, deserialize_with = ...)]` on an `Option<RateLimitConfig>`).
+    pub fn deserialize_explicit<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<RateLimitConfig>, D::Error> {
+        let e = <ExplicitRateLimit as serde::Deserialize>::deserialize(d)?;
+        Ok(Some(RateLimitConfig {
+            requests: e.requests,
+            period_seconds: e.period_seconds,
+            ipv6_prefix: e.ipv6_prefix,
+            max_tracked_sources: e.max_tracked_sources,
+        }))
+    }
+
+    /// Refuses a zero count, period or table, and a prefix outside 1–128.
+    pub fn validate(&self, section: &'static str) -> Result<(), RateLimitConfigError> {
+        if self.requests == 0 || self.period_seconds == 0 {
+            return Err(RateLimitConfigError::Zero { section });
+        }
+        if self.ipv6_prefix == 0 || self.ipv6_prefix > 128 {
+            return Err(RateLimitConfigError::BadIpv6Prefix {
+                section,
+                prefix: self.ipv6_prefix,
+            });
+        }
+        if self.max_tracked_sources == 0 {
+            return Err(RateLimitConfigError::NoTrackedSources { section });
+        }
+        Ok(())
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        Duration::from_secs(self.period_seconds)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

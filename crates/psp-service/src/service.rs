@@ -3,8 +3,10 @@
 //! caches results. The endpoint, the gateway and the CLI all check through it.
 
 pub mod audit;
+mod config;
 mod decision;
 
+pub use config::ResultsConfig;
 pub use decision::{Call, Decision, Site};
 
 use std::path::PathBuf;

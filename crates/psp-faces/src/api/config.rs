@@ -8,6 +8,11 @@ use serde::Deserialize;
 
 use crate::server::{Cidr, TlsFiles};
 
+/// `api.rate_limit`: requests per source address (IPv6 per address block), the contract's
+/// 15,000 per 5 minutes by default. The same type as `gateway.rate_limit`; here every key has
+/// a default. Its `max_tracked_sources` also sizes the failed-login tables.
+pub use crate::server::limiter::RateLimitConfig;
+
 /// The check endpoint's listener.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -30,13 +35,18 @@ pub struct ApiConfig {
     /// Peers whose `X-Forwarded-For` is believed (load balancers).
     #[serde(default)]
     pub trusted_proxies: Vec<Cidr>,
-    /// How long a check result may be served from the cache (never beyond the revocation
-    /// evidence's validity).
-    #[serde(default = "default_result_ttl_seconds")]
-    pub result_ttl_seconds: u64,
-    /// Most check results cached.
-    #[serde(default = "default_result_cache_entries")]
-    pub result_cache_entries: u64,
+    /// Moved to `[results] ttl_seconds` (the result cache is the check service's, which the
+    /// gateway uses too): refused here, naming its new place, so that an old file does not
+    /// silently lose its setting.
+    #[serde(default, rename = "result_ttl_seconds", deserialize_with = "moved_ttl")]
+    _result_ttl_seconds: (),
+    /// Moved to `[results] cache_entries` (as `result_ttl_seconds`).
+    #[serde(
+        default,
+        rename = "result_cache_entries",
+        deserialize_with = "moved_entries"
+    )]
+    _result_cache_entries: (),
     /// Password verifications (argon2) running at once. Each one holds the hash's memory
     /// cost (19 MiB with the default parameters) for ~20 ms of CPU; a request over the cap
     /// waits up to 250 ms for a turn, then gets 503 `server_busy`.
@@ -111,14 +121,20 @@ fn default_max_eidas_header_bytes() -> usize {
     16 * 1024
 }
 
-fn default_result_ttl_seconds() -> u64 {
-    300
+/// Refuses a key that moved out of `[api]`, naming where it is written now.
+fn moved<'de, D: serde::Deserializer<'de>>(d: D, old: &str, new: &str) -> Result<(), D::Error> {
+    serde::de::IgnoredAny::deserialize(d)?;
+    Err(serde::de::Error::custom(format!(
+        "api.{old} has moved: write it as `{new}` in the `[results]` section (the result cache serves the check endpoint and the gateway alike)"
+    )))
 }
 
-/// 100,000 results of a few KB each: a few hundred MB at most, far more distinct
-/// certificates than any bank sees in five minutes.
-fn default_result_cache_entries() -> u64 {
-    100_000
+fn moved_ttl<'de, D: serde::Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    moved(d, "result_ttl_seconds", "ttl_seconds")
+}
+
+fn moved_entries<'de, D: serde::Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    moved(d, "result_cache_entries", "cache_entries")
 }
 
 /// One API caller.
@@ -140,50 +156,6 @@ pub struct Credential {
 pub enum Role {
     /// May ask for a check as of a past time (`at`).
     Audit,
-}
-
-/// Requests per source IP: `requests` per `period_seconds`. Default: the contract's 15,000 per
-/// 5 minutes.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RateLimitConfig {
-    #[serde(default = "default_rate_requests")]
-    pub requests: u32,
-    #[serde(default = "default_rate_period")]
-    pub period_seconds: u64,
-    /// IPv6 clients are counted per address block of this prefix length (1–128). 64: one
-    /// subscriber usually holds at least a /64 (RFC 6177) and can use any address in it.
-    /// Applies to the request quota and the per-source login quota.
-    #[serde(default = "default_ipv6_prefix")]
-    pub ipv6_prefix: u8,
-    /// Keys remembered at most by each limiter table (request quota; failed logins per
-    /// source, per user name and source, per user name). When full, the entries closest to full quota are forgotten
-    /// (counted as evictions). 100,000 entries of ~50 bytes: a few MB.
-    #[serde(default = "default_max_tracked_sources")]
-    pub max_tracked_sources: usize,
-}
-
-impl Default for RateLimitConfig {
-    fn default() -> Self {
-        RateLimitConfig {
-            requests: default_rate_requests(),
-            period_seconds: default_rate_period(),
-            ipv6_prefix: default_ipv6_prefix(),
-            max_tracked_sources: default_max_tracked_sources(),
-        }
-    }
-}
-
-fn default_ipv6_prefix() -> u8 {
-    64
-}
-
-fn default_max_tracked_sources() -> usize {
-    100_000
-}
-
-fn default_rate_requests() -> u32 {
-    15_000
 }
 
 fn default_rate_period() -> u64 {

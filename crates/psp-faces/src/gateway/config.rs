@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use http::HeaderName;
 use serde::Deserialize;
 
 use crate::country::CountryCode;
@@ -11,6 +12,7 @@ use crate::policy::CrossBorderRule;
 use crate::register::{AuthStatus, ServiceSet};
 use crate::server::Cidr;
 use crate::server::TlsFiles;
+use crate::server::limiter::{RateLimitConfig, RateLimitConfigError};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,8 +83,9 @@ pub struct GatewayConfig {
     pub routes: Option<Vec<RouteConfig>>,
     /// Requests per client (the peer, or the client a trusted proxy names), off when absent:
     /// answered 429 in the route's dialect past it.
-    #[serde(default)]
-    pub rate_limit: Option<GatewayRateLimit>,
+    /// The same type as `api.rate_limit`; here `requests` and `period_seconds` must be written.
+    #[serde(default, deserialize_with = "RateLimitConfig::deserialize_explicit")]
+    pub rate_limit: Option<RateLimitConfig>,
     /// Methods the gateway forwards; any other is refused with 405 before any route is
     /// chosen. `CONNECT` and `TRACE` may not be listed. Default: GET, HEAD, POST, PUT, PATCH,
     /// DELETE, OPTIONS.
@@ -146,29 +149,6 @@ fn default_statuses() -> Vec<AuthStatus> {
 
 fn default_dialect() -> Dialect {
     Dialect::BerlinGroup
-}
-
-/// `gateway.rate_limit`: `requests` per `period_seconds` per client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GatewayRateLimit {
-    pub requests: u32,
-    pub period_seconds: u64,
-    /// IPv6 clients are counted per address block of this prefix length (1–128).
-    #[serde(default = "default_ipv6_prefix")]
-    pub ipv6_prefix: u8,
-    /// Clients remembered at most; when full, those closest to full quota are forgotten
-    /// (`psp_gateway_rate_limiter_evictions_total{table="gateway-requests"}`).
-    #[serde(default = "default_max_tracked")]
-    pub max_tracked_sources: usize,
-}
-
-fn default_ipv6_prefix() -> u8 {
-    64
-}
-
-fn default_max_tracked() -> usize {
-    100_000
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -245,6 +225,48 @@ impl Default for IdentityHeaderNames {
 
 impl IdentityHeaderNames {
     pub fn all(&self) -> [&str; 6] {
+        [
+            &self.auth_number,
+            &self.name,
+            &self.services,
+            &self.certificate,
+            &self.check_id,
+            &self.report_only,
+        ]
+    }
+
+    /// The names, parsed (once, when the gateway is built: requests use [`IdentityHeaders`]).
+    pub fn parse(&self) -> Result<IdentityHeaders, GatewayConfigError> {
+        let parse = |name: &str| {
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| GatewayConfigError::BadHeaderName {
+                setting: "identity_headers",
+                name: name.to_owned(),
+            })
+        };
+        Ok(IdentityHeaders {
+            auth_number: parse(&self.auth_number)?,
+            name: parse(&self.name)?,
+            services: parse(&self.services)?,
+            certificate: parse(&self.certificate)?,
+            check_id: parse(&self.check_id)?,
+            report_only: parse(&self.report_only)?,
+        })
+    }
+}
+
+/// The identity header names of [`IdentityHeaderNames`], parsed: what each request uses.
+#[derive(Debug, Clone)]
+pub struct IdentityHeaders {
+    pub auth_number: HeaderName,
+    pub name: HeaderName,
+    pub services: HeaderName,
+    pub certificate: HeaderName,
+    pub check_id: HeaderName,
+    pub report_only: HeaderName,
+}
+
+impl IdentityHeaders {
+    pub fn all(&self) -> [&HeaderName; 6] {
         [
             &self.auth_number,
             &self.name,
@@ -335,6 +357,9 @@ pub enum GatewayConfigError {
     /// A header name setting is not a valid header name.
     #[error("gateway.{setting}: `{name}` is not a header name")]
     BadHeaderName { setting: &'static str, name: String },
+    /// `rate_limit` has a zero count, period or table, or a bad IPv6 prefix.
+    #[error(transparent)]
+    RateLimit(#[from] RateLimitConfigError),
     /// An upstream request limit is zero.
     #[error(
         "gateway.upstream_max_requests and gateway.upstream_max_requests_per_psp must be positive"
@@ -424,14 +449,9 @@ impl GatewayConfig {
         if self.accepted_statuses.is_empty() {
             return Err(GatewayConfigError::NoAcceptedStatuses);
         }
-        let names = self.identity_headers.all();
-        for n in names {
-            http::HeaderName::from_bytes(n.as_bytes()).map_err(|_| {
-                GatewayConfigError::BadHeaderName {
-                    setting: "identity_headers",
-                    name: n.to_string(),
-                }
-            })?;
+        self.identity_headers.parse()?;
+        if let Some(r) = &self.rate_limit {
+            r.validate("gateway")?;
         }
         if let Some(n) = &self.identity_header {
             http::HeaderName::from_bytes(n.as_bytes()).map_err(|_| {

@@ -20,7 +20,7 @@ use hyper_util::rt::TokioExecutor;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-use super::config::IdentityHeaderNames;
+use super::config::IdentityHeaders;
 use super::path::NormalisedPath;
 use crate::policy::Permit;
 use crate::server::{Body, BodyError};
@@ -303,7 +303,7 @@ pub struct Hop {
 /// Inbound headers removed before forwarding, besides the hop-by-hop ones.
 pub struct Strip<'a> {
     /// The identity header names (the gateway adds its own).
-    pub names: &'a IdentityHeaderNames,
+    pub names: &'a IdentityHeaders,
     /// Header mode's own certificate header.
     pub identity_header: Option<&'a str>,
     /// `gateway.strip_headers`, removed with [`OVERRIDE_HEADERS`].
@@ -362,7 +362,7 @@ pub fn prepare(
 
     // X-Forwarded-For: believed (and extended) only from a trusted proxy.
     let prior: Vec<String> = if hop.peer_trusted {
-        h.get_all("x-forwarded-for")
+        h.get_all(&X_FORWARDED_FOR)
             .iter()
             .filter_map(|v| v.to_str().ok().map(str::to_owned))
             .collect()
@@ -370,7 +370,7 @@ pub fn prepare(
         Vec::new()
     };
     let proto = if hop.peer_trusted {
-        h.get("x-forwarded-proto").cloned()
+        h.get(&X_FORWARDED_PROTO).cloned()
     } else {
         None
     };
@@ -386,24 +386,24 @@ pub fn prepare(
         chain.push_str(", ");
     }
     chain.push_str(&hop.peer.to_string());
-    insert(h, "x-forwarded-for", &chain);
+    insert_value(h, &X_FORWARDED_FOR, &chain);
     let proto = proto.unwrap_or(HeaderValue::from_static(if hop.tls {
         "https"
     } else {
         "http"
     }));
-    h.insert(HeaderName::from_static("x-forwarded-proto"), proto);
+    h.insert(X_FORWARDED_PROTO, proto);
     if let Some(host) = original_host {
-        h.insert(HeaderName::from_static("x-forwarded-host"), host);
+        h.insert(X_FORWARDED_HOST, host);
     }
 
     // The verified identity.
     let report = permit.report();
     if let Some(auth) = &report.auth_number {
-        insert(h, &names.auth_number, auth);
+        insert_value(h, &names.auth_number, auth);
     }
     if let Some(name) = &report.psp_subject_name {
-        insert(h, &names.name, &percent_encode(name));
+        insert_value(h, &names.name, &percent_encode(name));
     }
     let services: Vec<String> = permit
         .services()
@@ -412,17 +412,14 @@ pub fn prepare(
         .map(u8::to_string)
         .collect();
     if !services.is_empty() {
-        insert(h, &names.services, &services.join(","));
+        insert_value(h, &names.services, &services.join(","));
     }
-    insert(h, &names.check_id, check_id);
+    insert_value(h, &names.check_id, check_id);
     if let Some(r) = permit.not_enforced() {
-        insert(h, &names.report_only, r.reason.code());
+        insert_value(h, &names.report_only, r.reason.code());
     }
-    if let (Some(value), Ok(name)) = (
-        certificate,
-        HeaderName::from_bytes(names.certificate.as_bytes()),
-    ) {
-        h.insert(name, value.clone());
+    if let Some(value) = certificate {
+        h.insert(names.certificate.clone(), value.clone());
     }
     let failed = BodyFailed::default();
     let flag = failed.clone();
@@ -452,12 +449,11 @@ fn percent_encode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
-fn insert(h: &mut HeaderMap, name: &str, value: &str) {
-    if let (Ok(n), Ok(v)) = (
-        HeaderName::from_bytes(name.as_bytes()),
-        HeaderValue::from_str(value),
-    ) {
-        h.insert(n, v);
+/// Sets the header `name` (parsed when the gateway was built) to `value`, when it is a valid
+/// value.
+fn insert_value(h: &mut HeaderMap, name: &HeaderName, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        h.insert(name.clone(), v);
     }
 }
 
@@ -498,7 +494,7 @@ fn remove_hop_by_hop(h: &mut HeaderMap) {
 /// Removes every inbound header that could pass for an identity: the identity header names,
 /// the client-certificate headers, and `extra` (header mode's own header), in any case and
 /// however often they appear (`HeaderMap` names are lower-case; `remove` drops every value).
-pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaderNames, extra: Option<&str>) {
+pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaders, extra: Option<&str>) {
     let prefixed: Vec<HeaderName> = h
         .keys()
         .filter(|k| {
@@ -514,9 +510,11 @@ pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaderNames, extra: Opt
     for name in &CLIENT_CERT_HEADERS {
         h.remove(name);
     }
-    for name in names.all().into_iter().chain(extra) {
-        let lower = name.to_ascii_lowercase();
-        h.remove(lower.as_str());
+    for name in names.all() {
+        h.remove(name);
+    }
+    if let Some(extra) = extra {
+        h.remove(extra);
     }
 }
 
@@ -533,12 +531,10 @@ fn is_protected(name: &str, strip: &Strip<'_>) -> bool {
         || name == header::FORWARDED.as_str()
         || name == header::HOST.as_str()
         || CLIENT_CERT_PREFIXES.iter().any(|p| name.starts_with(p))
+        || strip.names.all().into_iter().any(|n| n.as_str() == name)
         || strip
-            .names
-            .all()
-            .into_iter()
-            .chain(strip.identity_header)
-            .any(|n| n.eq_ignore_ascii_case(name))
+            .identity_header
+            .is_some_and(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// Removes the path and method override headers and the configured ones, however often they
