@@ -163,7 +163,7 @@ pub async fn handle<B>(
     let request_id = new_request_id();
     let forwarded = req
         .headers()
-        .get_all("x-forwarded-for")
+        .get_all(&crate::server::X_FORWARDED_FOR)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect::<Vec<_>>();

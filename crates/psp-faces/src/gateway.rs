@@ -291,7 +291,7 @@ impl GatewayState {
         let (limiter, ipv6_prefix) = self.limiter.as_ref()?;
         let forwarded = req
             .headers()
-            .get_all("x-forwarded-for")
+            .get_all(&crate::server::X_FORWARDED_FOR)
             .iter()
             .filter_map(|v| v.to_str().ok());
         let client = client_address(conn.peer.ip(), forwarded, &self.trusted_proxies);
@@ -549,7 +549,6 @@ where
         peer_trusted,
         tls: conn.tls.is_some(),
     };
-    let extra = state.identity_header.as_ref().map(HeaderName::as_str);
     let headers = forward::Identity {
         permit,
         certificate: identity.certificate_header.as_ref(),
@@ -557,7 +556,7 @@ where
     };
     let strip = forward::Strip {
         names: &state.names,
-        identity_header: extra,
+        identity_header: state.identity_header.as_ref(),
         configured: &state.strip_headers,
     };
     let psp = match (&permit.report().auth_number, &record.decided) {

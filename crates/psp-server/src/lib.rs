@@ -60,6 +60,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
+/// `X-Forwarded-For`, which [`client_address`] reads from a trusted proxy's requests.
+pub const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
+
 /// The error type of response bodies (upstream bodies stream through the gateway).
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 /// Every response body: a full buffer or a stream.

@@ -305,7 +305,7 @@ pub struct Strip<'a> {
     /// The identity header names (the gateway adds its own).
     pub names: &'a IdentityHeaders,
     /// Header mode's own certificate header.
-    pub identity_header: Option<&'a str>,
+    pub identity_header: Option<&'a HeaderName>,
     /// `gateway.strip_headers`, removed with [`OVERRIDE_HEADERS`].
     pub configured: &'a [HeaderName],
 }
@@ -494,7 +494,7 @@ fn remove_hop_by_hop(h: &mut HeaderMap) {
 /// Removes every inbound header that could pass for an identity: the identity header names,
 /// the client-certificate headers, and `extra` (header mode's own header), in any case and
 /// however often they appear (`HeaderMap` names are lower-case; `remove` drops every value).
-pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaders, extra: Option<&str>) {
+pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaders, extra: Option<&HeaderName>) {
     let prefixed: Vec<HeaderName> = h
         .keys()
         .filter(|k| {
@@ -532,9 +532,7 @@ fn is_protected(name: &str, strip: &Strip<'_>) -> bool {
         || name == header::HOST.as_str()
         || CLIENT_CERT_PREFIXES.iter().any(|p| name.starts_with(p))
         || strip.names.all().into_iter().any(|n| n.as_str() == name)
-        || strip
-            .identity_header
-            .is_some_and(|n| n.eq_ignore_ascii_case(name))
+        || strip.identity_header.is_some_and(|n| n.as_str() == name)
 }
 
 /// Removes the path and method override headers and the configured ones, however often they
