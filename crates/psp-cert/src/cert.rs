@@ -288,32 +288,19 @@ pub(crate) fn check_envelope(der: &[u8]) -> Result<(), CertError> {
     Ok(())
 }
 
-/// Everything but `der` and the fingerprint, which `from_der` fills in.
+/// Everything but `der` and the fingerprint, which `from_der` fills in. The certificate
+/// decoded (`decode`), then its fields read in order, with the warnings each gives: the
+/// subject's country (`subject_country`) and organizationIdentifier, the serial, the two
+/// signature algorithm fields (`check_signature_algorithms`), the names, validity, key and
+/// signature algorithm, then the extensions ([`read_extensions`]).
 fn parse_fields(der: &[u8]) -> Result<PspCertificate, CertError> {
-    check_envelope(der)?;
-    let cert = match X509Certificate::from_der(der) {
-        Ok(([], cert)) => cert,
-        Ok((rest, _)) => {
-            return Err(CertError::Der(format!(
-                "{} bytes after the certificate",
-                rest.len()
-            )));
-        }
-        Err(e) => return Err(CertError::Der(e.to_string())),
-    };
+    let cert = decode(der)?;
     let tbs = &cert.tbs_certificate;
     let mut warnings = Vec::new();
 
     let subject = tbs.subject();
     let issuer = tbs.issuer();
-    let subject_c = first_attribute(subject, OID_COUNTRY, "subject countryName", &mut warnings);
-    if let Some(c) = &subject_c
-        && (c.len() != 2 || !c.bytes().all(|b| b.is_ascii_alphabetic()))
-    {
-        warnings.push(format!(
-            "subject countryName `{c}` is not a two-letter ISO 3166 code (X.520, RFC 5280 Appendix A)"
-        ));
-    }
+    let subject_c = subject_country(subject, &mut warnings);
     let organization_identifier = first_attribute(
         subject,
         OID_ORGANIZATION_IDENTIFIER,
@@ -324,14 +311,7 @@ fn parse_fields(der: &[u8]) -> Result<PspCertificate, CertError> {
 
     let serial = cert.tbs_certificate.raw_serial().to_vec();
     check_serial(&serial, &mut warnings);
-
-    if cert.signature_algorithm.algorithm != tbs.signature.algorithm {
-        warnings.push(format!(
-            "signatureAlgorithm {} differs from tbsCertificate.signature {} (RFC 5280 section 4.1.1.2)",
-            cert.signature_algorithm.algorithm.to_id_string(),
-            tbs.signature.algorithm.to_id_string()
-        ));
-    }
+    check_signature_algorithms(&cert, &mut warnings);
 
     let mut out = PspCertificate {
         der: Vec::new(),
@@ -383,6 +363,53 @@ fn parse_fields(der: &[u8]) -> Result<PspCertificate, CertError> {
     Ok(out)
 }
 
+/// The certificate decoded: its envelope checked ([`check_envelope`]), then DER with nothing
+/// after it.
+fn decode(der: &[u8]) -> Result<X509Certificate<'_>, CertError> {
+    check_envelope(der)?;
+    match X509Certificate::from_der(der) {
+        Ok(([], cert)) => Ok(cert),
+        Ok((rest, _)) => Err(CertError::Der(format!(
+            "{} bytes after the certificate",
+            rest.len()
+        ))),
+        Err(e) => Err(CertError::Der(e.to_string())),
+    }
+}
+
+/// The subject's countryName, with a warning when it is not a two-letter code.
+fn subject_country(
+    subject: &x509_parser::x509::X509Name<'_>,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
+    let subject_c = first_attribute(subject, OID_COUNTRY, "subject countryName", warnings);
+    if let Some(c) = &subject_c
+        && (c.len() != 2 || !c.bytes().all(|b| b.is_ascii_alphabetic()))
+    {
+        warnings.push(format!(
+            "subject countryName `{c}` is not a two-letter ISO 3166 code (X.520, RFC 5280 Appendix A)"
+        ));
+    }
+    subject_c
+}
+
+/// RFC 5280 section 4.1.1.2: signatureAlgorithm must be the algorithm of
+/// tbsCertificate.signature; a warning when it is not.
+fn check_signature_algorithms(cert: &X509Certificate<'_>, warnings: &mut Vec<String>) {
+    let tbs = &cert.tbs_certificate;
+    if cert.signature_algorithm.algorithm != tbs.signature.algorithm {
+        warnings.push(format!(
+            "signatureAlgorithm {} differs from tbsCertificate.signature {} (RFC 5280 section 4.1.1.2)",
+            cert.signature_algorithm.algorithm.to_id_string(),
+            tbs.signature.algorithm.to_id_string()
+        ));
+    }
+}
+
+/// Reads the extensions into `out`: each once at most (RFC 5280 section 4.2), its criticality
+/// judged, then read by OID.
+// Whole: one match over every extension OID the certificate model reads, each arm with its
+// malformed case next to it; split, the table of what is read from where would be scattered.
 fn read_extensions(
     cert: &X509Certificate<'_>,
     out: &mut PspCertificate,

@@ -155,20 +155,68 @@ pub fn check(
 }
 
 /// Builds the report from an issuer resolution already made (the edges resolve first, to know
-/// whose revocation evidence to fetch).
+/// whose revocation evidence to fetch). Each flag is computed on its own, in the order of the
+/// module documentation — `validQTSP`, `validSignature`, `notExpired`, `notRevoked` — each
+/// adding its error entries and explanation lines in that order.
 pub fn report(
     input: &CheckInput<'_>,
     snapshots: Snapshots<'_>,
     resolution: &IssuerResolution,
     path_evidence: &PathEvidence,
 ) -> CheckReport {
-    let revocation = &path_evidence.certificate;
     let trust = snapshots.trust;
     let cert = input.certificate;
     let mut errors = Vec::new();
     let mut explanation = Vec::new();
 
-    let (valid_qtsp, source) = match &resolution.trust {
+    let (valid_qtsp, source) = qtsp_flag(input, trust, resolution, &mut errors, &mut explanation);
+    let valid_signature = signature_flag(
+        input,
+        trust,
+        &resolution.path,
+        &mut errors,
+        &mut explanation,
+    );
+    let not_expired = expiry_flag(input, trust, resolution, &mut errors, &mut explanation);
+    let (not_revoked, revocation_status) = revocation_flag(
+        input,
+        resolution,
+        path_evidence,
+        &mut errors,
+        &mut explanation,
+    );
+
+    CheckReport {
+        psp_subject_name: cert.psp_subject_name().map(str::to_owned),
+        auth_number: cert.organization_identifier.as_ref().map(|a| a.raw.clone()),
+        qtsp_common_name: qtsp_common_name(input, trust, resolution),
+        qtsp_source: source.map(|s| s.qtsp_source),
+        qtsp_jurisdiction: source.map(|s| s.reported_jurisdiction.clone()),
+        validity: Validity {
+            valid_qtsp,
+            valid_signature,
+            not_revoked,
+            not_expired,
+        },
+        revocation: revocation_status,
+        errors,
+        explanation,
+        registers: snapshots
+            .registers
+            .lookup(cert.auth_number(), input.jurisdiction),
+    }
+}
+
+/// `validQTSP`: the judgement of the path's trust-list issuer, with the source it belongs to
+/// (reported whether or not it approves). A stale list is an error entry.
+fn qtsp_flag<'t>(
+    input: &CheckInput<'_>,
+    trust: &'t TrustList,
+    resolution: &IssuerResolution,
+    errors: &mut Vec<CertCheckError>,
+    explanation: &mut Vec<String>,
+) -> (bool, Option<&'t crate::trust::Source>) {
+    match &resolution.trust {
         TrustOutcome::Approved { issuer } => {
             let i = &trust.issuers()[*issuer];
             explanation.push(format!("issuer approved: {}", i.origin));
@@ -180,7 +228,7 @@ pub fn report(
             if let Refusal::Service(crate::trust::NotApproved::ListStale { .. }) = reason {
                 errors.push(CertCheckError::new(
                     ErrorCode::TrustedListStale,
-                    format!("Issuer of {} not used: {reason}", cert.subject),
+                    format!("Issuer of {} not used: {reason}", input.certificate.subject),
                 ));
             }
             (false, Some(&trust.sources()[i.source]))
@@ -189,22 +237,25 @@ pub fn report(
             explanation.push("no verified certification path to a trust-list issuer".to_owned());
             (false, None)
         }
-    };
+    }
+}
 
-    let subject = &cert.subject;
-    let valid_signature = signature_flag(
-        input,
-        trust,
-        &resolution.path,
-        &mut errors,
-        &mut explanation,
-    );
-
+/// `notExpired`: `notBefore <= now <= notAfter` for the certificate (an error entry when it
+/// is not yet valid), for each intermediate of the reported path and for its trust-list
+/// issuer.
+fn expiry_flag(
+    input: &CheckInput<'_>,
+    trust: &TrustList,
+    resolution: &IssuerResolution,
+    errors: &mut Vec<CertCheckError>,
+    explanation: &mut Vec<String>,
+) -> bool {
+    let cert = input.certificate;
     let mut not_expired = cert.is_valid_at(input.now);
     if input.now < cert.not_before {
         errors.push(CertCheckError::new(
             ErrorCode::CertificateNotYetValid,
-            format!("{subject} is not valid before {}", cert.not_before),
+            format!("{} is not valid before {}", cert.subject, cert.not_before),
         ));
     }
     if let Some((anchor, path)) = resolution.reported_path() {
@@ -227,7 +278,19 @@ pub fn report(
             not_expired = false;
         }
     }
+    not_expired
+}
 
+/// `notRevoked` ([`revocation::combine_path`]) over the certificate and every CA of its
+/// verified path, each method's outcome explained, and the revocation status reported
+/// (`Good` only when `notRevoked` holds).
+fn revocation_flag(
+    input: &CheckInput<'_>,
+    resolution: &IssuerResolution,
+    path_evidence: &PathEvidence,
+    errors: &mut Vec<CertCheckError>,
+    explanation: &mut Vec<String>,
+) -> (bool, RevocationStatus) {
     // Every CA certificate of the verified path below the trust-list issuer (RFC 5280
     // section 6.1.3 (a)(3)); none when no path verified (then nothing was checked at all).
     let path_cas: Vec<&PspCertificate> = match &resolution.path {
@@ -238,8 +301,24 @@ pub fn report(
             .collect(),
         Err(_) => Vec::new(),
     };
-    let not_revoked =
-        self::revocation::combine_path(path_evidence, subject, &path_cas, &mut errors);
+    let not_revoked = self::revocation::combine_path(
+        path_evidence,
+        &input.certificate.subject,
+        &path_cas,
+        errors,
+    );
+    explain_revocation(path_evidence, explanation);
+    let revocation_status = match path_evidence.status() {
+        RevocationStatus::Good if !not_revoked => RevocationStatus::Unknown,
+        status => status,
+    };
+    (not_revoked, revocation_status)
+}
+
+/// One explanation line per revocation method and certificate: the certificate's CRL and
+/// OCSP, then those of each CA above it.
+fn explain_revocation(path_evidence: &PathEvidence, explanation: &mut Vec<String>) {
+    let revocation = &path_evidence.certificate;
     let certificate_lines = [("CRL", &revocation.crl), ("OCSP", &revocation.ocsp)]
         .into_iter()
         .map(|(method, outcome)| (String::new(), method, outcome));
@@ -275,46 +354,29 @@ pub fn report(
                 },
         );
     }
-    let revocation_status = match path_evidence.status() {
-        RevocationStatus::Good if !not_revoked => RevocationStatus::Unknown,
-        status => status,
-    };
+}
 
-    // The issuing CA's name: from the verified issuer certificate when there is one (names
-    // may differ in case or encoding from the certificate's issuer field), else as the
-    // certificate writes it.
-    let qtsp_common_name = match &resolution.path {
+/// The issuing CA's name: from the verified issuer certificate when there is one (names
+/// may differ in case or encoding from the certificate's issuer field), else as the
+/// certificate writes it.
+fn qtsp_common_name(
+    input: &CheckInput<'_>,
+    trust: &TrustList,
+    resolution: &IssuerResolution,
+) -> Option<String> {
+    let cert = input.certificate;
+    match &resolution.path {
         Ok(p) => KeyRef::direct_issuer(p.anchor(), p.intermediates())
             .certificate(trust, input.intermediates)
             .subject_cn
             .clone()
             .or_else(|| cert.issuer_cn.clone()),
         Err(_) => cert.issuer_cn.clone(),
-    };
-
-    CheckReport {
-        psp_subject_name: cert.psp_subject_name().map(str::to_owned),
-        auth_number: cert.organization_identifier.as_ref().map(|a| a.raw.clone()),
-        qtsp_common_name,
-        qtsp_source: source.map(|s| s.qtsp_source),
-        qtsp_jurisdiction: source.map(|s| s.reported_jurisdiction.clone()),
-        validity: Validity {
-            valid_qtsp,
-            valid_signature,
-            not_revoked,
-            not_expired,
-        },
-        revocation: revocation_status,
-        errors,
-        explanation,
-        registers: snapshots
-            .registers
-            .lookup(cert.auth_number(), input.jurisdiction),
     }
 }
 
 /// `validSignature`: every signature on the path verifies. Adds the error entry that says why
-/// not, when it is not.
+/// not, when it is not: one case per [`PathFailure`].
 fn signature_flag(
     input: &CheckInput<'_>,
     trust: &TrustList,
@@ -322,19 +384,7 @@ fn signature_flag(
     errors: &mut Vec<CertCheckError>,
     explanation: &mut Vec<String>,
 ) -> bool {
-    let cert = input.certificate;
-    let subject = &cert.subject;
-    let algorithm_error = |e: &crate::cert::SignatureError, what: &str| {
-        let code = if e.is_policy_refusal() {
-            ErrorCode::SignatureAlgorithmRejected
-        } else {
-            ErrorCode::SignatureAlgorithmUnsupported
-        };
-        CertCheckError::new(
-            code,
-            format!("Signature of {what} could not be checked: {e}"),
-        )
-    };
+    let subject = &input.certificate.subject;
     match path {
         Ok(p) => {
             explanation.push(format!(
@@ -371,53 +421,12 @@ fn signature_flag(
             false
         }
         Err(PathFailure::IntermediateSignature { path, at, error }) => {
-            let inter = &input.intermediates[path.intermediates[*at]];
-            let above = match path.intermediates.get(at + 1) {
-                Some(&p) => &input.intermediates[p],
-                None => &trust.issuers()[path.anchor].certificate,
-            };
-            if error.is_algorithm_problem() {
-                errors.push(algorithm_error(error, &inter.subject));
-            } else {
-                errors.push(CertCheckError::new(
-                    ErrorCode::SignatureInvalid,
-                    format!(
-                        "Signature of the presented intermediate {} does not verify with the key of {}, the issuer it names: {error}",
-                        inter.subject, above.subject
-                    ),
-                ));
-            }
+            errors.push(intermediate_signature_error(input, trust, path, *at, error));
             false
         }
-        Err(PathFailure::NoTrustedIssuer { signature }) => match signature {
-            PresentedSignature::Verified { by } => {
-                explanation.push(format!(
-                    "signature verifies with the presented, untrusted issuer {}",
-                    input.intermediates[*by].subject
-                ));
-                true
-            }
-            PresentedSignature::Invalid => {
-                explanation.push(
-                    "signature does not verify with the key of any presented issuer".to_owned(),
-                );
-                false
-            }
-            PresentedSignature::IssuerKeyNotFound => {
-                errors.push(CertCheckError::new(
-                    ErrorCode::IssuerKeyNotFound,
-                    format!(
-                        "Signature of {subject} could not be checked: no issuer key found for {} in the trust list or the presented chain",
-                        cert.issuer
-                    ),
-                ));
-                false
-            }
-            PresentedSignature::NotCheckable(e) => {
-                errors.push(algorithm_error(e, subject));
-                false
-            }
-        },
+        Err(PathFailure::NoTrustedIssuer { signature }) => {
+            presented_signature_flag(input, signature, errors, explanation)
+        }
         Err(PathFailure::TooManyIntermediates { presented }) => {
             errors.push(CertCheckError::new(
                 ErrorCode::ChainTooLong,
@@ -425,6 +434,88 @@ fn signature_flag(
                     "Certification path of {subject} was not built: {presented} intermediates were presented, over the limit of {MAX_PRESENTED_INTERMEDIATES}"
                 ),
             ));
+            false
+        }
+    }
+}
+
+/// The error entry for a signature that could not be checked: its algorithm refused by policy,
+/// or not supported.
+fn algorithm_error(e: &crate::cert::SignatureError, what: &str) -> CertCheckError {
+    let code = if e.is_policy_refusal() {
+        ErrorCode::SignatureAlgorithmRejected
+    } else {
+        ErrorCode::SignatureAlgorithmUnsupported
+    };
+    CertCheckError::new(
+        code,
+        format!("Signature of {what} could not be checked: {e}"),
+    )
+}
+
+/// [`PathFailure::IntermediateSignature`]: the error entry for the intermediate at `at` on
+/// `path`, whose signature the key above it (the next intermediate, or the trust-list issuer)
+/// does not verify.
+fn intermediate_signature_error(
+    input: &CheckInput<'_>,
+    trust: &TrustList,
+    path: &path::CandidatePath,
+    at: usize,
+    error: &crate::cert::SignatureError,
+) -> CertCheckError {
+    let inter = &input.intermediates[path.intermediates[at]];
+    let above = match path.intermediates.get(at + 1) {
+        Some(&p) => &input.intermediates[p],
+        None => &trust.issuers()[path.anchor].certificate,
+    };
+    if error.is_algorithm_problem() {
+        algorithm_error(error, &inter.subject)
+    } else {
+        CertCheckError::new(
+            ErrorCode::SignatureInvalid,
+            format!(
+                "Signature of the presented intermediate {} does not verify with the key of {}, the issuer it names: {error}",
+                inter.subject, above.subject
+            ),
+        )
+    }
+}
+
+/// [`PathFailure::NoTrustedIssuer`]: `validSignature` from the certificate's signature
+/// against the presented issuers.
+fn presented_signature_flag(
+    input: &CheckInput<'_>,
+    signature: &PresentedSignature,
+    errors: &mut Vec<CertCheckError>,
+    explanation: &mut Vec<String>,
+) -> bool {
+    let cert = input.certificate;
+    let subject = &cert.subject;
+    match signature {
+        PresentedSignature::Verified { by } => {
+            explanation.push(format!(
+                "signature verifies with the presented, untrusted issuer {}",
+                input.intermediates[*by].subject
+            ));
+            true
+        }
+        PresentedSignature::Invalid => {
+            explanation
+                .push("signature does not verify with the key of any presented issuer".to_owned());
+            false
+        }
+        PresentedSignature::IssuerKeyNotFound => {
+            errors.push(CertCheckError::new(
+                ErrorCode::IssuerKeyNotFound,
+                format!(
+                    "Signature of {subject} could not be checked: no issuer key found for {} in the trust list or the presented chain",
+                    cert.issuer
+                ),
+            ));
+            false
+        }
+        PresentedSignature::NotCheckable(e) => {
+            errors.push(algorithm_error(e, subject));
             false
         }
     }

@@ -258,7 +258,8 @@ impl<R: AsRef<CheckReport>> Permit<R> {
 }
 
 /// Decides one call by the PSP of `certificate` (checked in `report`) to a route needing
-/// `required` services.
+/// `required` services: the steps of the module documentation, in order, the first refusal
+/// returned.
 pub fn decide<R: AsRef<CheckReport>>(
     policy: &Policy,
     shared: Arc<R>,
@@ -267,6 +268,24 @@ pub fn decide<R: AsRef<CheckReport>>(
 ) -> Result<Permit<R>, Rejection> {
     let report = (*shared).as_ref();
     certificate_flags(report)?;
+    allow_and_deny_lists(policy, report)?;
+    let home_country = certificate.auth_number().map(|a| a.country);
+    let (covering, granted) = home_register_entry(policy, report, home_country, required)?;
+    if home_country != Some(policy.jurisdiction) {
+        cross_border(policy, report, home_country, &covering, required)?;
+    }
+    if policy.require_roles {
+        roles_cover(certificate, required)?;
+    }
+    Ok(Permit {
+        report: shared,
+        services: granted,
+        not_enforced: None,
+    })
+}
+
+/// Step 2: the deny list, then the allow list (when configured), by auth number.
+fn allow_and_deny_lists(policy: &Policy, report: &CheckReport) -> Result<(), Rejection> {
     let auth = report.auth_number.clone().unwrap_or_default();
     if policy.deny.contains(&auth) {
         return Err(Rejection::new(
@@ -282,8 +301,18 @@ pub fn decide<R: AsRef<CheckReport>>(
             format!("`{auth}` is not on the allow list"),
         ));
     }
+    Ok(())
+}
 
-    let home_country = certificate.auth_number().map(|a| a.country);
+/// Step 3: the home register consulted and the PSP found in it, with entries of an accepted
+/// status whose services cover `required`. Returns those entries and the services of the
+/// first, which the permit grants.
+fn home_register_entry<'r>(
+    policy: &Policy,
+    report: &'r CheckReport,
+    home_country: Option<CountryCode>,
+    required: ServiceSet,
+) -> Result<(Vec<&'r CategoryEntryBlock>, ServiceSet), Rejection> {
     let entries = &report.registers.home.category_entries;
     if let HomeOutcome::Unavailable { nca_id, reason } = &report.registers.home_outcome {
         // Fail closed: a register that cannot be consulted vouches for nobody.
@@ -331,81 +360,91 @@ pub fn decide<R: AsRef<CheckReport>>(
         ));
     };
     let granted = services(first);
+    Ok((covering, granted))
+}
 
-    let cross_border = home_country != Some(policy.jurisdiction);
-    if cross_border {
-        match policy.cross_border {
-            CrossBorderRule::HomeOnly => {
+/// Step 4, for a PSP whose home is not the bank's jurisdiction: the configured cross-border
+/// rule, on the `covering` home entries (`passport-out`) or the host register (`uk-tpr`).
+fn cross_border(
+    policy: &Policy,
+    report: &CheckReport,
+    home_country: Option<CountryCode>,
+    covering: &[&CategoryEntryBlock],
+    required: ServiceSet,
+) -> Result<(), Rejection> {
+    match policy.cross_border {
+        CrossBorderRule::HomeOnly => Err(Rejection::new(
+            Reason::CrossBorderRefused,
+            format!("only PSPs from {} are accepted", policy.jurisdiction),
+        )),
+        CrossBorderRule::PassportOut => {
+            let passported = covering.iter().any(|e| {
+                e.passport_out.as_ref().is_some_and(|p| {
+                    p.country_code == policy.jurisdiction && required.is_subset(&p.payment_services)
+                })
+            });
+            if !passported {
                 return Err(Rejection::new(
-                    Reason::CrossBorderRefused,
-                    format!("only PSPs from {} are accepted", policy.jurisdiction),
+                    Reason::NotPassported,
+                    format!(
+                        "the PSP is not passported to {} for payment services {:?}",
+                        policy.jurisdiction,
+                        required.to_vec()
+                    ),
                 ));
             }
-            CrossBorderRule::PassportOut => {
-                let passported = covering.iter().any(|e| {
-                    e.passport_out.as_ref().is_some_and(|p| {
-                        p.country_code == policy.jurisdiction
-                            && required.is_subset(&p.payment_services)
-                    })
-                });
-                if !passported {
-                    return Err(Rejection::new(
-                        Reason::NotPassported,
-                        format!(
-                            "the PSP is not passported to {} for payment services {:?}",
-                            policy.jurisdiction,
-                            required.to_vec()
-                        ),
-                    ));
-                }
-            }
-            CrossBorderRule::UkTpr => {
-                // Contract rule 6: home not GB; a home entry Authorised or Registered whose
-                // services match (checked above); the host register's passportIn matches.
-                let home_is_gb = home_country.is_some_and(|c| c.as_str() == "GB");
-                let host_ok = report.registers.host.as_ref().is_some_and(|h| {
-                    h.category_entries.iter().any(|e| {
-                        matches!(
-                            e.psp_auth_status,
-                            AuthStatus::Authorised | AuthStatus::Registered
-                        ) && e
-                            .passport_in
-                            .as_ref()
-                            .is_some_and(|p| required.is_subset(&p.payment_services))
-                    })
-                });
-                if home_is_gb || !host_ok {
-                    return Err(Rejection::new(
-                        Reason::NoTemporaryPermission,
-                        format!(
-                            "no temporary permission in {} for payment services {:?}",
-                            policy.jurisdiction,
-                            required.to_vec()
-                        ),
-                    ));
-                }
-            }
+            Ok(())
         }
+        CrossBorderRule::UkTpr => uk_temporary_permission(policy, report, home_country, required),
     }
+}
 
-    if policy.require_roles {
-        let roles = certificate_role_services(certificate);
-        if !required.is_subset(&roles) {
-            return Err(Rejection::new(
-                Reason::RolesNotCovered,
-                format!(
-                    "the certificate's PSD2 roles do not cover payment services {:?}",
-                    required.to_vec()
-                ),
-            ));
-        }
+/// Step 4, `uk-tpr` (contract rule 6): home not GB; a home entry Authorised or Registered
+/// whose services match (checked in step 3); the host register's passportIn matches.
+fn uk_temporary_permission(
+    policy: &Policy,
+    report: &CheckReport,
+    home_country: Option<CountryCode>,
+    required: ServiceSet,
+) -> Result<(), Rejection> {
+    let home_is_gb = home_country.is_some_and(|c| c.as_str() == "GB");
+    let host_ok = report.registers.host.as_ref().is_some_and(|h| {
+        h.category_entries.iter().any(|e| {
+            matches!(
+                e.psp_auth_status,
+                AuthStatus::Authorised | AuthStatus::Registered
+            ) && e
+                .passport_in
+                .as_ref()
+                .is_some_and(|p| required.is_subset(&p.payment_services))
+        })
+    });
+    if home_is_gb || !host_ok {
+        return Err(Rejection::new(
+            Reason::NoTemporaryPermission,
+            format!(
+                "no temporary permission in {} for payment services {:?}",
+                policy.jurisdiction,
+                required.to_vec()
+            ),
+        ));
     }
+    Ok(())
+}
 
-    Ok(Permit {
-        report: shared,
-        services: granted,
-        not_enforced: None,
-    })
+/// Step 5 (`require_roles`): the certificate's PSD2 roles cover `required`.
+fn roles_cover(certificate: &PspCertificate, required: ServiceSet) -> Result<(), Rejection> {
+    let roles = certificate_role_services(certificate);
+    if !required.is_subset(&roles) {
+        return Err(Rejection::new(
+            Reason::RolesNotCovered,
+            format!(
+                "the certificate's PSD2 roles do not cover payment services {:?}",
+                required.to_vec()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The rule in report-only mode (`danger.gateway_report_only`): the permit of [`decide`], or

@@ -531,7 +531,10 @@ impl TrustList {
         self.issuers.push(issuer);
     }
 
-    /// Adds the CA/QC services of `list` as issuers; returns how many were added.
+    /// Adds the CA/QC services of `list` as issuers; returns how many were added. Per service
+    /// that ever was CA/QC: its history as approvals (`approval_history`), the periods it is
+    /// not used for noted (`note_not_understood`), then each of its certificates as an issuer
+    /// (`add_service_certificates`); the counts of services noted last.
     fn add_trusted_list(
         &mut self,
         source: usize,
@@ -557,81 +560,16 @@ impl TrustList {
                 other_services += 1;
                 continue;
             }
-            let history: Vec<Approval> = service
-                .history
-                .iter()
-                .map(|p| {
-                    // `kinds()` compares the whole URIs (tsl::uri), never a suffix.
-                    let offered = p.kinds();
-                    let mut kinds = BTreeSet::new();
-                    if offered.web {
-                        kinds.insert(CertKind::Web);
-                    }
-                    if offered.seal {
-                        kinds.insert(CertKind::Seal);
-                    }
-                    Approval {
-                        from: Some(p.starting),
-                        active: p.status.is_active() && p.service_type == SERVICE_TYPE_CA_QC,
-                        kinds,
-                        status: status_name(&p.status),
-                        qualifications: p.qualifications.clone(),
-                        not_understood: p.unread_critical_extensions.clone(),
-                    }
-                })
-                .collect();
+            let history = approval_history(service);
             if history.iter().any(|a| !a.qualifications.is_empty()) {
                 qualified_services += 1;
             }
-            let unusable: Vec<String> = service
-                .history
-                .iter()
-                .filter(|p| !p.unread_critical_extensions.is_empty())
-                .map(|p| {
-                    format!(
-                        "from {}: {}",
-                        p.starting,
-                        p.unread_critical_extensions.join(", ")
-                    )
-                })
-                .collect();
-            if !unusable.is_empty() {
-                // Logged here, once per load, rather than at every check it refuses.
-                tracing::warn!(
-                    trusted_list = %location,
-                    service = %service.service_name,
-                    periods = unusable.len(),
-                    "trusted-list service carries critical extensions that are not understood; \
-                     it is not used for those periods"
-                );
-                self.notes.push(format!(
-                    "{}: service `{}`: critical extensions not understood, the service is not \
-                     used for these periods (TS 119 612 clause 5.5.9): {}",
-                    location,
-                    service.service_name,
-                    unusable.join("; ")
-                ));
-            }
-            for der in &service.certificates {
-                match PspCertificate::from_der(der.clone()) {
-                    Ok(certificate) => self.push_issuer(
-                        deadline.clone(),
-                        TrustedIssuer {
-                            source,
-                            certificate,
-                            origin: format!(
-                                "{} (TL {}): {}",
-                                location, list.territory, service.service_name
-                            ),
-                            history: history.clone(),
-                        },
-                    ),
-                    Err(e) => self.notes.push(format!(
-                        "{}: service `{}`: certificate passed over: {e}",
-                        location, service.service_name
-                    )),
-                }
-            }
+            self.note_not_understood(location, service);
+            let origin = format!(
+                "{} (TL {}): {}",
+                location, list.territory, service.service_name
+            );
+            self.add_service_certificates(source, location, service, &origin, &history, deadline);
         }
         if qualified_services > 0 {
             self.notes.push(format!(
@@ -648,6 +586,99 @@ impl TrustList {
         }
         self.issuers.len() - before
     }
+
+    /// The periods of `service` that carry critical extensions not understood (TS 119 612
+    /// clause 5.5.9), for which it is not used: logged and noted once per load, rather than
+    /// at every check it refuses.
+    fn note_not_understood(&mut self, location: &str, service: &tsl::TslService) {
+        let unusable: Vec<String> = service
+            .history
+            .iter()
+            .filter(|p| !p.unread_critical_extensions.is_empty())
+            .map(|p| {
+                format!(
+                    "from {}: {}",
+                    p.starting,
+                    p.unread_critical_extensions.join(", ")
+                )
+            })
+            .collect();
+        if !unusable.is_empty() {
+            tracing::warn!(
+                trusted_list = %location,
+                service = %service.service_name,
+                periods = unusable.len(),
+                "trusted-list service carries critical extensions that are not understood; \
+                 it is not used for those periods"
+            );
+            self.notes.push(format!(
+                "{}: service `{}`: critical extensions not understood, the service is not \
+                 used for these periods (TS 119 612 clause 5.5.9): {}",
+                location,
+                service.service_name,
+                unusable.join("; ")
+            ));
+        }
+    }
+
+    /// Each certificate of `service` as an issuer with its `history`; one that cannot be read
+    /// is noted and passed over.
+    fn add_service_certificates(
+        &mut self,
+        source: usize,
+        location: &str,
+        service: &tsl::TslService,
+        origin: &str,
+        history: &[Approval],
+        deadline: &ListDeadline,
+    ) {
+        for der in &service.certificates {
+            match PspCertificate::from_der(der.clone()) {
+                Ok(certificate) => self.push_issuer(
+                    deadline.clone(),
+                    TrustedIssuer {
+                        source,
+                        certificate,
+                        origin: origin.to_owned(),
+                        history: history.to_vec(),
+                    },
+                ),
+                Err(e) => self.notes.push(format!(
+                    "{}: service `{}`: certificate passed over: {e}",
+                    location, service.service_name
+                )),
+            }
+        }
+    }
+}
+
+/// A CA/QC service's history as approvals, one per period: the kinds it offers (judged on the
+/// whole URIs, [`tsl::uri`]), whether it is active and CA/QC then, and its qualifications and
+/// critical extensions not understood.
+fn approval_history(service: &tsl::TslService) -> Vec<Approval> {
+    service
+        .history
+        .iter()
+        .map(|p| {
+            // `kinds()` compares the whole URIs (tsl::uri), never a suffix.
+            let offered = p.kinds();
+            let mut kinds = BTreeSet::new();
+            if offered.web {
+                kinds.insert(CertKind::Web);
+            }
+            if offered.seal {
+                kinds.insert(CertKind::Seal);
+            }
+            Approval {
+                from: Some(p.starting),
+                active: p.status.is_active() && p.service_type == SERVICE_TYPE_CA_QC,
+                kinds,
+                status: status_name(&p.status),
+                qualifications: p.qualifications.clone(),
+                not_understood: p.unread_critical_extensions.clone(),
+            }
+        })
+        .collect()
 }
 
 /// A time as RFC 3339, for messages.

@@ -167,13 +167,31 @@ pub fn load(sources: &[SourceSpec], at: OffsetDateTime) -> Result<TrustList, Tru
     Ok(list)
 }
 
+/// One configured source: its policies, then its parts in order — the issuers it approves
+/// directly, the trusted-list files it names, and the list of the lists it follows.
 fn add_source(
     trust: &mut TrustList,
     sc: &SourceSpec,
     at: OffsetDateTime,
 ) -> Result<(), TrustLoadError> {
+    let index = trust.add_source(source_of(sc));
+    for issuer in &sc.issuers {
+        add_configured_issuer(trust, index, sc, issuer)?;
+    }
+    for tl in &sc.trusted_lists {
+        add_configured_list(trust, index, sc, tl, at)?;
+    }
+    if let Some(lotl) = &sc.lotl {
+        add_lotl(trust, index, sc, lotl, at)?;
+    }
+    Ok(())
+}
+
+/// The source as the trust list keeps it, its policies left `None` taking the source kind's
+/// default (see [`SourceSpec`]).
+fn source_of(sc: &SourceSpec) -> Source {
     let qualified = sc.qtsp_source.is_qualified_scheme();
-    let index = trust.add_source(Source {
+    Source {
         name: sc.name.clone(),
         qtsp_source: sc.qtsp_source,
         reported_jurisdiction: sc.reported_jurisdiction.clone(),
@@ -188,179 +206,258 @@ fn add_source(
         } else {
             UntypedPolicy::Accept
         }),
-    });
-    for issuer in &sc.issuers {
-        let path = issuer.path.clone();
-        let bytes = read_capped(&sc.name, &path)?;
-        let invalid = |message: String| TrustLoadError::Invalid {
-            source_name: sc.name.clone(),
-            path: path.clone(),
-            message,
-        };
-        let ders = decode_certificate_chain(&bytes).map_err(|e| invalid(e.to_string()))?;
-        for der in ders {
-            let certificate = PspCertificate::from_der(der).map_err(|e| invalid(e.to_string()))?;
-            if certificate.is_ca != Some(true) {
-                return Err(invalid(format!(
-                    "{} is not a CA certificate (basicConstraints cA is not true)",
-                    certificate.subject
-                )));
-            }
-            trust.push_configured_issuer(TrustedIssuer {
-                source: index,
-                certificate,
-                origin: path.display().to_string(),
-                history: vec![Approval {
-                    from: None,
-                    active: true,
-                    kinds: issuer.kinds.iter().copied().collect(),
-                    status: "approved by configuration".to_owned(),
-                    qualifications: Vec::new(),
-                    not_understood: Vec::new(),
-                }],
-            });
-        }
     }
-    for tl in &sc.trusted_lists {
-        let path = tl.path.clone();
-        let bytes = read_capped(&sc.name, &path)?;
-        let invalid = |message: String| TrustLoadError::Invalid {
-            source_name: sc.name.clone(),
-            path: path.clone(),
-            message,
-        };
-        // One tree: the document whose signature is verified is the one read.
-        let doc = xmlsig::parse_document(&bytes).map_err(|e| invalid(e.to_string()))?;
-        // For a list authorised through a LOTL: whether that LOTL is usable at `at`, and
-        // until when (a stale LOTL disables its lists, as for a LOTL source).
-        let mut through_lotl: Option<(Option<String>, Option<ListDeadline>)> = None;
-        // The signer verified here, whose validity at the list's issue is judged below.
-        let mut verified_signer: Option<PspCertificate> = None;
-        let signer = match &tl.signers {
-            ListSigners::Unsigned => {
-                tracing::warn!(
-                    path = %path.display(),
-                    "trusted list loaded WITHOUT signature verification ([danger] unsigned_trusted_lists)"
-                );
-                "NOT VERIFIED ([danger] unsigned_trusted_lists)".to_owned()
-            }
-            ListSigners::Pinned(signer_files) => {
-                let verified =
-                    xmlsig::verify(&doc).map_err(|e| invalid(format!("signature refused: {e}")))?;
-                let mut pinned = Vec::new();
-                for f in signer_files {
-                    let pem = read_capped(&sc.name, f)?;
-                    pinned.extend(
-                        decode_certificate_chain(&pem)
-                            .map_err(|e| invalid(format!("signer file {}: {e}", f.display())))?,
-                    );
-                }
-                if !pinned.contains(&verified.signer.der) {
-                    return Err(invalid(format!(
-                        "signed by {} (SHA-256 {}), which is not among the signers configured for it",
-                        verified.signer.subject,
-                        verified.signer.fingerprint_hex()
-                    )));
-                }
-                let label = format!(
-                    "signature verified, signer {} (SHA-256 {}) pinned",
-                    verified.signer.subject,
-                    verified.signer.fingerprint_hex()
-                );
-                verified_signer = Some(verified.signer);
-                label
-            }
-            ListSigners::Lotl { file, signers } => {
-                let spec = LotlSpec {
-                    location: file.display().to_string(),
-                    signers: signers.clone(),
-                    signer_sha256: Vec::new(),
-                    territories: None,
-                    cache_dir: PathBuf::new(),
-                };
-                let pinned = spec.pinned(&sc.name)?;
-                let lotl_bytes = read_capped(&sc.name, file)?;
-                let lotl = lotl::verify_lotl(&lotl_bytes, &pinned, &[]).map_err(|e| {
-                    TrustLoadError::Invalid {
-                        source_name: sc.name.clone(),
-                        path: file.clone(),
-                        message: e.to_string(),
-                    }
-                })?;
-                let territory = tsl::read_document(&doc)
-                    .map_err(|e| invalid(e.to_string()))?
-                    .territory;
-                let signed = lotl::verify_national(&lotl.lotl.list, &territory, &bytes)
-                    .map_err(|e| invalid(e.to_string()))?;
-                let mut lotl_status = ListStatus::new(
-                    &sc.name,
-                    ListRole::Lotl,
-                    Some("EU"),
-                    file.display().to_string(),
-                );
-                lotl_status.signer = Some(format!("{}, pinned", lotl.lotl.signer_label()));
-                lotl_status.judge(&lotl.lotl.list, sc.next_update_grace, at);
-                through_lotl = Some((lotl_status.problem.clone(), ListDeadline::of(&lotl_status)));
-                trust.record_list(lotl_status);
-                format!(
-                    "signature verified, signer {}, authorised for {territory} by the LOTL {} (sequence {}, signed by {})",
-                    signed.signer_label(),
-                    file.display(),
-                    lotl.lotl
-                        .list
-                        .sequence_number
-                        .map(|n| n.to_string())
-                        .unwrap_or_default(),
-                    lotl.lotl.signer_label()
-                )
-            }
-            ListSigners::AnyVerified => {
-                let verified =
-                    xmlsig::verify(&doc).map_err(|e| invalid(format!("signature refused: {e}")))?;
-                let label = format!(
-                    "signature verified, signer {} (SHA-256 {}) accepted as the operator's explicit choice (no LOTL authorises it here)",
-                    verified.signer.subject,
-                    verified.signer.fingerprint_hex()
-                );
-                verified_signer = Some(verified.signer);
-                label
-            }
-        };
-        trust.note(format!("{}: {signer}", path.display()));
-        let list = tsl::read_document(&doc).map_err(|e| invalid(e.to_string()))?;
-        if let Some(signer) = &verified_signer {
-            lotl::signer_valid_at_issue(&list, signer).map_err(|e| invalid(e.to_string()))?;
-        }
-        let mut status = ListStatus::new(
-            &sc.name,
-            ListRole::Configured,
-            Some(&list.territory),
-            path.display().to_string(),
-        );
-        status.signer = Some(signer);
-        let lotl_deadline = match through_lotl {
-            Some((Some(problem), _)) => {
-                status.problem = Some(format!(
-                    "the LOTL that authorises it is not used: {problem}"
-                ));
-                None
-            }
-            Some((None, deadline)) => deadline,
-            None => None,
-        };
-        trust.use_list(
-            index,
-            status,
-            &list,
-            sc.next_update_grace,
-            at,
-            lotl_deadline.as_ref(),
-        );
+}
+
+/// The error for a file of source `sc` that is read but refused.
+fn invalid_in<'a>(sc: &'a SourceSpec, path: &'a Path) -> impl Fn(String) -> TrustLoadError + 'a {
+    move |message| TrustLoadError::Invalid {
+        source_name: sc.name.clone(),
+        path: path.to_owned(),
+        message,
     }
-    if let Some(lotl) = &sc.lotl {
-        add_lotl(trust, index, sc, lotl, at)?;
+}
+
+/// A configured issuer file: every certificate in it must be a CA certificate; each is
+/// approved, for the file's kinds, by the configuration.
+fn add_configured_issuer(
+    trust: &mut TrustList,
+    index: usize,
+    sc: &SourceSpec,
+    issuer: &IssuerFile,
+) -> Result<(), TrustLoadError> {
+    let path = issuer.path.clone();
+    let bytes = read_capped(&sc.name, &path)?;
+    let invalid = invalid_in(sc, &path);
+    let ders = decode_certificate_chain(&bytes).map_err(|e| invalid(e.to_string()))?;
+    for der in ders {
+        let certificate = PspCertificate::from_der(der).map_err(|e| invalid(e.to_string()))?;
+        if certificate.is_ca != Some(true) {
+            return Err(invalid(format!(
+                "{} is not a CA certificate (basicConstraints cA is not true)",
+                certificate.subject
+            )));
+        }
+        trust.push_configured_issuer(TrustedIssuer {
+            source: index,
+            certificate,
+            origin: path.display().to_string(),
+            history: vec![Approval {
+                from: None,
+                active: true,
+                kinds: issuer.kinds.iter().copied().collect(),
+                status: "approved by configuration".to_owned(),
+                qualifications: Vec::new(),
+                not_understood: Vec::new(),
+            }],
+        });
     }
     Ok(())
+}
+
+/// How a configured list's signature was accepted, by the kind of its [`ListSigners`].
+struct ListSignature {
+    /// The signer line of the list's status (and of the load notes).
+    label: String,
+    /// The signer verified, whose validity at the list's issue is judged next.
+    verified_signer: Option<PspCertificate>,
+    /// For a list authorised through a LOTL: whether that LOTL is usable at `at` (its
+    /// problem if not), and until when (a stale LOTL disables its lists, as for a LOTL
+    /// source).
+    through_lotl: Option<(Option<String>, Option<ListDeadline>)>,
+}
+
+/// A configured trusted-list file: its signature accepted as its signers' kind says, the
+/// signer valid when the list was issued, then the list used (unless the LOTL that
+/// authorises it is not).
+fn add_configured_list(
+    trust: &mut TrustList,
+    index: usize,
+    sc: &SourceSpec,
+    tl: &TrustedListFile,
+    at: OffsetDateTime,
+) -> Result<(), TrustLoadError> {
+    let path = tl.path.clone();
+    let bytes = read_capped(&sc.name, &path)?;
+    let invalid = invalid_in(sc, &path);
+    // One tree: the document whose signature is verified is the one read.
+    let doc = xmlsig::parse_document(&bytes).map_err(|e| invalid(e.to_string()))?;
+    let ListSignature {
+        label: signer,
+        verified_signer,
+        through_lotl,
+    } = match &tl.signers {
+        ListSigners::Unsigned => unsigned_signature(&path),
+        ListSigners::Pinned(signer_files) => {
+            let verified =
+                xmlsig::verify(&doc).map_err(|e| invalid(format!("signature refused: {e}")))?;
+            pinned_signature(sc, &path, verified, signer_files)?
+        }
+        ListSigners::Lotl { file, signers } => {
+            let territory = || {
+                tsl::read_document(&doc)
+                    .map(|list| list.territory)
+                    .map_err(|e| invalid(e.to_string()))
+            };
+            lotl_authorised_signature(trust, sc, &path, territory, &bytes, file, signers, at)?
+        }
+        ListSigners::AnyVerified => {
+            let verified =
+                xmlsig::verify(&doc).map_err(|e| invalid(format!("signature refused: {e}")))?;
+            any_verified_signature(verified)
+        }
+    };
+    trust.note(format!("{}: {signer}", path.display()));
+    let list = tsl::read_document(&doc).map_err(|e| invalid(e.to_string()))?;
+    if let Some(signer) = &verified_signer {
+        lotl::signer_valid_at_issue(&list, signer).map_err(|e| invalid(e.to_string()))?;
+    }
+    let mut status = ListStatus::new(
+        &sc.name,
+        ListRole::Configured,
+        Some(&list.territory),
+        path.display().to_string(),
+    );
+    status.signer = Some(signer);
+    let lotl_deadline = match through_lotl {
+        Some((Some(problem), _)) => {
+            status.problem = Some(format!(
+                "the LOTL that authorises it is not used: {problem}"
+            ));
+            None
+        }
+        Some((None, deadline)) => deadline,
+        None => None,
+    };
+    trust.use_list(
+        index,
+        status,
+        &list,
+        sc.next_update_grace,
+        at,
+        lotl_deadline.as_ref(),
+    );
+    Ok(())
+}
+
+/// [`ListSigners::Unsigned`]: no signature checked, which is logged at every load.
+fn unsigned_signature(path: &Path) -> ListSignature {
+    tracing::warn!(
+        path = %path.display(),
+        "trusted list loaded WITHOUT signature verification ([danger] unsigned_trusted_lists)"
+    );
+    ListSignature {
+        label: "NOT VERIFIED ([danger] unsigned_trusted_lists)".to_owned(),
+        verified_signer: None,
+        through_lotl: None,
+    }
+}
+
+/// [`ListSigners::Pinned`]: the signature `verified` is by a certificate of the signer files.
+fn pinned_signature(
+    sc: &SourceSpec,
+    path: &Path,
+    verified: xmlsig::VerifiedList,
+    signer_files: &[PathBuf],
+) -> Result<ListSignature, TrustLoadError> {
+    let invalid = invalid_in(sc, path);
+    let mut pinned = Vec::new();
+    for f in signer_files {
+        let pem = read_capped(&sc.name, f)?;
+        pinned.extend(
+            decode_certificate_chain(&pem)
+                .map_err(|e| invalid(format!("signer file {}: {e}", f.display())))?,
+        );
+    }
+    if !pinned.contains(&verified.signer.der) {
+        return Err(invalid(format!(
+            "signed by {} (SHA-256 {}), which is not among the signers configured for it",
+            verified.signer.subject,
+            verified.signer.fingerprint_hex()
+        )));
+    }
+    let label = format!(
+        "signature verified, signer {} (SHA-256 {}) pinned",
+        verified.signer.subject,
+        verified.signer.fingerprint_hex()
+    );
+    Ok(ListSignature {
+        label,
+        verified_signer: Some(verified.signer),
+        through_lotl: None,
+    })
+}
+
+/// [`ListSigners::Lotl`]: the LOTL `file`, signed by one of its pinned `signers`, authorises
+/// the list's signer for the list's `territory` (read from the list once the LOTL verifies).
+/// The LOTL's own status is recorded, and whether it is usable at `at` returned with the
+/// signature.
+#[allow(clippy::too_many_arguments)]
+fn lotl_authorised_signature(
+    trust: &mut TrustList,
+    sc: &SourceSpec,
+    path: &Path,
+    territory: impl FnOnce() -> Result<String, TrustLoadError>,
+    bytes: &[u8],
+    file: &Path,
+    signers: &[PathBuf],
+    at: OffsetDateTime,
+) -> Result<ListSignature, TrustLoadError> {
+    let invalid = invalid_in(sc, path);
+    let spec = LotlSpec {
+        location: file.display().to_string(),
+        signers: signers.to_vec(),
+        signer_sha256: Vec::new(),
+        territories: None,
+        cache_dir: PathBuf::new(),
+    };
+    let pinned = spec.pinned(&sc.name)?;
+    let lotl_bytes = read_capped(&sc.name, file)?;
+    let lotl = lotl::verify_lotl(&lotl_bytes, &pinned, &[])
+        .map_err(|e| invalid_in(sc, file)(e.to_string()))?;
+    let territory = territory()?;
+    let signed = lotl::verify_national(&lotl.lotl.list, &territory, bytes)
+        .map_err(|e| invalid(e.to_string()))?;
+    let mut lotl_status = ListStatus::new(
+        &sc.name,
+        ListRole::Lotl,
+        Some("EU"),
+        file.display().to_string(),
+    );
+    lotl_status.signer = Some(format!("{}, pinned", lotl.lotl.signer_label()));
+    lotl_status.judge(&lotl.lotl.list, sc.next_update_grace, at);
+    let through_lotl = Some((lotl_status.problem.clone(), ListDeadline::of(&lotl_status)));
+    trust.record_list(lotl_status);
+    let label = format!(
+        "signature verified, signer {}, authorised for {territory} by the LOTL {} (sequence {}, signed by {})",
+        signed.signer_label(),
+        file.display(),
+        lotl.lotl
+            .list
+            .sequence_number
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
+        lotl.lotl.signer_label()
+    );
+    Ok(ListSignature {
+        label,
+        verified_signer: None,
+        through_lotl,
+    })
+}
+
+/// [`ListSigners::AnyVerified`]: any signer whose signature `verified`, reported.
+fn any_verified_signature(verified: xmlsig::VerifiedList) -> ListSignature {
+    let label = format!(
+        "signature verified, signer {} (SHA-256 {}) accepted as the operator's explicit choice (no LOTL authorises it here)",
+        verified.signer.subject,
+        verified.signer.fingerprint_hex()
+    );
+    ListSignature {
+        label,
+        verified_signer: Some(verified.signer),
+        through_lotl: None,
+    }
 }
 
 /// A LOTL source: the LOTL from the cache, verified against the pinned certificates
@@ -374,8 +471,44 @@ fn add_lotl(
     spec: &LotlSpec,
     at: OffsetDateTime,
 ) -> Result<(), TrustLoadError> {
-    let pinned = spec.pinned(&sc.name)?;
     let cache = spec.cache(&sc.name);
+    let Some(accepted) = accept_cached_lotl(trust, sc, spec, &cache, at)? else {
+        return Ok(());
+    };
+    let lotl = &accepted.verified.lotl.list;
+    for pointer in lotl::national_pointers(lotl, spec.territories.as_deref()) {
+        add_national_list(trust, index, sc, &cache, &accepted, &pointer, at);
+    }
+    if let Some(wanted) = &spec.territories {
+        record_unpointed_territories(trust, sc, wanted);
+    }
+    Ok(())
+}
+
+/// The cached LOTL, verified, with what its national lists are judged by.
+struct AcceptedLotl {
+    verified: lotl::VerifiedLotl,
+    /// The highest sequence numbers accepted so far: a stored document below them is an
+    /// older genuine one put in place of the last accepted (cache::rollback).
+    record: std::collections::BTreeMap<String, u64>,
+    /// Whether the LOTL is used at `at` (fresh, not rolled back).
+    usable: bool,
+    /// Until when the LOTL's lists may be used.
+    deadline: Option<ListDeadline>,
+}
+
+/// The LOTL of a LOTL source: read from the cache, verified against the pinned certificates
+/// (through the cached pivots), checked against the sequence record and judged at `at`; its
+/// status is recorded. `None` when there is none to verify, it is refused, or the sequence
+/// record cannot be read (then no list of the source is used).
+fn accept_cached_lotl(
+    trust: &mut TrustList,
+    sc: &SourceSpec,
+    spec: &LotlSpec,
+    cache: &cache::SourceCache,
+    at: OffsetDateTime,
+) -> Result<Option<AcceptedLotl>, TrustLoadError> {
+    let pinned = spec.pinned(&sc.name)?;
     let cache_err = |path: PathBuf, error: std::io::Error| TrustLoadError::Read {
         source_name: sc.name.clone(),
         path,
@@ -396,7 +529,7 @@ fn add_lotl(
             spec.location
         ));
         trust.record_list(status);
-        return Ok(());
+        return Ok(None);
     };
     let pivots = cache
         .read_pivots()
@@ -406,11 +539,9 @@ fn add_lotl(
         Err(e) => {
             status.problem = Some(e.to_string());
             trust.record_list(status);
-            return Ok(());
+            return Ok(None);
         }
     };
-    // The highest sequence numbers accepted so far: a stored document below them is an
-    // older genuine one put in place of the last accepted (cache::rollback).
     let record = match cache.read_sequences() {
         Ok(r) => r,
         Err(e) => {
@@ -418,7 +549,7 @@ fn add_lotl(
                 "the sequence record cannot be read ({e}); no list of this source is used"
             ));
             trust.record_list(status);
-            return Ok(());
+            return Ok(None);
         }
     };
     status.problem = cache::rollback(&record, cache::LOTL_KEY, verified.lotl.list.sequence_number);
@@ -432,81 +563,96 @@ fn add_lotl(
         )
     });
     status.judge(&verified.lotl.list, sc.next_update_grace, at);
-    let lotl_usable = status.problem.is_none();
-    let lotl_deadline = ListDeadline::of(&status);
+    let usable = status.problem.is_none();
+    let deadline = ListDeadline::of(&status);
     trust.record_list(status);
-    let lotl = &verified.lotl.list;
-    for pointer in lotl::national_pointers(lotl, spec.territories.as_deref()) {
-        let t = pointer.territory.as_str();
-        let path = cache.list_path(t);
-        let mut status = ListStatus::new(
-            &sc.name,
-            ListRole::National,
-            Some(t),
-            path.as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| pointer.location.clone()),
-        );
-        if !lotl_usable {
-            status.problem = Some("the LOTL that authorises it is not used".to_owned());
+    Ok(Some(AcceptedLotl {
+        verified,
+        record,
+        usable,
+        deadline,
+    }))
+}
+
+/// One national list the LOTL points to: from the cache, verified against its pointer,
+/// checked against the sequence record, then used; or recorded with why it is not.
+fn add_national_list(
+    trust: &mut TrustList,
+    index: usize,
+    sc: &SourceSpec,
+    cache: &cache::SourceCache,
+    accepted: &AcceptedLotl,
+    pointer: &lotl::NationalPointer,
+    at: OffsetDateTime,
+) {
+    let t = pointer.territory.as_str();
+    let path = cache.list_path(t);
+    let mut status = ListStatus::new(
+        &sc.name,
+        ListRole::National,
+        Some(t),
+        path.as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| pointer.location.clone()),
+    );
+    if !accepted.usable {
+        status.problem = Some("the LOTL that authorises it is not used".to_owned());
+        trust.record_list(status);
+        return;
+    }
+    let bytes = match cache.read_list(t) {
+        Ok(Some(b)) => b,
+        Ok(None) if path.is_none() => {
+            status.problem = Some(format!("territory {t:?} is not a two-letter code"));
             trust.record_list(status);
-            continue;
+            return;
         }
-        let bytes = match cache.read_list(t) {
-            Ok(Some(b)) => b,
-            Ok(None) if path.is_none() => {
-                status.problem = Some(format!("territory {t:?} is not a two-letter code"));
-                trust.record_list(status);
-                continue;
-            }
-            Ok(None) => {
-                status.problem = Some(format!("not fetched yet from {}", pointer.location));
-                trust.record_list(status);
-                continue;
-            }
-            Err(e) => {
-                status.problem = Some(format!("cannot read the cached list: {e}"));
-                trust.record_list(status);
-                continue;
-            }
-        };
-        match lotl::verify_national(lotl, t, &bytes) {
-            Ok(signed) => {
-                status.signer = Some(format!(
-                    "{}, authorised by the LOTL for {t}",
-                    signed.signer_label()
-                ));
-                status.problem = cache::rollback(&record, t, signed.list.sequence_number);
-                trust.use_list(
-                    index,
-                    status,
-                    &signed.list,
-                    sc.next_update_grace,
-                    at,
-                    lotl_deadline.as_ref(),
-                );
-            }
-            Err(e) => {
-                status.problem = Some(e.to_string());
-                trust.record_list(status);
-            }
+        Ok(None) => {
+            status.problem = Some(format!("not fetched yet from {}", pointer.location));
+            trust.record_list(status);
+            return;
+        }
+        Err(e) => {
+            status.problem = Some(format!("cannot read the cached list: {e}"));
+            trust.record_list(status);
+            return;
+        }
+    };
+    match lotl::verify_national(&accepted.verified.lotl.list, t, &bytes) {
+        Ok(signed) => {
+            status.signer = Some(format!(
+                "{}, authorised by the LOTL for {t}",
+                signed.signer_label()
+            ));
+            status.problem = cache::rollback(&accepted.record, t, signed.list.sequence_number);
+            trust.use_list(
+                index,
+                status,
+                &signed.list,
+                sc.next_update_grace,
+                at,
+                accepted.deadline.as_ref(),
+            );
+        }
+        Err(e) => {
+            status.problem = Some(e.to_string());
+            trust.record_list(status);
         }
     }
-    if let Some(wanted) = &spec.territories {
-        for t in wanted {
-            if !trust.lists().iter().any(|l| {
-                l.source == sc.name
-                    && l.role == ListRole::National
-                    && l.territory.as_deref() == Some(t)
-            }) {
-                let mut status =
-                    ListStatus::new(&sc.name, ListRole::National, Some(t), String::new());
-                status.problem = Some(format!("the LOTL points to no XML list for {t}"));
-                trust.record_list(status);
-            }
+}
+
+/// The territories configured for a LOTL source that the LOTL points to no XML list for:
+/// each recorded as such.
+fn record_unpointed_territories(trust: &mut TrustList, sc: &SourceSpec, wanted: &[String]) {
+    for t in wanted {
+        if !trust.lists().iter().any(|l| {
+            l.source == sc.name && l.role == ListRole::National && l.territory.as_deref() == Some(t)
+        }) {
+            let mut status = ListStatus::new(&sc.name, ListRole::National, Some(t), String::new());
+            status.problem = Some(format!("the LOTL points to no XML list for {t}"));
+            trust.record_list(status);
         }
     }
-    Ok(())
 }
 
 /// Reads a trust file (a list, a LOTL, a pinned signer) through a bounded reader, so that a

@@ -517,6 +517,10 @@ fn general_name_kind(t: u8) -> Option<NameKind> {
     })
 }
 
+/// The base of a GeneralSubtree (RFC 5280 section 4.2.1.10), by its name form: a DNS name
+/// (here), a URI host (`uri_base`), a mail constraint (`mail_constraint`), an IP address
+/// range (`ip_base`), a directory name (here); other forms are kept as unsupported. A base
+/// that does not have its form's syntax is a malformed constraint.
 fn read_base(name: &Tlv<'_>) -> Result<Base, NcError> {
     let kind = general_name_kind(name.tag)
         .ok_or_else(|| NcError::Der(format!("GeneralName with tag 0x{:02x}", name.tag)))?;
@@ -545,65 +549,15 @@ fn read_base(name: &Tlv<'_>) -> Result<Base, NcError> {
             }
             Base::Dns(text)
         }
-        NameKind::Uri => {
-            let text = ascii()?;
-            let (host, subdomains_only) = match text.strip_prefix('.') {
-                Some(domain) => (domain.to_owned(), true),
-                None => (text, false),
-            };
-            if !is_hostname(&host, false) {
-                return Err(malformed());
-            }
-            Base::Uri {
-                host,
-                subdomains_only,
-            }
-        }
+        NameKind::Uri => uri_base(ascii()?).ok_or_else(malformed)?,
         NameKind::Rfc822 => {
             let raw = std::str::from_utf8(name.value)
                 .ok()
                 .filter(|s| s.is_ascii())
                 .ok_or_else(malformed)?;
-            Base::Rfc822(match raw.split_once('@') {
-                Some((local, host)) => {
-                    if !is_local_part(local) || !is_hostname(host, false) {
-                        return Err(malformed());
-                    }
-                    MailConstraint::Mailbox {
-                        local: local.to_owned(),
-                        host: host.to_ascii_lowercase(),
-                    }
-                }
-                None => match raw.strip_prefix('.') {
-                    Some(domain) if is_hostname(domain, false) => {
-                        MailConstraint::Subdomains(domain.to_ascii_lowercase())
-                    }
-                    Some(_) => return Err(malformed()),
-                    None if is_hostname(raw, false) => {
-                        MailConstraint::Host(raw.to_ascii_lowercase())
-                    }
-                    None => return Err(malformed()),
-                },
-            })
+            Base::Rfc822(mail_constraint(raw).ok_or_else(malformed)?)
         }
-        NameKind::IpAddress => {
-            let half = match name.value.len() {
-                8 => 4,
-                32 => 16,
-                _ => return Err(malformed()),
-            };
-            let (network, mask) = name.value.split_at(half);
-            if !is_contiguous_mask(mask) {
-                return Err(NcError::MalformedConstraint {
-                    kind,
-                    value: format!("{}/{}", ip_text(network), crate::hex::lower(mask)),
-                });
-            }
-            Base::Ip {
-                network: network.to_vec(),
-                mask: mask.to_vec(),
-            }
-        }
+        NameKind::IpAddress => ip_base(name.value).ok_or_else(malformed)??,
         NameKind::Directory => {
             let name =
                 NormalizedName::from_der(name.value).map_err(|e| NcError::MalformedConstraint {
@@ -617,6 +571,68 @@ fn read_base(name: &Tlv<'_>) -> Result<Base, NcError> {
         | NameKind::EdiParty
         | NameKind::RegisteredId => Base::Unsupported(kind),
     })
+}
+
+/// A URI constraint: a host, or with a leading period, the hosts of a domain (RFC 5280
+/// section 4.2.1.10); `None` when it is not a hostname.
+fn uri_base(text: String) -> Option<Base> {
+    let (host, subdomains_only) = match text.strip_prefix('.') {
+        Some(domain) => (domain.to_owned(), true),
+        None => (text, false),
+    };
+    if !is_hostname(&host, false) {
+        return None;
+    }
+    Some(Base::Uri {
+        host,
+        subdomains_only,
+    })
+}
+
+/// An rfc822Name constraint: a mailbox, a host, or with a leading period, the hosts of a
+/// domain (RFC 5280 section 4.2.1.10); `None` when it is none of these.
+fn mail_constraint(raw: &str) -> Option<MailConstraint> {
+    match raw.split_once('@') {
+        Some((local, host)) => {
+            if !is_local_part(local) || !is_hostname(host, false) {
+                return None;
+            }
+            Some(MailConstraint::Mailbox {
+                local: local.to_owned(),
+                host: host.to_ascii_lowercase(),
+            })
+        }
+        None => match raw.strip_prefix('.') {
+            Some(domain) if is_hostname(domain, false) => {
+                Some(MailConstraint::Subdomains(domain.to_ascii_lowercase()))
+            }
+            Some(_) => None,
+            None if is_hostname(raw, false) => Some(MailConstraint::Host(raw.to_ascii_lowercase())),
+            None => None,
+        },
+    }
+}
+
+/// An iPAddress constraint: an IPv4 or IPv6 address and its mask (8 or 32 octets, RFC 5280
+/// section 4.2.1.10); `None` for another length, and an error naming the range when the
+/// mask is not contiguous.
+fn ip_base(value: &[u8]) -> Option<Result<Base, NcError>> {
+    let half = match value.len() {
+        8 => 4,
+        32 => 16,
+        _ => return None,
+    };
+    let (network, mask) = value.split_at(half);
+    if !is_contiguous_mask(mask) {
+        return Some(Err(NcError::MalformedConstraint {
+            kind: NameKind::IpAddress,
+            value: format!("{}/{}", ip_text(network), crate::hex::lower(mask)),
+        }));
+    }
+    Some(Ok(Base::Ip {
+        network: network.to_vec(),
+        mask: mask.to_vec(),
+    }))
 }
 
 impl Base {

@@ -332,7 +332,8 @@ pub fn decode_qc_statements(value: &[u8], critical: bool) -> (QcStatements, Vec<
     (out, warnings)
 }
 
-/// One `QCStatement` (a SEQUENCE): statementId, then statementInfo by statementId.
+/// One `QCStatement` (a SEQUENCE): statementId (`statement_id`), then statementInfo, read
+/// by statementId (`decode_statement_info`).
 fn decode_statement(
     index: usize,
     statement: Tlv<'_>,
@@ -340,25 +341,8 @@ fn decode_statement(
     warnings: &mut Vec<String>,
 ) {
     let mut fields = statement.reader();
-    let oid = match fields.read() {
-        Ok(tlv) if tlv.tag == tag::OID => match der::oid_to_string(tlv.value) {
-            Ok(oid) => oid,
-            Err(e) => {
-                warnings.push(format!("QCStatement {index}: statementId {e}; skipped"));
-                return;
-            }
-        },
-        Ok(tlv) => {
-            warnings.push(format!(
-                "QCStatement {index}: statementId is a {} instead of an OBJECT IDENTIFIER; skipped",
-                der::tag_name(tlv.tag)
-            ));
-            return;
-        }
-        Err(e) => {
-            warnings.push(format!("QCStatement {index}: {e}; skipped"));
-            return;
-        }
+    let Some(oid) = statement_id(index, &mut fields, warnings) else {
+        return;
     };
     let kind = QcStatementKind::from_oid(&oid);
     let name = kind.name().to_owned();
@@ -385,8 +369,50 @@ fn decode_statement(
     {
         warnings.push(format!("{name} statement appears more than once"));
     }
+    decode_statement_info(&kind, &name, info, out, warnings);
+    out.statements.push(kind);
+}
 
-    match &kind {
+/// The statementId of statement `index`, an OBJECT IDENTIFIER in dotted form; `None`, with a
+/// warning, when it is missing or not one (the statement is skipped).
+fn statement_id(
+    index: usize,
+    fields: &mut Reader<'_>,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
+    match fields.read() {
+        Ok(tlv) if tlv.tag == tag::OID => match der::oid_to_string(tlv.value) {
+            Ok(oid) => Some(oid),
+            Err(e) => {
+                warnings.push(format!("QCStatement {index}: statementId {e}; skipped"));
+                None
+            }
+        },
+        Ok(tlv) => {
+            warnings.push(format!(
+                "QCStatement {index}: statementId is a {} instead of an OBJECT IDENTIFIER; skipped",
+                der::tag_name(tlv.tag)
+            ));
+            None
+        }
+        Err(e) => {
+            warnings.push(format!("QCStatement {index}: {e}; skipped"));
+            None
+        }
+    }
+}
+
+/// The statementInfo of a statement of `kind` (named `name` in warnings), by the syntax its
+/// standard gives it: checked for shape, or decoded into `out` (QcType, PSD2QcType; a
+/// repeated one is not read again).
+fn decode_statement_info(
+    kind: &QcStatementKind,
+    name: &str,
+    info: Option<Tlv<'_>>,
+    out: &mut QcStatements,
+    warnings: &mut Vec<String>,
+) {
+    match kind {
         // EN 319 412-5 section 4.2.1 and 4.2.2:
         //   esi4-qcStatement-1 QC-STATEMENT ::= { IDENTIFIED BY id-etsi-qcs-QcCompliance }
         //   esi4-qcStatement-4 QC-STATEMENT ::= { IDENTIFIED BY id-etsi-qcs-QcSSCD }
@@ -455,7 +481,6 @@ fn decode_statement(
         // listed by OID, its statementInfo not interpreted.
         QcStatementKind::Other(_) => {}
     }
-    out.statements.push(kind);
 }
 
 fn check_pds(info: Option<Tlv<'_>>, warnings: &mut Vec<String>) {

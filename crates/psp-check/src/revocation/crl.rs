@@ -219,6 +219,12 @@ impl CrlIndex {
     /// carry the CRL issuer's name and, when it has keyUsage, cRLSign. The issuer's own key is
     /// tried first; the error given when none verifies is the issuer's.
     /// [`CrlIndex::signer_key_sha256`] says which key signed.
+    ///
+    /// The steps: the CertificateList decoded and the two algorithm fields compared
+    /// (section 5.1.1.2); the issuer and signature checked (`verified_signer`); the version,
+    /// CRL extensions and nextUpdate read (`read_crl_fields`); then the entries indexed
+    /// (`index_entries`). The cheap identity checks come first, then the signature, and only
+    /// then the entries: nothing a forger sends is indexed.
     pub fn parse_signed(
         bytes: &[u8],
         issuer: &PspCertificate,
@@ -233,102 +239,9 @@ impl CrlIndex {
         if tbs.signature != list.algorithm {
             return Err(CrlError::AlgorithmMismatch);
         }
-        // The cheap identity checks first, then the signature, and only then the entries:
-        // nothing a forger sends is indexed.
-        let crl_issuer = NormalizedName::from_der(tbs.issuer).ok();
-        let names_it = |c: &PspCertificate| {
-            same_name(
-                tbs.issuer,
-                crl_issuer.as_ref(),
-                &c.subject_raw,
-                c.subject_name.as_ref(),
-            )
-        };
-        if !names_it(issuer) {
-            return Err(CrlError::IssuerMismatch {
-                crl_issuer: name_text(tbs.issuer),
-                cert_issuer: issuer.subject.clone(),
-            });
-        }
-        let algorithm = match AlgorithmIdentifier::from_der(list.algorithm) {
-            Ok(([], alg)) => alg,
-            _ => return Err(CrlError::Parse("signatureAlgorithm".to_owned())),
-        };
-        let mut refusal = None;
-        let mut signed_by = None;
-        for (k, signer) in std::iter::once(issuer)
-            .chain(crl_signers.iter().copied())
-            .enumerate()
-        {
-            if k > 0 && !names_it(signer) {
-                continue;
-            }
-            if signer.key_usage.is_some_and(|ku| !ku.crl_sign) {
-                if k == 0 {
-                    refusal = Some(CrlError::IssuerNotCrlSigner);
-                }
-                continue;
-            }
-            match verify_signed_data(
-                list.tbs,
-                &algorithm,
-                list.signature,
-                list.unused_bits,
-                &signer.spki,
-            ) {
-                Ok(()) => {
-                    signed_by = Some(signer);
-                    break;
-                }
-                Err(e) if k == 0 => refusal = Some(CrlError::Signature(e)),
-                Err(_) => {}
-            }
-        }
-        let Some(signer) = signed_by else {
-            return Err(refusal.unwrap_or(CrlError::IssuerNotCrlSigner));
-        };
-
-        // RFC 5280 section 5.1.2.1: `Version OPTIONAL -- if present, MUST be v2`, and
-        // extensions (of the CRL or of entries) require v2.
-        let v2 = match tbs.version {
-            None => false,
-            Some(1) => true,
-            Some(v) => return Err(CrlError::Version(v + 1)),
-        };
-        let extensions = tbs
-            .extensions
-            .map(read_extension_list)
-            .transpose()?
-            .unwrap_or_default();
-        if !v2 && !extensions.is_empty() {
-            return Err(CrlError::ExtensionsInV1);
-        }
-        let (crl_number, scope) = read_crl_extensions(&extensions)?;
-        // RFC 5280 section 5.2.3: "conforming CRL issuers MUST include this extension in all
-        // CRLs". A v1 CRL cannot carry it (and is accepted as before, for old responders).
-        if v2 && crl_number.is_none() {
-            return Err(CrlError::NoCrlNumber);
-        }
-        let next_update = tbs.next_update.ok_or(CrlError::NoNextUpdate)?;
-
-        let mut revoked = HashMap::with_hasher(SerialHash::default());
-        let mut index_bytes = 0usize;
-        let mut entries = Tlvs::new(tbs.revoked.unwrap_or_default())?;
-        while let Some(entry) = entries.next_tlv()? {
-            let entry = read_entry(entry)?;
-            let reason = match entry.extensions {
-                Some(_) if !v2 => return Err(CrlError::ExtensionsInV1),
-                Some(raw) => read_entry_extensions(entry.serial, &read_extension_list(raw)?)?,
-                None => None,
-            };
-            let serial: Box<[u8]> = entry.serial.into();
-            index_bytes = index_bytes.saturating_add(serial.len() + INDEX_BYTES_PER_ENTRY);
-            // A serial listed twice is revoked either way; the first entry's time is kept.
-            revoked.entry(serial).or_insert(RevokedEntry {
-                at: entry.revocation_date,
-                reason,
-            });
-        }
+        let signer = verified_signer(&list, &tbs, issuer, crl_signers)?;
+        let fields = read_crl_fields(&tbs)?;
+        let (revoked, index_bytes) = index_entries(tbs.revoked, fields.v2)?;
 
         Ok(CrlIndex {
             issuer_name: tbs.issuer.to_vec(),
@@ -336,9 +249,9 @@ impl CrlIndex {
             signer_key_sha256: crate::hex::sha256(&signer.spki),
             issuer: name_text(tbs.issuer),
             this_update: tbs.this_update,
-            next_update,
-            crl_number,
-            scope,
+            next_update: fields.next_update,
+            crl_number: fields.crl_number,
+            scope: fields.scope,
             revoked,
             index_bytes,
         })
@@ -525,6 +438,136 @@ pub fn same_name(
     b: Option<&NormalizedName>,
 ) -> bool {
     a_raw == b_raw || matches!((a, b), (Some(a), Some(b)) if a == b)
+}
+
+/// The key that signed the CRL: the CRL must name `issuer`; then the issuer's own key is
+/// tried, and each of `crl_signers` that carries the CRL issuer's name (RFC 5280 section
+/// 6.3.3 (f)); a signer whose keyUsage lacks cRLSign is passed over. When none verifies, the
+/// error is the issuer's.
+fn verified_signer<'c>(
+    list: &CertificateList<'_>,
+    tbs: &Tbs<'_>,
+    issuer: &'c PspCertificate,
+    crl_signers: &[&'c PspCertificate],
+) -> Result<&'c PspCertificate, CrlError> {
+    let crl_issuer = NormalizedName::from_der(tbs.issuer).ok();
+    let names_it = |c: &PspCertificate| {
+        same_name(
+            tbs.issuer,
+            crl_issuer.as_ref(),
+            &c.subject_raw,
+            c.subject_name.as_ref(),
+        )
+    };
+    if !names_it(issuer) {
+        return Err(CrlError::IssuerMismatch {
+            crl_issuer: name_text(tbs.issuer),
+            cert_issuer: issuer.subject.clone(),
+        });
+    }
+    let algorithm = match AlgorithmIdentifier::from_der(list.algorithm) {
+        Ok(([], alg)) => alg,
+        _ => return Err(CrlError::Parse("signatureAlgorithm".to_owned())),
+    };
+    let mut refusal = None;
+    for (k, signer) in std::iter::once(issuer)
+        .chain(crl_signers.iter().copied())
+        .enumerate()
+    {
+        if k > 0 && !names_it(signer) {
+            continue;
+        }
+        if signer.key_usage.is_some_and(|ku| !ku.crl_sign) {
+            if k == 0 {
+                refusal = Some(CrlError::IssuerNotCrlSigner);
+            }
+            continue;
+        }
+        match verify_signed_data(
+            list.tbs,
+            &algorithm,
+            list.signature,
+            list.unused_bits,
+            &signer.spki,
+        ) {
+            Ok(()) => return Ok(signer),
+            Err(e) if k == 0 => refusal = Some(CrlError::Signature(e)),
+            Err(_) => {}
+        }
+    }
+    Err(refusal.unwrap_or(CrlError::IssuerNotCrlSigner))
+}
+
+/// Revoked serials and what the CRL says of each.
+type RevokedIndex = HashMap<Box<[u8]>, RevokedEntry, SerialHash>;
+
+/// What the CRL says of itself, once its signature verified.
+struct CrlFields {
+    /// Whether it is a v2 CRL (which entry extensions require).
+    v2: bool,
+    crl_number: Option<String>,
+    scope: Scope,
+    next_update: OffsetDateTime,
+}
+
+/// The version (section 5.1.2.1), the CRL extensions (section 5.2; only in v2), the cRLNumber
+/// every v2 CRL must carry (section 5.2.3) and nextUpdate, which this implementation requires.
+fn read_crl_fields(tbs: &Tbs<'_>) -> Result<CrlFields, CrlError> {
+    // RFC 5280 section 5.1.2.1: `Version OPTIONAL -- if present, MUST be v2`, and
+    // extensions (of the CRL or of entries) require v2.
+    let v2 = match tbs.version {
+        None => false,
+        Some(1) => true,
+        Some(v) => return Err(CrlError::Version(v + 1)),
+    };
+    let extensions = tbs
+        .extensions
+        .map(read_extension_list)
+        .transpose()?
+        .unwrap_or_default();
+    if !v2 && !extensions.is_empty() {
+        return Err(CrlError::ExtensionsInV1);
+    }
+    let (crl_number, scope) = read_crl_extensions(&extensions)?;
+    // RFC 5280 section 5.2.3: "conforming CRL issuers MUST include this extension in all
+    // CRLs". A v1 CRL cannot carry it (and is accepted as before, for old responders).
+    if v2 && crl_number.is_none() {
+        return Err(CrlError::NoCrlNumber);
+    }
+    let next_update = tbs.next_update.ok_or(CrlError::NoNextUpdate)?;
+    Ok(CrlFields {
+        v2,
+        crl_number,
+        scope,
+        next_update,
+    })
+}
+
+/// The revoked certificates (section 5.1.2.6) indexed by serial, with the index's size in
+/// bytes; entry extensions (section 5.3) only in a v2 CRL.
+fn index_entries(
+    revoked_certificates: Option<&[u8]>,
+    v2: bool,
+) -> Result<(RevokedIndex, usize), CrlError> {
+    let mut revoked = HashMap::with_hasher(SerialHash::default());
+    let mut index_bytes = 0usize;
+    let mut entries = Tlvs::new(revoked_certificates.unwrap_or_default())?;
+    while let Some(entry) = entries.next_tlv()? {
+        let entry = read_entry(entry)?;
+        let reason = match entry.extensions {
+            Some(_) if !v2 => return Err(CrlError::ExtensionsInV1),
+            Some(raw) => read_entry_extensions(entry.serial, &read_extension_list(raw)?)?,
+            None => None,
+        };
+        let serial: Box<[u8]> = entry.serial.into();
+        index_bytes = index_bytes.saturating_add(serial.len() + INDEX_BYTES_PER_ENTRY);
+        // A serial listed twice is revoked either way; the first entry's time is kept.
+        revoked.entry(serial).or_insert(RevokedEntry {
+            at: entry.revocation_date,
+            reason,
+        });
+    }
+    Ok((revoked, index_bytes))
 }
 
 /// RFC 5280 section 5.2. Returns the cRLNumber (hex) and the scope.

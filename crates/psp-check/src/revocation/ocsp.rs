@@ -704,6 +704,10 @@ fn time_of(t: &OcspGeneralizedTime) -> Result<OffsetDateTime, OcspError> {
 ///
 /// `good` and `revoked` are answers; `unknown` and every unsigned error status are
 /// [`OcspError`]s ("could not complete"), never "good".
+///
+/// The checks of RFC 6960 section 3.2, in order: the signer (items 2 to 4), the extensions
+/// (section 4.4) and the nonce, the response about the certificate (item 1), its currency
+/// (items 5 and 6), then its status.
 pub fn verify_response(
     der: &[u8],
     issuer: &PspCertificate,
@@ -729,46 +733,11 @@ pub fn verify_response(
         return Err(OcspError::NonceMismatch);
     }
 
-    // Item 1: the answer is about our certificate. If several SingleResponses match (a
-    // responder may repeat a CertID in several hash algorithms), a revoked one wins.
-    let key_bits = subject_public_key_bits(&issuer.spki)
-        .map_err(|e| OcspError::Request(format!("issuer key: {e}")))?;
-    let matching: Vec<&SingleResponseInfo> = info
-        .responses
-        .iter()
-        .filter(|s| s.matches_parts(&issuer.subject_raw, &key_bits, serial))
-        .collect();
-    let single = matching
-        .iter()
-        .find(|s| matches!(s.status, SingleStatus::Revoked { .. }))
-        .or_else(|| {
-            matching
-                .iter()
-                .find(|s| matches!(s.status, SingleStatus::Good))
-        })
-        .or_else(|| matching.first())
-        .copied()
-        .ok_or(OcspError::NoMatchingResponse)?;
+    let single = matching_single(&info, issuer, serial)?;
     if let Some(oid) = single.critical_extensions.first() {
         return Err(OcspError::UnsupportedCriticalExtension(oid.clone()));
     }
-
-    // Items 5 and 6: current. Without nextUpdate ("newer information is available all the
-    // time", RFC 6960 section 4.2.2.1) the answer is treated as valid for the default TTL.
-    if single.this_update > add(now, policy.clock_skew) {
-        return Err(OcspError::NotYetValid {
-            this_update: single.this_update,
-        });
-    }
-    let mut valid_until = single
-        .next_update
-        .unwrap_or_else(|| add(single.this_update, policy.default_ttl));
-    if let Some(not_after) = signer_not_after {
-        valid_until = valid_until.min(not_after);
-    }
-    if now > add(valid_until, policy.clock_skew) {
-        return Err(OcspError::Stale { valid_until });
-    }
+    let valid_until = current_until(single, signer_not_after, now, policy)?;
 
     let status = match single.status {
         SingleStatus::Good => OcspStatus::Good,
@@ -783,6 +752,61 @@ pub fn verify_response(
         valid_until,
         signer,
     })
+}
+
+/// RFC 6960 section 3.2 item 1: the SingleResponse about our certificate. If several match
+/// (a responder may repeat a CertID in several hash algorithms), a revoked one wins, then a
+/// good one.
+fn matching_single<'i>(
+    info: &'i OcspResponseInfo,
+    issuer: &PspCertificate,
+    serial: &[u8],
+) -> Result<&'i SingleResponseInfo, OcspError> {
+    let key_bits = subject_public_key_bits(&issuer.spki)
+        .map_err(|e| OcspError::Request(format!("issuer key: {e}")))?;
+    let matching: Vec<&SingleResponseInfo> = info
+        .responses
+        .iter()
+        .filter(|s| s.matches_parts(&issuer.subject_raw, &key_bits, serial))
+        .collect();
+    matching
+        .iter()
+        .find(|s| matches!(s.status, SingleStatus::Revoked { .. }))
+        .or_else(|| {
+            matching
+                .iter()
+                .find(|s| matches!(s.status, SingleStatus::Good))
+        })
+        .or_else(|| matching.first())
+        .copied()
+        .ok_or(OcspError::NoMatchingResponse)
+}
+
+/// RFC 6960 section 3.2 items 5 and 6: the answer is current at `now`; returns until when it
+/// may be used. Without nextUpdate ("newer information is available all the time", RFC 6960
+/// section 4.2.2.1) the answer is treated as valid for the default TTL; never past a
+/// delegated responder's `notAfter`.
+fn current_until(
+    single: &SingleResponseInfo,
+    signer_not_after: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+    policy: &OcspPolicy,
+) -> Result<OffsetDateTime, OcspError> {
+    if single.this_update > add(now, policy.clock_skew) {
+        return Err(OcspError::NotYetValid {
+            this_update: single.this_update,
+        });
+    }
+    let mut valid_until = single
+        .next_update
+        .unwrap_or_else(|| add(single.this_update, policy.default_ttl));
+    if let Some(not_after) = signer_not_after {
+        valid_until = valid_until.min(not_after);
+    }
+    if now > add(valid_until, policy.clock_skew) {
+        return Err(OcspError::Stale { valid_until });
+    }
+    Ok(valid_until)
 }
 
 /// Finds who signed the response and verifies the signature. Candidates, in order: the

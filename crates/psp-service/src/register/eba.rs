@@ -224,6 +224,11 @@ fn choose_name(names: &[String]) -> Option<&str> {
 }
 
 impl Builder {
+    /// One entity object, once read: counted by type, and kept (as an entity of its
+    /// authority's register) when its type is a kept one and it has an authority, a reference
+    /// and a name. The steps, in order, each counting what it refuses: the entity type, the
+    /// authority, the reference, the legal name, the status from the authorisation dates,
+    /// the services by country, and the register it goes in.
     fn finish_entity(&mut self, raw: RawEntity) {
         let report = &mut self.report;
         let Some((type_code, entity_type)) = raw.entity_type else {
@@ -232,46 +237,16 @@ impl Builder {
         };
         report.records += 1;
         EbaReport::count(&mut report.by_entity_type, &type_code);
-        let (category, granted, own_services) = match entity_type {
-            Some(Treatment::Kept {
-                category,
-                status,
-                services,
-            }) => (category.clone(), *status, *services),
-            Some(Treatment::Agent) => {
-                report.skipped_agents += 1;
-                return;
-            }
-            Some(Treatment::Branch) => {
-                report.skipped_branches += 1;
-                return;
-            }
-            Some(Treatment::NotAnAuthorisation) => {
-                report.skipped_not_authorisations += 1;
-                return;
-            }
-            None => {
-                EbaReport::count(&mut report.unknown_entity_types, &type_code);
-                return;
-            }
+        let Some((category, granted, own_services)) =
+            kept_treatment(report, &type_code, entity_type)
+        else {
+            return;
         };
         let Some((country, authority)) = raw.authority.as_deref().and_then(canonical_code) else {
             report.missing_authority += 1;
             return;
         };
-        let reference = raw
-            .references
-            .iter()
-            .map(|r| r.trim())
-            .find(|r| !r.is_empty())
-            .or_else(|| {
-                raw.entity_code
-                    .as_deref()
-                    .and_then(|c| c.rsplit_once('!'))
-                    .map(|(_, tail)| tail.trim())
-                    .filter(|t| !t.is_empty())
-            });
-        let Some(reference) = reference else {
+        let Some(reference) = entity_reference(&raw.references, raw.entity_code.as_deref()) else {
             report.missing_reference += 1;
             return;
         };
@@ -279,67 +254,10 @@ impl Builder {
             report.missing_name += 1;
             return;
         };
-        // ENT_AUT: "Odd numbers show a date of authorisation/registration. Even numbers show
-        // the date of withdrawal" — an odd count means the last change was a grant.
-        let status = match raw.authorisation_dates {
-            Some(n) if n % 2 == 1 => granted,
-            Some(_) => {
-                report.withdrawn += 1;
-                AuthStatus::Unauthorised
-            }
-            None => {
-                report.withdrawn += 1;
-                report.missing_authorisation_dates += 1;
-                AuthStatus::Unauthorised
-            }
-        };
-        let mut own = CountryServices::default();
-        if own_services == OwnServices::AllEight {
-            own.services = ServiceSet::from_numbers(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap_or_default();
-        }
-        let passport_out = raw.services.map(|list| {
-            let mut out: BTreeMap<CountryCode, ServiceSet> = BTreeMap::new();
-            for (c, s) in list {
-                if c == country {
-                    own.services = own.services.union(s.services);
-                    own.e_money |= s.e_money;
-                } else if !s.services.is_empty() {
-                    let slot = out.entry(c).or_default();
-                    *slot = slot.union(s.services);
-                }
-            }
-            out
-        });
-
-        let register = match self.registers.get_mut(&authority) {
-            Some(r) => r,
-            None => {
-                let (ids, name) = match self.map.by_code.get(&authority) {
-                    Some((ids, name)) => (ids.clone(), name.clone()),
-                    None => {
-                        let code_rest = authority.split_once('_').map_or("", |(_, r)| r);
-                        let Some(derived) = derived_nca_id(country, code_rest) else {
-                            report.missing_authority += 1;
-                            return;
-                        };
-                        report
-                            .unmapped_authorities
-                            .insert(authority.clone(), derived.clone());
-                        (vec![derived], authority.clone())
-                    }
-                };
-                let mut ids = ids.into_iter();
-                let nca_id = ids.next().unwrap_or_default();
-                self.registers.entry(authority).or_insert(NativeRegister {
-                    nca_id,
-                    aliases: ids.collect(),
-                    name,
-                    country,
-                    kind: Default::default(),
-                    entities: Vec::new(),
-                    passport_in: Vec::new(),
-                })
-            }
+        let status = current_status(report, raw.authorisation_dates, granted);
+        let (own, passport_out) = services_by_country(own_services, raw.services, country);
+        let Some(register) = self.register_for(authority, country) else {
+            return;
         };
         register.entities.push(NativeEntity {
             reference: reference.to_owned(),
@@ -352,8 +270,146 @@ impl Builder {
                 passport_out,
             }],
         });
-        report.kept += 1;
+        self.report.kept += 1;
     }
+
+    /// The register of `authority` (an EBA authority code of `country`), created on its first
+    /// entity under the NCA ids the map gives it, or one derived from the code (recorded as
+    /// unmapped). `None`, counted as a missing authority, when no id can be derived.
+    fn register_for(
+        &mut self,
+        authority: String,
+        country: CountryCode,
+    ) -> Option<&mut NativeRegister> {
+        if !self.registers.contains_key(&authority) {
+            let (ids, name) = match self.map.by_code.get(&authority) {
+                Some((ids, name)) => (ids.clone(), name.clone()),
+                None => {
+                    let code_rest = authority.split_once('_').map_or("", |(_, r)| r);
+                    let Some(derived) = derived_nca_id(country, code_rest) else {
+                        self.report.missing_authority += 1;
+                        return None;
+                    };
+                    self.report
+                        .unmapped_authorities
+                        .insert(authority.clone(), derived.clone());
+                    (vec![derived], authority.clone())
+                }
+            };
+            let mut ids = ids.into_iter();
+            let nca_id = ids.next().unwrap_or_default();
+            self.registers.insert(
+                authority.clone(),
+                NativeRegister {
+                    nca_id,
+                    aliases: ids.collect(),
+                    name,
+                    country,
+                    kind: Default::default(),
+                    entities: Vec::new(),
+                    passport_in: Vec::new(),
+                },
+            );
+        }
+        self.registers.get_mut(&authority)
+    }
+}
+
+/// The entity type step: the category, granted status and own services of a kept type; for
+/// any other, `None`, with agents, branches, non-authorisations and unknown codes counted.
+fn kept_treatment(
+    report: &mut EbaReport,
+    type_code: &str,
+    entity_type: Option<&Treatment>,
+) -> Option<(Category, AuthStatus, OwnServices)> {
+    match entity_type {
+        Some(Treatment::Kept {
+            category,
+            status,
+            services,
+        }) => Some((category.clone(), *status, *services)),
+        Some(Treatment::Agent) => {
+            report.skipped_agents += 1;
+            None
+        }
+        Some(Treatment::Branch) => {
+            report.skipped_branches += 1;
+            None
+        }
+        Some(Treatment::NotAnAuthorisation) => {
+            report.skipped_not_authorisations += 1;
+            None
+        }
+        None => {
+            EbaReport::count(&mut report.unknown_entity_types, type_code);
+            None
+        }
+    }
+}
+
+/// The entity's reference: its first non-blank reference number, else the tail of its
+/// entity code after the last `!`.
+fn entity_reference<'r>(references: &'r [String], entity_code: Option<&'r str>) -> Option<&'r str> {
+    references
+        .iter()
+        .map(|r| r.trim())
+        .find(|r| !r.is_empty())
+        .or_else(|| {
+            entity_code
+                .and_then(|c| c.rsplit_once('!'))
+                .map(|(_, tail)| tail.trim())
+                .filter(|t| !t.is_empty())
+        })
+}
+
+/// The status from the authorisation dates. ENT_AUT: "Odd numbers show a date of
+/// authorisation/registration. Even numbers show the date of withdrawal" — an odd count means
+/// the last change was a grant. Withdrawn (and undated) entities are counted.
+fn current_status(
+    report: &mut EbaReport,
+    authorisation_dates: Option<usize>,
+    granted: AuthStatus,
+) -> AuthStatus {
+    match authorisation_dates {
+        Some(n) if n % 2 == 1 => granted,
+        Some(_) => {
+            report.withdrawn += 1;
+            AuthStatus::Unauthorised
+        }
+        None => {
+            report.withdrawn += 1;
+            report.missing_authorisation_dates += 1;
+            AuthStatus::Unauthorised
+        }
+    }
+}
+
+/// The services in the home `country` (all eight for a type that has them all, plus those the
+/// `Services` map lists for the home country) and the passport-out map (the other countries,
+/// empty ones left out); `None` for an entity without a `Services` map.
+fn services_by_country(
+    own_services: OwnServices,
+    services: Option<Vec<(CountryCode, CountryServices)>>,
+    country: CountryCode,
+) -> (CountryServices, Option<BTreeMap<CountryCode, ServiceSet>>) {
+    let mut own = CountryServices::default();
+    if own_services == OwnServices::AllEight {
+        own.services = ServiceSet::from_numbers(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap_or_default();
+    }
+    let passport_out = services.map(|list| {
+        let mut out: BTreeMap<CountryCode, ServiceSet> = BTreeMap::new();
+        for (c, s) in list {
+            if c == country {
+                own.services = own.services.union(s.services);
+                own.e_money |= s.e_money;
+            } else if !s.services.is_empty() {
+                let slot = out.entry(c).or_default();
+                *slot = slot.union(s.services);
+            }
+        }
+        out
+    });
+    (own, passport_out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -792,7 +848,9 @@ pub(crate) fn read_eba(
 }
 
 /// The ZIP form: exactly one `.json` member, and a `.sha256` member whose digest it must
-/// match.
+/// match. The steps: the archive opened and its members found ([`zip_members`]), the
+/// expected digest read ([`sidecar_digest`]), then the JSON member streamed through a hash,
+/// within `max_json` bytes, and its digest compared.
 fn read_eba_zip(
     path: &Path,
     nca_overrides: &BTreeMap<String, String>,
@@ -806,55 +864,10 @@ fn read_eba_zip(
     })?;
     let mut archive = zip::ZipArchive::new(BufReader::new(file))
         .map_err(|e| invalid(format!("not a readable ZIP archive: {e}")))?;
-    let names: Vec<String> = archive
-        .file_names()
-        .map(|n| n.map(|n| n.into_owned()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| invalid(format!("unreadable member names: {e}")))?;
-    let lower = |n: &String| n.to_ascii_lowercase();
-    let json: Vec<&String> = names
-        .iter()
-        .filter(|n| lower(n).ends_with(".json"))
-        .collect();
-    let sidecar: Vec<&String> = names
-        .iter()
-        .filter(|n| lower(n).ends_with(".sha256"))
-        .collect();
-    let [json] = json.as_slice() else {
-        return Err(invalid(format!(
-            "expected exactly one .json member, found {}: {names:?}",
-            json.len()
-        )));
-    };
-    let [sidecar] = sidecar.as_slice() else {
-        return Err(invalid(format!(
-            "expected exactly one .sha256 member next to {json}, found {}: {names:?}",
-            sidecar.len()
-        )));
-    };
-    let expected = {
-        let member = archive
-            .by_name(sidecar)
-            .map_err(|e| invalid(format!("{sidecar}: {e}")))?;
-        let mut text = String::new();
-        member
-            .take(MAX_SIDECAR_BYTES)
-            .read_to_string(&mut text)
-            .map_err(|e| invalid(format!("{sidecar}: {e}")))?;
-        let digest = text
-            .split_whitespace()
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(invalid(format!(
-                "{sidecar} does not start with a SHA-256 hex digest"
-            )));
-        }
-        digest.to_ascii_lowercase()
-    };
+    let (json, sidecar) = zip_members(path, &archive)?;
+    let expected = sidecar_digest(path, &mut archive, &sidecar)?;
     let member = archive
-        .by_name(json)
+        .by_name(&json)
         .map_err(|e| invalid(format!("{json}: {e}")))?;
     let total = member.size();
     if total > max_json {
@@ -882,6 +895,71 @@ fn read_eba_zip(
         )));
     }
     Ok((native, report))
+}
+
+/// The names of the archive's one `.json` member and its one `.sha256` member (compared
+/// case-insensitively); anything else is refused, listing the members.
+fn zip_members<R: Read + std::io::Seek>(
+    path: &Path,
+    archive: &zip::ZipArchive<R>,
+) -> Result<(String, String), RegisterLoadError> {
+    let invalid = |message: String| RegisterLoadError::invalid(path, message);
+    let names: Vec<String> = archive
+        .file_names()
+        .map(|n| n.map(|n| n.into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| invalid(format!("unreadable member names: {e}")))?;
+    let lower = |n: &String| n.to_ascii_lowercase();
+    let json: Vec<&String> = names
+        .iter()
+        .filter(|n| lower(n).ends_with(".json"))
+        .collect();
+    let sidecar: Vec<&String> = names
+        .iter()
+        .filter(|n| lower(n).ends_with(".sha256"))
+        .collect();
+    let [json] = json.as_slice() else {
+        return Err(invalid(format!(
+            "expected exactly one .json member, found {}: {names:?}",
+            json.len()
+        )));
+    };
+    let [sidecar] = sidecar.as_slice() else {
+        return Err(invalid(format!(
+            "expected exactly one .sha256 member next to {json}, found {}: {names:?}",
+            sidecar.len()
+        )));
+    };
+    Ok(((*json).clone(), (*sidecar).clone()))
+}
+
+/// The SHA-256 digest the `.sha256` member states (its first word, 64 hex digits, read
+/// within [`MAX_SIDECAR_BYTES`]), in lower case.
+fn sidecar_digest<R: Read + std::io::Seek>(
+    path: &Path,
+    archive: &mut zip::ZipArchive<R>,
+    sidecar: &str,
+) -> Result<String, RegisterLoadError> {
+    let invalid = |message: String| RegisterLoadError::invalid(path, message);
+    let member = archive
+        .by_name(sidecar)
+        .map_err(|e| invalid(format!("{sidecar}: {e}")))?;
+    let mut text = String::new();
+    member
+        .take(MAX_SIDECAR_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| invalid(format!("{sidecar}: {e}")))?;
+    let digest = text
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(invalid(format!(
+            "{sidecar} does not start with a SHA-256 hex digest"
+        )));
+    }
+    Ok(digest.to_ascii_lowercase())
 }
 
 /// Hashes what is read through it.

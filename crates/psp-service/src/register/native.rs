@@ -172,117 +172,26 @@ pub(crate) fn build_register(
 ) -> Result<(Register, u64), RegisterLoadError> {
     let country = native.country;
     let nca_id = check_nca_id(path, &native.nca_id, country)?;
-    let at = |what: String| RegisterLoadError::invalid(path, format!("register {nca_id}: {what}"));
     let aliases = native
         .aliases
         .iter()
         .map(|a| check_nca_id(path, a, country))
         .collect::<Result<Vec<_>, _>>()?;
-    if native.name.trim().is_empty() {
-        return Err(at("name is empty".into()));
-    }
-    let max_service = native.kind.max_service();
-    let check_services = |services: &ServiceSet, context: &dyn Fn() -> String| match services.max()
-    {
-        Some(s) if s.number() > max_service => Err(at(format!(
-            "{}: service {s} is out of range for a {} register (1 to {max_service})",
-            context(),
-            match native.kind {
-                RegisterKind::Psd2 => "PSD2",
-                RegisterKind::HubDirectory => "hub-directory",
-            }
-        ))),
-        _ => Ok(()),
+    let checks = RegisterChecks {
+        path,
+        nca_id: &nca_id,
+        country,
+        kind: native.kind,
     };
-
-    let mut entities: Vec<Entity> = Vec::with_capacity(native.entities.len());
-    let mut by_reference: HashMap<String, usize> = HashMap::with_capacity(native.entities.len());
-    let mut merged = 0u64;
-    for entity in native.entities {
-        let key = normalisation.normalise(&entity.reference);
-        if key.is_empty() {
-            return Err(at(format!(
-                "entity reference `{}` is empty after normalisation",
-                entity.reference
-            )));
-        }
-        if entity.entries.is_empty() {
-            return Err(at(format!("entity {} has no entries", entity.reference)));
-        }
-        let mut entries = Vec::with_capacity(entity.entries.len());
-        for entry in entity.entries {
-            let context = || format!("entity {}", entity.reference);
-            if entry.legal_name.trim().is_empty() {
-                return Err(at(format!("{}: legal name is empty", context())));
-            }
-            check_services(&entry.services, &context)?;
-            let passport_out = match entry.passport_out {
-                None => None,
-                Some(map) => {
-                    let mut list = Vec::with_capacity(map.len());
-                    for (host, services) in map {
-                        check_services(&services, &|| {
-                            format!("entity {} passport-out {host}", entity.reference)
-                        })?;
-                        if host == country {
-                            return Err(at(format!(
-                                "entity {}: passport-out to the register's own country {host}",
-                                entity.reference
-                            )));
-                        }
-                        if !services.is_empty() {
-                            list.push((host, services));
-                        }
-                    }
-                    // BTreeMap iteration is sorted by country: `passported_to` binary-searches.
-                    Some(list)
-                }
-            };
-            entries.push(CategoryEntry {
-                category: entry.category,
-                legal_name: entry.legal_name,
-                status: entry.status,
-                services: entry.services,
-                e_money: entry.e_money,
-                passport_out,
-            });
-        }
-        match by_reference.get(&key) {
-            Some(&i) => {
-                merged += 1;
-                entities[i].entries.extend(entries);
-            }
-            None => {
-                by_reference.insert(key, entities.len());
-                entities.push(Entity {
-                    reference: entity.reference,
-                    entries,
-                });
-            }
-        }
+    if native.name.trim().is_empty() {
+        return Err(checks.at("name is empty".into()));
     }
-
-    let mut passport_in: HashMap<(String, String), Vec<PassportInEntry>> = HashMap::new();
-    for entry in native.passport_in {
-        let home = &entry.home_auth_number;
-        if entry.legal_name.trim().is_empty() {
-            return Err(at(format!("passport-in {home}: legal name is empty")));
-        }
-        check_services(&entry.passport_in_services, &|| {
-            format!("passport-in {home}")
-        })?;
-        let key = (home.nca_id(), normalisation.normalise(&home.reference));
-        passport_in.entry(key).or_default().push(PassportInEntry {
-            home_nca_id: home.nca_id(),
-            home_reference: home.reference.clone(),
-            category: entry.category,
-            legal_name: entry.legal_name,
-            status: entry.status,
-            services: entry.passport_in_services,
-            country: entry.country_code,
-        });
-    }
-
+    let IndexedEntities {
+        entities,
+        by_reference,
+        merged,
+    } = index_entities(&checks, native.entities, &normalisation)?;
+    let passport_in = index_passport_in(&checks, native.passport_in, &normalisation)?;
     Ok((
         Register::from(RegisterParts {
             nca_id,
@@ -298,6 +207,170 @@ pub(crate) fn build_register(
         }),
         merged,
     ))
+}
+
+/// What the checks of one register's content report against: the file, the register's NCA
+/// id, its country and its kind (which bounds the service numbers).
+struct RegisterChecks<'a> {
+    path: &'a Path,
+    nca_id: &'a str,
+    country: CountryCode,
+    kind: RegisterKind,
+}
+
+impl RegisterChecks<'_> {
+    /// The error for `what` in this register.
+    fn at(&self, what: String) -> RegisterLoadError {
+        RegisterLoadError::invalid(self.path, format!("register {}: {what}", self.nca_id))
+    }
+
+    /// Every service of `services` is within the register kind's range; `context` names where
+    /// they were read.
+    fn services(
+        &self,
+        services: &ServiceSet,
+        context: &dyn Fn() -> String,
+    ) -> Result<(), RegisterLoadError> {
+        let max_service = self.kind.max_service();
+        match services.max() {
+            Some(s) if s.number() > max_service => Err(self.at(format!(
+                "{}: service {s} is out of range for a {} register (1 to {max_service})",
+                context(),
+                match self.kind {
+                    RegisterKind::Psd2 => "PSD2",
+                    RegisterKind::HubDirectory => "hub-directory",
+                }
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A register's entities indexed by normalised reference.
+struct IndexedEntities {
+    entities: Vec<Entity>,
+    by_reference: HashMap<String, usize>,
+    /// Entities merged because their normalised references were equal.
+    merged: u64,
+}
+
+/// The register's entities, checked, indexed by normalised reference; entities whose
+/// references normalise alike are merged.
+fn index_entities(
+    checks: &RegisterChecks<'_>,
+    native: Vec<NativeEntity>,
+    normalisation: &Normalisation,
+) -> Result<IndexedEntities, RegisterLoadError> {
+    let mut entities: Vec<Entity> = Vec::with_capacity(native.len());
+    let mut by_reference: HashMap<String, usize> = HashMap::with_capacity(native.len());
+    let mut merged = 0u64;
+    for entity in native {
+        let key = normalisation.normalise(&entity.reference);
+        if key.is_empty() {
+            return Err(checks.at(format!(
+                "entity reference `{}` is empty after normalisation",
+                entity.reference
+            )));
+        }
+        if entity.entries.is_empty() {
+            return Err(checks.at(format!("entity {} has no entries", entity.reference)));
+        }
+        let mut entries = Vec::with_capacity(entity.entries.len());
+        for entry in entity.entries {
+            entries.push(category_entry(checks, &entity.reference, entry)?);
+        }
+        match by_reference.get(&key) {
+            Some(&i) => {
+                merged += 1;
+                entities[i].entries.extend(entries);
+            }
+            None => {
+                by_reference.insert(key, entities.len());
+                entities.push(Entity {
+                    reference: entity.reference,
+                    entries,
+                });
+            }
+        }
+    }
+    Ok(IndexedEntities {
+        entities,
+        by_reference,
+        merged,
+    })
+}
+
+/// One category entry of entity `reference`: a legal name, services in range, and its
+/// passport-out list (hosts other than the register's country, empty service sets dropped).
+fn category_entry(
+    checks: &RegisterChecks<'_>,
+    reference: &str,
+    entry: NativeEntry,
+) -> Result<CategoryEntry, RegisterLoadError> {
+    let context = || format!("entity {reference}");
+    if entry.legal_name.trim().is_empty() {
+        return Err(checks.at(format!("{}: legal name is empty", context())));
+    }
+    checks.services(&entry.services, &context)?;
+    let passport_out = match entry.passport_out {
+        None => None,
+        Some(map) => {
+            let mut list = Vec::with_capacity(map.len());
+            for (host, services) in map {
+                checks.services(&services, &|| {
+                    format!("entity {reference} passport-out {host}")
+                })?;
+                if host == checks.country {
+                    return Err(checks.at(format!(
+                        "entity {reference}: passport-out to the register's own country {host}"
+                    )));
+                }
+                if !services.is_empty() {
+                    list.push((host, services));
+                }
+            }
+            // BTreeMap iteration is sorted by country: `passported_to` binary-searches.
+            Some(list)
+        }
+    };
+    Ok(CategoryEntry {
+        category: entry.category,
+        legal_name: entry.legal_name,
+        status: entry.status,
+        services: entry.services,
+        e_money: entry.e_money,
+        passport_out,
+    })
+}
+
+/// The register's passport-in entries, checked, indexed by home NCA id and normalised home
+/// reference.
+fn index_passport_in(
+    checks: &RegisterChecks<'_>,
+    native: Vec<NativePassportIn>,
+    normalisation: &Normalisation,
+) -> Result<HashMap<(String, String), Vec<PassportInEntry>>, RegisterLoadError> {
+    let mut passport_in: HashMap<(String, String), Vec<PassportInEntry>> = HashMap::new();
+    for entry in native {
+        let home = &entry.home_auth_number;
+        if entry.legal_name.trim().is_empty() {
+            return Err(checks.at(format!("passport-in {home}: legal name is empty")));
+        }
+        checks.services(&entry.passport_in_services, &|| {
+            format!("passport-in {home}")
+        })?;
+        let key = (home.nca_id(), normalisation.normalise(&home.reference));
+        passport_in.entry(key).or_default().push(PassportInEntry {
+            home_nca_id: home.nca_id(),
+            home_reference: home.reference.clone(),
+            category: entry.category,
+            legal_name: entry.legal_name,
+            status: entry.status,
+            services: entry.passport_in_services,
+            country: entry.country_code,
+        });
+    }
+    Ok(passport_in)
 }
 
 #[cfg(test)]

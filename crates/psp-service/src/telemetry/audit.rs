@@ -365,7 +365,10 @@ pub struct Verified {
     pub torn_lines_set_aside: Vec<String>,
 }
 
-/// Checks the chain through `files`, in order (oldest first).
+/// Checks the chain through `files`, in order (oldest first). Each line, in turn: read within
+/// the line limit (`read_record_line`), parsed as a record with its `seq` and `prev`
+/// (`parse_record`), linked to the record before it (`check_link`), a torn-line record noted,
+/// and hashed for the next.
 pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
     let mut out = Verified {
         records: 0,
@@ -387,82 +390,11 @@ pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
         let mut n = 0;
         loop {
             n += 1;
-            // One line at a time, never more than MAX_LINE_BYTES of it in memory: a file with
-            // no line ends (a device, a pipe, a corrupted file) is refused at the limit.
-            let mut bytes = Vec::new();
-            let read = (&mut reader)
-                .take(MAX_LINE_BYTES as u64 + 1)
-                .read_until(b'\n', &mut bytes)
-                .map_err(|e| broken(n, format!("cannot read: {e}")))?;
-            if read == 0 {
+            let Some((line, ended)) = read_record_line(&mut reader, n, &broken)? else {
                 break;
-            }
-            let ended = bytes.last() == Some(&b'\n');
-            if ended {
-                bytes.pop();
-                // As `BufRead::lines`: a CRLF line end is a line end.
-                if bytes.last() == Some(&b'\r') {
-                    bytes.pop();
-                }
-            } else if bytes.len() > MAX_LINE_BYTES {
-                return Err(broken(
-                    n,
-                    format!(
-                        "the line is over the {MAX_LINE_BYTES}-byte limit, too long to be a record"
-                    ),
-                ));
-            }
-            let line = String::from_utf8(bytes)
-                .map_err(|_| broken(n, "the line is not UTF-8 text".to_owned()))?;
-            if line.trim().is_empty() {
-                return Err(broken(n, "an empty line".to_owned()));
-            }
-            let record: Value = serde_json::from_str(&line).map_err(|e| {
-                if ended {
-                    broken(n, format!("not a JSON record ({e})"))
-                } else {
-                    broken(
-                        n,
-                        format!(
-                            "the last line is torn (cut short, no line end: a write that failed, a full disk?); `serve` sets it aside at start ({e})"
-                        ),
-                    )
-                }
-            })?;
-            let seq = record["seq"]
-                .as_u64()
-                .ok_or_else(|| broken(n, "no seq".to_owned()))?;
-            let prev = record["prev"]
-                .as_str()
-                .ok_or_else(|| broken(n, "no prev".to_owned()))?;
-            match &expected {
-                None => {
-                    out.first_seq = Some(seq);
-                    out.starts_mid_chain = prev != GENESIS;
-                    if !out.starts_mid_chain && seq != 1 {
-                        return Err(broken(
-                            n,
-                            format!("seq {seq} starts a new chain, which starts at 1"),
-                        ));
-                    }
-                }
-                Some((want_seq, want_prev)) => {
-                    if seq != *want_seq {
-                        return Err(broken(
-                            n,
-                            format!(
-                                "seq {seq} where {want_seq} was expected: a record is missing or out of order"
-                            ),
-                        ));
-                    }
-                    if prev != want_prev {
-                        return Err(broken(
-                            n,
-                            "prev is not the hash of the record before it: that record was edited, removed or replaced".to_owned(),
-                        ));
-                    }
-                }
-            }
+            };
+            let (record, seq, prev) = parse_record(&line, ended, n, &broken)?;
+            check_link(&mut out, expected.as_ref(), seq, prev, n, &broken)?;
             if record["message"] == "audit_torn_line_set_aside" {
                 out.torn_lines_set_aside.push(format!(
                     "{} line {n} (seq {seq}): a torn line was set aside at start in {} ({} bytes, SHA-256 {})",
@@ -480,6 +412,116 @@ pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
         }
     }
     Ok(out)
+}
+
+/// Line `n` of an audit file as text, without its line end, and whether it had one (`None`
+/// at the end of the file). One line at a time, never more than [`MAX_LINE_BYTES`] of it in
+/// memory: a file with no line ends (a device, a pipe, a corrupted file) is refused at the
+/// limit.
+fn read_record_line(
+    reader: &mut impl BufRead,
+    n: usize,
+    broken: &impl Fn(usize, String) -> Broken,
+) -> Result<Option<(String, bool)>, Broken> {
+    let mut bytes = Vec::new();
+    let read = reader
+        .take(MAX_LINE_BYTES as u64 + 1)
+        .read_until(b'\n', &mut bytes)
+        .map_err(|e| broken(n, format!("cannot read: {e}")))?;
+    if read == 0 {
+        return Ok(None);
+    }
+    let ended = bytes.last() == Some(&b'\n');
+    if ended {
+        bytes.pop();
+        // As `BufRead::lines`: a CRLF line end is a line end.
+        if bytes.last() == Some(&b'\r') {
+            bytes.pop();
+        }
+    } else if bytes.len() > MAX_LINE_BYTES {
+        return Err(broken(
+            n,
+            format!("the line is over the {MAX_LINE_BYTES}-byte limit, too long to be a record"),
+        ));
+    }
+    let line =
+        String::from_utf8(bytes).map_err(|_| broken(n, "the line is not UTF-8 text".to_owned()))?;
+    Ok(Some((line, ended)))
+}
+
+/// Line `n` as a record: not empty, JSON (a last line without a line end is torn), with its
+/// `seq` and `prev`.
+fn parse_record(
+    line: &str,
+    ended: bool,
+    n: usize,
+    broken: &impl Fn(usize, String) -> Broken,
+) -> Result<(Value, u64, String), Broken> {
+    if line.trim().is_empty() {
+        return Err(broken(n, "an empty line".to_owned()));
+    }
+    let record: Value = serde_json::from_str(line).map_err(|e| {
+        if ended {
+            broken(n, format!("not a JSON record ({e})"))
+        } else {
+            broken(
+                n,
+                format!(
+                    "the last line is torn (cut short, no line end: a write that failed, a full disk?); `serve` sets it aside at start ({e})"
+                ),
+            )
+        }
+    })?;
+    let seq = record["seq"]
+        .as_u64()
+        .ok_or_else(|| broken(n, "no seq".to_owned()))?;
+    let prev = record["prev"]
+        .as_str()
+        .ok_or_else(|| broken(n, "no prev".to_owned()))?
+        .to_owned();
+    Ok((record, seq, prev))
+}
+
+/// The record `seq`, `prev` on line `n` continues the chain: the first one starts it (at seq 1
+/// after [`GENESIS`], or mid-chain), each next one has the next seq and the previous line's
+/// hash as `prev`.
+fn check_link(
+    out: &mut Verified,
+    expected: Option<&(u64, String)>,
+    seq: u64,
+    prev: String,
+    n: usize,
+    broken: &impl Fn(usize, String) -> Broken,
+) -> Result<(), Broken> {
+    match expected {
+        None => {
+            out.first_seq = Some(seq);
+            out.starts_mid_chain = prev != GENESIS;
+            if !out.starts_mid_chain && seq != 1 {
+                return Err(broken(
+                    n,
+                    format!("seq {seq} starts a new chain, which starts at 1"),
+                ));
+            }
+        }
+        Some((want_seq, want_prev)) => {
+            if seq != *want_seq {
+                return Err(broken(
+                    n,
+                    format!(
+                        "seq {seq} where {want_seq} was expected: a record is missing or out of order"
+                    ),
+                ));
+            }
+            if prev != *want_prev {
+                return Err(broken(
+                    n,
+                    "prev is not the hash of the record before it: that record was edited, removed or replaced".to_owned(),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The process's audit log, when `[audit] file` is configured (for SIGHUP).

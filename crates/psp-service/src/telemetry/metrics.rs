@@ -104,6 +104,10 @@ fn latency_histogram() -> Histogram {
 }
 
 impl Metrics {
+    /// The registry with every metric registered.
+    // Whole: one exhaustive table, every metric the gateway exports (name, help text, type)
+    // registered once, in the order `/metrics` lists them; split, that list would be
+    // scattered over helpers with nothing of their own to say.
     fn new() -> Metrics {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();

@@ -291,6 +291,10 @@ impl Refresher {
     /// the LOTL, its pivots (all at once) and then the national lists (all at once, at most
     /// [`MAX_CONCURRENT_FETCHES`] at a time) each take at most one. A document not done by
     /// then is a failure of this round, and its last good copy stays.
+    ///
+    /// The steps: the LOTL fetched and stored (`store_lotl`); the LOTL that authorises the
+    /// national lists chosen (`effective_lotl`); the national lists fetched
+    /// (`fetch_national_lists`); the log written.
     pub async fn fetch_source(
         &self,
         name: &str,
@@ -301,33 +305,26 @@ impl Refresher {
     ) -> Result<FetchOutcome, TrustLoadError> {
         let pinned = spec.pinned(name)?;
         let cache = spec.cache(name);
-        let mut log = cache.read_log();
-        let (mut failures, mut stored) = (0usize, 0usize);
-        let deadline = tokio::time::Instant::now() + self.settings.timeout * ROUND_TIMEOUTS;
-
-        let fetched =
-            tokio::time::timeout_at(deadline, self.fetch_lotl(spec, &pinned, &cache, grace, now))
-                .await
-                .unwrap_or(Err(RefreshError::Late));
-        let attempt = match &fetched {
-            Ok((v, bytes, pivots)) => match cache
-                .store_lotl(bytes, pivots)
-                .and_then(|()| raise(&cache, super::cache::LOTL_KEY, v.lotl.list.sequence_number))
-            {
-                Ok(()) => {
-                    stored += 1;
-                    ok(now, &v.lotl.list, &v.pivots_followed)
-                }
-                Err(e) => failed(
-                    now,
-                    format!("cannot store in {}: {e}", cache.dir().display()),
-                ),
-            },
-            Err(e) => failed(now, e.to_string()),
+        let mut outcome = FetchOutcome {
+            log: cache.read_log(),
+            failures: 0,
+            stored: 0,
         };
-        if !attempt.ok {
-            failures += 1;
-        }
+        let round = Round {
+            cache,
+            grace,
+            now,
+            deadline: tokio::time::Instant::now() + self.settings.timeout * ROUND_TIMEOUTS,
+        };
+
+        let fetched = tokio::time::timeout_at(
+            round.deadline,
+            self.fetch_lotl(spec, &pinned, &round.cache, grace, now),
+        )
+        .await
+        .unwrap_or(Err(RefreshError::Late));
+        let attempt = store_lotl(&round, &fetched);
+        outcome.tally(&attempt);
         progress(Step {
             done: 1,
             total: 0,
@@ -335,85 +332,106 @@ impl Refresher {
             location: &spec.location,
             attempt: &attempt,
         });
-        log.lotl = Some(attempt);
+        outcome.log.lotl = Some(attempt);
 
-        // The LOTL that authorises the national lists: the new one, or the last good one.
-        let effective = match fetched {
-            Ok((v, _, _)) => Some(v.lotl.list),
-            Err(_) => {
-                let (cache, pinned) = (cache.clone(), pinned.clone());
-                off_workers("the stored LOTL", move || Ok(cached_lotl(&cache, &pinned)))
-                    .await
-                    .ok()
-                    .flatten()
-            }
-        };
-        if let Some(lotl) = effective {
-            let lotl = Arc::new(lotl);
-            let pointers = lotl::national_pointers(&lotl, spec.territories.as_deref());
-            let total = pointers.len() + 1;
-            let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_FETCHES));
-            let mut running = tokio::task::JoinSet::new();
-            for (i, pointer) in pointers.iter().enumerate() {
-                let (this, lotl, cache) = (self.clone(), lotl.clone(), cache.clone());
-                let (t, location) = (pointer.territory.clone(), pointer.location.clone());
-                let permits = permits.clone();
-                running.spawn(async move {
-                    let fetched = tokio::time::timeout_at(deadline, async {
-                        let _permit = permits.acquire().await?;
-                        this.fetch_list(&lotl, &t, &location, &cache, grace, now)
-                            .await
-                    })
-                    .await
-                    .unwrap_or(Err(RefreshError::Late));
-                    let (attempt, seq) = match fetched {
-                        Ok((list, bytes)) => match cache.store_list(&t, &bytes) {
-                            Ok(()) => (ok(now, &list, &[]), list.sequence_number),
-                            Err(e) => (failed(now, format!("cannot store: {e}")), None),
-                        },
-                        Err(e) => (failed(now, e.to_string()), None),
-                    };
-                    (i, attempt, seq)
-                });
-            }
-            let mut done = 1usize;
-            while let Some(joined) = running.join_next().await {
-                let Ok((i, mut attempt, seq)) = joined else {
-                    // A fetch task that panicked: counted, its copy stays.
-                    failures += 1;
-                    continue;
-                };
-                done += 1;
-                // Recorded here, one at a time: the tasks run concurrently.
-                if attempt.ok
-                    && let Err(e) = raise(&cache, &pointers[i].territory, seq)
-                {
-                    attempt = failed(now, format!("stored, but the sequence record was not: {e}"));
-                }
-                if attempt.ok {
-                    stored += 1;
-                } else {
-                    failures += 1;
-                }
-                let pointer = &pointers[i];
-                progress(Step {
-                    done,
-                    total,
-                    what: &pointer.territory,
-                    location: &pointer.location,
-                    attempt: &attempt,
-                });
-                log.lists.insert(pointer.territory.clone(), attempt);
-            }
+        if let Some(lotl) = effective_lotl(fetched, &round.cache, &pinned).await {
+            self.fetch_national_lists(&round, Arc::new(lotl), spec, &mut outcome, progress)
+                .await;
         }
-        if let Err(e) = cache.write_log(&log) {
+        if let Err(e) = round.cache.write_log(&outcome.log) {
             tracing::warn!(source = name, error = %e, "cannot write the trust fetch log");
         }
-        Ok(FetchOutcome {
-            log,
-            failures,
-            stored,
+        Ok(outcome)
+    }
+
+    /// The national lists `lotl` points to, fetched all at once (at most
+    /// [`MAX_CONCURRENT_FETCHES`] at a time, by the round's deadline) and each stored when it
+    /// verifies; as they finish, one at a time, each's sequence number is recorded, and it
+    /// is counted, reported to `progress` and logged.
+    async fn fetch_national_lists(
+        &self,
+        round: &Round,
+        lotl: Arc<TrustedList>,
+        spec: &LotlSpec,
+        outcome: &mut FetchOutcome,
+        progress: &mut (dyn FnMut(Step<'_>) + Send),
+    ) {
+        let now = round.now;
+        let pointers = lotl::national_pointers(&lotl, spec.territories.as_deref());
+        let total = pointers.len() + 1;
+        let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_FETCHES));
+        let mut running = tokio::task::JoinSet::new();
+        for (i, pointer) in pointers.iter().enumerate() {
+            let fetch = self.clone().fetch_and_store_list(
+                round.clone(),
+                lotl.clone(),
+                pointer.territory.clone(),
+                pointer.location.clone(),
+                permits.clone(),
+            );
+            running.spawn(async move {
+                let (attempt, seq) = fetch.await;
+                (i, attempt, seq)
+            });
+        }
+        let mut done = 1usize;
+        while let Some(joined) = running.join_next().await {
+            let Ok((i, mut attempt, seq)) = joined else {
+                // A fetch task that panicked: counted, its copy stays.
+                outcome.failures += 1;
+                continue;
+            };
+            done += 1;
+            // Recorded here, one at a time: the tasks run concurrently.
+            if attempt.ok
+                && let Err(e) = raise(&round.cache, &pointers[i].territory, seq)
+            {
+                attempt = failed(now, format!("stored, but the sequence record was not: {e}"));
+            }
+            outcome.tally(&attempt);
+            let pointer = &pointers[i];
+            progress(Step {
+                done,
+                total,
+                what: &pointer.territory,
+                location: &pointer.location,
+                attempt: &attempt,
+            });
+            outcome.log.lists.insert(pointer.territory.clone(), attempt);
+        }
+    }
+
+    /// One national list of a round: fetched from `location` with a download slot, by the
+    /// round's deadline, verified against the LOTL for territory `t`, and stored. The attempt,
+    /// with the list's sequence number when it was stored.
+    async fn fetch_and_store_list(
+        self,
+        round: Round,
+        lotl: Arc<TrustedList>,
+        t: String,
+        location: String,
+        permits: Arc<tokio::sync::Semaphore>,
+    ) -> (Attempt, Option<u64>) {
+        let Round {
+            cache,
+            grace,
+            now,
+            deadline,
+        } = round;
+        let fetched = tokio::time::timeout_at(deadline, async {
+            let _permit = permits.acquire().await?;
+            self.fetch_list(&lotl, &t, &location, &cache, grace, now)
+                .await
         })
+        .await
+        .unwrap_or(Err(RefreshError::Late));
+        match fetched {
+            Ok((list, bytes)) => match cache.store_list(&t, &bytes) {
+                Ok(()) => (ok(now, &list, &[]), list.sequence_number),
+                Err(e) => (failed(now, format!("cannot store: {e}")), None),
+            },
+            Err(e) => (failed(now, e.to_string()), None),
+        }
     }
 
     /// The LOTL, verified (with its pivots when needed), fresh and not older than the stored
@@ -516,6 +534,68 @@ impl Refresher {
             Ok((signed.list, bytes))
         })
         .await
+    }
+}
+
+/// What every fetch of one round of [`Refresher::fetch_source`] shares: the source's cache,
+/// the grace after `NextUpdate`, the round's time and its deadline.
+#[derive(Clone)]
+struct Round {
+    cache: SourceCache,
+    grace: time::Duration,
+    now: OffsetDateTime,
+    deadline: tokio::time::Instant,
+}
+
+/// A LOTL fetched and verified: the verdict, the LOTL's bytes and the pivots' bytes.
+type FetchedLotl = (VerifiedLotl, Vec<u8>, Vec<Vec<u8>>);
+
+impl FetchOutcome {
+    /// Counts one document's attempt: stored, or a failure.
+    fn tally(&mut self, attempt: &Attempt) {
+        if attempt.ok {
+            self.stored += 1;
+        } else {
+            self.failures += 1;
+        }
+    }
+}
+
+/// The LOTL step's attempt: the fetched LOTL and its pivots stored, and its sequence number
+/// recorded; or why not.
+fn store_lotl(round: &Round, fetched: &Result<FetchedLotl, RefreshError>) -> Attempt {
+    let (cache, now) = (&round.cache, round.now);
+    match fetched {
+        Ok((v, bytes, pivots)) => match cache
+            .store_lotl(bytes, pivots)
+            .and_then(|()| raise(cache, super::cache::LOTL_KEY, v.lotl.list.sequence_number))
+        {
+            Ok(()) => ok(now, &v.lotl.list, &v.pivots_followed),
+            Err(e) => failed(
+                now,
+                format!("cannot store in {}: {e}", cache.dir().display()),
+            ),
+        },
+        Err(e) => failed(now, e.to_string()),
+    }
+}
+
+/// The LOTL that authorises the national lists: the new one, or the last good one (the
+/// stored LOTL, verified again off the async workers).
+async fn effective_lotl(
+    fetched: Result<FetchedLotl, RefreshError>,
+    cache: &SourceCache,
+    pinned: &[lotl::Fingerprint],
+) -> Option<TrustedList> {
+    match fetched {
+        Ok((v, _, _)) => Some(v.lotl.list),
+        Err(_) => {
+            let (cache, pinned) = (cache.clone(), pinned.to_vec());
+            off_workers("the stored LOTL", move || Ok(cached_lotl(&cache, &pinned)))
+                .await
+                .ok()
+                .flatten()
+        }
     }
 }
 

@@ -42,6 +42,9 @@ pub(super) fn is_list_of_lists_type(tsl_type: &str) -> bool {
     tsl_type.ends_with("listofthelists")
 }
 
+/// Reads a trusted list from its tree: the root (clause 5.2.1), the scheme information
+/// (clause 5.3), the pointers to other lists (`read_pointers`), then, unless it is a list of
+/// the lists, the trust service providers (`read_providers`).
 pub(super) fn trusted_list(doc: &Document) -> Result<TrustedList, TslError> {
     // Clause 5.2.1: the root is `TrustServiceStatusList`.
     let root = doc.root_element();
@@ -71,25 +74,7 @@ pub(super) fn trusted_list(doc: &Document) -> Result<TrustedList, TslError> {
     )
     .map_err(invalid)?;
     if let Some(pointers) = pointers {
-        let count = all(pointers, "OtherTSLPointer").count();
-        if count > MAX_POINTERS {
-            return Err(TslError::TooLarge {
-                what: "number of OtherTSLPointer entries",
-                limit: MAX_POINTERS,
-            });
-        }
-        for node in all(pointers, "OtherTSLPointer") {
-            match pointer(node) {
-                Ok(p) => list.pointers.push(p),
-                Err(p) => {
-                    let (line, _) = line_col(doc, p.at);
-                    list.skipped.push(format!(
-                        "OtherTSLPointer, line {line}: {}; pointer skipped",
-                        p.msg
-                    ));
-                }
-            }
-        }
+        read_pointers(doc, pointers, &mut list)?;
     }
 
     if list.is_list_of_lists() {
@@ -108,6 +93,38 @@ pub(super) fn trusted_list(doc: &Document) -> Result<TrustedList, TslError> {
     let Some(providers) = providers else {
         return Ok(list);
     };
+    read_providers(doc, providers, &mut list);
+    Ok(list)
+}
+
+/// Clause 5.3.13: the pointers to other lists, at most [`MAX_POINTERS`]; one that cannot be
+/// read is noted in `list.skipped` and passed over.
+fn read_pointers(doc: &Document, pointers: Node, list: &mut TrustedList) -> Result<(), TslError> {
+    let count = all(pointers, "OtherTSLPointer").count();
+    if count > MAX_POINTERS {
+        return Err(TslError::TooLarge {
+            what: "number of OtherTSLPointer entries",
+            limit: MAX_POINTERS,
+        });
+    }
+    for node in all(pointers, "OtherTSLPointer") {
+        match pointer(node) {
+            Ok(p) => list.pointers.push(p),
+            Err(p) => {
+                let (line, _) = line_col(doc, p.at);
+                list.skipped.push(format!(
+                    "OtherTSLPointer, line {line}: {}; pointer skipped",
+                    p.msg
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Clause 5.3.18 and clauses 5.4 and 5.5: each trust service provider and its services; a
+/// provider or a service that cannot be read is noted in `list.skipped` and passed over.
+fn read_providers(doc: &Document, providers: Node, list: &mut TrustedList) {
     for tsp in all(providers, "TrustServiceProvider") {
         list.tsp_count += 1;
         match provider(tsp) {
@@ -136,7 +153,6 @@ pub(super) fn trusted_list(doc: &Document) -> Result<TrustedList, TslError> {
             }
         }
     }
-    Ok(list)
 }
 
 /// Clause 5.3: the scheme information this module reads, as a list without services yet.

@@ -65,104 +65,127 @@ pub struct ShapeError {
 }
 
 /// Counts the document's shape in one linear pass; refuses it at the first budget exceeded.
+/// Each `<` starts markup that is skipped (`skip_markup`: a processing instruction, a
+/// comment, a CDATA section), an end tag or a start tag, which [`Shape`] counts.
 pub fn check(xml: &[u8]) -> Result<(), ShapeError> {
-    let over = |budget: &'static str, what: &'static str, limit: usize, at: usize| {
-        let (line, col) = super::xsd::line_col(&xml[..at.min(xml.len())]);
-        Err(ShapeError {
-            budget,
-            what,
-            limit,
-            line,
-            col,
-        })
-    };
-    // Namespace declarations of each open element; their sum is what is in scope.
-    let mut open: Vec<usize> = Vec::new();
-    let mut in_scope = 0usize;
-    let mut elements = 0usize;
+    let mut shape = Shape::default();
     let mut i = 0usize;
     while let Some(lt) = memchr::memchr(b'<', &xml[i..]) {
         let start = i + lt;
         let rest = &xml[start..];
-        if rest.starts_with(b"<?") {
-            match memmem::find(&rest[2..], b"?>") {
-                Some(end) => i = start + 2 + end + 2,
-                None => return Ok(()),
-            }
-        } else if rest.starts_with(b"<!--") {
-            match memmem::find(&rest[4..], b"-->") {
-                Some(end) => i = start + 4 + end + 3,
-                None => return Ok(()),
-            }
-        } else if rest.starts_with(b"<![CDATA[") {
-            match memmem::find(&rest[9..], b"]]>") {
-                Some(end) => i = start + 9 + end + 3,
-                None => return Ok(()),
-            }
-        } else if rest.starts_with(b"<!") {
-            // A document type declaration: roxmltree refuses it.
-            return Ok(());
+        let len = if rest.starts_with(b"<?") || rest.starts_with(b"<!") {
+            skip_markup(rest)
         } else if rest.starts_with(b"</") {
-            match memchr::memchr(b'>', rest) {
-                Some(end) => i = start + end + 1,
-                None => return Ok(()),
-            }
-            match open.pop() {
-                Some(declared) => in_scope -= declared,
-                None => return Ok(()),
-            }
+            shape.end_tag(rest)
         } else {
             let Some(tag) = start_tag(rest) else {
                 return Ok(());
             };
-            elements += 1;
-            if elements > MAX_XML_ELEMENTS {
-                return over(
-                    "MAX_XML_ELEMENTS",
-                    "elements in the document",
-                    MAX_XML_ELEMENTS,
-                    start,
-                );
+            if let Err(budget) = shape.start_tag(&tag) {
+                let (line, col) = super::xsd::line_col(&xml[..start.min(xml.len())]);
+                return Err(ShapeError {
+                    budget: budget.name,
+                    what: budget.what,
+                    limit: budget.limit,
+                    line,
+                    col,
+                });
             }
-            if tag.attributes > MAX_XML_ATTRIBUTES {
-                return over(
-                    "MAX_XML_ATTRIBUTES",
-                    "attributes on one element",
-                    MAX_XML_ATTRIBUTES,
-                    start,
-                );
-            }
-            if in_scope + tag.declarations > MAX_XML_NAMESPACES_IN_SCOPE {
-                return over(
-                    "MAX_XML_NAMESPACES_IN_SCOPE",
-                    "namespace declarations in scope",
-                    MAX_XML_NAMESPACES_IN_SCOPE,
-                    start,
-                );
-            }
-            if !tag.empty {
-                if open.len() >= MAX_XML_DEPTH {
-                    return over(
-                        "MAX_XML_DEPTH",
-                        "depth of element nesting",
-                        MAX_XML_DEPTH,
-                        start,
-                    );
-                }
-                open.push(tag.declarations);
-                in_scope += tag.declarations;
-            } else if open.len() >= MAX_XML_DEPTH {
-                return over(
-                    "MAX_XML_DEPTH",
-                    "depth of element nesting",
-                    MAX_XML_DEPTH,
-                    start,
-                );
-            }
-            i = start + tag.len;
+            Some(tag.len)
+        };
+        match len {
+            Some(len) => i = start + len,
+            // Not well-formed: roxmltree reports it.
+            None => return Ok(()),
         }
     }
     Ok(())
+}
+
+/// A budget of the module documentation's table.
+struct Budget {
+    name: &'static str,
+    what: &'static str,
+    limit: usize,
+}
+
+const ELEMENTS: Budget = Budget {
+    name: "MAX_XML_ELEMENTS",
+    what: "elements in the document",
+    limit: MAX_XML_ELEMENTS,
+};
+const ATTRIBUTES: Budget = Budget {
+    name: "MAX_XML_ATTRIBUTES",
+    what: "attributes on one element",
+    limit: MAX_XML_ATTRIBUTES,
+};
+const NAMESPACES_IN_SCOPE: Budget = Budget {
+    name: "MAX_XML_NAMESPACES_IN_SCOPE",
+    what: "namespace declarations in scope",
+    limit: MAX_XML_NAMESPACES_IN_SCOPE,
+};
+const DEPTH: Budget = Budget {
+    name: "MAX_XML_DEPTH",
+    what: "depth of element nesting",
+    limit: MAX_XML_DEPTH,
+};
+
+/// The length of the processing instruction, comment or CDATA section at the start of
+/// `rest`; `None` when it is not closed, or for a document type declaration (which roxmltree
+/// refuses).
+fn skip_markup(rest: &[u8]) -> Option<usize> {
+    if rest.starts_with(b"<?") {
+        memmem::find(&rest[2..], b"?>").map(|end| 2 + end + 2)
+    } else if rest.starts_with(b"<!--") {
+        memmem::find(&rest[4..], b"-->").map(|end| 4 + end + 3)
+    } else if rest.starts_with(b"<![CDATA[") {
+        memmem::find(&rest[9..], b"]]>").map(|end| 9 + end + 3)
+    } else {
+        None
+    }
+}
+
+/// The shape counted so far.
+#[derive(Default)]
+struct Shape {
+    /// Namespace declarations of each open element; their sum is what is in scope.
+    open: Vec<usize>,
+    in_scope: usize,
+    elements: usize,
+}
+
+impl Shape {
+    /// Counts a start tag, checking the budgets in order: elements, attributes, namespaces
+    /// in scope, depth.
+    fn start_tag(&mut self, tag: &StartTag) -> Result<(), Budget> {
+        self.elements += 1;
+        if self.elements > MAX_XML_ELEMENTS {
+            return Err(ELEMENTS);
+        }
+        if tag.attributes > MAX_XML_ATTRIBUTES {
+            return Err(ATTRIBUTES);
+        }
+        if self.in_scope + tag.declarations > MAX_XML_NAMESPACES_IN_SCOPE {
+            return Err(NAMESPACES_IN_SCOPE);
+        }
+        if self.open.len() >= MAX_XML_DEPTH {
+            return Err(DEPTH);
+        }
+        if !tag.empty {
+            self.open.push(tag.declarations);
+            self.in_scope += tag.declarations;
+        }
+        Ok(())
+    }
+
+    /// Closes the innermost open element at the end tag at the start of `rest`; its length,
+    /// or `None` when it is not closed or closes nothing.
+    fn end_tag(&mut self, rest: &[u8]) -> Option<usize> {
+        let len = memchr::memchr(b'>', rest)? + 1;
+        let declared = self.open.pop()?;
+        self.in_scope -= declared;
+        Some(len)
+    }
 }
 
 /// What a start tag holds.

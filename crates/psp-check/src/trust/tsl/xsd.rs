@@ -98,6 +98,8 @@ pub(super) fn date_time(text: &str) -> Result<OffsetDateTime, ValueError> {
     parse_date_time(t).ok_or_else(|| ValueError::NotDateTime(excerpt(t)))
 }
 
+/// The lexical form `YYYY-MM-DDThh:mm:ss`, then the fraction of a second (`fraction`) and
+/// the zone (`zone`), nothing after; then the value, `24:00:00` as the next day's midnight.
 fn parse_date_time(t: &str) -> Option<OffsetDateTime> {
     let mut c = Cursor { b: t.as_bytes() };
     let year = c.digits(4)?;
@@ -111,47 +113,8 @@ fn parse_date_time(t: &str) -> Option<OffsetDateTime> {
     let minute = c.digits(2)?;
     c.expect(b':')?;
     let second = c.digits(2)?;
-    let mut nanos: u32 = 0;
-    let mut fraction_is_zero = true;
-    if c.eat(b'.') {
-        let frac = c.take_while(|b| b.is_ascii_digit());
-        if frac.is_empty() {
-            return None;
-        }
-        // Keep nanosecond precision; further digits are dropped (truncation).
-        for (i, &d) in frac.iter().enumerate() {
-            let d = u32::from(d - b'0');
-            if d != 0 {
-                fraction_is_zero = false;
-            }
-            if i < 9 {
-                nanos = nanos * 10 + d;
-            }
-        }
-        for _ in frac.len()..9 {
-            nanos *= 10;
-        }
-    }
-    let offset = match c.next() {
-        None => UtcOffset::UTC,
-        Some(b'Z') => UtcOffset::UTC,
-        Some(sign @ (b'+' | b'-')) => {
-            let oh = c.digits(2)?;
-            c.expect(b':')?;
-            let om = c.digits(2)?;
-            // XML Schema: offsets lie within ±14:00.
-            if oh > 14 || om > 59 || (oh == 14 && om != 0) {
-                return None;
-            }
-            let (oh, om) = (i8::try_from(oh).ok()?, i8::try_from(om).ok()?);
-            if sign == b'-' {
-                UtcOffset::from_hms(-oh, -om, 0).ok()?
-            } else {
-                UtcOffset::from_hms(oh, om, 0).ok()?
-            }
-        }
-        Some(_) => return None,
-    };
+    let (nanos, fraction_is_zero) = fraction(&mut c)?;
+    let offset = zone(&mut c)?;
     if !c.b.is_empty() {
         return None;
     }
@@ -179,6 +142,58 @@ fn parse_date_time(t: &str) -> Option<OffsetDateTime> {
     PrimitiveDateTime::new(date, time)
         .assume_offset(offset)
         .checked_to_offset(UtcOffset::UTC)
+}
+
+/// The optional fraction of a second, `.` and one or more digits: as nanoseconds (further
+/// digits dropped, truncation), and whether it is zero (which `24:00:00` requires).
+fn fraction(c: &mut Cursor<'_>) -> Option<(u32, bool)> {
+    let mut nanos: u32 = 0;
+    let mut fraction_is_zero = true;
+    if c.eat(b'.') {
+        let frac = c.take_while(|b| b.is_ascii_digit());
+        if frac.is_empty() {
+            return None;
+        }
+        // Keep nanosecond precision; further digits are dropped (truncation).
+        for (i, &d) in frac.iter().enumerate() {
+            let d = u32::from(d - b'0');
+            if d != 0 {
+                fraction_is_zero = false;
+            }
+            if i < 9 {
+                nanos = nanos * 10 + d;
+            }
+        }
+        for _ in frac.len()..9 {
+            nanos *= 10;
+        }
+    }
+    Some((nanos, fraction_is_zero))
+}
+
+/// The optional zone designator: none or `Z` is UTC; `(+|-)hh:mm` an offset within ±14:00,
+/// as XML Schema allows.
+fn zone(c: &mut Cursor<'_>) -> Option<UtcOffset> {
+    Some(match c.next() {
+        None => UtcOffset::UTC,
+        Some(b'Z') => UtcOffset::UTC,
+        Some(sign @ (b'+' | b'-')) => {
+            let oh = c.digits(2)?;
+            c.expect(b':')?;
+            let om = c.digits(2)?;
+            // XML Schema: offsets lie within ±14:00.
+            if oh > 14 || om > 59 || (oh == 14 && om != 0) {
+                return None;
+            }
+            let (oh, om) = (i8::try_from(oh).ok()?, i8::try_from(om).ok()?);
+            if sign == b'-' {
+                UtcOffset::from_hms(-oh, -om, 0).ok()?
+            } else {
+                UtcOffset::from_hms(oh, om, 0).ok()?
+            }
+        }
+        Some(_) => return None,
+    })
 }
 
 struct Cursor<'a> {

@@ -111,6 +111,11 @@ type Decl<'a> = (Option<&'a str>, &'a str);
 /// Canonicalises the subtree of `apex` (an element, or the document root for the whole
 /// document), leaving out the subtree of `omit` if given, with `method`; comments are output
 /// only if `comments` is true (and the method is a `WithComments` one: the caller decides).
+///
+/// An iterative pre-order walk with explicit closing: each node output (elements by
+/// [`write_start_tag`], top-level comments and processing instructions by
+/// `write_top_level`), then its first child, or else the next node after climbing
+/// (`climb`, which closes the elements it leaves).
 pub fn canonicalize<'a, 'i: 'a>(
     apex: Node<'a, 'i>,
     omit: Option<NodeId>,
@@ -124,7 +129,6 @@ pub fn canonicalize<'a, 'i: 'a>(
     let at_document = apex.node_type() == NodeType::Root;
     let mut seen_document_element = false;
 
-    // Iterative pre-order walk with explicit closing.
     let mut current = if at_document {
         apex.first_child()
     } else {
@@ -135,6 +139,10 @@ pub fn canonicalize<'a, 'i: 'a>(
         let mut descend = false;
         if !skip {
             let top_level = at_document && node.parent().map(|p| p.id()) == Some(apex.id());
+            let top = TopLevel {
+                top_level,
+                after_document_element: seen_document_element,
+            };
             match node.node_type() {
                 NodeType::Element => {
                     if top_level {
@@ -149,33 +157,23 @@ pub fn canonicalize<'a, 'i: 'a>(
                         escape_text(&mut out, node.text().unwrap_or(""));
                     }
                 }
-                NodeType::Comment if comments => {
-                    if top_level && seen_document_element {
-                        out.push(b'\n');
-                    }
+                NodeType::Comment if comments => write_top_level(&mut out, top, |out| {
                     out.extend_from_slice(b"<!--");
                     out.extend_from_slice(node.text().unwrap_or("").as_bytes());
                     out.extend_from_slice(b"-->");
-                    if top_level && !seen_document_element {
-                        out.push(b'\n');
-                    }
-                }
+                }),
                 NodeType::Comment => {}
                 NodeType::PI => {
                     if let Some(pi) = node.pi() {
-                        if top_level && seen_document_element {
-                            out.push(b'\n');
-                        }
-                        out.extend_from_slice(b"<?");
-                        out.extend_from_slice(pi.target.as_bytes());
-                        if let Some(value) = pi.value.filter(|v| !v.is_empty()) {
-                            out.push(b' ');
-                            out.extend_from_slice(value.as_bytes());
-                        }
-                        out.extend_from_slice(b"?>");
-                        if top_level && !seen_document_element {
-                            out.push(b'\n');
-                        }
+                        write_top_level(&mut out, top, |out| {
+                            out.extend_from_slice(b"<?");
+                            out.extend_from_slice(pi.target.as_bytes());
+                            if let Some(value) = pi.value.filter(|v| !v.is_empty()) {
+                                out.push(b' ');
+                                out.extend_from_slice(value.as_bytes());
+                            }
+                            out.extend_from_slice(b"?>");
+                        });
                     }
                 }
                 NodeType::Root => {}
@@ -188,28 +186,61 @@ pub fn canonicalize<'a, 'i: 'a>(
         if descend {
             write_end_tag(&mut out, text, node, &mut rendered)?;
         }
-        // Climb until a next sibling is found, closing elements on the way.
-        let mut at = node;
-        current = None;
-        loop {
-            if at.id() == apex.id() {
-                break;
-            }
-            if let Some(next) = at.next_sibling() {
-                current = Some(next);
-                break;
-            }
-            let Some(parent) = at.parent() else { break };
-            if parent.id() == apex.id() && at_document {
-                break;
-            }
-            if parent.is_element() {
-                write_end_tag(&mut out, text, parent, &mut rendered)?;
-            }
-            at = parent;
-        }
+        current = climb(&mut out, text, node, apex, at_document, &mut rendered)?;
     }
     Ok(out)
+}
+
+/// Where a comment or processing instruction stands: among the top-level nodes of a whole
+/// document or not, and if so, after the document element or before it.
+#[derive(Clone, Copy)]
+struct TopLevel {
+    top_level: bool,
+    after_document_element: bool,
+}
+
+/// Writes a comment or processing instruction with `write`; outside the document element, a
+/// line feed separates it from the document element (before it when after the element, after
+/// it when before), as Canonical XML 1.0 section 2.1 asks.
+fn write_top_level(out: &mut Vec<u8>, at: TopLevel, write: impl FnOnce(&mut Vec<u8>)) {
+    if at.top_level && at.after_document_element {
+        out.push(b'\n');
+    }
+    write(out);
+    if at.top_level && !at.after_document_element {
+        out.push(b'\n');
+    }
+}
+
+/// The node after `node` in the walk: its next sibling, or that of the nearest ancestor that
+/// has one, closing the elements climbed out of; `None` at the end of the apex's subtree.
+fn climb<'a, 'i: 'a>(
+    out: &mut Vec<u8>,
+    text: &'a str,
+    node: Node<'a, 'i>,
+    apex: Node<'a, 'i>,
+    at_document: bool,
+    rendered: &mut Rendered<'a>,
+) -> Result<Option<Node<'a, 'i>>, C14nError> {
+    let mut at = node;
+    loop {
+        if at.id() == apex.id() {
+            return Ok(None);
+        }
+        if let Some(next) = at.next_sibling() {
+            return Ok(Some(next));
+        }
+        let Some(parent) = at.parent() else {
+            return Ok(None);
+        };
+        if parent.id() == apex.id() && at_document {
+            return Ok(None);
+        }
+        if parent.is_element() {
+            write_end_tag(out, text, parent, rendered)?;
+        }
+        at = parent;
+    }
 }
 
 /// The prefix of an element as written, read back from the input text: the characters
@@ -285,6 +316,9 @@ impl<'a> Rendered<'a> {
     }
 }
 
+/// Writes the start tag of `node`: its qualified name as written, the namespace declarations
+/// it must output (`namespace_candidates`, less those an output ancestor already declared the
+/// same, sorted by prefix, default first), then its attributes (`sorted_attributes`).
 fn write_start_tag<'a, 'i: 'a>(
     out: &mut Vec<u8>,
     text: &'a str,
@@ -294,8 +328,51 @@ fn write_start_tag<'a, 'i: 'a>(
     is_apex: bool,
 ) -> Result<(), C14nError> {
     let prefix = element_prefix(text, node)?;
+    let candidates = namespace_candidates(text, node, prefix, method)?;
+    let mut frame: Vec<Decl<'a>> = Vec::new();
+    for (p, uri) in candidates {
+        if rendered.get(p) != Some(uri) {
+            frame.push((p, uri));
+        }
+    }
+    frame.sort_by(|a, b| a.0.unwrap_or("").cmp(b.0.unwrap_or("")));
 
-    // Candidate declarations: (prefix, URI as in scope here).
+    out.push(b'<');
+    write_qname(out, prefix, node.tag_name().name());
+    for (p, uri) in &frame {
+        match p {
+            None => out.extend_from_slice(b" xmlns=\""),
+            Some(p) => {
+                out.extend_from_slice(b" xmlns:");
+                out.extend_from_slice(p.as_bytes());
+                out.extend_from_slice(b"=\"");
+            }
+        }
+        escape_attribute(out, uri);
+        out.push(b'"');
+    }
+    for (_, local, p, value) in sorted_attributes(text, node, method, is_apex)? {
+        out.push(b' ');
+        write_qname(out, p, local);
+        out.extend_from_slice(b"=\"");
+        escape_attribute(out, value);
+        out.push(b'"');
+    }
+    out.push(b'>');
+    rendered.open(&frame);
+    Ok(())
+}
+
+/// The namespace declarations an element may output: (prefix, URI as in scope here).
+/// Exclusive C14N (section 3): those visibly utilised, by the element's `prefix` and its
+/// attributes' prefixes. Inclusive C14N (section 2.3): every namespace in scope, and the
+/// empty default namespace when none is.
+fn namespace_candidates<'a, 'i: 'a>(
+    text: &'a str,
+    node: Node<'a, 'i>,
+    prefix: Option<&'a str>,
+    method: Method,
+) -> Result<Vec<Decl<'a>>, C14nError> {
     let mut candidates: Vec<Decl<'a>> = Vec::new();
     if method.exclusive() {
         let element_uri = match prefix {
@@ -326,31 +403,22 @@ fn write_start_tag<'a, 'i: 'a>(
             candidates.push((None, ""));
         }
     }
-    let mut frame: Vec<Decl<'a>> = Vec::new();
-    for (p, uri) in candidates {
-        if rendered.get(p) != Some(uri) {
-            frame.push((p, uri));
-        }
-    }
-    frame.sort_by(|a, b| a.0.unwrap_or("").cmp(b.0.unwrap_or("")));
+    Ok(candidates)
+}
 
-    out.push(b'<');
-    write_qname(out, prefix, node.tag_name().name());
-    for (p, uri) in &frame {
-        match p {
-            None => out.extend_from_slice(b" xmlns=\""),
-            Some(p) => {
-                out.extend_from_slice(b" xmlns:");
-                out.extend_from_slice(p.as_bytes());
-                out.extend_from_slice(b"=\"");
-            }
-        }
-        escape_attribute(out, uri);
-        out.push(b'"');
-    }
+/// One attribute in output: namespace URI, local name, prefix, value.
+type Attr<'a> = (&'a str, &'a str, Option<&'a str>, &'a str);
 
-    // Attributes: (namespace URI, local name, prefix, value).
-    let mut attrs: Vec<(&str, &str, Option<&str>, &str)> = Vec::new();
+/// The attributes an element outputs, as (namespace URI, local name, prefix, value), sorted
+/// by namespace URI then local name; at the apex of an inclusive subset, with the `xml:*`
+/// attributes it inherits.
+fn sorted_attributes<'a, 'i: 'a>(
+    text: &'a str,
+    node: Node<'a, 'i>,
+    method: Method,
+    is_apex: bool,
+) -> Result<Vec<Attr<'a>>, C14nError> {
+    let mut attrs: Vec<Attr<'a>> = Vec::new();
     for attr in node.attributes() {
         let p = attribute_prefix(text, &attr)?;
         attrs.push((attr.namespace().unwrap_or(""), attr.name(), p, attr.value()));
@@ -371,16 +439,7 @@ fn write_start_tag<'a, 'i: 'a>(
         }
     }
     attrs.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    for (_, local, p, value) in attrs {
-        out.push(b' ');
-        write_qname(out, p, local);
-        out.extend_from_slice(b"=\"");
-        escape_attribute(out, value);
-        out.push(b'"');
-    }
-    out.push(b'>');
-    rendered.open(&frame);
-    Ok(())
+    Ok(attrs)
 }
 
 fn write_end_tag<'a>(

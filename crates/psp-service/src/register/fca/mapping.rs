@@ -282,33 +282,20 @@ pub fn passport_direction(text: &str) -> PassportDirection {
 }
 
 /// Builds the firm from its record, the activity names of every permissions page, and its
-/// passports.
+/// passports. The steps: the permissions read (`read_permissions`), the firm's standing from
+/// its Status, the PSD standing from its PSD / EMD Status or, without one, from a
+/// deposit-taking permission (`psd_standing`), then the passports; notes say what the tables
+/// did not cover.
 pub(crate) fn map_firm(
     record: FirmRecord,
     permissions: Vec<String>,
     passports: Vec<PassportRecord>,
 ) -> FcaFirm {
     let mut notes = Vec::new();
-    let mut services = ServiceSet::EMPTY;
-    let mut e_money = false;
-    let mut deposit_taker = false;
-    let mut unmapped = Vec::new();
     let mut permissions = permissions;
     permissions.sort();
     permissions.dedup();
-    for name in &permissions {
-        match permission_meaning(name) {
-            Some(PermissionMeaning::Service(n)) => {
-                // The table holds 1–8 only (unit-tested), so `new` cannot fail here.
-                if let Some(s) = PaymentService::new(n) {
-                    services.insert(s);
-                }
-            }
-            Some(PermissionMeaning::EMoney) => e_money = true,
-            Some(PermissionMeaning::DepositTaking) => deposit_taker = true,
-            None => unmapped.push(name.clone()),
-        }
-    }
+    let mut read = read_permissions(&permissions);
 
     let standing_of_firm = firm_standing(&record.status).unwrap_or_else(|| {
         notes.push(format!(
@@ -317,60 +304,7 @@ pub(crate) fn map_firm(
         ));
         FirmStanding::NotCurrent
     });
-
-    let standing = if record.psd_emd_status.trim().is_empty() {
-        if deposit_taker {
-            // A credit institution provides payment services under its banking permission
-            // (PSRs 2017 regulation 2(1), "payment service provider" (d)); the FCA lists no PSD
-            // status for it. All eight services, as the sandbox credit institution.
-            services = ServiceSet::ALL;
-            let status = match standing_of_firm {
-                FirmStanding::Current => AuthStatus::Authorised,
-                FirmStanding::NotCurrent => AuthStatus::Unauthorised,
-            };
-            Some(PsdStanding {
-                category: Category::CreditInstitution,
-                status,
-            })
-        } else {
-            notes.push(
-                "no PSD / EMD status and no deposit-taking permission: not a payment service \
-                 provider in the FCA register"
-                    .to_owned(),
-            );
-            None
-        }
-    } else {
-        match psd_status_row(&record.psd_emd_status) {
-            None => {
-                notes.push(format!(
-                    "PSD / EMD Status {:?} is not in the mapping table: no category entry",
-                    record.psd_emd_status
-                ));
-                None
-            }
-            Some(row) => {
-                let category = match &row.category {
-                    CategoryRule::Fixed(c) => c.clone(),
-                    CategoryRule::FromPermissions => {
-                        derived_category(row.status, e_money, services)
-                    }
-                };
-                let mut status = row.status;
-                if standing_of_firm == FirmStanding::NotCurrent
-                    && status != AuthStatus::Unauthorised
-                {
-                    notes.push(format!(
-                        "firm Status {:?} is not current: PSD / EMD status {:?} reported as \
-                         Unauthorised",
-                        record.status, record.psd_emd_status
-                    ));
-                    status = AuthStatus::Unauthorised;
-                }
-                Some(PsdStanding { category, status })
-            }
-        }
-    };
+    let standing = psd_standing(&record, standing_of_firm, &mut read, &mut notes);
 
     let passports = passports
         .into_iter()
@@ -383,7 +317,7 @@ pub(crate) fn map_firm(
 
     // Services are reported only with a category entry to carry them.
     let services = if standing.is_some() {
-        services
+        read.services
     } else {
         ServiceSet::EMPTY
     };
@@ -394,10 +328,110 @@ pub(crate) fn map_firm(
         psd_emd_status: record.psd_emd_status,
         standing,
         services,
-        e_money,
+        e_money: read.e_money,
         permissions,
-        unmapped_permissions: unmapped,
+        unmapped_permissions: read.unmapped,
         passports,
         notes,
     }
+}
+
+/// What a firm's permissions mean, by the permission table.
+struct PermissionReading {
+    services: ServiceSet,
+    e_money: bool,
+    deposit_taker: bool,
+    /// Permission names the table does not know.
+    unmapped: Vec<String>,
+}
+
+/// Reads each permission name through the permission table.
+fn read_permissions(permissions: &[String]) -> PermissionReading {
+    let mut read = PermissionReading {
+        services: ServiceSet::EMPTY,
+        e_money: false,
+        deposit_taker: false,
+        unmapped: Vec::new(),
+    };
+    for name in permissions {
+        match permission_meaning(name) {
+            Some(PermissionMeaning::Service(n)) => {
+                // The table holds 1–8 only (unit-tested), so `new` cannot fail here.
+                if let Some(s) = PaymentService::new(n) {
+                    read.services.insert(s);
+                }
+            }
+            Some(PermissionMeaning::EMoney) => read.e_money = true,
+            Some(PermissionMeaning::DepositTaking) => read.deposit_taker = true,
+            None => read.unmapped.push(name.clone()),
+        }
+    }
+    read
+}
+
+/// The firm's PSD standing (its category entry), or `None` with a note saying why there is
+/// none: from the PSD / EMD status table when the record has one, else a credit institution
+/// when the firm may take deposits (which gives it all eight services).
+fn psd_standing(
+    record: &FirmRecord,
+    standing_of_firm: FirmStanding,
+    read: &mut PermissionReading,
+    notes: &mut Vec<String>,
+) -> Option<PsdStanding> {
+    if !record.psd_emd_status.trim().is_empty() {
+        return listed_psd_standing(record, standing_of_firm, read, notes);
+    }
+    if read.deposit_taker {
+        // A credit institution provides payment services under its banking permission
+        // (PSRs 2017 regulation 2(1), "payment service provider" (d)); the FCA lists no PSD
+        // status for it. All eight services, as the sandbox credit institution.
+        read.services = ServiceSet::ALL;
+        let status = match standing_of_firm {
+            FirmStanding::Current => AuthStatus::Authorised,
+            FirmStanding::NotCurrent => AuthStatus::Unauthorised,
+        };
+        Some(PsdStanding {
+            category: Category::CreditInstitution,
+            status,
+        })
+    } else {
+        notes.push(
+            "no PSD / EMD status and no deposit-taking permission: not a payment service \
+             provider in the FCA register"
+                .to_owned(),
+        );
+        None
+    }
+}
+
+/// The PSD standing from the record's PSD / EMD Status, by the status table: its category
+/// (fixed, or derived from the permissions) and status, reported Unauthorised when the firm
+/// is not current.
+fn listed_psd_standing(
+    record: &FirmRecord,
+    standing_of_firm: FirmStanding,
+    read: &PermissionReading,
+    notes: &mut Vec<String>,
+) -> Option<PsdStanding> {
+    let Some(row) = psd_status_row(&record.psd_emd_status) else {
+        notes.push(format!(
+            "PSD / EMD Status {:?} is not in the mapping table: no category entry",
+            record.psd_emd_status
+        ));
+        return None;
+    };
+    let category = match &row.category {
+        CategoryRule::Fixed(c) => c.clone(),
+        CategoryRule::FromPermissions => derived_category(row.status, read.e_money, read.services),
+    };
+    let mut status = row.status;
+    if standing_of_firm == FirmStanding::NotCurrent && status != AuthStatus::Unauthorised {
+        notes.push(format!(
+            "firm Status {:?} is not current: PSD / EMD status {:?} reported as \
+             Unauthorised",
+            record.status, record.psd_emd_status
+        ));
+        status = AuthStatus::Unauthorised;
+    }
+    Some(PsdStanding { category, status })
 }
