@@ -66,7 +66,7 @@ pub struct ShapeError {
 
 /// Counts the document's shape in one linear pass; refuses it at the first budget exceeded.
 /// Each `<` starts markup that is skipped (`skip_markup`: a processing instruction, a
-/// comment, a CDATA section), an end tag or a start tag, which [`Shape`] counts.
+/// comment, a CDATA section), an end tag or a start tag, which `Shape` counts.
 pub fn check(xml: &[u8]) -> Result<(), ShapeError> {
     let mut shape = Shape::default();
     let mut i = 0usize;
