@@ -445,7 +445,49 @@ fn config_err(e: impl std::fmt::Display) -> Failure {
 }
 
 fn run_check(args: &CheckArgs) -> Result<(), Failure> {
-    let config = match &args.config {
+    let config = check_config(args)?;
+    refuse_unusable_check(&config, args)?;
+    let sources = check_sources(&config, args)?;
+    let at = args.at.unwrap_or_else(OffsetDateTime::now_utc);
+    let data = check_reference_data(&sources, at)?;
+    let revocation = if args.offline {
+        Revocation::Offline
+    } else {
+        Revocation::Fetch(RevocationChecker::new(&config.revocation).map_err(config_err)?)
+    };
+    let (certificate, intermediates) = read_check_certificates(args)?;
+    let service = check_service(&config, data, revocation)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| (EXIT_UNAVAILABLE, format!("cannot start the runtime: {e}")))?;
+    let (report, wire) = match args.at {
+        None => check_now(
+            &config,
+            &service,
+            &runtime,
+            certificate,
+            intermediates,
+            args.jurisdiction,
+        )?,
+        Some(at) => audit(
+            &config,
+            &service,
+            &runtime,
+            certificate,
+            intermediates,
+            args.jurisdiction,
+            at,
+        )
+        .map_err(config_err)?,
+    };
+    write_check_report(&report, &wire, args.explain)
+}
+
+/// `check`'s configuration: `--config`, else `./gateway.toml` if it exists, else the built-in
+/// defaults; which one is said on stderr.
+fn check_config(args: &CheckArgs) -> Result<Config, Failure> {
+    Ok(match &args.config {
         Some(path) => {
             eprintln!("psp-gateway: configuration {}", path.display());
             Config::load(path).map_err(config_err)?
@@ -460,7 +502,12 @@ fn run_check(args: &CheckArgs) -> Result<(), Failure> {
             );
             Config::empty()
         }
-    };
+    })
+}
+
+/// Refuses a `check` that cannot have an answer: a jurisdiction the configuration does not
+/// list, or no trust source at all.
+fn refuse_unusable_check(config: &Config, args: &CheckArgs) -> Result<(), Failure> {
     // As the endpoint does: a jurisdiction the configuration does not list is refused.
     if !config
         .checks
@@ -481,6 +528,14 @@ fn run_check(args: &CheckArgs) -> Result<(), Failure> {
             "no trust source is configured, so no issuer can be approved: give --trust FILE (a trusted list) or a configuration with [[trust.sources]]".to_owned(),
         ));
     }
+    Ok(())
+}
+
+/// The configuration's data sources, plus one trust source per `--trust` list.
+fn check_sources(
+    config: &Config,
+    args: &CheckArgs,
+) -> Result<crate::service::DataSources, Failure> {
     let mut sources = config.data_sources();
     for (i, tl) in args.trust.iter().enumerate() {
         let path = std::path::absolute(tl)
@@ -511,8 +566,16 @@ fn run_check(args: &CheckArgs) -> Result<(), Failure> {
             ),
         });
     }
-    let at = args.at.unwrap_or_else(OffsetDateTime::now_utc);
-    let data = ReferenceData::load(&sources, 1, at).map_err(|e| {
+    Ok(sources)
+}
+
+/// Loads the reference data as of `at`, and says on stderr which lists are not used and how
+/// each `--trust` list's signer was accepted.
+fn check_reference_data(
+    sources: &crate::service::DataSources,
+    at: OffsetDateTime,
+) -> Result<ReferenceData, Failure> {
+    let data = ReferenceData::load(sources, 1, at).map_err(|e| {
         // A list given with --trust is an input of this command; the rest is configuration.
         let message = e.to_string();
         if message.contains("`--trust #") {
@@ -531,12 +594,13 @@ fn run_check(args: &CheckArgs) -> Result<(), Failure> {
             eprintln!("psp-gateway: {note}");
         }
     }
-    let revocation = if args.offline {
-        Revocation::Offline
-    } else {
-        Revocation::Fetch(RevocationChecker::new(&config.revocation).map_err(config_err)?)
-    };
+    Ok(data)
+}
 
+/// Reads `--cert` and every `--chain` file: the PSP certificate and its intermediates.
+fn read_check_certificates(
+    args: &CheckArgs,
+) -> Result<(PspCertificate, Vec<PspCertificate>), Failure> {
     let bytes = read_input(&args.cert)?;
     let certificate = PspCertificate::parse(&bytes)
         .map_err(|e| (EXIT_DATA_ERR, format!("{}: {e}", args.cert.display())))?;
@@ -552,50 +616,59 @@ fn run_check(args: &CheckArgs) -> Result<(), Failure> {
             );
         }
     }
+    Ok((certificate, intermediates))
+}
 
-    // The same service the listeners use: revocation evidence is fetched (CRL and OCSP, per
-    // the configuration's [revocation] rules) for issuers the trust list knows.
+/// The same service the listeners use: revocation evidence is fetched (CRL and OCSP, per
+/// the configuration's [revocation] rules) for issuers the trust list knows.
+fn check_service(
+    config: &Config,
+    data: ReferenceData,
+    revocation: Revocation,
+) -> Result<CheckService, Failure> {
     let mut service = CheckService::new(data, revocation, Duration::ZERO, 1);
     let fetcher = crate::fetch::Fetcher::new(
         config.revocation.allow_destinations,
         config.revocation.connect_timeout(),
     );
-    if let Some(fca) = crate::app::fca_register(&config, &fetcher).map_err(config_err)? {
+    if let Some(fca) = crate::app::fca_register(config, &fetcher).map_err(config_err)? {
         service = service.with_fca(fca);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| (EXIT_UNAVAILABLE, format!("cannot start the runtime: {e}")))?;
-    let (report, wire) = match args.at {
-        None => {
-            let report = runtime.block_on(service.check(
-                Arc::new(certificate),
-                Arc::new(intermediates),
-                args.jurisdiction,
-                OffsetDateTime::now_utc(),
-            ));
-            let wire = serde_json::to_value(report.to_wire(&config.checks.error_link_base))
-                .map_err(|e| (EXIT_DATA_ERR, format!("cannot serialise the report: {e}")))?;
-            ((*report).clone(), wire)
-        }
-        Some(at) => audit(
-            &config,
-            &service,
-            &runtime,
-            certificate,
-            intermediates,
-            args.jurisdiction,
-            at,
-        )
-        .map_err(config_err)?,
-    };
-    let json = serde_json::to_string_pretty(&wire)
+    Ok(service)
+}
+
+/// `check` without `--at`: the certificate checked now, and the report's wire form.
+fn check_now(
+    config: &Config,
+    service: &CheckService,
+    runtime: &tokio::runtime::Runtime,
+    certificate: PspCertificate,
+    intermediates: Vec<PspCertificate>,
+    jurisdiction: CountryCode,
+) -> Result<(crate::check::CheckReport, serde_json::Value), Failure> {
+    let report = runtime.block_on(service.check(
+        Arc::new(certificate),
+        Arc::new(intermediates),
+        jurisdiction,
+        OffsetDateTime::now_utc(),
+    ));
+    let wire = serde_json::to_value(report.to_wire(&config.checks.error_link_base))
+        .map_err(|e| (EXIT_DATA_ERR, format!("cannot serialise the report: {e}")))?;
+    Ok(((*report).clone(), wire))
+}
+
+/// Prints the report's JSON on stdout and, with `--explain`, its explanation on stderr.
+fn write_check_report(
+    report: &crate::check::CheckReport,
+    wire: &serde_json::Value,
+    explain: bool,
+) -> Result<(), Failure> {
+    let json = serde_json::to_string_pretty(wire)
         .map_err(|e| (EXIT_DATA_ERR, format!("cannot serialise the report: {e}")))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{json}")
         .map_err(|e| (EXIT_CANT_CREATE, format!("cannot write to stdout: {e}")))?;
-    if args.explain {
+    if explain {
         for line in &report.explanation {
             eprintln!("{line}");
         }
