@@ -254,39 +254,7 @@ pub fn run() -> ExitCode {
         Command::Serve { config } => run_serve(&config),
         Command::Credentials {
             command: CredentialsCommand::Hash,
-        } => {
-            // The first line only, and never more than MAX_SECRET_BYTES of it: stdin may be
-            // a device or an endless pipe (`< /dev/zero`).
-            use std::io::{BufRead, Read};
-            let mut line = Vec::new();
-            if let Err(e) = std::io::stdin()
-                .lock()
-                .take(MAX_SECRET_BYTES + 1)
-                .read_until(b'\n', &mut line)
-            {
-                return fail(EXIT_NO_INPUT, &format!("cannot read stdin: {e}"));
-            }
-            if !line.ends_with(b"\n") && line.len() as u64 > MAX_SECRET_BYTES {
-                return fail(
-                    EXIT_DATA_ERR,
-                    &format!("the secret on stdin is over the {MAX_SECRET_BYTES}-byte limit"),
-                );
-            }
-            let Ok(line) = String::from_utf8(line) else {
-                return fail(EXIT_DATA_ERR, "the secret on stdin is not UTF-8 text");
-            };
-            let secret = line.trim_end_matches(['\r', '\n']);
-            if secret.is_empty() {
-                return fail(EXIT_USAGE, "empty secret on stdin");
-            }
-            match crate::api::auth::hash_secret(secret) {
-                Ok(hash) => {
-                    println!("{hash}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(EXIT_DATA_ERR, &e.to_string()),
-            }
-        }
+        } => run_credentials_hash(),
         Command::Check(args) => match run_check(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err((code, message)) => fail(code, &message),
@@ -309,73 +277,120 @@ pub fn run() -> ExitCode {
         },
         Command::Audit {
             command: AuditCommand::Verify { files },
-        } => match crate::telemetry::audit::verify(&files) {
-            Ok(v) => {
-                // The chain holds, but a record was lost where a write was cut short: said
-                // on stderr, once per set-aside torn line.
-                for torn in &v.torn_lines_set_aside {
-                    eprintln!("psp-gateway: audit log: {torn}");
-                }
-                println!(
-                    "audit chain unbroken: {} records, seq {} to {}, last hash {}{}",
-                    v.records,
-                    v.first_seq
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    v.last_seq
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    v.last_hash,
-                    if v.starts_mid_chain {
-                        " (the first record continues an earlier file not given here)"
-                    } else {
-                        ""
-                    }
-                );
-                if !v.torn_lines_set_aside.is_empty() {
-                    println!(
-                        "{} torn line(s) set aside at start: a record was lost each time (stderr names them)",
-                        v.torn_lines_set_aside.len()
-                    );
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) if e.line == 0 => fail(EXIT_NO_INPUT, &format!("audit log: {e}")),
-            Err(e) => fail(EXIT_DATA_ERR, &format!("audit chain broken: {e}")),
-        },
-        Command::Trust { command } => {
-            let (result, not_all_good) = match command {
-                TrustCommand::Fetch { config } => (trust::fetch(&config), EXIT_TEMP_FAIL),
-                TrustCommand::Status { config, json } => {
-                    (trust::status(&config, json), EXIT_UNAVAILABLE)
-                }
-            };
-            match result {
-                Ok(outcome) => {
-                    println!("{}", outcome.output);
-                    if outcome.all_good {
-                        ExitCode::SUCCESS
-                    } else {
-                        ExitCode::from(not_all_good)
-                    }
-                }
-                Err(e) => fail(EXIT_BAD_CONFIG, &e.to_string()),
-            }
-        }
+        } => run_audit_verify(&files),
+        Command::Trust { command } => run_trust(command),
         Command::Sandbox {
             command: SandboxCommand::Generate { out },
-        } => match crate::sandbox::pki::generate(&out) {
-            Ok(manifest) => {
-                println!(
-                    "wrote {} CAs and {} PSP certificates to {}",
-                    manifest.cas.len(),
-                    manifest.psps.len(),
-                    out.display()
-                );
-                ExitCode::SUCCESS
+        } => run_sandbox_generate(&out),
+    }
+}
+
+/// `credentials hash`: reads one secret from stdin and prints its hash.
+fn run_credentials_hash() -> ExitCode {
+    // The first line only, and never more than MAX_SECRET_BYTES of it: stdin may be
+    // a device or an endless pipe (`< /dev/zero`).
+    use std::io::{BufRead, Read};
+    let mut line = Vec::new();
+    if let Err(e) = std::io::stdin()
+        .lock()
+        .take(MAX_SECRET_BYTES + 1)
+        .read_until(b'\n', &mut line)
+    {
+        return fail(EXIT_NO_INPUT, &format!("cannot read stdin: {e}"));
+    }
+    if !line.ends_with(b"\n") && line.len() as u64 > MAX_SECRET_BYTES {
+        return fail(
+            EXIT_DATA_ERR,
+            &format!("the secret on stdin is over the {MAX_SECRET_BYTES}-byte limit"),
+        );
+    }
+    let Ok(line) = String::from_utf8(line) else {
+        return fail(EXIT_DATA_ERR, "the secret on stdin is not UTF-8 text");
+    };
+    let secret = line.trim_end_matches(['\r', '\n']);
+    if secret.is_empty() {
+        return fail(EXIT_USAGE, "empty secret on stdin");
+    }
+    match crate::api::auth::hash_secret(secret) {
+        Ok(hash) => {
+            println!("{hash}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(EXIT_DATA_ERR, &e.to_string()),
+    }
+}
+
+/// `audit verify`: checks the audit logs' hash chain and prints what it covers.
+fn run_audit_verify(files: &[PathBuf]) -> ExitCode {
+    match crate::telemetry::audit::verify(files) {
+        Ok(v) => {
+            // The chain holds, but a record was lost where a write was cut short: said
+            // on stderr, once per set-aside torn line.
+            for torn in &v.torn_lines_set_aside {
+                eprintln!("psp-gateway: audit log: {torn}");
             }
-            Err(e) => fail(EXIT_CANT_CREATE, &e.to_string()),
-        },
+            println!(
+                "audit chain unbroken: {} records, seq {} to {}, last hash {}{}",
+                v.records,
+                v.first_seq
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                v.last_seq
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                v.last_hash,
+                if v.starts_mid_chain {
+                    " (the first record continues an earlier file not given here)"
+                } else {
+                    ""
+                }
+            );
+            if !v.torn_lines_set_aside.is_empty() {
+                println!(
+                    "{} torn line(s) set aside at start: a record was lost each time (stderr names them)",
+                    v.torn_lines_set_aside.len()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.line == 0 => fail(EXIT_NO_INPUT, &format!("audit log: {e}")),
+        Err(e) => fail(EXIT_DATA_ERR, &format!("audit chain broken: {e}")),
+    }
+}
+
+/// `trust fetch` and `trust status`: prints the outcome; not all good is 75 (fetch) or 69
+/// (status).
+fn run_trust(command: TrustCommand) -> ExitCode {
+    let (result, not_all_good) = match command {
+        TrustCommand::Fetch { config } => (trust::fetch(&config), EXIT_TEMP_FAIL),
+        TrustCommand::Status { config, json } => (trust::status(&config, json), EXIT_UNAVAILABLE),
+    };
+    match result {
+        Ok(outcome) => {
+            println!("{}", outcome.output);
+            if outcome.all_good {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(not_all_good)
+            }
+        }
+        Err(e) => fail(EXIT_BAD_CONFIG, &e.to_string()),
+    }
+}
+
+/// `sandbox generate`: writes the sandbox PKI to `out`.
+fn run_sandbox_generate(out: &Path) -> ExitCode {
+    match crate::sandbox::pki::generate(out) {
+        Ok(manifest) => {
+            println!(
+                "wrote {} CAs and {} PSP certificates to {}",
+                manifest.cas.len(),
+                manifest.psps.len(),
+                out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(EXIT_CANT_CREATE, &e.to_string()),
     }
 }
 
