@@ -130,6 +130,35 @@ pub async fn fetch_eba(
     let url = file.url.as_deref().ok_or_else(|| FetchEbaError::NoUrl {
         path: file.path.clone(),
     })?;
+    let meta = fetch_metadata(fetcher, url, timeout).await?;
+    let announced = announced_zip(url, &meta)?;
+    let zip = fetch_zip(fetcher, &announced, timeout).await?;
+    let bytes = zip.len() as u64;
+    let (target, entities) = store_checked(register, file, base_dir, zip).await?;
+    Ok(Downloaded {
+        path: target,
+        zip_url: announced.zip_url,
+        bytes,
+        published: meta.timestamp,
+        entities,
+    })
+}
+
+/// The ZIP the metadata announces, its validated SHA-256 and size.
+struct AnnouncedZip {
+    zip_url: String,
+    /// Lower-case hex.
+    expected_hash: String,
+    /// The announced size, if the metadata gives one.
+    declared: Option<u64>,
+}
+
+/// Downloads the metadata at `url` and parses it.
+async fn fetch_metadata(
+    fetcher: &Fetcher,
+    url: &str,
+    timeout: Duration,
+) -> Result<Metadata, FetchEbaError> {
     let body = fetcher
         .get(
             url,
@@ -143,11 +172,15 @@ pub async fn fetch_eba(
             url: url.to_owned(),
             source,
         })?;
-    let meta: Metadata =
-        serde_json::from_slice(&body).map_err(|source| FetchEbaError::NotMetadata {
-            url: url.to_owned(),
-            source,
-        })?;
+    serde_json::from_slice(&body).map_err(|source| FetchEbaError::NotMetadata {
+        url: url.to_owned(),
+        source,
+    })
+}
+
+/// Validates the metadata's ZIP path, SHA-256 and size (against [`MAX_ZIP_BYTES`]), and
+/// names the ZIP's URL.
+fn announced_zip(url: &str, meta: &Metadata) -> Result<AnnouncedZip, FetchEbaError> {
     let relative = meta.latest_version_relative_zip_path.trim();
     if relative.is_empty()
         || relative.starts_with('/')
@@ -180,13 +213,26 @@ pub async fn fetch_eba(
             announced: declared.unwrap_or_default(),
         });
     }
-    let zip_url = format!("{}{relative}", meta.golden_copy_path_context);
+    Ok(AnnouncedZip {
+        zip_url: format!("{}{relative}", meta.golden_copy_path_context),
+        expected_hash,
+        declared,
+    })
+}
+
+/// Downloads the announced ZIP and checks its size and SHA-256 against the metadata.
+async fn fetch_zip(
+    fetcher: &Fetcher,
+    announced: &AnnouncedZip,
+    timeout: Duration,
+) -> Result<bytes::Bytes, FetchEbaError> {
+    let zip_url = &announced.zip_url;
     let zip = fetcher
         .get(
-            &zip_url,
+            zip_url,
             Limits {
                 total: timeout,
-                max_bytes: declared.unwrap_or(MAX_ZIP_BYTES),
+                max_bytes: announced.declared.unwrap_or(MAX_ZIP_BYTES),
             },
         )
         .await
@@ -194,24 +240,35 @@ pub async fn fetch_eba(
             zip_url: zip_url.clone(),
             source,
         })?;
-    if let Some(d) = declared
+    if let Some(d) = announced.declared
         && d != zip.len() as u64
     {
         return Err(FetchEbaError::SizeMismatch {
-            zip_url,
+            zip_url: zip_url.clone(),
             received: zip.len() as u64,
             announced: d,
         });
     }
     let actual = crate::hex::lower(&crate::hex::sha256(&zip));
-    if actual != expected_hash {
+    if actual != announced.expected_hash {
         return Err(FetchEbaError::HashMismatch {
-            zip_url,
+            zip_url: zip_url.clone(),
             actual,
-            expected: expected_hash,
+            expected: announced.expected_hash.clone(),
         });
     }
+    Ok(zip)
+}
 
+/// Writes the verified ZIP to a temporary file next to the target, loads it in full, and
+/// only then renames it over the target (on a blocking task); returns the target and the
+/// number of entities loaded.
+async fn store_checked(
+    register: &RegisterConfig,
+    file: &RegisterFileConfig,
+    base_dir: &Path,
+    zip: bytes::Bytes,
+) -> Result<(PathBuf, usize), FetchEbaError> {
     // Loaded in full from a temporary file next to the target before it replaces anything.
     let target = base_dir.join(&file.path);
     let dir = target.parent().unwrap_or(Path::new(".")).to_owned();
@@ -223,7 +280,6 @@ pub async fn fetch_eba(
             .unwrap_or_default(),
         std::process::id()
     ));
-    let bytes = zip.len() as u64;
     let check_config = RegisterConfig {
         files: vec![RegisterFileConfig {
             path: tmp.clone(),
@@ -232,47 +288,52 @@ pub async fn fetch_eba(
         }],
         ..register.clone()
     };
-    let tmp_for_task = tmp.clone();
     let target_for_task = target.clone();
-    let entities = tokio::task::spawn_blocking(move || -> Result<usize, FetchEbaError> {
-        let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(tmp_for_task.parent().unwrap_or(Path::new(".")))?;
-            let mut f = std::fs::File::create(&tmp_for_task)?;
-            std::io::Write::write_all(&mut f, &zip)?;
-            f.sync_all()
-        };
-        write().map_err(|source| FetchEbaError::Write {
-            path: tmp_for_task.clone(),
-            source,
-        })?;
-        let loaded = crate::register::load(&check_config, Path::new("/"));
-        let entities = match loaded {
-            Ok((snapshot, _)) => snapshot
-                .registers()
-                .iter()
-                .map(|r| r.entities().len())
-                .sum(),
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp_for_task);
-                return Err(FetchEbaError::Refused(e));
-            }
-        };
-        std::fs::rename(&tmp_for_task, &target_for_task).map_err(|source| {
-            let _ = std::fs::remove_file(&tmp_for_task);
-            FetchEbaError::Replace {
-                path: target_for_task.clone(),
-                source,
-            }
-        })?;
-        Ok(entities)
+    let entities = tokio::task::spawn_blocking(move || {
+        write_load_replace(&zip, &tmp, &target_for_task, &check_config)
     })
     .await
     .map_err(FetchEbaError::CheckTask)??;
-    Ok(Downloaded {
-        path: target,
-        zip_url,
-        bytes,
-        published: meta.timestamp,
-        entities,
-    })
+    Ok((target, entities))
+}
+
+/// Blocking: writes `zip` to `tmp`, loads the register `check_config` names (that file),
+/// and renames `tmp` over `target`; a refused or unrenamable `tmp` is removed. Returns the
+/// number of entities loaded.
+fn write_load_replace(
+    zip: &[u8],
+    tmp: &Path,
+    target: &Path,
+    check_config: &RegisterConfig,
+) -> Result<usize, FetchEbaError> {
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(tmp.parent().unwrap_or(Path::new(".")))?;
+        let mut f = std::fs::File::create(tmp)?;
+        std::io::Write::write_all(&mut f, zip)?;
+        f.sync_all()
+    };
+    write().map_err(|source| FetchEbaError::Write {
+        path: tmp.to_owned(),
+        source,
+    })?;
+    let loaded = crate::register::load(check_config, Path::new("/"));
+    let entities = match loaded {
+        Ok((snapshot, _)) => snapshot
+            .registers()
+            .iter()
+            .map(|r| r.entities().len())
+            .sum(),
+        Err(e) => {
+            let _ = std::fs::remove_file(tmp);
+            return Err(FetchEbaError::Refused(e));
+        }
+    };
+    std::fs::rename(tmp, target).map_err(|source| {
+        let _ = std::fs::remove_file(tmp);
+        FetchEbaError::Replace {
+            path: target.to_owned(),
+            source,
+        }
+    })?;
+    Ok(entities)
 }
