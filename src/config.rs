@@ -624,42 +624,65 @@ impl Config {
         self.registers.validate()?;
         self.revocation.validate()?;
         if let Some(api) = &self.api {
-            if api.tls.is_none() && !api.listen.ip().is_loopback() && !self.danger.plaintext_api {
-                return Err(Invalid::PlaintextApi(api.listen));
-            }
-            if api.credentials.is_empty() {
-                return Err(Invalid::NoCredentials);
-            }
-            let mut users = BTreeSet::new();
-            for c in &api.credentials {
-                if !users.insert(c.username.as_str()) {
-                    return Err(Invalid::DuplicateUser(c.username.clone()));
-                }
-                if c.username.is_empty() || c.username.contains(':') {
-                    return Err(Invalid::BadUsername(c.username.clone()));
-                }
-                if let Err(e) = argon2::PasswordHash::new(&c.password_hash) {
-                    return Err(Invalid::BadPasswordHash {
-                        user: c.username.clone(),
-                        reason: e.to_string(),
-                    });
-                }
-            }
-            api.rate_limit.validate("api")?;
-            if api.max_concurrent_password_checks == 0 {
-                return Err(Invalid::NotPositive("api.max_concurrent_password_checks"));
-            }
-            let f = &api.failed_logins;
-            if f.per_source == 0 || f.per_user == 0 || f.period_seconds == 0 {
-                return Err(Invalid::ZeroFailedLogins);
-            }
-            if api.max_eidas_header_bytes == 0 {
-                return Err(Invalid::NotPositive("api.max_eidas_header_bytes"));
-            }
+            self.validate_api(api)?;
         }
         if let Some(g) = &self.gateway {
             g.validate(self.sandbox.enabled)?;
         }
+        self.validate_limits()?;
+        if self.checks.valid_jurisdictions.is_empty() {
+            return Err(Invalid::NoJurisdictions);
+        }
+        let mut names = BTreeSet::new();
+        for s in &self.trust.sources {
+            if !names.insert(s.name.as_str()) {
+                return Err(Invalid::DuplicateSource(s.name.clone()));
+            }
+            self.validate_trust_source(s)?;
+        }
+        Ok(())
+    }
+
+    /// `[api]`: TLS or loopback (or `danger.plaintext_api`), credentials (unique well-formed
+    /// users, PHC password hashes), rate limit and the positive limits.
+    fn validate_api(&self, api: &ApiConfig) -> Result<(), Invalid> {
+        if api.tls.is_none() && !api.listen.ip().is_loopback() && !self.danger.plaintext_api {
+            return Err(Invalid::PlaintextApi(api.listen));
+        }
+        if api.credentials.is_empty() {
+            return Err(Invalid::NoCredentials);
+        }
+        let mut users = BTreeSet::new();
+        for c in &api.credentials {
+            if !users.insert(c.username.as_str()) {
+                return Err(Invalid::DuplicateUser(c.username.clone()));
+            }
+            if c.username.is_empty() || c.username.contains(':') {
+                return Err(Invalid::BadUsername(c.username.clone()));
+            }
+            if let Err(e) = argon2::PasswordHash::new(&c.password_hash) {
+                return Err(Invalid::BadPasswordHash {
+                    user: c.username.clone(),
+                    reason: e.to_string(),
+                });
+            }
+        }
+        api.rate_limit.validate("api")?;
+        if api.max_concurrent_password_checks == 0 {
+            return Err(Invalid::NotPositive("api.max_concurrent_password_checks"));
+        }
+        let f = &api.failed_logins;
+        if f.per_source == 0 || f.per_user == 0 || f.period_seconds == 0 {
+            return Err(Invalid::ZeroFailedLogins);
+        }
+        if api.max_eidas_header_bytes == 0 {
+            return Err(Invalid::NotPositive("api.max_eidas_header_bytes"));
+        }
+        Ok(())
+    }
+
+    /// `[limits]`, as resolved: connection counts and timeouts above zero.
+    fn validate_limits(&self) -> Result<(), Invalid> {
         let limits = self.limits.resolve();
         if limits.max_connections == 0 {
             return Err(Invalid::NotPositive("limits.max_connections"));
@@ -670,85 +693,89 @@ impl Config {
         if limits.first_request_timeout.is_zero() || limits.idle_timeout.is_zero() {
             return Err(Invalid::ZeroConnectionTimeout);
         }
-        if self.checks.valid_jurisdictions.is_empty() {
-            return Err(Invalid::NoJurisdictions);
+        Ok(())
+    }
+
+    /// One `[[trust.sources]]` entry (its name's uniqueness is checked by the caller): where
+    /// it is valid, unsigned lists allowed, not empty, its LOTL, issuers' kinds, and the
+    /// reported QTSP jurisdiction.
+    fn validate_trust_source(&self, s: &TrustSourceConfig) -> Result<(), Invalid> {
+        if s.valid_for.is_empty() {
+            return Err(Invalid::NoValidFor(s.name.clone()));
         }
-        let mut names = BTreeSet::new();
-        for s in &self.trust.sources {
-            if !names.insert(s.name.as_str()) {
-                return Err(Invalid::DuplicateSource(s.name.clone()));
-            }
-            if s.valid_for.is_empty() {
-                return Err(Invalid::NoValidFor(s.name.clone()));
-            }
-            for tl in &s.trusted_lists {
-                if let TrustedListConfig::Path(p) = tl
-                    && !self.is_unsigned_allowed(p)
-                {
-                    return Err(Invalid::UnsignedList {
-                        source_name: s.name.clone(),
-                        list: p.clone(),
-                    });
-                }
-            }
-            if s.issuers.is_empty() && s.trusted_lists.is_empty() && s.lotl.is_none() {
-                return Err(Invalid::EmptySource(s.name.clone()));
-            }
-            if let Some(l) = &s.lotl {
-                if !s
-                    .name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                    || s.name.is_empty()
-                {
-                    return Err(Invalid::BadLotlSourceName(s.name.clone()));
-                }
-                if l.signers.is_empty() && l.signer_sha256.is_empty() {
-                    return Err(Invalid::LotlUnpinned(s.name.clone()));
-                }
-                if let Some(f) = l
-                    .signer_sha256
-                    .iter()
-                    .find(|f| parse_fingerprint(f).is_none())
-                {
-                    return Err(Invalid::BadLotlFingerprint {
-                        source_name: s.name.clone(),
-                        fingerprint: f.clone(),
-                    });
-                }
-                if l.location.contains("://") && !is_url(&l.location) {
-                    return Err(Invalid::BadLotlLocation {
-                        source_name: s.name.clone(),
-                        location: l.location.clone(),
-                    });
-                }
-                if let Some(t) = l
-                    .territories
-                    .iter()
-                    .flatten()
-                    .find(|t| !crate::trust::cache::is_territory_code(t))
-                {
-                    return Err(Invalid::BadTerritory {
-                        source_name: s.name.clone(),
-                        territory: t.clone(),
-                    });
-                }
-            }
-            if let Some(i) = s.issuers.iter().find(|i| i.kinds.is_empty()) {
-                return Err(Invalid::IssuerWithoutKinds {
+        for tl in &s.trusted_lists {
+            if let TrustedListConfig::Path(p) = tl
+                && !self.is_unsigned_allowed(p)
+            {
+                return Err(Invalid::UnsignedList {
                     source_name: s.name.clone(),
-                    pem: i.pem.clone(),
+                    list: p.clone(),
                 });
             }
-            if !is_reported_jurisdiction(&s.qtsp_jurisdiction) {
-                return Err(Invalid::BadQtspJurisdiction {
-                    source_name: s.name.clone(),
-                    jurisdiction: s.qtsp_jurisdiction.clone(),
-                });
-            }
+        }
+        if s.issuers.is_empty() && s.trusted_lists.is_empty() && s.lotl.is_none() {
+            return Err(Invalid::EmptySource(s.name.clone()));
+        }
+        if let Some(l) = &s.lotl {
+            validate_lotl(&s.name, l)?;
+        }
+        if let Some(i) = s.issuers.iter().find(|i| i.kinds.is_empty()) {
+            return Err(Invalid::IssuerWithoutKinds {
+                source_name: s.name.clone(),
+                pem: i.pem.clone(),
+            });
+        }
+        if !is_reported_jurisdiction(&s.qtsp_jurisdiction) {
+            return Err(Invalid::BadQtspJurisdiction {
+                source_name: s.name.clone(),
+                jurisdiction: s.qtsp_jurisdiction.clone(),
+            });
         }
         Ok(())
     }
+}
+
+/// A trust source's `lotl`: the source's name usable as a cache name, the signers pinned,
+/// fingerprints, location and territory codes well-formed.
+fn validate_lotl(source_name: &str, l: &LotlConfig) -> Result<(), Invalid> {
+    if !source_name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        || source_name.is_empty()
+    {
+        return Err(Invalid::BadLotlSourceName(source_name.to_owned()));
+    }
+    if l.signers.is_empty() && l.signer_sha256.is_empty() {
+        return Err(Invalid::LotlUnpinned(source_name.to_owned()));
+    }
+    if let Some(f) = l
+        .signer_sha256
+        .iter()
+        .find(|f| parse_fingerprint(f).is_none())
+    {
+        return Err(Invalid::BadLotlFingerprint {
+            source_name: source_name.to_owned(),
+            fingerprint: f.clone(),
+        });
+    }
+    if l.location.contains("://") && !is_url(&l.location) {
+        return Err(Invalid::BadLotlLocation {
+            source_name: source_name.to_owned(),
+            location: l.location.clone(),
+        });
+    }
+    if let Some(t) = l
+        .territories
+        .iter()
+        .flatten()
+        .find(|t| !crate::trust::cache::is_territory_code(t))
+    {
+        return Err(Invalid::BadTerritory {
+            source_name: source_name.to_owned(),
+            territory: t.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// Why a configuration that parses is refused (the message of [`ConfigError::Invalid`]).
