@@ -261,7 +261,13 @@ pub async fn serve_connections(
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let per_source = PerSource::new(limits.max_connections_per_source);
-    let builder = Arc::new(connection_builder(&limits));
+    let setup = Arc::new(ConnectionSetup {
+        tls,
+        new_connection,
+        builder: connection_builder(&limits),
+        limits,
+        link_base,
+    });
 
     loop {
         if *shutdown.borrow() {
@@ -294,65 +300,105 @@ pub async fn serve_connections(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, %peer, "cannot set TCP_NODELAY");
         }
-        let tls = tls.clone();
-        let new_connection = new_connection.clone();
-        let builder = builder.clone();
+        let setup = setup.clone();
         let shutdown = shutdown.clone();
-        let link_base = link_base.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _source_slot = source_slot;
-            match tls {
-                None => {
-                    let conn = Arc::new(ConnInfo::new(peer, None));
-                    let handler = new_connection(conn.clone());
-                    serve_connection(
-                        &builder, stream, conn, handler, limits, &link_base, shutdown,
-                    )
-                    .await;
-                }
-                Some(acceptor) => {
-                    let accepted =
-                        tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream))
-                            .await;
-                    let handshakes = &crate::telemetry::metrics::metrics().tls_handshakes;
-                    let stream = match accepted {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => {
-                            handshakes.get_or_create(&outcome("failed")).inc();
-                            tracing::debug!(error = %e, %peer, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            handshakes.get_or_create(&outcome("timeout")).inc();
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
-                        }
-                    };
-                    let (_, session) = stream.get_ref();
-                    let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-                    handshakes
-                        .get_or_create(&outcome(if resumed { "resumed" } else { "full" }))
-                        .inc();
-                    let info = TlsInfo {
-                        peer_chain: session
-                            .peer_certificates()
-                            .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
-                            .unwrap_or_default(),
-                        resumed,
-                    };
-                    let conn = Arc::new(ConnInfo::new(peer, Some(info)));
-                    let handler = new_connection(conn.clone());
-                    serve_connection(
-                        &builder, stream, conn, handler, limits, &link_base, shutdown,
-                    )
-                    .await;
-                }
-            }
+            serve_accepted(&setup, stream, peer, shutdown).await;
         });
     }
 
-    // Drain: every connection task holds a permit; all permits back means all done.
+    drain(&permits, &limits).await;
+}
+
+/// What every connection of one listener is served with.
+struct ConnectionSetup {
+    tls: Option<TlsAcceptor>,
+    new_connection: NewConnection,
+    builder: auto::Builder<TokioExecutor>,
+    limits: Limits,
+    link_base: Arc<str>,
+}
+
+/// One accepted connection's task: the TLS handshake if the listener has TLS, then its
+/// requests, served by the handler `new_connection` makes for it.
+async fn serve_accepted(
+    setup: &ConnectionSetup,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+) {
+    let ConnectionSetup {
+        tls,
+        new_connection,
+        builder,
+        limits,
+        link_base,
+    } = setup;
+    match tls {
+        None => {
+            let conn = Arc::new(ConnInfo::new(peer, None));
+            let handler = new_connection(conn.clone());
+            serve_connection(builder, stream, conn, handler, *limits, link_base, shutdown).await;
+        }
+        Some(acceptor) => {
+            let Some((stream, info)) =
+                tls_handshake(acceptor, stream, peer, limits.handshake_timeout).await
+            else {
+                return;
+            };
+            let conn = Arc::new(ConnInfo::new(peer, Some(info)));
+            let handler = new_connection(conn.clone());
+            serve_connection(builder, stream, conn, handler, *limits, link_base, shutdown).await;
+        }
+    }
+}
+
+/// The TLS handshake within `timeout`, counted in `tls_handshakes` (failed, timeout,
+/// resumed or full); `None` when it failed or timed out.
+async fn tls_handshake(
+    acceptor: &TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    timeout: Duration,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    TlsInfo,
+)> {
+    let accepted = tokio::time::timeout(timeout, acceptor.accept(stream)).await;
+    let handshakes = &crate::telemetry::metrics::metrics().tls_handshakes;
+    let stream = match accepted {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            handshakes.get_or_create(&outcome("failed")).inc();
+            tracing::debug!(error = %e, %peer, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            handshakes.get_or_create(&outcome("timeout")).inc();
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return None;
+        }
+    };
+    let (_, session) = stream.get_ref();
+    let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    handshakes
+        .get_or_create(&outcome(if resumed { "resumed" } else { "full" }))
+        .inc();
+    let info = TlsInfo {
+        peer_chain: session
+            .peer_certificates()
+            .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+            .unwrap_or_default(),
+        resumed,
+    };
+    Some((stream, info))
+}
+
+/// Drain: every connection task holds a permit; all permits back means all done. Waits at
+/// most `drain_timeout`.
+async fn drain(permits: &Semaphore, limits: &Limits) {
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     if tokio::time::timeout(limits.drain_timeout, permits.acquire_many(all))
         .await
