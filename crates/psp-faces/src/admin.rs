@@ -8,12 +8,19 @@ use http::{HeaderValue, StatusCode, header};
 use hyper::{Request, Response};
 
 use http_body_util::{BodyExt, Limited};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 use time::OffsetDateTime;
 
+use crate::revocation::RevocationStats;
 use crate::sandbox::SandboxResponder;
 use crate::sandbox::responder::ResponderLoadError;
 use crate::server::{Body, full};
-use crate::service::CheckService;
+use crate::service::{CheckService, ReferenceData};
 
 pub struct AdminState {
     service: Arc<CheckService>,
@@ -50,139 +57,173 @@ where
     if let Some(responder) = &state.responder
         && req.uri().path().starts_with("/sandbox/")
     {
-        let (parts, body) = req.into_parts();
-        let body = match Limited::new(body, MAX_ADMIN_BODY).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n"),
-        };
-        return match responder.respond(
-            &parts.method,
-            parts.uri.path(),
-            &body,
-            OffsetDateTime::now_utc(),
-        ) {
-            Some((status, content_type, bytes)) => {
-                let mut r = Response::new(full(bytes));
-                *r.status_mut() = status;
-                r.headers_mut()
-                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-                r
-            }
-            None => text(StatusCode::NOT_FOUND, "not found\n"),
-        };
+        return sandbox_response(responder, req).await;
     }
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/metrics" => {
-            let body = crate::telemetry::metrics::render(&state_metrics(&state.service));
-            let mut r = Response::new(full(body));
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-            );
-            r
-        }
-        "/readyz" => {
-            let data = state.service.data();
-            let now = OffsetDateTime::now_utc();
-            let mut problems: Vec<String> = Vec::new();
-            if data.trust.is_empty() {
-                problems.push("the trust list holds no issuer".to_owned());
-            }
-            if data.registers.registers().is_empty() {
-                problems.push("no NCA register is loaded".to_owned());
-            }
-            // Every configured list must be present, verified and fresh now (not only at the
-            // last load: NextUpdate may have passed since).
-            let list_problems = data.trust.list_problems(now);
-            let lists = data.trust.lists().len();
-            problems.extend(list_problems.iter().cloned());
-            // Every register file within its age budget.
-            let wall = std::time::SystemTime::now();
-            problems.extend(data.registers.stale_files(wall));
-            let register_files: Vec<serde_json::Value> = data
-                .registers
-                .files()
-                .iter()
-                .map(|f| {
-                    serde_json::json!({
-                        "path": f.path.display().to_string(),
-                        "format": f.format.as_str(),
-                        "url": f.url,
-                        "ageSeconds": f.age(wall).map(|a| a.as_secs()),
-                        "maxAgeSeconds": f.max_age.map(|a| a.as_secs()),
-                    })
-                })
-                .collect();
-            let body = serde_json::json!({
-                "ready": problems.is_empty(),
-                "problems": problems,
-                "generation": data.generation,
-                "trustedIssuers": data.trust.issuers().len(),
-                "trustedLists": {
-                    "used": lists - list_problems.len(),
-                    "notUsed": list_problems.len(),
-                },
-                "registers": data.registers.registers().len(),
-                "registerFiles": register_files,
-                // The data in use is the last good; a failed reload is shown, not fatal.
-                "lastReloadError": state.service.last_reload_error().map(|(at, why)| {
-                    serde_json::json!({ "at": crate::trust::rfc3339(at), "error": why })
-                }),
-                "loadedAt": crate::trust::rfc3339(data.loaded_at),
-            });
-            let status = if problems.is_empty() {
-                StatusCode::OK
-            } else {
-                StatusCode::SERVICE_UNAVAILABLE
-            };
-            json(status, &body)
-        }
+        "/metrics" => metrics_response(&state.service),
+        "/readyz" => readiness_response(&state.service),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
 
+/// A `/sandbox/` request: reads the body (at most [`MAX_ADMIN_BODY`]) and gives it to the
+/// sandbox CRL and OCSP responder; 404 for a path it does not serve.
+async fn sandbox_response<B>(responder: &SandboxResponder, req: Request<B>) -> Response<Body>
+where
+    B: hyper::body::Body<Data = bytes::Bytes>,
+    B::Error: Into<crate::server::BodyError>,
+{
+    let (parts, body) = req.into_parts();
+    let body = match Limited::new(body, MAX_ADMIN_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n"),
+    };
+    match responder.respond(
+        &parts.method,
+        parts.uri.path(),
+        &body,
+        OffsetDateTime::now_utc(),
+    ) {
+        Some((status, content_type, bytes)) => {
+            let mut r = Response::new(full(bytes));
+            *r.status_mut() = status;
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            r
+        }
+        None => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+/// `/metrics`: the state metrics read now, in the Prometheus text format.
+fn metrics_response(service: &CheckService) -> Response<Body> {
+    let body = crate::telemetry::metrics::render(&state_metrics(service));
+    let mut r = Response::new(full(body));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}
+
+/// `/readyz`: 200 when the reference data is usable now, else 503; the JSON body lists the
+/// problems, the counts and each register file's age.
+fn readiness_response(service: &CheckService) -> Response<Body> {
+    let data = service.data();
+    let now = OffsetDateTime::now_utc();
+    let mut problems: Vec<String> = Vec::new();
+    if data.trust.is_empty() {
+        problems.push("the trust list holds no issuer".to_owned());
+    }
+    if data.registers.registers().is_empty() {
+        problems.push("no NCA register is loaded".to_owned());
+    }
+    // Every configured list must be present, verified and fresh now (not only at the
+    // last load: NextUpdate may have passed since).
+    let list_problems = data.trust.list_problems(now);
+    let lists = data.trust.lists().len();
+    problems.extend(list_problems.iter().cloned());
+    // Every register file within its age budget.
+    let wall = std::time::SystemTime::now();
+    problems.extend(data.registers.stale_files(wall));
+    let body = serde_json::json!({
+        "ready": problems.is_empty(),
+        "problems": problems,
+        "generation": data.generation,
+        "trustedIssuers": data.trust.issuers().len(),
+        "trustedLists": {
+            "used": lists - list_problems.len(),
+            "notUsed": list_problems.len(),
+        },
+        "registers": data.registers.registers().len(),
+        "registerFiles": register_files(&data, wall),
+        // The data in use is the last good; a failed reload is shown, not fatal.
+        "lastReloadError": service.last_reload_error().map(|(at, why)| {
+            serde_json::json!({ "at": crate::trust::rfc3339(at), "error": why })
+        }),
+        "loadedAt": crate::trust::rfc3339(data.loaded_at),
+    });
+    let status = if problems.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json(status, &body)
+}
+
+/// Each register file for `/readyz`: path, format, URL, age at `wall` and age budget.
+fn register_files(data: &ReferenceData, wall: std::time::SystemTime) -> Vec<serde_json::Value> {
+    data.registers
+        .files()
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "path": f.path.display().to_string(),
+                "format": f.format.as_str(),
+                "url": f.url,
+                "ageSeconds": f.age(wall).map(|a| a.as_secs()),
+                "maxAgeSeconds": f.max_age.map(|a| a.as_secs()),
+            })
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: String,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListLabels {
+    source: String,
+    territory: String,
+    role: String,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NcaLabels {
+    nca: String,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FileLabels {
+    path: String,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    method: String,
+    outcome: String,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodOnly {
+    method: String,
+}
+
 /// The state metrics, read at this scrape: reference data, trusted lists, registers, the
-/// result cache and the revocation counters.
-fn state_metrics(service: &CheckService) -> prometheus_client::registry::Registry {
-    use prometheus_client::encoding::EncodeLabelSet;
-    use prometheus_client::metrics::counter::Counter;
-    use prometheus_client::metrics::family::Family;
-    use prometheus_client::metrics::gauge::Gauge;
-    use std::sync::atomic::AtomicU64;
-
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct SourceLabels {
-        source: String,
-    }
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct ListLabels {
-        source: String,
-        territory: String,
-        role: String,
-    }
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct NcaLabels {
-        nca: String,
-    }
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct FileLabels {
-        path: String,
-    }
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct MethodLabels {
-        method: String,
-        outcome: String,
-    }
-    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-    struct MethodOnly {
-        method: String,
-    }
-
-    let mut r = prometheus_client::registry::Registry::default();
+/// result cache and the revocation counters (registered in that order).
+fn state_metrics(service: &CheckService) -> Registry {
+    let mut r = Registry::default();
     let data = service.data();
     let now = OffsetDateTime::now_utc();
 
+    reference_data_metrics(&mut r, &data);
+    trust_metrics(&mut r, &data, now);
+    register_metrics(&mut r, &data);
+
+    let cached = Gauge::<i64>::default();
+    cached.set(i64::try_from(service.cached_results()).unwrap_or(i64::MAX));
+    r.register(
+        "psp_gateway_result_cache_entries",
+        "Check results held in the cache",
+        cached,
+    );
+
+    if let Some(revocation) = service.revocation() {
+        revocation_metrics(&mut r, &revocation.stats());
+    }
+    r
+}
+
+/// The reference data's generation and load time.
+fn reference_data_metrics(r: &mut Registry, data: &ReferenceData) {
     let generation = Gauge::<i64>::default();
     generation.set(i64::try_from(data.generation).unwrap_or(i64::MAX));
     r.register(
@@ -197,7 +238,11 @@ fn state_metrics(service: &CheckService) -> prometheus_client::registry::Registr
         "When the reference data in use was loaded",
         loaded,
     );
+}
 
+/// Approved issuers per trust source, and each trusted list's state at `now` and
+/// `NextUpdate`.
+fn trust_metrics(r: &mut Registry, data: &ReferenceData, now: OffsetDateTime) {
     let issuers = Family::<SourceLabels, Gauge>::default();
     for source in data.trust.sources() {
         // Every source is listed, with 0 when it holds no issuer.
@@ -247,7 +292,10 @@ fn state_metrics(service: &CheckService) -> prometheus_client::registry::Registr
         "The trusted list's NextUpdate",
         next_update,
     );
+}
 
+/// Entities per NCA register and each register file's age.
+fn register_metrics(r: &mut Registry, data: &ReferenceData) {
     let entities = Family::<NcaLabels, Gauge>::default();
     for register in data.registers.registers() {
         entities
@@ -276,85 +324,77 @@ fn state_metrics(service: &CheckService) -> prometheus_client::registry::Registr
         "Time since each register file was last replaced",
         ages,
     );
+}
 
-    let cached = Gauge::<i64>::default();
-    cached.set(i64::try_from(service.cached_results()).unwrap_or(i64::MAX));
-    r.register(
-        "psp_gateway_result_cache_entries",
-        "Check results held in the cache",
-        cached,
-    );
-
-    if let Some(revocation) = service.revocation() {
-        let stats = revocation.stats();
-        let lookups = Family::<MethodLabels, Counter>::default();
-        let fetches = Family::<MethodLabels, Counter>::default();
-        for (method, m) in [("ocsp", stats.ocsp), ("crl", stats.crl)] {
-            let label = |outcome: &str| MethodLabels {
-                method: method.to_owned(),
-                outcome: outcome.to_owned(),
-            };
-            lookups.get_or_create(&label("hit")).inc_by(m.cache_hits);
-            lookups.get_or_create(&label("miss")).inc_by(m.cache_misses);
-            fetches.get_or_create(&label("ok")).inc_by(m.fetch_ok);
-            fetches
-                .get_or_create(&label("failed"))
-                .inc_by(m.fetch_failed);
-            fetches.get_or_create(&label("rejected")).inc_by(m.rejected);
-            fetches
-                .get_or_create(&label("refresh-ok"))
-                .inc_by(m.refresh_ok);
-            fetches
-                .get_or_create(&label("refresh-failed"))
-                .inc_by(m.refresh_failed);
-            fetches.get_or_create(&label("busy")).inc_by(m.busy);
-        }
-        let entries = Family::<MethodOnly, Gauge<i64>>::default();
-        for (method, n) in [("ocsp", stats.ocsp_entries), ("crl", stats.crl_entries)] {
-            entries
-                .get_or_create(&MethodOnly {
-                    method: method.to_owned(),
-                })
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
-        }
-        r.register(
-            "psp_gateway_revocation_cache_entries",
-            "Cached OCSP answers and CRLs, failures included (bounds: revocation.ocsp_cache_entries, revocation.crl_cache_max_bytes)",
-            entries,
-        );
-        let crl_bytes = Gauge::<i64>::default();
-        crl_bytes.set(i64::try_from(stats.crl_bytes).unwrap_or(i64::MAX));
-        r.register(
-            "psp_gateway_revocation_crl_cache_bytes",
-            "Bytes of CRL index held (bound: revocation.crl_cache_max_bytes)",
-            crl_bytes,
-        );
-        let in_flight = Gauge::<i64>::default();
-        in_flight.set(i64::try_from(stats.in_flight).unwrap_or(i64::MAX));
-        r.register(
-            "psp_gateway_revocation_fetches_in_flight",
-            "Revocation downloads in flight now",
-            in_flight,
-        );
-        let cap = Gauge::<i64>::default();
-        cap.set(i64::try_from(stats.max_in_flight).unwrap_or(i64::MAX));
-        r.register(
-            "psp_gateway_revocation_fetches_in_flight_max",
-            "The cap on revocation downloads in flight (revocation.max_fetches_in_flight)",
-            cap,
-        );
-        r.register(
-            "psp_gateway_revocation_lookups",
-            "Revocation cache lookups by method and result",
-            lookups,
-        );
-        r.register(
-            "psp_gateway_revocation_fetches",
-            "Revocation downloads by method and outcome (rejected: the content was refused; busy: every download slot stayed taken, not fetched)",
-            fetches,
-        );
+/// The revocation checker's counters: lookups and downloads per method and outcome, cache
+/// sizes and the download slots.
+fn revocation_metrics(r: &mut Registry, stats: &RevocationStats) {
+    let lookups = Family::<MethodLabels, Counter>::default();
+    let fetches = Family::<MethodLabels, Counter>::default();
+    for (method, m) in [("ocsp", &stats.ocsp), ("crl", &stats.crl)] {
+        let label = |outcome: &str| MethodLabels {
+            method: method.to_owned(),
+            outcome: outcome.to_owned(),
+        };
+        lookups.get_or_create(&label("hit")).inc_by(m.cache_hits);
+        lookups.get_or_create(&label("miss")).inc_by(m.cache_misses);
+        fetches.get_or_create(&label("ok")).inc_by(m.fetch_ok);
+        fetches
+            .get_or_create(&label("failed"))
+            .inc_by(m.fetch_failed);
+        fetches.get_or_create(&label("rejected")).inc_by(m.rejected);
+        fetches
+            .get_or_create(&label("refresh-ok"))
+            .inc_by(m.refresh_ok);
+        fetches
+            .get_or_create(&label("refresh-failed"))
+            .inc_by(m.refresh_failed);
+        fetches.get_or_create(&label("busy")).inc_by(m.busy);
     }
-    r
+    let entries = Family::<MethodOnly, Gauge<i64>>::default();
+    for (method, n) in [("ocsp", stats.ocsp_entries), ("crl", stats.crl_entries)] {
+        entries
+            .get_or_create(&MethodOnly {
+                method: method.to_owned(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    r.register(
+        "psp_gateway_revocation_cache_entries",
+        "Cached OCSP answers and CRLs, failures included (bounds: revocation.ocsp_cache_entries, revocation.crl_cache_max_bytes)",
+        entries,
+    );
+    let crl_bytes = Gauge::<i64>::default();
+    crl_bytes.set(i64::try_from(stats.crl_bytes).unwrap_or(i64::MAX));
+    r.register(
+        "psp_gateway_revocation_crl_cache_bytes",
+        "Bytes of CRL index held (bound: revocation.crl_cache_max_bytes)",
+        crl_bytes,
+    );
+    let in_flight = Gauge::<i64>::default();
+    in_flight.set(i64::try_from(stats.in_flight).unwrap_or(i64::MAX));
+    r.register(
+        "psp_gateway_revocation_fetches_in_flight",
+        "Revocation downloads in flight now",
+        in_flight,
+    );
+    let cap = Gauge::<i64>::default();
+    cap.set(i64::try_from(stats.max_in_flight).unwrap_or(i64::MAX));
+    r.register(
+        "psp_gateway_revocation_fetches_in_flight_max",
+        "The cap on revocation downloads in flight (revocation.max_fetches_in_flight)",
+        cap,
+    );
+    r.register(
+        "psp_gateway_revocation_lookups",
+        "Revocation cache lookups by method and result",
+        lookups,
+    );
+    r.register(
+        "psp_gateway_revocation_fetches",
+        "Revocation downloads by method and outcome (rejected: the content was refused; busy: every download slot stayed taken, not fetched)",
+        fetches,
+    );
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Body> {

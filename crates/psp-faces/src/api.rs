@@ -33,7 +33,7 @@ use crate::country::CountryCode;
 use crate::server::{
     Body, Cidr, ConnInfo, client_address, full, json_response, new_request_id, source_key,
 };
-use crate::service::CheckService;
+use crate::service::{CheckService, Checked};
 
 pub use crate::server::KeyedLimiter;
 pub use auth::{AuthFailure, Authenticator, LoginLimits};
@@ -202,6 +202,9 @@ pub async fn handle<B>(
     }
 }
 
+/// Answers one request (any refusal as an [`ApiError`]): the source's rate limit, the
+/// route, the caller's credentials, the parameters, then the check (from the cache when
+/// possible), its audit log line and the JSON answer.
 async fn respond<B>(
     state: &ApiState,
     req: &Request<B>,
@@ -224,7 +227,67 @@ async fn respond<B>(
     if req.method() != Method::GET {
         return Err(ApiError::MethodNotAllowed);
     }
-    let headers = req.headers();
+    let (auth, caller) = caller(state, req.headers(), source_key).await?;
+    let mut params = check_params(state, req, &auth, &caller)?;
+    let fingerprint = crate::hex::sha256(&params.der);
+
+    let started = std::time::Instant::now();
+    // A certificate asked about again is answered from the cache by its fingerprint, without
+    // parsing it again (the same bytes parsed the same way the first time).
+    let cached = match params.at {
+        None => state.service.cached(fingerprint, params.jurisdiction).await,
+        Some(_) => None,
+    };
+    let report = match cached {
+        Some(report) => report,
+        None => {
+            let certificate = PspCertificate::from_der(std::mem::take(&mut params.der))
+                .map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
+            if let Some(at) = params.at {
+                return audit(
+                    state,
+                    certificate,
+                    params.jurisdiction,
+                    at,
+                    &caller,
+                    request_id,
+                )
+                .await;
+            }
+            state
+                .service
+                .check(
+                    Arc::new(certificate),
+                    Arc::new(Vec::new()),
+                    params.jurisdiction,
+                    OffsetDateTime::now_utc(),
+                )
+                .await
+        }
+    };
+    let fingerprint = crate::hex::lower(&fingerprint);
+    crate::telemetry::metrics::metrics()
+        .check_duration
+        .get_or_create(&crate::telemetry::metrics::FaceLabels {
+            face: "api".to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    log_check(request_id, &caller, source, &params, &fingerprint, &report);
+    let body = report.wire_json(&state.error_link_base).map_err(|e| {
+        tracing::error!(request_id = %request_id, error = %e, "cannot serialise a check result");
+        ApiError::Internal
+    })?;
+    Ok(json_response(StatusCode::OK, body, request_id))
+}
+
+/// Authenticates the request's one `Authorization` header (two are no credentials at all)
+/// with the credentials in force now; returns those credentials, for the role checks of
+/// this request, and the caller's name.
+async fn caller(
+    state: &ApiState,
+    headers: &HeaderMap,
+    source_key: IpAddr,
+) -> Result<(Arc<Authenticator>, String), ApiError> {
     // Two Authorization headers are no credentials at all (which one would count?).
     let authorization = single(headers, header::AUTHORIZATION.as_str())
         .map_err(|_| ApiError::AuthenticationMissing)?;
@@ -242,34 +305,31 @@ async fn respond<B>(
                 retry_after_secs: auth::BUSY_RETRY_AFTER_SECS,
             },
         })?;
+    Ok((auth, caller))
+}
 
+/// A check request's parameters, read from the query and the headers.
+struct CheckParams {
+    jurisdiction: CountryCode,
+    /// The past time to check as of (audit role only).
+    at: Option<OffsetDateTime>,
+    fi_reference_id: String,
+    transaction_reference: Option<String>,
+    /// The certificate from the `eidas` header, decoded to DER.
+    der: Vec<u8>,
+}
+
+/// Reads and validates the parameters, in this order: `jurisdiction`, `at`, `version`,
+/// `fi_reference_id`, `transaction_reference`, `eidas` (within its size limit, decoded).
+fn check_params<B>(
+    state: &ApiState,
+    req: &Request<B>,
+    auth: &Authenticator,
+    caller: &str,
+) -> Result<CheckParams, ApiError> {
+    let headers = req.headers();
     let jurisdiction = jurisdiction(req.uri().query(), &state.valid_jurisdictions)?;
-    // `at` (an extension for audits) exists only for callers with the audit role (in the
-    // credentials that authenticated this request: a reload that removes the role applies
-    // from the next request); for anyone else it is refused as an unknown parameter would be.
-    let at = match query_once(req.uri().query(), "at")? {
-        None => None,
-        Some(_) if !auth.has_role(&caller, config::Role::Audit) => {
-            return Err(ApiError::ParameterInvalid {
-                name: "at",
-                why: "this endpoint has no such parameter".to_owned(),
-            });
-        }
-        Some(v) => {
-            let t = OffsetDateTime::parse(&v, &time::format_description::well_known::Rfc3339)
-                .map_err(|e| ApiError::ParameterInvalid {
-                    name: "at",
-                    why: format!("not an RFC 3339 time ({e})"),
-                })?;
-            if t > OffsetDateTime::now_utc() + time::Duration::minutes(5) {
-                return Err(ApiError::ParameterInvalid {
-                    name: "at",
-                    why: "the time is in the future".to_owned(),
-                });
-            }
-            Some(t)
-        }
-    };
+    let at = audit_time(req.uri().query(), auth, caller)?;
     if let Some(v) = single(headers, "version")? {
         let v = String::from_utf8_lossy(v);
         if !(v.eq_ignore_ascii_case("latest") || v == "1") {
@@ -299,51 +359,66 @@ async fn respond<B>(
     }
     let der =
         decode_certificate_input(eidas).map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
-    let fingerprint = crate::hex::sha256(&der);
+    Ok(CheckParams {
+        jurisdiction,
+        at,
+        fi_reference_id,
+        transaction_reference,
+        der,
+    })
+}
 
-    let started = std::time::Instant::now();
-    // A certificate asked about again is answered from the cache by its fingerprint, without
-    // parsing it again (the same bytes parsed the same way the first time).
-    let cached = match at {
-        None => state.service.cached(fingerprint, jurisdiction).await,
-        Some(_) => None,
-    };
-    let report = match cached {
-        Some(report) => report,
-        None => {
-            let certificate = PspCertificate::from_der(der)
-                .map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
-            if let Some(at) = at {
-                return audit(state, certificate, jurisdiction, at, &caller, request_id).await;
+/// The `at` query parameter: an RFC 3339 time not in the future.
+fn audit_time(
+    query: Option<&str>,
+    auth: &Authenticator,
+    caller: &str,
+) -> Result<Option<OffsetDateTime>, ApiError> {
+    // `at` (an extension for audits) exists only for callers with the audit role (in the
+    // credentials that authenticated this request: a reload that removes the role applies
+    // from the next request); for anyone else it is refused as an unknown parameter would be.
+    match query_once(query, "at")? {
+        None => Ok(None),
+        Some(_) if !auth.has_role(caller, config::Role::Audit) => Err(ApiError::ParameterInvalid {
+            name: "at",
+            why: "this endpoint has no such parameter".to_owned(),
+        }),
+        Some(v) => {
+            let t = OffsetDateTime::parse(&v, &time::format_description::well_known::Rfc3339)
+                .map_err(|e| ApiError::ParameterInvalid {
+                    name: "at",
+                    why: format!("not an RFC 3339 time ({e})"),
+                })?;
+            if t > OffsetDateTime::now_utc() + time::Duration::minutes(5) {
+                return Err(ApiError::ParameterInvalid {
+                    name: "at",
+                    why: "the time is in the future".to_owned(),
+                });
             }
-            state
-                .service
-                .check(
-                    Arc::new(certificate),
-                    Arc::new(Vec::new()),
-                    jurisdiction,
-                    OffsetDateTime::now_utc(),
-                )
-                .await
+            Ok(Some(t))
         }
-    };
-    let fingerprint = crate::hex::lower(&fingerprint);
-    crate::telemetry::metrics::metrics()
-        .check_duration
-        .get_or_create(&crate::telemetry::metrics::FaceLabels {
-            face: "api".to_owned(),
-        })
-        .observe(started.elapsed().as_secs_f64());
+    }
+}
+
+/// The audit log line of one answered check.
+fn log_check(
+    request_id: &str,
+    caller: &str,
+    source: IpAddr,
+    params: &CheckParams,
+    fingerprint: &str,
+    report: &Checked,
+) {
     tracing::info!(
         target: "audit",
         request_id = %request_id,
         caller = %caller,
         source = %source,
-        fi_reference_id = %fi_reference_id,
-        transaction_reference = transaction_reference.as_deref().unwrap_or(""),
+        fi_reference_id = %params.fi_reference_id,
+        transaction_reference = params.transaction_reference.as_deref().unwrap_or(""),
         fingerprint = %fingerprint,
         auth_number = report.auth_number.as_deref().unwrap_or(""),
-        jurisdiction = %jurisdiction,
+        jurisdiction = %params.jurisdiction,
         valid_qtsp = report.validity.valid_qtsp,
         valid_signature = report.validity.valid_signature,
         not_revoked = report.validity.not_revoked,
@@ -352,11 +427,6 @@ async fn respond<B>(
         evidence = %report.revocation_evidence(),
         "check"
     );
-    let body = report.wire_json(&state.error_link_base).map_err(|e| {
-        tracing::error!(request_id = %request_id, error = %e, "cannot serialise a check result");
-        ApiError::Internal
-    })?;
-    Ok(json_response(StatusCode::OK, body, request_id))
 }
 
 /// A check as of the past time `at`, for a caller with the audit role: the registers in

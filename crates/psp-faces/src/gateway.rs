@@ -143,33 +143,86 @@ pub enum GatewayStateError {
     Upstream(#[from] UpstreamError),
 }
 
+/// The configured routes (or the default ones), longest prefix first.
+fn routes(g: &GatewayConfig) -> Vec<Route> {
+    let mut routes: Vec<Route> = g
+        .routes
+        .clone()
+        .unwrap_or_else(config::default_routes)
+        .into_iter()
+        .map(|r| Route {
+            prefix: r.prefix,
+            methods: r.methods.iter().filter_map(|m| m.parse().ok()).collect(),
+            services: r.services,
+            dialect: r.dialect,
+        })
+        .collect();
+    routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+    routes
+}
+
+/// The `Allow` header value listing the allowed methods.
+fn allow_header(allowed_methods: &[Method]) -> Result<HeaderValue, GatewayStateError> {
+    let allow = allowed_methods
+        .iter()
+        .map(Method::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    HeaderValue::from_str(&allow).map_err(|_| GatewayStateError::AllowHeader(allow.clone()))
+}
+
+/// The site's policy: jurisdiction, cross-border rule (the jurisdiction's default unless
+/// configured), accepted statuses, roles, allow and deny lists.
+fn policy(g: &GatewayConfig) -> Policy {
+    Policy {
+        jurisdiction: g.jurisdiction,
+        cross_border: g
+            .cross_border
+            .unwrap_or_else(|| CrossBorderRule::default_for(g.jurisdiction)),
+        accepted_statuses: g.accepted_statuses.clone(),
+        require_roles: g.require_roles,
+        allow: g.allow.as_ref().map(|a| a.iter().cloned().collect()),
+        deny: g.deny.iter().cloned().collect(),
+    }
+}
+
+/// `strip_headers` as header names; a name that is none is refused.
+fn strip_headers(g: &GatewayConfig) -> Result<Vec<HeaderName>, GatewayConfigError> {
+    g.strip_headers
+        .iter()
+        .map(|h| {
+            HeaderName::from_bytes(h.as_bytes()).map_err(|_| GatewayConfigError::BadHeaderName {
+                setting: "strip_headers",
+                name: h.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The per-client limiter of `gateway.rate_limit`, with its IPv6 block length.
+fn limiter(g: &GatewayConfig) -> Option<(Arc<KeyedLimiter<IpAddr>>, u8)> {
+    g.rate_limit.map(|r| {
+        let limiter = KeyedLimiter::new(
+            r.requests,
+            std::time::Duration::from_secs(r.period_seconds),
+            r.max_tracked_sources,
+            "gateway-requests",
+        );
+        (Arc::new(limiter), r.ipv6_prefix)
+    })
+}
+
 impl GatewayState {
+    /// The gateway as `g` and its surroundings configure it: routes, allowed methods, the
+    /// upstream client, the site's policy, the identity headers, the limits and caches.
     pub fn new(
         g: &GatewayConfig,
         around: Surroundings,
         service: Arc<CheckService>,
     ) -> Result<GatewayState, GatewayStateError> {
-        let mut routes: Vec<Route> = g
-            .routes
-            .clone()
-            .unwrap_or_else(config::default_routes)
-            .into_iter()
-            .map(|r| Route {
-                prefix: r.prefix,
-                methods: r.methods.iter().filter_map(|m| m.parse().ok()).collect(),
-                services: r.services,
-                dialect: r.dialect,
-            })
-            .collect();
-        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        let routes = routes(g);
         let allowed_methods = g.methods()?;
-        let allow = allowed_methods
-            .iter()
-            .map(Method::as_str)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let allow_header = HeaderValue::from_str(&allow)
-            .map_err(|_| GatewayStateError::AllowHeader(allow.clone()))?;
+        let allow_header = allow_header(&allowed_methods)?;
         let upstream = Upstream::new(
             &around.upstream_url,
             around.upstream_ca.as_deref(),
@@ -179,16 +232,7 @@ impl GatewayState {
         Ok(GatewayState {
             service,
             site: Site {
-                policy: Policy {
-                    jurisdiction: g.jurisdiction,
-                    cross_border: g
-                        .cross_border
-                        .unwrap_or_else(|| CrossBorderRule::default_for(g.jurisdiction)),
-                    accepted_statuses: g.accepted_statuses.clone(),
-                    require_roles: g.require_roles,
-                    allow: g.allow.as_ref().map(|a| a.iter().cloned().collect()),
-                    deny: g.deny.iter().cloned().collect(),
-                },
+                policy: policy(g),
                 report_only: around.report_only,
             },
             routes,
@@ -200,30 +244,11 @@ impl GatewayState {
                 .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok()),
             trusted_proxies: g.trusted_proxies.clone(),
             names: g.identity_headers.parse()?,
-            strip_headers: g
-                .strip_headers
-                .iter()
-                .map(|h| {
-                    HeaderName::from_bytes(h.as_bytes()).map_err(|_| {
-                        GatewayConfigError::BadHeaderName {
-                            setting: "strip_headers",
-                            name: h.clone(),
-                        }
-                    })
-                })
-                .collect::<Result<_, _>>()?,
+            strip_headers: strip_headers(g)?,
             upstream,
             forward_unmatched: around.forward_unmatched_routes,
             link_base: around.error_link_base,
-            limiter: g.rate_limit.map(|r| {
-                let limiter = KeyedLimiter::new(
-                    r.requests,
-                    std::time::Duration::from_secs(r.period_seconds),
-                    r.max_tracked_sources,
-                    "gateway-requests",
-                );
-                (Arc::new(limiter), r.ipv6_prefix)
-            }),
+            limiter: limiter(g),
             allowed_methods,
             allow_header,
             underscores: g.headers_with_underscores,

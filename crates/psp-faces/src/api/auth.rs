@@ -51,7 +51,7 @@ use tokio::sync::Semaphore;
 use super::config::{ApiConfig, Credential, Role};
 
 mod ledger;
-use ledger::{FailureLedger, SlowLane};
+use ledger::{FailureLedger, SlowLane, SlowPlace};
 
 /// How long a successful verification is remembered. Five minutes: argon2 costs ~20 ms of CPU
 /// per miss. A reload keeps the remembered verifications (so callers are not all sent back to
@@ -254,6 +254,61 @@ impl Charges<'_> {
     }
 }
 
+/// Charges an attempt for the name `user_key` from `source` to the failure quotas, before
+/// any argon2 work; returns the charges (refunded or confirmed once the password is
+/// checked) and, for an attempt sent to the slow lane, its place there.
+fn charge_attempt(
+    quotas: &Quotas,
+    user_key: UserKey,
+    source: IpAddr,
+    now: Instant,
+) -> Result<(Charges<'_>, Option<SlowPlace<UserKey>>), AuthFailure> {
+    let pair = (user_key, source);
+    // Refusals, before any argon2 work, only for what the attempt's own source did: a
+    // source over its failures (any names), or a name from a source over its failures.
+    // Charged before the verification, so a burst of concurrent attempts cannot overrun
+    // a limit; given back when the password was right.
+    if let Err(wait) = quotas.per_source.charge(&source, now) {
+        return Err(AuthFailure::TooManyAttempts {
+            retry_after_secs: wait,
+        });
+    }
+    // A clean pair: this source has no failure for this name in the period, and no
+    // attempt of it in flight (so a new source's burst of concurrent guesses is not clean).
+    let clean_pair = match quotas.per_user_and_source.charge(&pair, now) {
+        Ok(clean) => clean,
+        Err(wait) => {
+            quotas.per_source.refund(&source, now);
+            return Err(AuthFailure::TooManyAttempts {
+                retry_after_secs: wait,
+            });
+        }
+    };
+    // The name's failures from every source: never a refusal (a stranger would lock the
+    // owner out), only the slow lane past the limit, for pairs that are not clean.
+    let under_attack = quotas.per_user.charge(&user_key, now).is_err();
+    let charges = Charges {
+        quotas,
+        source,
+        pair,
+        user: (!under_attack).then_some(user_key),
+    };
+    let place = if under_attack && !clean_pair {
+        match quotas.slowed.enter(&user_key) {
+            Some(place) => Some(place),
+            None => {
+                charges.refund(now);
+                return Err(AuthFailure::TooManyAttempts {
+                    retry_after_secs: quotas.slowed.delay().as_secs().max(1),
+                });
+            }
+        }
+    } else {
+        None
+    };
+    Ok((charges, place))
+}
+
 fn accounts(credentials: &[Credential]) -> Arc<HashMap<String, Account>> {
     Arc::new(
         credentials
@@ -360,50 +415,7 @@ impl Authenticator {
         }
         let now = Instant::now();
         let quotas = &*self.quotas;
-        let user_key = user_key(&user);
-        let pair = (user_key, source);
-        // Refusals, before any argon2 work, only for what the attempt's own source did: a
-        // source over its failures (any names), or a name from a source over its failures.
-        // Charged before the verification, so a burst of concurrent attempts cannot overrun
-        // a limit; given back when the password was right.
-        if let Err(wait) = quotas.per_source.charge(&source, now) {
-            return Err(AuthFailure::TooManyAttempts {
-                retry_after_secs: wait,
-            });
-        }
-        // A clean pair: this source has no failure for this name in the period, and no
-        // attempt of it in flight (so a new source's burst of concurrent guesses is not clean).
-        let clean_pair = match quotas.per_user_and_source.charge(&pair, now) {
-            Ok(clean) => clean,
-            Err(wait) => {
-                quotas.per_source.refund(&source, now);
-                return Err(AuthFailure::TooManyAttempts {
-                    retry_after_secs: wait,
-                });
-            }
-        };
-        // The name's failures from every source: never a refusal (a stranger would lock the
-        // owner out), only the slow lane past the limit, for pairs that are not clean.
-        let under_attack = quotas.per_user.charge(&user_key, now).is_err();
-        let charges = Charges {
-            quotas,
-            source,
-            pair,
-            user: (!under_attack).then_some(user_key),
-        };
-        let place = if under_attack && !clean_pair {
-            match quotas.slowed.enter(&user_key) {
-                Some(place) => Some(place),
-                None => {
-                    charges.refund(now);
-                    return Err(AuthFailure::TooManyAttempts {
-                        retry_after_secs: quotas.slowed.delay().as_secs().max(1),
-                    });
-                }
-            }
-        } else {
-            None
-        };
+        let (charges, place) = charge_attempt(quotas, user_key(&user), source, now)?;
         let returning = returning_key(&user, source);
         let is_returning = self.returning.get(&returning).await.is_some();
         let verified = self.verify(&user, password, is_returning).await;

@@ -387,63 +387,14 @@ impl GatewayConfig {
             .collect()
     }
 
+    /// Checks the section as a whole: the identity source has what it needs, the upstream,
+    /// each route, the statuses, header names, methods and limits.
     pub fn validate(&self, sandbox: bool) -> Result<(), GatewayConfigError> {
-        match self.identity {
-            IdentitySource::Tls if self.tls.is_none() => {
-                return Err(GatewayConfigError::NoTls);
-            }
-            IdentitySource::Header if self.identity_header.is_none() => {
-                return Err(GatewayConfigError::NoIdentityHeader);
-            }
-            IdentitySource::Header if self.trusted_proxies.is_empty() => {
-                return Err(GatewayConfigError::NoTrustedProxies);
-            }
-            _ => {}
-        }
-        if self.upstream == "sandbox-echo" {
-            if !sandbox {
-                return Err(GatewayConfigError::EchoNeedsSandbox);
-            }
-        } else {
-            let uri: http::Uri = self.upstream.parse().map_err(|e: http::uri::InvalidUri| {
-                GatewayConfigError::BadUpstream {
-                    upstream: self.upstream.clone(),
-                    reason: e.to_string(),
-                }
-            })?;
-            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                return Err(GatewayConfigError::UpstreamNotHttp(self.upstream.clone()));
-            }
-        }
+        self.validate_identity_source()?;
+        self.validate_upstream(sandbox)?;
         if let Some(routes) = &self.routes {
             for r in routes {
-                if !r.prefix.starts_with('/') {
-                    return Err(GatewayConfigError::PrefixNotAbsolute(r.prefix.clone()));
-                }
-                // Request paths are matched in normal form: a prefix that is not could never
-                // match, or would match something other than it reads.
-                match super::path::normalise(&r.prefix) {
-                    Ok(n) if n.as_str() == r.prefix => {}
-                    Ok(n) => {
-                        return Err(GatewayConfigError::PrefixNotNormal {
-                            prefix: r.prefix.clone(),
-                            normal: n.to_string(),
-                        });
-                    }
-                    Err(refusal) => {
-                        return Err(GatewayConfigError::BadPrefix {
-                            prefix: r.prefix.clone(),
-                            refusal,
-                        });
-                    }
-                }
-                if r.services.is_empty() {
-                    return Err(GatewayConfigError::NoServices(r.prefix.clone()));
-                }
-                for m in &r.methods {
-                    m.parse::<http::Method>()
-                        .map_err(|_| GatewayConfigError::BadRouteMethod(m.clone()))?;
-                }
+                r.validate()?;
             }
         }
         if self.accepted_statuses.is_empty() {
@@ -472,6 +423,75 @@ impl GatewayConfig {
         self.methods()?;
         if self.upstream_max_requests == 0 || self.upstream_max_requests_per_psp == 0 {
             return Err(GatewayConfigError::ZeroUpstreamLimit);
+        }
+        Ok(())
+    }
+
+    /// TLS identity needs the TLS listener; header identity needs its header and the proxies
+    /// trusted to set it.
+    fn validate_identity_source(&self) -> Result<(), GatewayConfigError> {
+        match self.identity {
+            IdentitySource::Tls if self.tls.is_none() => Err(GatewayConfigError::NoTls),
+            IdentitySource::Header if self.identity_header.is_none() => {
+                Err(GatewayConfigError::NoIdentityHeader)
+            }
+            IdentitySource::Header if self.trusted_proxies.is_empty() => {
+                Err(GatewayConfigError::NoTrustedProxies)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The upstream: the sandbox echo (only in the sandbox) or an http(s) URI with a host.
+    fn validate_upstream(&self, sandbox: bool) -> Result<(), GatewayConfigError> {
+        if self.upstream == "sandbox-echo" {
+            if !sandbox {
+                return Err(GatewayConfigError::EchoNeedsSandbox);
+            }
+        } else {
+            let uri: http::Uri = self.upstream.parse().map_err(|e: http::uri::InvalidUri| {
+                GatewayConfigError::BadUpstream {
+                    upstream: self.upstream.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+                return Err(GatewayConfigError::UpstreamNotHttp(self.upstream.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RouteConfig {
+    /// One route: an absolute prefix in normal form, at least one service, methods that parse.
+    fn validate(&self) -> Result<(), GatewayConfigError> {
+        if !self.prefix.starts_with('/') {
+            return Err(GatewayConfigError::PrefixNotAbsolute(self.prefix.clone()));
+        }
+        // Request paths are matched in normal form: a prefix that is not could never
+        // match, or would match something other than it reads.
+        match super::path::normalise(&self.prefix) {
+            Ok(n) if n.as_str() == self.prefix => {}
+            Ok(n) => {
+                return Err(GatewayConfigError::PrefixNotNormal {
+                    prefix: self.prefix.clone(),
+                    normal: n.to_string(),
+                });
+            }
+            Err(refusal) => {
+                return Err(GatewayConfigError::BadPrefix {
+                    prefix: self.prefix.clone(),
+                    refusal,
+                });
+            }
+        }
+        if self.services.is_empty() {
+            return Err(GatewayConfigError::NoServices(self.prefix.clone()));
+        }
+        for m in &self.methods {
+            m.parse::<http::Method>()
+                .map_err(|_| GatewayConfigError::BadRouteMethod(m.clone()))?;
         }
         Ok(())
     }

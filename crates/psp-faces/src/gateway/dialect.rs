@@ -72,6 +72,8 @@ pub fn refusal_status(kind: ReasonKind) -> StatusCode {
 }
 
 impl Failure {
+    // Whole: one exhaustive table giving every Failure its status, Berlin Group code,
+    // contract code and sentence side by side; split, the codes of one failure would scatter.
     /// Status, Berlin Group code, contract code, sentence.
     fn parts(&self) -> (StatusCode, &'static str, &'static str, String) {
         match self {

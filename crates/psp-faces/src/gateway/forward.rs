@@ -331,11 +331,6 @@ pub fn prepare(
     identity: Identity<'_>,
 ) -> Result<(Request<Body>, BodyFailed), ForwardError> {
     let names = strip.names;
-    let Identity {
-        permit,
-        certificate,
-        check_id,
-    } = identity;
     let (mut parts, body) = req.into_parts();
     // The authority the gateway accepted (`authority::accepted` refused any other): the
     // target's, or else Host's.
@@ -360,6 +355,23 @@ pub fn prepare(
     strip_identity(h, names, strip.identity_header);
     strip_overrides(h, strip.configured);
 
+    forwarded_headers(h, hop, original_host);
+    identity_headers(h, names, identity);
+    let failed = BodyFailed::default();
+    let flag = failed.clone();
+    let body = body
+        .map_err(move |e| {
+            flag.set();
+            e
+        })
+        .boxed();
+    Ok((Request::from_parts(parts, body), failed))
+}
+
+/// Replaces the inbound `X-Forwarded-*`, `Forwarded` and client-address headers with the
+/// gateway's: `X-Forwarded-For` and `X-Forwarded-Proto` believed (and extended) only from a
+/// trusted proxy, `X-Forwarded-Host` the authority the gateway accepted.
+fn forwarded_headers(h: &mut HeaderMap, hop: &Hop, original_host: Option<HeaderValue>) {
     // X-Forwarded-For: believed (and extended) only from a trusted proxy.
     let prior: Vec<String> = if hop.peer_trusted {
         h.get_all(&X_FORWARDED_FOR)
@@ -396,8 +408,16 @@ pub fn prepare(
     if let Some(host) = original_host {
         h.insert(X_FORWARDED_HOST, host);
     }
+}
 
-    // The verified identity.
+/// Adds the verified identity of the permit: authorisation number, PSP name, services,
+/// check id, report-only reason and the certificate header.
+fn identity_headers(h: &mut HeaderMap, names: &IdentityHeaders, identity: Identity<'_>) {
+    let Identity {
+        permit,
+        certificate,
+        check_id,
+    } = identity;
     let report = permit.report();
     if let Some(auth) = &report.auth_number {
         insert_value(h, &names.auth_number, auth);
@@ -421,15 +441,6 @@ pub fn prepare(
     if let Some(value) = certificate {
         h.insert(names.certificate.clone(), value.clone());
     }
-    let failed = BodyFailed::default();
-    let flag = failed.clone();
-    let body = body
-        .map_err(move |e| {
-            flag.set();
-            e
-        })
-        .boxed();
-    Ok((Request::from_parts(parts, body), failed))
 }
 
 /// The certificate as URL-encoded PEM (what nginx's `$ssl_client_escaped_cert` gives).

@@ -284,6 +284,9 @@ fn ca_dn(spec: &CaSpec) -> Result<DistinguishedName, rcgen::Error> {
     Ok(dn)
 }
 
+/// Issues one sandbox PSP certificate from its spec: subject, revocation pointers,
+/// extensions, signature by its CA (then tampered with when the scenario says so); writes
+/// the certificate and key files and returns the manifest entry.
 fn build_psp(
     out_dir: &Path,
     spec: &PspSpec,
@@ -297,62 +300,15 @@ fn build_psp(
     };
     let ca = find_ca(built, spec.issuer)?;
     let common_name = format!("{}.psp.sandbox", spec.scenario);
-    let tls = spec.qc_type == SandboxQcType::Web;
 
-    let mut dn = DistinguishedName::new();
-    dn.push(
-        DnType::CountryName,
-        printable(spec.country).map_err(rcgen_err)?,
-    );
-    dn.push(DnType::OrganizationName, spec.organisation);
-    dn.push(
-        DnType::CustomDnType(OID_ORGANIZATION_IDENTIFIER.to_vec()),
-        DnValue::Utf8String(spec.auth_number.to_owned()),
-    );
-    dn.push(DnType::CommonName, common_name.as_str());
-
+    let dn = psp_dn(spec, &common_name).map_err(rcgen_err)?;
     let serial = random_serial()?;
-    let (crl, ocsp) = if spec.revocation_pointers {
-        (Some(urls.crl(ca.name)), Some(urls.ocsp(ca.name)))
-    } else {
-        (None, None)
+    let pointers = PspUrls {
+        crl: spec.revocation_pointers.then(|| urls.crl(ca.name)),
+        ocsp: spec.revocation_pointers.then(|| urls.ocsp(ca.name)),
+        ca_issuers: urls.ca_issuers(ca.name),
     };
-    let ca_issuers = urls.ca_issuers(ca.name);
-
-    let mut params = CertificateParams::default();
-    params.not_before = spec.not_before;
-    params.not_after = spec.not_after;
-    params.serial_number = Some(serial.clone());
-    params.distinguished_name = dn;
-    // ExplicitNoCa: basicConstraints cA FALSE, and (what we want) a subjectKeyIdentifier.
-    params.is_ca = IsCa::ExplicitNoCa;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    if tls {
-        params.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        let dns_name = common_name.clone().try_into().map_err(rcgen_err)?;
-        params.subject_alt_names = vec![SanType::DnsName(dns_name)];
-    }
-    params.use_authority_key_identifier_extension = true;
-    if let Some(url) = &crl {
-        params.crl_distribution_points = vec![CrlDistributionPoint {
-            uris: vec![url.clone()],
-        }];
-    }
-    params
-        .custom_extensions
-        .extend(authority_info_access(ocsp.as_deref(), Some(&ca_issuers)));
-    params
-        .custom_extensions
-        .push(qc_statements(&QcStatementsSpec {
-            compliance: spec.qc_compliance,
-            qc_type: spec.qc_type,
-            roles: spec.roles,
-            nca_name: spec.nca.name,
-            nca_id: spec.nca.id,
-        }));
+    let params = psp_params(spec, dn, &common_name, &serial, &pointers).map_err(rcgen_err)?;
 
     let cert = params.signed_by(&key.pair, &ca.issuer).map_err(rcgen_err)?;
     let mut der = cert.der().to_vec();
@@ -365,12 +321,101 @@ fn build_psp(
     write_file(out_dir, &cert_path, pem_certificate(&der).as_bytes())?;
     write_file(out_dir, &key_path, key.pem.as_bytes())?;
 
-    Ok(PspEntry {
+    Ok(psp_entry(
+        spec,
+        ca.name,
+        (cert_path, key_path),
+        &serial,
+        common_name,
+        pointers,
+    ))
+}
+
+/// The revocation and issuer URLs a PSP certificate carries (CRL and OCSP only when the
+/// scenario has revocation pointers).
+struct PspUrls {
+    crl: Option<String>,
+    ocsp: Option<String>,
+    ca_issuers: String,
+}
+
+/// A PSP certificate's subject: country, organisation, organizationIdentifier (the
+/// authorisation number) and common name.
+fn psp_dn(spec: &PspSpec, common_name: &str) -> Result<DistinguishedName, rcgen::Error> {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CountryName, printable(spec.country)?);
+    dn.push(DnType::OrganizationName, spec.organisation);
+    dn.push(
+        DnType::CustomDnType(OID_ORGANIZATION_IDENTIFIER.to_vec()),
+        DnValue::Utf8String(spec.auth_number.to_owned()),
+    );
+    dn.push(DnType::CommonName, common_name);
+    Ok(dn)
+}
+
+/// A PSP certificate's fields and extensions: validity, serial, subject, not a CA, key
+/// usages (TLS usages and a DNS name for a website certificate), key identifiers, CRL
+/// distribution point, authority information access and the QC statements.
+fn psp_params(
+    spec: &PspSpec,
+    dn: DistinguishedName,
+    common_name: &str,
+    serial: &SerialNumber,
+    urls: &PspUrls,
+) -> Result<CertificateParams, rcgen::Error> {
+    let mut params = CertificateParams::default();
+    params.not_before = spec.not_before;
+    params.not_after = spec.not_after;
+    params.serial_number = Some(serial.clone());
+    params.distinguished_name = dn;
+    // ExplicitNoCa: basicConstraints cA FALSE, and (what we want) a subjectKeyIdentifier.
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    if spec.qc_type == SandboxQcType::Web {
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let dns_name = common_name.to_owned().try_into()?;
+        params.subject_alt_names = vec![SanType::DnsName(dns_name)];
+    }
+    params.use_authority_key_identifier_extension = true;
+    if let Some(url) = &urls.crl {
+        params.crl_distribution_points = vec![CrlDistributionPoint {
+            uris: vec![url.clone()],
+        }];
+    }
+    params.custom_extensions.extend(authority_info_access(
+        urls.ocsp.as_deref(),
+        Some(&urls.ca_issuers),
+    ));
+    params
+        .custom_extensions
+        .push(qc_statements(&QcStatementsSpec {
+            compliance: spec.qc_compliance,
+            qc_type: spec.qc_type,
+            roles: spec.roles,
+            nca_name: spec.nca.name,
+            nca_id: spec.nca.id,
+        }));
+    Ok(params)
+}
+
+/// The manifest entry of an issued PSP certificate: where its files are and what it says.
+fn psp_entry(
+    spec: &PspSpec,
+    ca_name: &str,
+    (cert, key): (String, String),
+    serial: &SerialNumber,
+    common_name: String,
+    urls: PspUrls,
+) -> PspEntry {
+    PspEntry {
         scenario: spec.scenario.to_owned(),
-        cert: cert_path,
-        key: key_path,
+        cert,
+        key,
         key_algorithm: spec.key,
-        issuer: ca.name.to_owned(),
+        issuer: ca_name.to_owned(),
         serial: crate::hex::upper(serial.as_ref()),
         auth_number: spec.auth_number.to_owned(),
         organisation: spec.organisation.to_owned(),
@@ -385,17 +430,17 @@ fn build_psp(
         nca_id: spec.nca.id.to_owned(),
         qc_type: spec.qc_type,
         qc_compliance: spec.qc_compliance,
-        tls_key_usage: tls,
+        tls_key_usage: spec.qc_type == SandboxQcType::Web,
         not_before: spec.not_before,
         not_after: spec.not_after,
-        crl_url: crl,
-        ocsp_url: ocsp,
-        ca_issuers_url: Some(ca_issuers),
+        crl_url: urls.crl,
+        ocsp_url: urls.ocsp,
+        ca_issuers_url: Some(urls.ca_issuers),
         revoked: spec.revoked.is_some(),
         revocation_reason: spec.revoked,
         revocation_time: spec.revoked.map(|_| REVOKED_AT),
         tampered: spec.tampered,
-    })
+    }
 }
 
 /// Changes the last octet of the subject O value (`…PSP` → `…PSQ`) inside the signed

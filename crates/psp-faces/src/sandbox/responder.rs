@@ -284,6 +284,8 @@ impl CaResponder {
         }
     }
 
+    /// Answers an OCSP request: bounded and well formed, one single response per CertID
+    /// (all for this CA), the nonce echoed, signed by the CA.
     fn try_ocsp(&self, body: &[u8], now: OffsetDateTime) -> Result<Vec<u8>, OcspResponse> {
         if body.len() > MAX_OCSP_REQUEST_BYTES {
             return Err(OcspResponse::malformed_request());
@@ -299,33 +301,7 @@ impl CaResponder {
             generalized(now + OCSP_VALIDITY).ok_or_else(OcspResponse::internal_error)?;
         let mut responses = Vec::with_capacity(list.len());
         for req in list {
-            let id = &req.req_cert;
-            let Some(hash) = CertIdHash::from_oid(&id.hash_algorithm.oid) else {
-                return Err(OcspResponse::malformed_request());
-            };
-            if id.issuer_name_hash.as_bytes() != hash.digest(&self.subject_der)
-                || id.issuer_key_hash.as_bytes() != hash.digest(&self.key_bits)
-            {
-                // RFC 6960 section 2.3: not authoritative for that CA.
-                return Err(OcspResponse::unauthorized());
-            }
-            let serial = id.serial_number.as_bytes().to_vec();
-            let status = match self.revoked.get(&serial) {
-                Some((at, reason)) => CertStatus::Revoked(RevokedInfo {
-                    revocation_time: generalized(whole_seconds(*at))
-                        .ok_or_else(OcspResponse::internal_error)?,
-                    revocation_reason: Some(crl_reason(*reason)),
-                }),
-                None if self.issued.contains(&serial) => CertStatus::good(),
-                None => CertStatus::unknown(),
-            };
-            responses.push(SingleResponse {
-                cert_id: id.clone(),
-                cert_status: status,
-                this_update,
-                next_update: Some(next_update),
-                single_extensions: None,
-            });
+            responses.push(self.single_response(req, this_update, next_update)?);
         }
         // RFC 8954: echo the nonce.
         let nonce = request
@@ -337,13 +313,54 @@ impl CaResponder {
             .cloned();
         let key_hash = OctetString::new(CertIdHash::Sha1.digest(&self.key_bits))
             .map_err(|_| OcspResponse::internal_error())?;
-        let data = ResponseData {
+        self.signed(ResponseData {
             version: Version::V1,
             responder_id: ResponderId::ByKey(key_hash),
             produced_at: this_update,
             responses,
             response_extensions: nonce.map(|n| vec![n]),
+        })
+    }
+
+    /// The status of one CertID: refused unless its issuer hashes are this CA's (RFC 6960
+    /// section 2.3), then revoked, good (issued here) or unknown.
+    fn single_response(
+        &self,
+        req: &x509_ocsp::Request,
+        this_update: OcspGeneralizedTime,
+        next_update: OcspGeneralizedTime,
+    ) -> Result<SingleResponse, OcspResponse> {
+        let id = &req.req_cert;
+        let Some(hash) = CertIdHash::from_oid(&id.hash_algorithm.oid) else {
+            return Err(OcspResponse::malformed_request());
         };
+        if id.issuer_name_hash.as_bytes() != hash.digest(&self.subject_der)
+            || id.issuer_key_hash.as_bytes() != hash.digest(&self.key_bits)
+        {
+            // RFC 6960 section 2.3: not authoritative for that CA.
+            return Err(OcspResponse::unauthorized());
+        }
+        let serial = id.serial_number.as_bytes().to_vec();
+        let status = match self.revoked.get(&serial) {
+            Some((at, reason)) => CertStatus::Revoked(RevokedInfo {
+                revocation_time: generalized(whole_seconds(*at))
+                    .ok_or_else(OcspResponse::internal_error)?,
+                revocation_reason: Some(crl_reason(*reason)),
+            }),
+            None if self.issued.contains(&serial) => CertStatus::good(),
+            None => CertStatus::unknown(),
+        };
+        Ok(SingleResponse {
+            cert_id: id.clone(),
+            cert_status: status,
+            this_update,
+            next_update: Some(next_update),
+            single_extensions: None,
+        })
+    }
+
+    /// `data` signed with the CA's key, as a successful OCSP response in DER.
+    fn signed(&self, data: ResponseData) -> Result<Vec<u8>, OcspResponse> {
         let tbs = data.to_der().map_err(|_| OcspResponse::internal_error())?;
         let signature = self
             .issuer
