@@ -6,6 +6,8 @@
 //! check (`psp-check`, over `psp-cert`), the cached async service (`psp-service`), the
 //! listeners (`psp-server`) and the faces (`psp-faces`).
 #![forbid(unsafe_code)]
+// `pub` only what is reachable from the crate root: anything else is `pub(crate)`.
+#![warn(unreachable_pub)]
 
 // The layers are the workspace's crates (docs/architecture.md); their modules keep their
 // paths here, for this crate's own modules and for the tests, which drive the whole product.

@@ -11,14 +11,14 @@ use crate::trust::{ListStatus, TrustList};
 
 /// What a command prints on stdout, and whether everything was fine (exit 0) or not
 /// (exit 1, the output still printed).
-pub struct Outcome {
+pub(super) struct Outcome {
     pub output: String,
     pub all_good: bool,
 }
 
 /// Why a trust command could not run at all.
 #[derive(Debug, thiserror::Error)]
-pub enum TrustCommandError {
+pub(super) enum TrustCommandError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error("{}: no trust source names a lotl; nothing to fetch", .0.display())]
@@ -31,7 +31,7 @@ pub enum TrustCommandError {
 
 /// Fetches every LOTL source's LOTL and lists into the cache. Not all good when anything
 /// failed (what was good is stored all the same). `Err` when nothing could be tried.
-pub fn fetch(config_path: &Path) -> Result<Outcome, TrustCommandError> {
+pub(super) fn fetch(config_path: &Path) -> Result<Outcome, TrustCommandError> {
     let config = Config::load(config_path)?;
     let sources = config.trust_sources();
     if !sources.iter().any(|s| s.lotl.is_some()) {
@@ -105,7 +105,7 @@ pub fn fetch(config_path: &Path) -> Result<Outcome, TrustCommandError> {
 
 /// Every list of every source as `serve` would load it now; not all good when any list is
 /// not used.
-pub fn status(config_path: &Path, json: bool) -> Result<Outcome, TrustCommandError> {
+pub(super) fn status(config_path: &Path, json: bool) -> Result<Outcome, TrustCommandError> {
     let config = Config::load(config_path)?;
     let now = OffsetDateTime::now_utc();
     let trust = config.load_trust(now)?;

@@ -7,6 +7,8 @@
 //! It knows nothing of trust lists, registers, revocation or HTTP: a crate cannot import
 //! what it does not depend on, and this one depends on no other crate of the workspace.
 #![forbid(unsafe_code)]
+// `pub` only what is reachable from the crate root: anything else is `pub(crate)`.
+#![warn(unreachable_pub)]
 
 pub mod cert;
 pub mod country;

@@ -16,6 +16,8 @@
 //!
 //! See `examples/decide.rs` for a whole decision from files on disk.
 #![forbid(unsafe_code)]
+// `pub` only what is reachable from the crate root: anything else is `pub(crate)`.
+#![warn(unreachable_pub)]
 
 // The bottom layer (crates/psp-cert), whose types this crate's take and give: re-exported so
 // that an embedder depends on psp-check alone.

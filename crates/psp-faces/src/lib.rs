@@ -3,6 +3,8 @@
 //! the sandbox PKI and its responder ([`sandbox`]). Each face takes what it needs from the
 //! service (`psp-service`) and the listeners (`psp-server`); no face imports another.
 #![forbid(unsafe_code)]
+// `pub` only what is reachable from the crate root: anything else is `pub(crate)`.
+#![warn(unreachable_pub)]
 
 // The layers below, named as modules of this crate inside it.
 use psp_cert::{cert, country, hex};

@@ -19,6 +19,8 @@
 //! so the accept is wrapped in one.
 
 #![forbid(unsafe_code)]
+// `pub` only what is reachable from the crate root: anything else is `pub(crate)`.
+#![warn(unreachable_pub)]
 
 // The layers below, named as modules of this crate inside it.
 use psp_cert::hex;

@@ -7,6 +7,8 @@
 //! The modules `trust`, `register` and `revocation` re-export their `psp-check` namesakes
 //! whole and add what reads them from the outside world, so a caller names one module.
 #![forbid(unsafe_code)]
+// `pub` only what is reachable from the crate root: anything else is `pub(crate)`.
+#![warn(unreachable_pub)]
 
 // The layers below, named as modules of this crate inside it.
 use psp_cert::{cert, country, hex};

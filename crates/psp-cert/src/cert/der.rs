@@ -12,21 +12,21 @@ use std::fmt;
 
 /// Universal tags used by the schemas we read (X.680 section 8.6).
 pub(crate) mod tag {
-    pub const BOOLEAN: u8 = 0x01;
-    pub const INTEGER: u8 = 0x02;
-    pub const BIT_STRING: u8 = 0x03;
-    pub const OCTET_STRING: u8 = 0x04;
-    pub const NULL: u8 = 0x05;
-    pub const OID: u8 = 0x06;
-    pub const UTF8_STRING: u8 = 0x0c;
-    pub const NUMERIC_STRING: u8 = 0x12;
-    pub const PRINTABLE_STRING: u8 = 0x13;
-    pub const TELETEX_STRING: u8 = 0x14;
-    pub const IA5_STRING: u8 = 0x16;
-    pub const VISIBLE_STRING: u8 = 0x1a;
-    pub const UNIVERSAL_STRING: u8 = 0x1c;
-    pub const BMP_STRING: u8 = 0x1e;
-    pub const SEQUENCE: u8 = 0x30;
+    pub(crate) const BOOLEAN: u8 = 0x01;
+    pub(crate) const INTEGER: u8 = 0x02;
+    pub(crate) const BIT_STRING: u8 = 0x03;
+    pub(crate) const OCTET_STRING: u8 = 0x04;
+    pub(crate) const NULL: u8 = 0x05;
+    pub(crate) const OID: u8 = 0x06;
+    pub(crate) const UTF8_STRING: u8 = 0x0c;
+    pub(crate) const NUMERIC_STRING: u8 = 0x12;
+    pub(crate) const PRINTABLE_STRING: u8 = 0x13;
+    pub(crate) const TELETEX_STRING: u8 = 0x14;
+    pub(crate) const IA5_STRING: u8 = 0x16;
+    pub(crate) const VISIBLE_STRING: u8 = 0x1a;
+    pub(crate) const UNIVERSAL_STRING: u8 = 0x1c;
+    pub(crate) const BMP_STRING: u8 = 0x1e;
+    pub(crate) const SEQUENCE: u8 = 0x30;
 }
 
 /// Why bytes are not the DER we expected.
@@ -70,7 +70,7 @@ pub(crate) struct Tlv<'a> {
 
 impl<'a> Tlv<'a> {
     /// A reader over the content octets (for a constructed value).
-    pub fn reader(&self) -> Reader<'a> {
+    pub(super) fn reader(&self) -> Reader<'a> {
         Reader::new(self.value)
     }
 }
@@ -82,26 +82,26 @@ pub(crate) struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(input: &'a [u8]) -> Self {
+    pub(super) fn new(input: &'a [u8]) -> Self {
         Reader { rest: input }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.rest.is_empty()
     }
 
     /// The bytes not read yet.
-    pub fn remaining(&self) -> &'a [u8] {
+    pub(super) fn remaining(&self) -> &'a [u8] {
         self.rest
     }
 
     /// The tag of the next TLV, without consuming it.
-    pub fn peek_tag(&self) -> Option<u8> {
+    pub(super) fn peek_tag(&self) -> Option<u8> {
         self.rest.first().copied()
     }
 
     /// Reads the next TLV. On error the reader is left where it was.
-    pub fn read(&mut self) -> Result<Tlv<'a>, DerError> {
+    pub(super) fn read(&mut self) -> Result<Tlv<'a>, DerError> {
         let (tlv, used) = read_tlv(self.rest)?;
         self.rest = self.rest.get(used..).unwrap_or_default();
         Ok(tlv)

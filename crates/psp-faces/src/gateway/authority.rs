@@ -30,7 +30,10 @@ impl AuthorityRefusal {
 
 /// The one authority the request names (the target's, or else `Host`'s), if any; refused when
 /// it names more than one, or a `Host` that is no authority (user information included).
-pub fn accepted(uri: &Uri, headers: &HeaderMap) -> Result<Option<HeaderValue>, AuthorityRefusal> {
+pub(super) fn accepted(
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<Option<HeaderValue>, AuthorityRefusal> {
     let mut hosts = headers.get_all(HOST).iter();
     let host = hosts.next();
     if hosts.next().is_some() {

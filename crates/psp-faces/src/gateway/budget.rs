@@ -15,7 +15,7 @@ use super::dialect::OverloadScope;
 
 /// Calls in flight, all PSPs together and per PSP.
 #[derive(Debug)]
-pub struct UpstreamBudget {
+pub(super) struct UpstreamBudget {
     total: usize,
     per_psp: usize,
     state: Mutex<InFlight>,
@@ -30,13 +30,13 @@ struct InFlight {
 
 /// One call in flight; given back when dropped.
 #[derive(Debug)]
-pub struct Ticket {
+pub(super) struct Ticket {
     budget: Arc<UpstreamBudget>,
     psp: String,
 }
 
 impl UpstreamBudget {
-    pub fn new(total: usize, per_psp: usize) -> UpstreamBudget {
+    pub(super) fn new(total: usize, per_psp: usize) -> UpstreamBudget {
         UpstreamBudget {
             total,
             per_psp,
@@ -45,12 +45,12 @@ impl UpstreamBudget {
     }
 
     /// The budget's settings, to keep the counts across a reload that leaves them unchanged.
-    pub fn settings(&self) -> (usize, usize) {
+    pub(super) fn settings(&self) -> (usize, usize) {
         (self.total, self.per_psp)
     }
 
     /// A ticket for one more call of `psp`, or the budget that is spent.
-    pub fn take(self: &Arc<Self>, psp: &str) -> Result<Ticket, OverloadScope> {
+    pub(super) fn take(self: &Arc<Self>, psp: &str) -> Result<Ticket, OverloadScope> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let refused = if state.total >= self.total {
             Some(OverloadScope::Total)

@@ -67,7 +67,7 @@ const CLIENT_CERT_PREFIXES: [&str; 2] = ["x-ssl-client-", "x-amzn-mtls-clientcer
 /// `X-Client-IP`, `X-Cluster-Client-IP`, `X-Original-Forwarded-For`, `X-Forwarded-Port`,
 /// `X-Forwarded-Server`, `X-Forwarded-Scheme`, `X-Forwarded-Ssl`, `X-Url-Scheme` and
 /// `Front-End-Https`. (`X-Forwarded-Prefix` is an override header.)
-pub const CLIENT_ADDRESS_HEADERS: [HeaderName; 13] = [
+pub(super) const CLIENT_ADDRESS_HEADERS: [HeaderName; 13] = [
     HeaderName::from_static("x-real-ip"),
     HeaderName::from_static("true-client-ip"),
     HeaderName::from_static("cf-connecting-ip"),
@@ -91,7 +91,7 @@ pub const CLIENT_ADDRESS_HEADERS: [HeaderName; 13] = [
 /// (Envoy), and the method overrides `X-HTTP-Method-Override`, `X-HTTP-Method` and
 /// `X-Method-Override` (ASP.NET, Express `method-override`, Google APIs). `gateway.strip_headers`
 /// adds more.
-pub const OVERRIDE_HEADERS: [HeaderName; 10] = [
+pub(super) const OVERRIDE_HEADERS: [HeaderName; 10] = [
     HeaderName::from_static("x-original-url"),
     HeaderName::from_static("x-rewrite-url"),
     HeaderName::from_static("x-original-uri"),
@@ -112,7 +112,7 @@ const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host")
 /// exhaustive `match` (`gateway::forward_failure`); the `String`s are the detail for the log,
 /// never sent to the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ForwardError {
+pub(super) enum ForwardError {
     /// The upstream request could not be built from the inbound one (its URI or a header).
     RequestBuild(String),
     /// No connection to the upstream: refused, unreachable, name resolution, TLS handshake,
@@ -130,7 +130,7 @@ pub enum ForwardError {
 
 /// Set when the inbound body fails while it is streamed to the upstream.
 #[derive(Debug, Default, Clone)]
-pub struct BodyFailed(Arc<AtomicBool>);
+pub(super) struct BodyFailed(Arc<AtomicBool>);
 
 impl BodyFailed {
     fn set(&self) {
@@ -175,7 +175,7 @@ pub enum UpstreamError {
 }
 
 /// The upstream: base URL and a pooled client.
-pub struct Upstream {
+pub(super) struct Upstream {
     scheme: Scheme,
     authority: Authority,
     base_path: String,
@@ -184,7 +184,7 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    pub fn new(
+    pub(super) fn new(
         url: &str,
         ca: Option<&Path>,
         connect_timeout: Duration,
@@ -246,13 +246,13 @@ impl Upstream {
     }
 
     /// `gateway.upstream_timeout_ms`.
-    pub fn timeout(&self) -> Duration {
+    pub(super) fn timeout(&self) -> Duration {
         self.timeout
     }
 
     /// Sends the prepared request; streams the response back. `body_failed` is the flag
     /// [`prepare`] returned with it.
-    pub async fn send(
+    pub(super) async fn send(
         &self,
         req: Request<Body>,
         body_failed: &BodyFailed,
@@ -292,7 +292,7 @@ impl Upstream {
 }
 
 /// What forwarding needs to know about the inbound connection.
-pub struct Hop {
+pub(super) struct Hop {
     pub peer: IpAddr,
     /// The peer is a trusted proxy: its `X-Forwarded-*` headers are kept and extended.
     pub peer_trusted: bool,
@@ -301,7 +301,7 @@ pub struct Hop {
 }
 
 /// Inbound headers removed before forwarding, besides the hop-by-hop ones.
-pub struct Strip<'a> {
+pub(super) struct Strip<'a> {
     /// The identity header names (the gateway adds its own).
     pub names: &'a IdentityHeaders,
     /// Header mode's own certificate header.
@@ -311,7 +311,7 @@ pub struct Strip<'a> {
 }
 
 /// The verified identity a forwarded call carries.
-pub struct Identity<'a> {
+pub(super) struct Identity<'a> {
     pub permit: &'a Permit<Checked>,
     /// The certificate header's value: the certificate as URL-encoded PEM
     /// ([`url_encoded_pem`]), made once per client chain.
@@ -322,7 +322,7 @@ pub struct Identity<'a> {
 /// Rewrites an inbound request for the upstream: URI (on the normalised `path`), hop-by-hop,
 /// spoofable and override headers, `X-Forwarded-*`, and the identity of the permit. The flag
 /// returned with it is set if the inbound body fails while it is forwarded.
-pub fn prepare(
+pub(super) fn prepare(
     upstream: &Upstream,
     req: Request<Body>,
     path: &NormalisedPath,
@@ -444,7 +444,7 @@ fn identity_headers(h: &mut HeaderMap, names: &IdentityHeaders, identity: Identi
 }
 
 /// The certificate as URL-encoded PEM (what nginx's `$ssl_client_escaped_cert` gives).
-pub fn url_encoded_pem(der: &[u8]) -> String {
+pub(super) fn url_encoded_pem(der: &[u8]) -> String {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
     let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
@@ -505,7 +505,11 @@ fn remove_hop_by_hop(h: &mut HeaderMap) {
 /// Removes every inbound header that could pass for an identity: the identity header names,
 /// the client-certificate headers, and `extra` (header mode's own header), in any case and
 /// however often they appear (`HeaderMap` names are lower-case; `remove` drops every value).
-pub fn strip_identity(h: &mut HeaderMap, names: &IdentityHeaders, extra: Option<&HeaderName>) {
+pub(super) fn strip_identity(
+    h: &mut HeaderMap,
+    names: &IdentityHeaders,
+    extra: Option<&HeaderName>,
+) {
     let prefixed: Vec<HeaderName> = h
         .keys()
         .filter(|k| {
@@ -548,7 +552,7 @@ fn is_protected(name: &str, strip: &Strip<'_>) -> bool {
 
 /// Removes the path and method override headers and the configured ones, however often they
 /// appear (`HeaderMap` names are lower-case, so in any case; `remove` drops every value).
-pub fn strip_overrides(h: &mut HeaderMap, configured: &[HeaderName]) {
+pub(super) fn strip_overrides(h: &mut HeaderMap, configured: &[HeaderName]) {
     for name in &OVERRIDE_HEADERS {
         h.remove(name);
     }

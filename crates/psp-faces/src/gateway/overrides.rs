@@ -71,7 +71,7 @@ fn echoed(name: &str) -> String {
 /// The first query parameter (as sent, cut to 64 characters) that overrides the method or the
 /// path, if any. Names are percent-decoded once (as frameworks do), `+` read as a space, and
 /// `&` and `;` both separate parameters (older Rack and Python split on `;` too).
-pub fn refused_parameter(query: &str) -> Option<String> {
+pub(super) fn refused_parameter(query: &str) -> Option<String> {
     query
         .split(['&', ';'])
         .map(|pair| pair.split('=').next().unwrap_or_default())
@@ -93,7 +93,7 @@ pub fn refused_parameter(query: &str) -> Option<String> {
 
 /// `gateway.allowed_methods` by default: the methods of the PSD2 APIs (NextGenPSD2 and UK OB
 /// use GET, POST, PUT, PATCH and DELETE), with HEAD and OPTIONS (CORS preflight).
-pub const DEFAULT_METHODS: [Method; 7] = [
+pub(super) const DEFAULT_METHODS: [Method; 7] = [
     Method::GET,
     Method::HEAD,
     Method::POST,
@@ -106,12 +106,15 @@ pub const DEFAULT_METHODS: [Method; 7] = [
 /// Methods no configuration may allow: `CONNECT` asks the gateway for a tunnel (its target
 /// is an authority, which an HTTP/1.1 parser may still hand over as a path), `TRACE` echoes
 /// the request, identity headers included.
-pub const NEVER_METHODS: [Method; 2] = [Method::CONNECT, Method::TRACE];
+pub(super) const NEVER_METHODS: [Method; 2] = [Method::CONNECT, Method::TRACE];
 
 /// The first header name with an underscore (cut to 64 characters), if any, other than
 /// `except` (header mode's configured certificate header, which a load balancer may spell
 /// with underscores; it is read from trusted proxies only and never forwarded).
-pub fn underscore_header(headers: &HeaderMap, except: Option<&HeaderName>) -> Option<String> {
+pub(super) fn underscore_header(
+    headers: &HeaderMap,
+    except: Option<&HeaderName>,
+) -> Option<String> {
     headers
         .keys()
         .find(|name| name.as_str().contains('_') && Some(*name) != except)
@@ -123,7 +126,7 @@ pub fn underscore_header(headers: &HeaderMap, except: Option<&HeaderName>) -> Op
 /// spelling would make one of `protected` at the receiver (`x.psp.services` for
 /// `x-psp-services`): a WSGI or CGI upstream reads `x_psp_services` as `X-Psp-Services`,
 /// and would see a forged value beside (or before) the gateway's.
-pub fn drop_lookalikes(h: &mut HeaderMap, protected: impl Fn(&str) -> bool) {
+pub(super) fn drop_lookalikes(h: &mut HeaderMap, protected: impl Fn(&str) -> bool) {
     let dropped: Vec<HeaderName> = h
         .keys()
         .filter(|name| {
@@ -145,11 +148,11 @@ pub fn drop_lookalikes(h: &mut HeaderMap, protected: impl Fn(&str) -> bool) {
 /// Largest form body read before forwarding: 64 KiB. PSD2 forms are OAuth token and
 /// consent requests of a few hundred bytes; NextGenPSD2's bulk payments are JSON, XML or
 /// multipart, never form-encoded.
-pub const MAX_FORM_BODY_BYTES: usize = 64 * 1024;
+pub(super) const MAX_FORM_BODY_BYTES: usize = 64 * 1024;
 
 /// Why a form body is not forwarded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FormRefusal {
+pub(super) enum FormRefusal {
     /// A form field that overrides the method or path (the name, as sent).
     Override(String),
     /// Over [`MAX_FORM_BODY_BYTES`].
@@ -184,7 +187,7 @@ fn is_form<B>(req: &Request<B>) -> bool {
 /// within `read_timeout` and [`MAX_FORM_BODY_BYTES`], and refused when a field would override
 /// the method or path as `_method` does in Rails' `Rack::MethodOverride`, Spring's
 /// `HiddenHttpMethodFilter` and Laravel; any other body streams untouched.
-pub async fn screen_form<B>(
+pub(super) async fn screen_form<B>(
     req: Request<B>,
     read_timeout: Duration,
 ) -> Result<Request<Body>, FormRefusal>

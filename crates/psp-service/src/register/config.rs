@@ -86,12 +86,12 @@ pub struct FcaSettings {
 }
 
 /// Default `history_retention_days`: a year and a month.
-pub const DEFAULT_HISTORY_RETENTION_DAYS: u64 = 400;
+pub(super) const DEFAULT_HISTORY_RETENTION_DAYS: u64 = 400;
 
 /// Default `refresh_interval_secs`: a day.
-pub const DEFAULT_REGISTER_REFRESH_SECS: u64 = 24 * 3600;
+pub(super) const DEFAULT_REGISTER_REFRESH_SECS: u64 = 24 * 3600;
 /// Default `fetch_timeout_secs`.
-pub const DEFAULT_REGISTER_FETCH_TIMEOUT_SECS: u64 = 300;
+pub(super) const DEFAULT_REGISTER_FETCH_TIMEOUT_SECS: u64 = 300;
 
 /// One register file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,7 +141,7 @@ impl Default for RegisterFileConfig {
 }
 
 /// Default `max_age_hours` of a fetched register: two daily publications missed.
-pub const DEFAULT_FETCHED_MAX_AGE_HOURS: u64 = 48;
+pub(super) const DEFAULT_FETCHED_MAX_AGE_HOURS: u64 = 48;
 
 impl RegisterFileConfig {
     /// The age budget of this file, if any.

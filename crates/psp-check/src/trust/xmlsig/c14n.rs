@@ -97,7 +97,7 @@ impl Method {
 /// The input cannot be canonicalised faithfully: a prefix could not be read back from the
 /// input text (roxmltree records qualified-name lengths in 16 bits).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct C14nError(pub String);
+pub(super) struct C14nError(pub String);
 
 impl fmt::Display for C14nError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -116,7 +116,7 @@ type Decl<'a> = (Option<&'a str>, &'a str);
 /// [`write_start_tag`], top-level comments and processing instructions by
 /// `write_top_level`), then its first child, or else the next node after climbing
 /// (`climb`, which closes the elements it leaves).
-pub fn canonicalize<'a, 'i: 'a>(
+pub(super) fn canonicalize<'a, 'i: 'a>(
     apex: Node<'a, 'i>,
     omit: Option<NodeId>,
     method: Method,

@@ -36,7 +36,7 @@ struct Entry {
 }
 
 /// Failed logins per key: `limit` per `period`, refilled evenly.
-pub struct FailureLedger<K> {
+pub(super) struct FailureLedger<K> {
     map: Mutex<HashMap<K, Entry>>,
     limit: u32,
     period: Duration,
@@ -49,7 +49,7 @@ pub struct FailureLedger<K> {
 }
 
 impl<K: Hash + Eq + Clone> FailureLedger<K> {
-    pub fn new(limit: u32, period: Duration, capacity: usize, table: &'static str) -> Self {
+    pub(super) fn new(limit: u32, period: Duration, capacity: usize, table: &'static str) -> Self {
         let limit = limit.max(1);
         let period = period.max(Duration::from_secs(1));
         FailureLedger {
@@ -69,7 +69,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
 
     /// Failures of `key` not yet leaked away at `now` (rounded up; 0 for an unknown key).
     #[cfg(test)]
-    pub fn failures(&self, key: &K, now: Instant) -> u32 {
+    pub(super) fn failures(&self, key: &K, now: Instant) -> u32 {
         self.lock()
             .get(key)
             .map_or(0, |entry| self.count(entry.until, now))
@@ -77,7 +77,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
 
     /// Whether `key` had a failure confirmed within the last period.
     #[cfg(test)]
-    pub fn failed_recently(&self, key: &K, now: Instant) -> bool {
+    pub(super) fn failed_recently(&self, key: &K, now: Instant) -> bool {
         self.lock().get(key).is_some_and(|entry| {
             self.live(entry, now) && entry.last.is_some_and(|l| l + self.period > now)
         })
@@ -89,7 +89,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
     }
 
     /// Confirms a failure of `key` charged before (its verification failed).
-    pub fn fail(&self, key: &K, now: Instant) {
+    pub(super) fn fail(&self, key: &K, now: Instant) {
         if let Some(entry) = self.lock().get_mut(key) {
             entry.last = Some(now);
         }
@@ -106,7 +106,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
     /// `Ok(true)` when the key was clean before: nothing counted (no failure, and no charge
     /// awaiting its verification) and no failure confirmed within the period. Read and
     /// charged at once, so of concurrent attempts with one key, one at most finds it clean.
-    pub fn charge(&self, key: &K, now: Instant) -> Result<bool, u64> {
+    pub(super) fn charge(&self, key: &K, now: Instant) -> Result<bool, u64> {
         let mut map = self.lock();
         let clean = map.get(key).is_none_or(|entry| {
             entry.until <= now && entry.last.is_none_or(|l| l + self.period <= now)
@@ -135,7 +135,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
 
     /// Gives back one charge of `key` (the verification it was taken for succeeded, or never
     /// ran).
-    pub fn refund(&self, key: &K, now: Instant) {
+    pub(super) fn refund(&self, key: &K, now: Instant) {
         let mut map = self.lock();
         if let Some(entry) = map.get_mut(key) {
             entry.until = entry
@@ -151,7 +151,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
 
     /// Forgets the keys whose failures have leaked away, last confirmed a period ago or more
     /// (run periodically).
-    pub fn retain_recent(&self, now: Instant) {
+    pub(super) fn retain_recent(&self, now: Instant) {
         let mut map = self.lock();
         map.retain(|_, entry| self.live(entry, now));
         let keep = map.len().saturating_mul(2);
@@ -159,12 +159,12 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
     }
 
     /// Keys held now.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.lock().len()
     }
 
     /// Keys evicted so far because the table was full.
-    pub fn evictions(&self) -> u64 {
+    pub(super) fn evictions(&self) -> u64 {
         self.evictions.load(Ordering::Relaxed)
     }
 
@@ -191,7 +191,7 @@ impl<K: Hash + Eq + Clone> FailureLedger<K> {
 /// The answers slowed down for user names under attack: at most `per_user` per name and
 /// `total` in all are held at once; each is held for `delay` from the end of its failed
 /// verification, whether or not its client waits for the answer.
-pub struct SlowLane<K> {
+pub(super) struct SlowLane<K> {
     held: Mutex<(HashMap<K, usize>, usize)>,
     per_user: usize,
     total: usize,
@@ -199,7 +199,7 @@ pub struct SlowLane<K> {
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> SlowLane<K> {
-    pub fn new(per_user: usize, total: usize, delay: Duration) -> Arc<Self> {
+    pub(super) fn new(per_user: usize, total: usize, delay: Duration) -> Arc<Self> {
         Arc::new(SlowLane {
             held: Mutex::new((HashMap::new(), 0)),
             per_user: per_user.max(1),
@@ -210,7 +210,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> SlowLane<K> {
 
     /// A place in the lane for `user`, or `None` when the name's places or all places are
     /// taken.
-    pub fn enter(self: &Arc<Self>, user: &K) -> Option<SlowPlace<K>> {
+    pub(super) fn enter(self: &Arc<Self>, user: &K) -> Option<SlowPlace<K>> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let (by_user, total) = &mut *held;
         if *total >= self.total || by_user.get(user).copied().unwrap_or(0) >= self.per_user {
@@ -225,12 +225,12 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> SlowLane<K> {
     }
 
     /// Places held now, in all.
-    pub fn held(&self) -> usize {
+    pub(super) fn held(&self) -> usize {
         self.held.lock().unwrap_or_else(PoisonError::into_inner).1
     }
 
     /// How long a place is held after a failed verification.
-    pub fn delay(&self) -> Duration {
+    pub(super) fn delay(&self) -> Duration {
         self.delay
     }
 
@@ -251,13 +251,13 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> SlowLane<K> {
 /// was right, or was never verified); dropped otherwise (a failure, or a client that hung up),
 /// it is given back [`SlowLane::delay`] later by a timer task: a client that stops waiting
 /// does not free its place sooner.
-pub struct SlowPlace<K: Hash + Eq + Clone + Send + Sync + 'static> {
+pub(super) struct SlowPlace<K: Hash + Eq + Clone + Send + Sync + 'static> {
     lane: Arc<SlowLane<K>>,
     user: Option<K>,
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> SlowPlace<K> {
-    pub fn leave_now(mut self) {
+    pub(super) fn leave_now(mut self) {
         if let Some(user) = self.user.take() {
             self.lane.leave(&user);
         }

@@ -212,7 +212,7 @@ pub const PERMISSIONS: &[(&str, PermissionMeaning)] = &[
 
 /// The form names are compared in: lower case, `’`/`‘` as `'`, runs of whitespace as one
 /// space, no trailing `.`, `;`, `:` or `,`, no leading "the ".
-pub fn normalise(name: &str) -> String {
+pub(super) fn normalise(name: &str) -> String {
     let replaced: String = name
         .chars()
         .map(|c| match c {
@@ -226,7 +226,7 @@ pub fn normalise(name: &str) -> String {
 }
 
 /// The row for a `PSD / EMD Status` value.
-pub fn psd_status_row(value: &str) -> Option<&'static PsdStatusRow> {
+pub(super) fn psd_status_row(value: &str) -> Option<&'static PsdStatusRow> {
     let key = normalise(value);
     PSD_EMD_STATUS
         .iter()
@@ -234,7 +234,7 @@ pub fn psd_status_row(value: &str) -> Option<&'static PsdStatusRow> {
 }
 
 /// The standing for a firm `Status` value, `None` when no row lists it.
-pub fn firm_standing(value: &str) -> Option<FirmStanding> {
+pub(super) fn firm_standing(value: &str) -> Option<FirmStanding> {
     let key = normalise(value);
     FIRM_STATUS
         .iter()
@@ -243,7 +243,7 @@ pub fn firm_standing(value: &str) -> Option<FirmStanding> {
 }
 
 /// The meaning of a permission name, `None` when no row lists it.
-pub fn permission_meaning(name: &str) -> Option<PermissionMeaning> {
+pub(super) fn permission_meaning(name: &str) -> Option<PermissionMeaning> {
     let key = normalise(name);
     PERMISSIONS
         .iter()
@@ -254,7 +254,11 @@ pub fn permission_meaning(name: &str) -> Option<PermissionMeaning> {
 /// The category of a firm whose `PSD / EMD Status` names only a status: an e-money issuer is
 /// an e-money institution, a firm whose only service is account information (8) an AISP,
 /// any other a payment institution; `Registered` gives the small (exempt) variant.
-pub fn derived_category(status: AuthStatus, e_money: bool, services: ServiceSet) -> Category {
+pub(super) fn derived_category(
+    status: AuthStatus,
+    e_money: bool,
+    services: ServiceSet,
+) -> Category {
     let small = status == AuthStatus::Registered;
     let ais_only = services == ServiceSet::from_iter([PaymentService::ACCOUNT_INFORMATION]);
     match (e_money, ais_only, small) {
@@ -268,7 +272,7 @@ pub fn derived_category(status: AuthStatus, e_money: bool, services: ServiceSet)
 
 /// Which way a passport goes. The FCA's own documentation spells it "Passpoting Out", so the
 /// text is not matched exactly: a word ending in "out" or "in" decides.
-pub fn passport_direction(text: &str) -> PassportDirection {
+pub(super) fn passport_direction(text: &str) -> PassportDirection {
     let last = text
         .split_whitespace()
         .last()

@@ -231,7 +231,7 @@ pub(crate) struct PageInfo {
 
 impl PageInfo {
     /// Pages needed for `total_count` records.
-    pub fn total_pages(&self) -> u64 {
+    pub(super) fn total_pages(&self) -> u64 {
         self.total_count.div_ceil(self.per_page)
     }
 }
