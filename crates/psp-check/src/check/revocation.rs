@@ -193,6 +193,7 @@ impl<'a> RevocationPlan<'a> {
             .collect()
     }
 
+    /// The target at index `i` (as returned by [`RevocationPlan::pending`]).
     pub fn target(&self, i: usize) -> &Target<'a> {
         &self.targets[i]
     }

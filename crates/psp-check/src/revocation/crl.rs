@@ -66,58 +66,93 @@ const INDEX_BYTES_PER_ENTRY: usize = 64;
 /// `crl_response_error` title.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CrlError {
+    /// The bytes are neither a DER CRL nor a PEM `X509 CRL` block.
     #[error("the CRL is neither DER nor PEM: {0}")]
     Encoding(String),
+    /// The CRL's DER does not parse as a CertificateList (RFC 5280 section 5.1).
     #[error("the CRL cannot be parsed: {0}")]
     Parse(String),
+    /// The CRL's version is neither v1 nor v2 (the value is the version number).
     #[error("the CRL is version {0}; only v1 and v2 exist")]
     Version(u32),
+    /// A v1 CRL carries extensions, which RFC 5280 section 5.1.2.1 allows only in v2.
     #[error("a v1 CRL carries extensions (RFC 5280 section 5.1.2.1 requires v2)")]
     ExtensionsInV1,
+    /// signatureAlgorithm differs from `tbsCertList.signature` (RFC 5280 section 5.1.1.2).
     #[error("signatureAlgorithm differs from tbsCertList.signature (RFC 5280 section 5.1.1.2)")]
     AlgorithmMismatch,
+    /// The CRL's issuer is not the certificate's issuer.
     #[error("the CRL is issued by {crl_issuer}, not by the certificate's issuer {cert_issuer}")]
     IssuerMismatch {
+        /// The CRL's issuer, as an RFC 4514 string.
         crl_issuer: String,
+        /// The certificate's issuer, as an RFC 4514 string.
         cert_issuer: String,
     },
+    /// The issuer's keyUsage is present and lacks cRLSign (RFC 5280 section 4.2.1.3).
     #[error("the issuer's keyUsage does not allow signing CRLs (no cRLSign)")]
     IssuerNotCrlSigner,
+    /// The CRL's signature does not verify with the issuer's public key.
     #[error("the CRL signature does not verify with the issuer's key: {}", super::reason::signature_detail(.0))]
     Signature(SignatureError),
+    /// An extension (the dotted OID) appears more than once.
     #[error("extension {0} appears more than once")]
     DuplicateExtension(String),
+    /// A CRL extension (the dotted OID) cannot be decoded.
     #[error("the CRL extension {0} is malformed")]
     MalformedExtension(String),
+    /// The CRL has a critical extension (the dotted OID) that is not understood.
     #[error("the CRL has an unsupported critical extension {0}")]
     UnsupportedCriticalExtension(String),
+    /// A CRL entry has a critical entry extension that is not understood.
     #[error("the entry for serial {serial} has an unsupported critical extension {oid}")]
-    UnsupportedCriticalEntryExtension { serial: String, oid: String },
+    UnsupportedCriticalEntryExtension {
+        /// The entry's serial number.
+        serial: String,
+        /// The extension's dotted OID.
+        oid: String,
+    },
+    /// The CRL is a delta CRL (RFC 5280 section 5.2.4); only complete CRLs are used.
     #[error("the CRL is a delta CRL; only complete CRLs are used")]
     DeltaCrl,
+    /// The CRL is indirect (RFC 5280 section 5.2.5), which is not supported.
     #[error("the CRL is an indirect CRL, which is not supported")]
     IndirectCrl,
+    /// The CRL's issuingDistributionPoint limits it to some reasons (onlySomeReasons).
     #[error("the CRL covers only some revocation reasons, which is not supported")]
     PartitionedByReason,
+    /// The CRL's issuingDistributionPoint covers only attribute certificates.
     #[error("the CRL covers only attribute certificates")]
     AttributeCertificatesOnly,
+    /// The issuingDistributionPoint names its point relative to the issuer (not supported).
     #[error(
         "the CRL's issuingDistributionPoint names its point relative to the issuer, which is not supported"
     )]
     RelativeDistributionPoint,
+    /// The CRL has no nextUpdate, which RFC 5280 section 5.1.2.5 requires.
     #[error("the CRL has no nextUpdate (RFC 5280 section 5.1.2.5 requires it)")]
     NoNextUpdate,
+    /// The v2 CRL has no cRLNumber, which RFC 5280 section 5.2.3 requires.
     #[error("the v2 CRL has no cRLNumber (RFC 5280 section 5.2.3 requires it)")]
     NoCrlNumber,
+    /// The cRLNumber extension is marked critical (RFC 5280 section 5.2.3: non-critical).
     #[error("the CRL's cRLNumber is marked critical (RFC 5280 section 5.2.3: non-critical)")]
     CriticalCrlNumber,
+    /// The CRL's thisUpdate is later than now plus the allowed clock skew.
     #[error("the CRL's thisUpdate {} is in the future", rfc3339(*.this_update))]
-    NotYetValid { this_update: OffsetDateTime },
+    NotYetValid {
+        /// The CRL's thisUpdate.
+        this_update: OffsetDateTime,
+    },
+    /// The CRL's nextUpdate passed more than the grace period ago.
     #[error("the CRL is stale: nextUpdate {} passed, beyond the {}-second grace", rfc3339(*.next_update), .grace.as_secs())]
     Stale {
+        /// The CRL's nextUpdate.
         next_update: OffsetDateTime,
+        /// The grace allowed after nextUpdate.
         grace: Duration,
     },
+    /// The CRL's scope (issuingDistributionPoint) does not cover the certificate; says why.
     #[error("the CRL does not cover this certificate: {0}")]
     OutOfScope(String),
 }
@@ -167,13 +202,16 @@ impl std::hash::Hasher for FxHasher {
 /// One listed certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RevokedEntry {
+    /// The entry's revocationDate.
     pub at: OffsetDateTime,
+    /// The entry's reasonCode extension, if present (RFC 5280 section 5.3.1).
     pub reason: Option<CrlReason>,
 }
 
 /// What a current CRL says about one certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrlStatus {
+    /// The certificate's serial number is not on the CRL.
     NotListed,
     /// Listed; `certificateHold` counts: a certificate on hold is not to be relied on.
     Revoked(RevokedEntry),
@@ -354,10 +392,12 @@ impl CrlIndex {
         self.signer_key_sha256
     }
 
+    /// The number of revoked certificates (entries) the CRL lists.
     pub fn len(&self) -> usize {
         self.revoked.len()
     }
 
+    /// Whether the CRL lists no revoked certificates.
     pub fn is_empty(&self) -> bool {
         self.revoked.is_empty()
     }
@@ -367,10 +407,12 @@ impl CrlIndex {
         &self.issuer
     }
 
+    /// The CRL's thisUpdate: when it was issued (RFC 5280 section 5.1.2.4).
     pub fn this_update(&self) -> OffsetDateTime {
         self.this_update
     }
 
+    /// The CRL's nextUpdate: when the next CRL is due (RFC 5280 section 5.1.2.5).
     pub fn next_update(&self) -> OffsetDateTime {
         self.next_update
     }

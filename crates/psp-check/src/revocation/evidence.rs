@@ -10,24 +10,34 @@ pub enum MethodOutcome {
     /// A verified, current, definitive answer: not revoked, until `valid_until` (the CRL's
     /// or OCSP response's `nextUpdate`, or the cache's cap when it has none).
     Good {
+        /// What the answer was (source, signer, times), for the report.
         evidence: String,
+        /// Until when the answer may be relied on; `None` when read as of a past time.
         valid_until: Option<OffsetDateTime>,
     },
     /// A verified answer: revoked.
     Revoked {
+        /// The revocation time, if the answer gives one.
         at: Option<OffsetDateTime>,
+        /// The revocation reason's RFC 5280 name (`keyCompromise`, …), if given.
         reason: Option<String>,
+        /// What the answer was (source, signer, times), for the report.
         evidence: String,
     },
     /// The method could not complete; `reason` says why (no URL, fetch failed, bad signature,
     /// stale, OCSP `unknown` or `tryLater`, …).
-    Failed { reason: String },
+    Failed {
+        /// Why the method could not complete.
+        reason: String,
+    },
 }
 
 /// The evidence for both methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevocationEvidence {
+    /// What the CRL established.
     pub crl: MethodOutcome,
+    /// What OCSP established.
     pub ocsp: MethodOutcome,
 }
 
@@ -132,9 +142,11 @@ impl RevocationEvidence {
 pub struct CaEvidence {
     /// What the certificate is on the path, for the report: "intermediate CA", "CRL signer".
     pub role: &'static str,
+    /// The certificate's subject, as an RFC 4514 string.
     pub subject: String,
     /// SHA-256 of the certificate's DER: which certificate the evidence is about.
     pub fingerprint: [u8; 32],
+    /// What CRL and OCSP established for the certificate.
     pub evidence: RevocationEvidence,
 }
 

@@ -72,9 +72,13 @@ pub const NONCE_LEN: usize = 32;
 /// and key). SHA-1 is what we send; responses are matched in whatever algorithm they use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CertIdHash {
+    /// SHA-1 (OID 1.3.14.3.2.26).
     Sha1,
+    /// SHA-256 (OID 2.16.840.1.101.3.4.2.1).
     Sha256,
+    /// SHA-384 (OID 2.16.840.1.101.3.4.2.2).
     Sha384,
+    /// SHA-512 (OID 2.16.840.1.101.3.4.2.3).
     Sha512,
 }
 
@@ -84,6 +88,7 @@ impl CertIdHash {
     const SHA384: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.4.2.2");
     const SHA512: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.4.2.3");
 
+    /// The hash for an AlgorithmIdentifier OID; `None` for hashes not computed here.
     pub fn from_oid(oid: &ObjectIdentifier) -> Option<Self> {
         match *oid {
             Self::SHA1 => Some(CertIdHash::Sha1),
@@ -94,6 +99,7 @@ impl CertIdHash {
         }
     }
 
+    /// The hash's AlgorithmIdentifier OID.
     pub fn oid(self) -> ObjectIdentifier {
         match self {
             CertIdHash::Sha1 => Self::SHA1,
@@ -103,6 +109,7 @@ impl CertIdHash {
         }
     }
 
+    /// The hash of `data` with this algorithm.
     pub fn digest(self, data: &[u8]) -> Vec<u8> {
         let alg = match self {
             CertIdHash::Sha1 => &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
@@ -146,14 +153,20 @@ impl Default for OcspPolicy {
 /// the certificate: each is "could not complete", never "good".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResponderError {
+    /// `malformedRequest` (1): the request did not conform to the OCSP syntax.
     MalformedRequest,
+    /// `internalError` (2): the responder reached an inconsistent internal state.
     InternalError,
+    /// `tryLater` (3): the responder cannot answer now; try again later.
     TryLater,
+    /// `sigRequired` (5): the responder requires signed requests.
     SigRequired,
+    /// `unauthorized` (6): the responder is not authorised to answer for this certificate.
     Unauthorized,
 }
 
 impl ResponderError {
+    /// The status's name in RFC 6960 (`tryLater`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             ResponderError::MalformedRequest => "malformedRequest",
@@ -168,9 +181,13 @@ impl ResponderError {
 /// What a verified, current response says about the certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OcspStatus {
+    /// The certificate is not revoked.
     Good,
+    /// The certificate is revoked.
     Revoked {
+        /// The RevokedInfo's revocationTime.
         at: OffsetDateTime,
+        /// The RevokedInfo's revocationReason, if present.
         reason: Option<CrlReason>,
     },
 }
@@ -181,19 +198,27 @@ pub enum OcspSigner {
     /// The certificate's issuer itself.
     Issuer,
     /// A responder certificate the issuer signed for the purpose (RFC 6960 section 4.2.2.2).
-    Delegated { subject: String },
+    Delegated {
+        /// The responder certificate's subject, as an RFC 4514 string.
+        subject: String,
+    },
 }
 
 /// A response that passed every check of RFC 6960 section 3.2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OcspAnswer {
+    /// The certificate's status.
     pub status: OcspStatus,
+    /// The response's producedAt: when the responder signed it.
     pub produced_at: OffsetDateTime,
+    /// The SingleResponse's thisUpdate: when the status was known correct.
     pub this_update: OffsetDateTime,
+    /// The SingleResponse's nextUpdate, if the responder gave one.
     pub next_update: Option<OffsetDateTime>,
     /// Until when the answer may be used: `nextUpdate` (or `thisUpdate` plus the default
     /// TTL), and never beyond a delegated responder certificate's `notAfter`.
     pub valid_until: OffsetDateTime,
+    /// Who signed the response: the issuer or a delegated responder.
     pub signer: OcspSigner,
 }
 
@@ -208,34 +233,58 @@ impl OcspAnswer {
 /// `ocsp_response_error` title.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OcspError {
+    /// The OCSP request could not be encoded.
     #[error("cannot build the OCSP request: {0}")]
     Request(String),
+    /// The bytes are not a DER OCSPResponse (RFC 6960 section 4.2.1).
     #[error("the response is not a valid OCSPResponse: {0}")]
     Malformed(String),
+    /// The responder returned an unsigned error status instead of an answer.
     #[error("the responder answered {} (an unsigned error status, not an answer)", .0.as_str())]
     Responder(ResponderError),
+    /// The responseType (the dotted OID) is not id-pkix-ocsp-basic.
     #[error("the response type {0} is not id-pkix-ocsp-basic")]
     UnsupportedResponseType(String),
+    /// The responderID (described) matches neither the issuer nor an included certificate.
     #[error(
         "the response is signed by {0}, which is neither the issuer nor a responder certificate included in the response"
     )]
     SignerNotFound(String),
+    /// The responder certificate is not a valid delegate of the issuer (RFC 6960 section 4.2.2.2).
     #[error("the responder certificate {subject} is not authorised by the issuer: {why}")]
-    DelegationRefused { subject: String, why: String },
+    DelegationRefused {
+        /// The responder certificate's subject.
+        subject: String,
+        /// Why it is refused.
+        why: String,
+    },
+    /// The response's signature does not verify with the signer's key.
     #[error("the response signature does not verify: {}", super::reason::signature_detail(.0))]
     Signature(SignatureError),
+    /// The response's nonce differs from the one sent (RFC 8954).
     #[error("the response's nonce does not match the request's")]
     NonceMismatch,
+    /// The response has a critical extension (the dotted OID) that is not understood.
     #[error("the response has an unsupported critical extension {0}")]
     UnsupportedCriticalExtension(String),
+    /// No SingleResponse's CertID matches the certificate.
     #[error("the response has no answer for this certificate (no matching CertID)")]
     NoMatchingResponse,
+    /// The responder answered `unknown` for the certificate.
     #[error("the responder does not know the certificate (status unknown)")]
     UnknownStatus,
+    /// The response's thisUpdate is later than now plus the allowed clock skew.
     #[error("the response's thisUpdate {} is in the future", rfc3339(*.this_update))]
-    NotYetValid { this_update: OffsetDateTime },
+    NotYetValid {
+        /// The response's thisUpdate.
+        this_update: OffsetDateTime,
+    },
+    /// The response's validity ended more than the allowed clock skew ago.
     #[error("the response is stale: valid until {}", rfc3339(*.valid_until))]
-    Stale { valid_until: OffsetDateTime },
+    Stale {
+        /// Until when the response was usable.
+        valid_until: OffsetDateTime,
+    },
 }
 
 /// RFC 6960 section 4.1.1, what we send (one Request, no signature):
@@ -346,8 +395,10 @@ pub fn subject_public_key_bits(spki_der: &[u8]) -> Result<Vec<u8>, SpkiError> {
 /// Why a SubjectPublicKeyInfo gives no key bits ([`subject_public_key_bits`]).
 #[derive(Debug, thiserror::Error)]
 pub enum SpkiError {
+    /// Bytes follow the SubjectPublicKeyInfo's DER.
     #[error("trailing bytes after the SubjectPublicKeyInfo")]
     TrailingBytes,
+    /// The SubjectPublicKeyInfo's DER does not parse.
     #[error("{0}")]
     Der(x509_parser::nom::Err<x509_parser::error::X509Error>),
 }
@@ -355,11 +406,16 @@ pub enum SpkiError {
 /// A response's status for one CertID, before any verification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SingleStatus {
+    /// CertStatus `good`.
     Good,
+    /// CertStatus `revoked`, with its RevokedInfo.
     Revoked {
+        /// The RevokedInfo's revocationTime.
         at: OffsetDateTime,
+        /// The RevokedInfo's revocationReason, if present.
         reason: Option<CrlReason>,
     },
+    /// CertStatus `unknown`.
     Unknown,
 }
 
@@ -391,12 +447,17 @@ pub struct SingleResponseInfo {
     /// The hash AlgorithmIdentifier's parameters are absent or NULL (anything else is
     /// malformed and never matches).
     hash_params_ok: bool,
+    /// The CertID's issuerNameHash: the hash of the issuer's DER name.
     pub issuer_name_hash: Vec<u8>,
+    /// The CertID's issuerKeyHash: the hash of the issuer's subjectPublicKey bits.
     pub issuer_key_hash: Vec<u8>,
     /// The serial number's content octets.
     pub serial: Vec<u8>,
+    /// The certStatus.
     pub status: SingleStatus,
+    /// The thisUpdate: when the status was known correct.
     pub this_update: OffsetDateTime,
+    /// The nextUpdate, if present.
     pub next_update: Option<OffsetDateTime>,
     /// Critical singleExtensions, dotted (none is understood, so any makes it unusable).
     pub critical_extensions: Vec<String>,
@@ -464,8 +525,11 @@ impl ResponderName {
 /// trail look at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OcspResponseInfo {
+    /// The responderID: the responder's name or key hash.
     pub responder: ResponderName,
+    /// The producedAt: when the responder signed the response.
     pub produced_at: OffsetDateTime,
+    /// The SingleResponses, in order.
     pub responses: Vec<SingleResponseInfo>,
     /// The nonce extension's value (the octets inside the Nonce OCTET STRING), if present.
     pub nonce: Option<Vec<u8>>,

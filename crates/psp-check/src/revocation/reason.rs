@@ -27,15 +27,25 @@ use time::format_description::well_known::Rfc3339;
 /// [`crate::check::MethodOutcome::Revoked`] carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CrlReason {
+    /// `unspecified` (0).
     Unspecified,
+    /// `keyCompromise` (1): the subject's private key is compromised.
     KeyCompromise,
+    /// `cACompromise` (2): a CA's private key is compromised.
     CaCompromise,
+    /// `affiliationChanged` (3): the subject's name or other information changed.
     AffiliationChanged,
+    /// `superseded` (4): the certificate was replaced.
     Superseded,
+    /// `cessationOfOperation` (5): the certificate is no longer needed.
     CessationOfOperation,
+    /// `certificateHold` (6): the certificate is suspended.
     CertificateHold,
+    /// `removeFromCRL` (8): a delta CRL entry lifting a hold.
     RemoveFromCrl,
+    /// `privilegeWithdrawn` (9): a privilege in the certificate was withdrawn.
     PrivilegeWithdrawn,
+    /// `aACompromise` (10): an attribute authority's key is compromised.
     AaCompromise,
 }
 
