@@ -55,32 +55,52 @@ impl CrossBorderRule {
 pub struct Policy {
     /// The bank's jurisdiction: the transaction jurisdiction of every check.
     pub jurisdiction: CountryCode,
+    /// How a call from a PSP whose home is not `jurisdiction` is judged.
     pub cross_border: CrossBorderRule,
+    /// The home register statuses that qualify an entry (default `Authorised` and `Registered`).
     pub accepted_statuses: Vec<AuthStatus>,
+    /// Whether the certificate's PSD2 roles must also cover the route's services (step 5).
     pub require_roles: bool,
     /// When set, only these auth numbers (as written in the certificate).
     pub allow: Option<BTreeSet<String>>,
+    /// Auth numbers always refused (as written in the certificate), checked before the allow list.
     pub deny: BTreeSet<String>,
 }
 
 /// Why a call is refused. Each has a stable reason code for logs and the audit trail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
+    /// The call carried no client certificate.
     CertificateMissing,
+    /// The client certificate could not be parsed.
     CertificateUnreadable,
+    /// The certificate's signature does not verify with its issuer's key.
     SignatureInvalid,
+    /// The certificate's issuer is not an approved issuer for the jurisdiction.
     IssuerNotApproved,
+    /// The certificate is revoked.
     CertificateRevoked,
+    /// The certificate is outside its validity period.
     CertificateExpired,
+    /// The certificate's revocation status could not be established.
     RevocationUnknown,
+    /// The PSP's auth number is on the deny list.
     Denied,
+    /// An allow list is configured and the PSP's auth number is not on it.
     NotAllowed,
+    /// The PSP is not found in its home register, or that register could not be consulted.
     NotInRegister,
+    /// No home register entry has an accepted status.
     NotAuthorised,
+    /// No accepted home register entry covers the route's payment services.
     ServicesNotCovered,
+    /// The PSP is not passported to the bank's jurisdiction for the route's services.
     NotPassported,
+    /// The host register gives the PSP no temporary permission for the route's services.
     NoTemporaryPermission,
+    /// The cross-border rule is `home-only` and the PSP's home is another country.
     CrossBorderRefused,
+    /// The certificate's PSD2 roles do not cover the route's payment services.
     RolesNotCovered,
 }
 
@@ -105,6 +125,7 @@ impl Reason {
         Reason::RolesNotCovered,
     ];
 
+    /// The stable reason code (`certificate_revoked`, `not_in_register`, …).
     pub fn code(&self) -> &'static str {
         match self {
             Reason::CertificateMissing => "certificate_missing",
@@ -175,11 +196,17 @@ impl Reason {
 /// The kinds of refusal reason ([`Reason::kind`]); each wire dialect names them its way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReasonKind {
+    /// No certificate was presented.
     CertificateMissing,
+    /// The certificate is expired.
     CertificateExpired,
+    /// The certificate is revoked.
     CertificateRevoked,
+    /// The certificate is blocked by the allow or deny list.
     CertificateBlocked,
+    /// The certificate is unreadable, untrusted, badly signed or of unknown revocation status.
     CertificateInvalid,
+    /// A register or role problem: the PSP is not registered, authorised or passported as needed.
     RegisterOrRole,
 }
 
@@ -192,11 +219,14 @@ impl fmt::Display for Reason {
 /// A refusal: the reason and a sentence for the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
+    /// Why the call is refused.
     pub reason: Reason,
+    /// A sentence explaining the refusal, for the caller.
     pub detail: String,
 }
 
 impl Rejection {
+    /// A refusal for `reason` with the explanation `detail`.
     pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
         Rejection {
             reason,
@@ -239,6 +269,7 @@ impl<R: AsRef<CheckReport>> Permit<R> {
         }
     }
 
+    /// The check report the decision was made on.
     pub fn report(&self) -> &CheckReport {
         (*self.report).as_ref()
     }
@@ -248,10 +279,12 @@ impl<R: AsRef<CheckReport>> Permit<R> {
         &self.report
     }
 
+    /// The services the PSP is registered for (its qualifying home entry's), granted by the permit.
     pub fn services(&self) -> ServiceSet {
         self.services
     }
 
+    /// In report-only mode, the refusal the rule made but did not enforce.
     pub fn not_enforced(&self) -> Option<&Rejection> {
         self.not_enforced.as_ref()
     }

@@ -18,6 +18,7 @@ pub struct EbaAuthority {
     pub nca_id: &'static str,
     /// The EBA register's `CA_OwnerID`.
     pub eba_code: &'static str,
+    /// The authority's name.
     pub name: &'static str,
     /// True when the EBA code was seen in public material quoting the live register; false
     /// when it is this project's best reading and must be checked against a live file (a
@@ -204,10 +205,12 @@ pub fn derived_nca_id(country: CountryCode, rest: &str) -> Option<String> {
 
 /// EBA code → (NCA ids, first canonical; authority name).
 pub struct NcaMap {
+    /// Canonical EBA authority code → (the NCA ids that map to it, the authority's name).
     pub by_code: HashMap<String, (Vec<String>, String)>,
 }
 
 impl NcaMap {
+    /// The built-in table with `overrides` (NCA id → EBA code) applied, indexed by canonical code.
     pub fn new(overrides: &BTreeMap<String, String>) -> Self {
         let mut rows: Vec<(String, String, String)> = DEFAULT_EBA_AUTHORITIES
             .iter()

@@ -22,7 +22,9 @@ use crate::country::CountryCode;
 /// `registerType` of a register object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum RegisterType {
+    /// The PSP's home register.
     Home,
+    /// A register of the transaction jurisdiction, when it is not the PSP's home.
     Host,
 }
 
@@ -33,7 +35,9 @@ pub struct RegisterBlock {
     /// The NCA id; null for a host register in which the PSP was not found (and for a home
     /// register that is not loaded, or an auth number that names none).
     pub nca_name: Option<String>,
+    /// The contract's `ncaCountryCode`: the country of the register's NCA.
     pub nca_country_code: CountryCode,
+    /// The contract's `registerType`: home or host.
     pub register_type: RegisterType,
     /// One entry per register category in which the PSP is found; empty when not found.
     pub category_entries: Vec<CategoryEntryBlock>,
@@ -46,9 +50,13 @@ pub struct RegisterBlock {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CategoryEntryBlock {
+    /// The contract's `categoryName`: the register category of this entry.
     pub category_name: Category,
+    /// The contract's `pspLegalName`: the PSP's legal name as the register publishes it.
     pub psp_legal_name: String,
+    /// The contract's `pspAuthStatus`: the PSP's status in this category.
     pub psp_auth_status: AuthStatus,
+    /// The contract's `pspPaymentServices`: the services (or tiers) this entry lists.
     pub psp_payment_services: ServiceSet,
     /// Home entries only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,17 +66,23 @@ pub struct CategoryEntryBlock {
     pub passport_in: Option<PassportIn>,
 }
 
+/// The contract's `passportOut`: the services a home entry passports to the jurisdiction.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PassportOut {
+    /// The contract's `countryCode`: the host country passported to.
     pub country_code: CountryCode,
+    /// The contract's `paymentServices`: the services passported to that country.
     pub payment_services: ServiceSet,
 }
 
+/// The contract's `passportIn`: what a host register publishes for an inbound PSP.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PassportIn {
+    /// The contract's `paymentServices`: the services the PSP may provide in the host country.
     pub payment_services: ServiceSet,
+    /// The contract's `countryCode`: the PSP's home country as the host register records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub country_code: Option<CountryCode>,
 }
@@ -79,16 +93,32 @@ pub struct PassportIn {
 pub enum HomeOutcome {
     /// The entity was found in its NCA's register, of this kind (hub directories publish
     /// permission tiers, not services).
-    Found { nca_id: String, kind: RegisterKind },
+    Found {
+        /// The NCA id of the register.
+        nca_id: String,
+        /// The register's kind.
+        kind: RegisterKind,
+    },
     /// The certificate's identifier is not a PSD2 auth number; no register can be named.
     NotPsdForm,
     /// No register for the auth number's NCA is loaded.
-    NoRegister { nca_id: String },
+    NoRegister {
+        /// The auth number's NCA id.
+        nca_id: String,
+    },
     /// The NCA's register is loaded but has no entity with the reference.
-    NotFound { nca_id: String },
+    NotFound {
+        /// The NCA id of the register.
+        nca_id: String,
+    },
     /// The NCA's register is consulted on demand (the UK FCA API) and could not be: the home
     /// block says so in a warning, and the access rule refuses (fail closed).
-    Unavailable { nca_id: String, reason: String },
+    Unavailable {
+        /// The NCA id of the register.
+        nca_id: String,
+        /// Why it could not be consulted.
+        reason: String,
+    },
 }
 
 /// What a register consulted on demand (the UK FCA API) said of a PSP's home entity.
@@ -97,21 +127,29 @@ pub enum OnDemandHome {
     /// An answer: the entity (`None`: not in the register), and a warning when the answer is
     /// a stale one standing in for a register that failed just now.
     Answer {
+        /// The PSP's entity in its home register; `None` when it is not there.
         entity: Option<Entity>,
+        /// Set when the answer is a stale one standing in for a register that just failed.
         warning: Option<String>,
     },
     /// No answer could be had.
-    Unavailable { reason: String },
+    Unavailable {
+        /// Why no answer could be had.
+        reason: String,
+    },
 }
 
 /// The register part of a check result: serialises as `{"homeRegister": …, "hostRegister": …}`
 /// (the host only when the jurisdiction differs from home, contract rule 1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RegisterResult {
+    /// The contract's `homeRegister` block.
     #[serde(rename = "homeRegister")]
     pub home: RegisterBlock,
+    /// The contract's `hostRegister` block; present only when the jurisdiction differs from home.
     #[serde(rename = "hostRegister", skip_serializing_if = "Option::is_none")]
     pub host: Option<RegisterBlock>,
+    /// How the home lookup ended (not serialised).
     #[serde(skip)]
     pub home_outcome: HomeOutcome,
     /// The generation of the snapshot that answered.

@@ -38,6 +38,7 @@ impl PaymentService {
         }
     }
 
+    /// The service's number, 1 to 8.
     pub const fn number(self) -> u8 {
         self.0
     }
@@ -71,6 +72,7 @@ impl<'de> Deserialize<'de> for PaymentService {
 pub struct ServiceSet(u16);
 
 impl ServiceSet {
+    /// The set with no service.
     pub const EMPTY: ServiceSet = ServiceSet(0);
 
     /// Every PSD2 payment service, 1 to 8.
@@ -93,14 +95,17 @@ impl ServiceSet {
         fresh
     }
 
+    /// True when `service` is in the set.
     pub fn contains(&self, service: PaymentService) -> bool {
         self.0 & (1u16 << service.0) != 0
     }
 
+    /// True when the set holds no service.
     pub fn is_empty(&self) -> bool {
         self.0 == 0
     }
 
+    /// How many services the set holds.
     pub fn len(&self) -> usize {
         self.0.count_ones() as usize
     }
@@ -120,6 +125,7 @@ impl ServiceSet {
         self.iter().last()
     }
 
+    /// The services in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = PaymentService> + '_ {
         (PaymentService::MIN..=PaymentService::MAX)
             .filter(|n| self.0 & (1u16 << n) != 0)
@@ -191,6 +197,7 @@ pub enum AuthStatus {
 }
 
 impl AuthStatus {
+    /// The status as the contract spells it (`Authorised`, `Registered`, `Unauthorised`).
     pub fn as_str(&self) -> &'static str {
         match self {
             AuthStatus::Authorised => "Authorised",
@@ -210,11 +217,17 @@ impl fmt::Display for AuthStatus {
 /// of a hub-directory register such as `Private Domestic Bank`.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
 pub enum Category {
+    /// Payment Institution.
     PaymentInstitution,
+    /// Exempt Payment Institution.
     ExemptPaymentInstitution,
+    /// E-Money Institution.
     EMoneyInstitution,
+    /// Exempt E-Money Institution.
     ExemptEMoneyInstitution,
+    /// AISP (account information service provider).
     Aisp,
+    /// Credit Institution.
     CreditInstitution,
     /// A category name the contract does not list (hub-directory registers), as written.
     Other(String),
@@ -253,6 +266,7 @@ impl Category {
         )
     }
 
+    /// The category name in the contract's spelling, or the name as written for `Other`.
     pub fn as_str(&self) -> &str {
         match self {
             Category::PaymentInstitution => "Payment Institution",
@@ -319,6 +333,7 @@ pub enum RegisterFormat {
 }
 
 impl RegisterFormat {
+    /// The name of the format in configuration (`native`, `eba`).
     pub fn as_str(&self) -> &'static str {
         match self {
             RegisterFormat::Native => "native",
@@ -330,8 +345,11 @@ impl RegisterFormat {
 /// One category in which an entity appears in its home register.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct CategoryEntry {
+    /// The register category (the contract's `categoryName`).
     pub category: Category,
+    /// The entity's legal name in this category (the contract's `pspLegalName`).
     pub legal_name: String,
+    /// The entity's status in this category (the contract's `pspAuthStatus`).
     pub status: AuthStatus,
     /// The services the register lists for the entity in its home country.
     pub services: ServiceSet,
@@ -364,6 +382,7 @@ impl CategoryEntry {
 pub struct Entity {
     /// The reference as the register publishes it (not normalised).
     pub reference: String,
+    /// One entry per category in which the entity appears (the contract's `categoryEntries`).
     pub entries: Vec<CategoryEntry>,
 }
 
@@ -375,8 +394,11 @@ pub struct PassportInEntry {
     pub home_nca_id: String,
     /// The home reference as written in the register file (not normalised).
     pub home_reference: String,
+    /// The register category (the contract's `categoryName`).
     pub category: Category,
+    /// The PSP's legal name as the host register publishes it (the contract's `pspLegalName`).
     pub legal_name: String,
+    /// The PSP's status in the host register (the contract's `pspAuthStatus`).
     pub status: AuthStatus,
     /// The services the PSP may provide in the host country under this entry; reported both
     /// as `pspPaymentServices` and as `passportIn.paymentServices`.
@@ -407,12 +429,19 @@ pub struct Register {
 /// (the reader builds them as it checks each entry).
 #[derive(Clone, Debug)]
 pub struct RegisterParts {
+    /// The NCA id (`XX-TEST`), the contract's `ncaName`.
     pub nca_id: String,
+    /// Further NCA ids by which certificates name this register.
     pub aliases: Vec<String>,
+    /// The authority's name.
     pub name: String,
+    /// The register's country (the contract's `ncaCountryCode`).
     pub country: CountryCode,
+    /// What the numbers in the register's service lists mean.
     pub kind: RegisterKind,
+    /// How the register's references are normalised for lookups.
     pub normalisation: Normalisation,
+    /// The register's entities.
     pub entities: Vec<Entity>,
     /// Normalised reference → index into `entities`.
     pub by_reference: HashMap<String, usize>,
@@ -455,18 +484,22 @@ impl Register {
         &self.name
     }
 
+    /// The register's country: the contract's `ncaCountryCode`.
     pub fn country(&self) -> CountryCode {
         self.country
     }
 
+    /// What the numbers in this register's service lists mean.
     pub fn kind(&self) -> RegisterKind {
         self.kind
     }
 
+    /// How this register normalises references for lookups.
     pub fn normalisation(&self) -> Normalisation {
         self.normalisation
     }
 
+    /// The entities this register publishes.
     pub fn entities(&self) -> &[Entity] {
         &self.entities
     }
@@ -542,26 +575,36 @@ impl Register {
 /// Why two files' registers of one NCA cannot be merged ([`Register::merge`]).
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
+    /// The two registers are of different kinds.
     #[error(
         "register {nca_id} is a {kind:?} register in {} but a {other_kind:?} register in {}",
         file.display(),
         other_file.display()
     )]
     Kind {
+        /// The NCA id of the register being merged into.
         nca_id: String,
+        /// The kind of the register being merged into.
         kind: RegisterKind,
+        /// The file of the register being merged into.
         file: PathBuf,
+        /// The kind of the register being merged in.
         other_kind: RegisterKind,
+        /// The file of the register being merged in.
         other_file: PathBuf,
     },
+    /// The two registers normalise references differently.
     #[error(
         "register {nca_id} normalises references differently in {} and {}: give both files the same `normalise`",
         file.display(),
         other_file.display()
     )]
     Normalisation {
+        /// The NCA id of the register being merged into.
         nca_id: String,
+        /// The file of the register being merged into.
         file: PathBuf,
+        /// The file of the register being merged in.
         other_file: PathBuf,
     },
 }

@@ -58,6 +58,7 @@ impl Normalisation {
         dashes: false,
     };
 
+    /// The normalisation that applies the given rules (duplicates are harmless).
     pub fn from_rules(rules: &[NormaliseRule]) -> Self {
         let mut n = Normalisation::NONE;
         for rule in rules {

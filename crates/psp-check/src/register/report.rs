@@ -13,35 +13,55 @@ use crate::country::CountryCode;
 /// the line and column too. A failed load never replaces the snapshot in use.
 #[derive(Debug, thiserror::Error)]
 pub enum RegisterLoadError {
+    /// The file could not be read.
     #[error("{}: cannot read: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The file could not be written.
     #[error("{}: cannot write: {source}", path.display())]
     Write {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     /// Bad JSON or a value of the wrong type or shape, at a position in the file.
     #[error("{}: line {line}, column {column}: {message}", path.display())]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// The line of the error, from 1.
         line: usize,
+        /// The column of the error, from 1.
         column: usize,
+        /// What is wrong, without the position.
         message: String,
     },
     /// Well-formed JSON whose content breaks a rule of the format.
     #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The rule broken and where.
+        message: String,
+    },
+    /// Two registers (or a register and an alias) claim the same NCA id.
     #[error("NCA id {nca_id} is defined twice: in {} and in {}", first.display(), second.display())]
     DuplicateNca {
+        /// The NCA id defined twice.
         nca_id: String,
+        /// The file that defined it first.
         first: PathBuf,
+        /// The file that defined it again.
         second: PathBuf,
     },
+    /// The register configuration is wrong; the message says how.
     #[error("register configuration: {0}")]
     Config(String),
 }
@@ -61,6 +81,7 @@ impl RegisterLoadError {
         }
     }
 
+    /// An `Invalid` error in `path` with this message.
     pub fn invalid(path: &Path, message: impl Into<String>) -> Self {
         RegisterLoadError::Invalid {
             path: path.to_owned(),
@@ -73,27 +94,39 @@ impl RegisterLoadError {
 /// counts of what was kept, skipped and not understood.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct LoadReport {
+    /// One report per file read, in load order.
     pub files: Vec<FileLoadReport>,
 }
 
+/// What one register file defined.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FileLoadReport {
+    /// The file.
     pub path: PathBuf,
+    /// The file's format.
     pub format: RegisterFormat,
+    /// The registers the file defined.
     pub registers: Vec<RegisterSummary>,
     /// Entities whose normalised reference equalled another's in the same register; their
     /// category entries were merged into one entity.
     pub merged_references: u64,
+    /// For EBA files, the counts of what was kept, skipped and not understood.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eba: Option<EbaReport>,
 }
 
+/// The size of one register a file defined.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RegisterSummary {
+    /// The register's NCA id.
     pub nca_id: String,
+    /// The register's country.
     pub country: CountryCode,
+    /// How many entities the register holds.
     pub entities: usize,
+    /// How many category entries those entities hold in all.
     pub category_entries: usize,
+    /// How many passport-in (inbound) entries the register publishes.
     pub passport_in: usize,
 }
 
@@ -135,7 +168,9 @@ pub struct EbaReport {
     pub missing_authority: u64,
     /// Objects in the document that are not entity records (the disclaimer, a new block).
     pub other_objects: u64,
+    /// Records whose `EntityType` is not one the reader knows, per type.
     pub unknown_entity_types: BTreeMap<String, u64>,
+    /// Service codes the reader does not know, per code.
     pub unknown_service_codes: BTreeMap<String, u64>,
     /// `Services` keys that are not two-letter country codes.
     pub unknown_countries: BTreeMap<String, u64>,
@@ -145,6 +180,7 @@ pub struct EbaReport {
 }
 
 impl EbaReport {
+    /// Counts `code` in `map`, keeping at most `MAX_DISTINCT_CODES` names (the rest under `…`).
     pub fn count(map: &mut BTreeMap<String, u64>, code: &str) {
         if let Some(n) = map.get_mut(code) {
             *n += 1;

@@ -26,7 +26,9 @@ pub struct RegisterSnapshot {
 /// A register file as loaded: when it was last replaced, and how old it may get.
 #[derive(Debug, Clone)]
 pub struct LoadedFile {
+    /// The file's path.
     pub path: PathBuf,
+    /// The file's format.
     pub format: RegisterFormat,
     /// Where it is fetched from, if it is.
     pub url: Option<String>,
@@ -119,10 +121,12 @@ impl RegisterSnapshot {
         self
     }
 
+    /// How many successful loads came before this snapshot (set when it is swapped in).
     pub fn generation(&self) -> u64 {
         self.generation
     }
 
+    /// Every loaded register.
     pub fn registers(&self) -> &[Register] {
         &self.registers
     }
