@@ -68,6 +68,7 @@ pub enum QtspSource {
 }
 
 impl QtspSource {
+    /// The source kind as serialised and displayed: `EIDAS`, `QTSP`, `OBIE` or `OBHD`.
     pub fn as_str(&self) -> &'static str {
         match self {
             QtspSource::Eidas => "EIDAS",
@@ -93,13 +94,17 @@ impl fmt::Display for QtspSource {
 /// A trust source with its rules, as loaded.
 #[derive(Debug, Clone)]
 pub struct Source {
+    /// The source's name, as configured.
     pub name: String,
+    /// The kind of scheme the source is (eIDAS, QTSP, OBIE or OBHD).
     pub qtsp_source: QtspSource,
     /// The `QTSPJurisdiction` value reported for its certificates.
     pub reported_jurisdiction: String,
     /// Transaction jurisdictions its issuers are approved for.
     pub valid_for: BTreeSet<CountryCode>,
+    /// Whether the certificates its issuers approve must carry the QcCompliance statement.
     pub qc_compliance: QcCompliancePolicy,
+    /// What it does with certificates that carry no QcType web or eseal.
     pub untyped: UntypedPolicy,
 }
 
@@ -120,14 +125,20 @@ pub enum ListRole {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListStatus {
+    /// The name of the trust source the list belongs to.
     pub source: String,
+    /// What the list is to its source: the LOTL, a national list or a configured file.
     pub role: ListRole,
+    /// The territory the list is for (`CZ`, …), when known.
     pub territory: Option<String>,
     /// The file read.
     pub location: String,
+    /// The list's `TSLSequenceNumber` (TS 119 612 clause 5.3.2), once read.
     pub sequence_number: Option<u64>,
+    /// The list's `ListIssueDateTime` (TS 119 612 clause 5.3.14), once read.
     #[serde(with = "time::serde::rfc3339::option")]
     pub issue_date: Option<OffsetDateTime>,
+    /// The list's `NextUpdate` (TS 119 612 clause 5.3.15); `None` for a closed or unread list.
     #[serde(with = "time::serde::rfc3339::option")]
     pub next_update: Option<OffsetDateTime>,
     /// `NextUpdate` plus the grace: after this the list is not used.
@@ -139,6 +150,7 @@ pub struct ListStatus {
     pub problem: Option<String>,
     /// Services read from the list, and CA/QC issuers taken from them.
     pub services: usize,
+    /// The CA/QC issuers taken from those services.
     pub issuers: usize,
 }
 
@@ -259,17 +271,31 @@ pub struct ApprovalFor {
 /// which are the checker's).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotApproved {
+    /// The service had no status in effect at the certificate's issuance.
     #[error("the service had no status at the certificate's issuance ({at})")]
-    NoStatus { at: OffsetDateTime },
+    NoStatus {
+        /// The certificate's issuance.
+        at: OffsetDateTime,
+    },
+    /// The service's status at the certificate's issuance did not approve it.
     #[error("the service was `{status}` at the certificate's issuance ({at})")]
-    Inactive { status: String, at: OffsetDateTime },
+    Inactive {
+        /// The status as the source wrote it.
+        status: String,
+        /// The certificate's issuance.
+        at: OffsetDateTime,
+    },
+    /// A critical extension of the service's status period is not understood (clause 5.5.9).
     #[error(
         "service extension {extension} is critical and not understood, so the service is not used for its status at the certificate's issuance ({at})"
     )]
     CriticalExtension {
+        /// The extension, as `{namespace}name`.
         extension: String,
+        /// The certificate's issuance.
         at: OffsetDateTime,
     },
+    /// The service's `Qualifications` (TS 119 612 clause 5.5.9.2) refuse the certificate.
     #[error("{0}")]
     Qualification(#[from] qualifications::Refusal),
     /// The list the issuer comes from (or the LOTL that authorised it) is past its
@@ -283,7 +309,9 @@ pub enum NotApproved {
     ListStale {
         /// `trusted list CZ (…/lists/CZ.xml)`, or the LOTL's.
         list: String,
+        /// The list's `NextUpdate`.
         next_update: OffsetDateTime,
+        /// `next_update` plus the grace, which the check is past.
         until: OffsetDateTime,
     },
 }
@@ -294,6 +322,7 @@ pub enum NotApproved {
 pub struct ListDeadline {
     /// The list whose date this is, for the refusal.
     pub list: String,
+    /// The list's `NextUpdate`.
     pub next_update: OffsetDateTime,
     /// `next_update` plus the grace: after this instant the list approves nothing.
     pub until: OffsetDateTime,
@@ -329,6 +358,7 @@ impl ListDeadline {
 pub struct TrustedIssuer {
     /// Index into [`TrustList::sources`].
     pub source: usize,
+    /// The issuer's CA certificate.
     pub certificate: PspCertificate,
     /// Where it came from (file, or trusted-list service name), for explanations.
     pub origin: String,
@@ -407,10 +437,12 @@ impl TrustList {
         }
     }
 
+    /// The trust sources, which [`TrustedIssuer::source`] indexes into.
     pub fn sources(&self) -> &[Source] {
         &self.sources
     }
 
+    /// The approved issuers, from every source.
     pub fn issuers(&self) -> &[TrustedIssuer] {
         &self.issuers
     }
@@ -446,6 +478,7 @@ impl TrustList {
         }
     }
 
+    /// What loading passed over (services that are not CA/QC, undecodable entries), for logs.
     pub fn notes(&self) -> &[String] {
         &self.notes
     }
@@ -472,6 +505,7 @@ impl TrustList {
             .collect()
     }
 
+    /// Whether the trust list approves no issuer at all.
     pub fn is_empty(&self) -> bool {
         self.issuers.is_empty()
     }

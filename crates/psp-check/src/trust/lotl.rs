@@ -64,6 +64,7 @@ pub enum LotlError {
         issued: String,
         /// The signer certificate's validity, RFC 3339.
         not_before: String,
+        /// The end of the signer certificate's validity, RFC 3339.
         not_after: String,
     },
     /// More pivot LOTLs than [`MAX_PIVOTS`].
@@ -178,7 +179,9 @@ pub const MAX_PIVOTS: usize = 16;
 /// that was verified.
 #[derive(Debug, Clone)]
 pub struct SignedList {
+    /// The list as read from the verified tree.
     pub list: TrustedList,
+    /// The certificate whose key signed the list.
     pub signer: PspCertificate,
 }
 
@@ -201,6 +204,7 @@ pub fn signer_label(signer: &PspCertificate) -> String {
 /// A verified LOTL and how it was reached.
 #[derive(Debug, Clone)]
 pub struct VerifiedLotl {
+    /// The LOTL, verified.
     pub lotl: SignedList,
     /// The pivots whose signatures carried trust from the pinned keys to the LOTL's signer,
     /// oldest first (empty when a pinned certificate signed the LOTL itself).
@@ -363,8 +367,11 @@ fn check_is_lotl(list: &TrustedList, what: &str) -> Result<(), LotlError> {
 /// sign it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NationalPointer {
+    /// The territory (`SchemeTerritory` of the pointer, e.g. `CZ`).
     pub territory: String,
+    /// Where the list is published (the pointer's `TSLLocation`).
     pub location: String,
+    /// SHA-256 fingerprints of the certificates that may sign it, from its pointers.
     pub signers: Vec<Fingerprint>,
 }
 

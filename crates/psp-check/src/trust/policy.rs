@@ -10,7 +10,9 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum QcCompliancePolicy {
+    /// Certificates without the QcCompliance statement are refused.
     Required,
+    /// Certificates may carry the QcCompliance statement or not.
     Optional,
 }
 
@@ -18,7 +20,9 @@ pub enum QcCompliancePolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum UntypedPolicy {
+    /// Certificates with no QcType web or eseal are refused.
     Reject,
+    /// Certificates with no QcType web or eseal are accepted.
     Accept,
 }
 

@@ -45,22 +45,35 @@ use crate::cert::{KeyUsage, PspCertificate};
 
 /// The qualifier URIs of TS 119 612 clause 5.5.9.2.1 (Annex D.5, `SvcInfoExt`).
 pub mod uri {
+    /// `QCStatement`: qualified, as the certificate's QcCompliance statement says.
     pub const QC_STATEMENT: &str = "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCStatement";
+    /// `QCForESig`: a certificate for electronic signatures.
     pub const QC_FOR_ESIG: &str = "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCForESig";
+    /// `QCForESeal`: a certificate for electronic seals.
     pub const QC_FOR_ESEAL: &str = "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCForESeal";
+    /// `QCForWSA`: a certificate for website authentication.
     pub const QC_FOR_WSA: &str = "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCForWSA";
+    /// `NotQualified`: not a qualified certificate.
     pub const NOT_QUALIFIED: &str =
         "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/NotQualified";
+    /// `QCWithSSCD`: the private key is held in a secure signature creation device.
     pub const QC_WITH_SSCD: &str = "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCWithSSCD";
+    /// `QCNoSSCD`: the private key is not held in a secure signature creation device.
     pub const QC_NO_SSCD: &str = "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCNoSSCD";
+    /// `QCSSCDStatusAsInCert`: whether the key is in an SSCD is as the certificate says.
     pub const QC_SSCD_STATUS_AS_IN_CERT: &str =
         "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCSSCDStatusAsInCert";
+    /// `QCWithQSCD`: the private key is held in a qualified signature creation device.
     pub const QC_WITH_QSCD: &str = "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCWithQSCD";
+    /// `QCNoQSCD`: the private key is not held in a qualified signature creation device.
     pub const QC_NO_QSCD: &str = "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCNoQSCD";
+    /// `QCQSCDStatusAsInCert`: whether the key is in a QSCD is as the certificate says.
     pub const QC_QSCD_STATUS_AS_IN_CERT: &str =
         "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCQSCDStatusAsInCert";
+    /// `QCQSCDManagedOnBehalf`: the QSCD holding the key is managed on the holder's behalf.
     pub const QC_QSCD_MANAGED_ON_BEHALF: &str =
         "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCQSCDManagedOnBehalf";
+    /// `QCForLegalPerson`: a certificate issued to a legal person.
     pub const QC_FOR_LEGAL_PERSON: &str =
         "http://uri.etsi.org/TrstSvc/TrustedList/SvcInfoExt/QCForLegalPerson";
 }
@@ -70,6 +83,7 @@ pub mod uri {
 pub struct Qualification {
     /// `Qualifiers/Qualifier@uri`, in document order; never empty.
     pub qualifiers: Vec<Qualifier>,
+    /// The certificates the qualifiers apply to.
     pub criteria: CriteriaList,
 }
 
@@ -86,13 +100,21 @@ pub enum Qualifier {
     QcForWsa,
     /// `NotQualified`: not a qualified certificate, whatever it says.
     NotQualified,
+    /// `QCWithSSCD`: the key is held in an SSCD.
     QcWithSscd,
+    /// `QCNoSSCD`: the key is not held in an SSCD.
     QcNoSscd,
+    /// `QCSSCDStatusAsInCert`: SSCD status as the certificate says.
     QcSscdStatusAsInCert,
+    /// `QCWithQSCD`: the key is held in a QSCD.
     QcWithQscd,
+    /// `QCNoQSCD`: the key is not held in a QSCD.
     QcNoQscd,
+    /// `QCQSCDStatusAsInCert`: QSCD status as the certificate says.
     QcQscdStatusAsInCert,
+    /// `QCQSCDManagedOnBehalf`: the QSCD is managed on the holder's behalf.
     QcQscdManagedOnBehalf,
+    /// `QCForLegalPerson`: a certificate issued to a legal person.
     QcForLegalPerson,
     /// Any other URI, kept as written (trimmed of XML white space).
     Unknown(String),
@@ -119,6 +141,7 @@ impl Qualifier {
         }
     }
 
+    /// The qualifier's URI: the known one, or the unknown URI as written.
     pub fn uri(&self) -> &str {
         match self {
             Qualifier::QcStatement => uri::QC_STATEMENT,
@@ -196,7 +219,9 @@ impl Assert {
 /// A `CriteriaList`: criteria combined by `assert`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CriteriaList {
+    /// How the criteria are combined (`all`, `atLeastOne` or `none`).
     pub assert: Assert,
+    /// The criteria, in document order.
     pub criteria: Vec<Criterion>,
 }
 
@@ -223,14 +248,23 @@ pub enum Criterion {
 /// The `KeyUsageBit@name` values (clause 5.5.9.2.2.1; RFC 5280 section 4.2.1.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyUsageBit {
+    /// `digitalSignature` (bit 0).
     DigitalSignature,
+    /// `nonRepudiation` (bit 1, also called contentCommitment).
     NonRepudiation,
+    /// `keyEncipherment` (bit 2).
     KeyEncipherment,
+    /// `dataEncipherment` (bit 3).
     DataEncipherment,
+    /// `keyAgreement` (bit 4).
     KeyAgreement,
+    /// `keyCertSign` (bit 5).
     KeyCertSign,
+    /// `crlSign` (bit 6).
     CrlSign,
+    /// `encipherOnly` (bit 7).
     EncipherOnly,
+    /// `decipherOnly` (bit 8).
     DecipherOnly,
 }
 
@@ -280,6 +314,7 @@ pub struct CertFacts<'a> {
 }
 
 impl<'a> CertFacts<'a> {
+    /// The facts of `cert` the criteria look at.
     pub fn of(cert: &'a PspCertificate) -> CertFacts<'a> {
         CertFacts {
             key_usage: cert.key_usage.as_ref(),
@@ -392,10 +427,18 @@ pub enum Refusal {
     ForESig,
     /// A qualifier URI this module does not know applies to the certificate.
     #[error("the trusted list's qualifier {uri} applies to this certificate and is not understood")]
-    UnknownQualifier { uri: String },
+    UnknownQualifier {
+        /// The qualifier URI, as written.
+        uri: String,
+    },
     /// Whether an element whose qualifiers matter applies cannot be decided.
     #[error("whether the trusted list's qualifier {qualifier} applies cannot be decided: {why}")]
-    Undecidable { qualifier: String, why: String },
+    Undecidable {
+        /// The qualifier's short name (`QCForWSA`, …).
+        qualifier: String,
+        /// Why whether the element applies cannot be decided.
+        why: String,
+    },
 }
 
 /// What the `Qualifications` of one status period say about one certificate: `Ok(None)`

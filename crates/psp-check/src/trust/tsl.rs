@@ -410,28 +410,59 @@ pub struct ServiceKinds {
 pub enum TslError {
     /// The input is over a budget ([`MAX_TSL_BYTES`], [`MAX_XML_NODES`]).
     #[error("trusted list refused: {what} exceeds the limit of {limit}")]
-    TooLarge { what: &'static str, limit: usize },
+    TooLarge {
+        /// What was counted, for people.
+        what: &'static str,
+        /// The limit it exceeds.
+        limit: usize,
+    },
     /// The document's shape is over a budget of [`shape`] (attributes per element,
     /// namespace declarations in scope, depth, elements), found before any tree is built.
     #[error("trusted list refused: {0}")]
     Shape(#[from] shape::ShapeError),
     /// Not UTF-8 (TS 119 612 Annex B) or not well-formed XML.
     #[error("not well-formed XML at line {line}, column {col}: {msg}")]
-    NotXml { line: u32, col: u32, msg: String },
+    NotXml {
+        /// The line (1-based).
+        line: u32,
+        /// The column (1-based).
+        col: u32,
+        /// Why the input is not well-formed UTF-8 XML.
+        msg: String,
+    },
     /// The document has a document type declaration (`<!DOCTYPE …>`); refused so no entity is
     /// expanded and nothing is fetched.
     #[error("XML document type declarations are refused (line {line}, column {col})")]
-    DtdRefused { line: u32, col: u32 },
+    DtdRefused {
+        /// The line (1-based).
+        line: u32,
+        /// The column (1-based).
+        col: u32,
+    },
     /// Well-formed XML whose root element is not `TrustServiceStatusList` in the
     /// TS 119 612 namespace.
     #[error(
         "not a trusted list: the root element at line {line}, column {col} is {found}, \
          not TrustServiceStatusList in namespace http://uri.etsi.org/02231/v2#"
     )]
-    NotATrustedList { line: u32, col: u32, found: String },
+    NotATrustedList {
+        /// The line (1-based).
+        line: u32,
+        /// The column (1-based).
+        col: u32,
+        /// The root element found, as `{namespace}name`.
+        found: String,
+    },
     /// A trusted list whose `SchemeInformation` (or list structure) is broken.
     #[error("invalid trusted list at line {line}, column {col}: {msg}")]
-    Invalid { line: u32, col: u32, msg: String },
+    Invalid {
+        /// The line (1-based).
+        line: u32,
+        /// The column (1-based).
+        col: u32,
+        /// What is wrong with the list.
+        msg: String,
+    },
 }
 
 /// Reads a trusted list (or a list of the lists) from its XML bytes.

@@ -65,7 +65,12 @@ pub const ENVELOPED_SIGNATURE: &str = "http://www.w3.org/2000/09/xmldsig#envelop
 pub enum XmlSigError {
     /// The input is over a budget ([`MAX_TSL_BYTES`], [`MAX_XML_NODES`]).
     #[error("{what} over the limit of {limit}")]
-    TooLarge { what: &'static str, limit: usize },
+    TooLarge {
+        /// What was counted, for people.
+        what: &'static str,
+        /// The limit it exceeds.
+        limit: usize,
+    },
     /// The document's shape is over a budget of [`super::tsl::shape`], found before any
     /// tree is built.
     #[error("{0}")]
@@ -79,14 +84,27 @@ pub enum XmlSigError {
     Structure(String),
     /// An algorithm or a feature outside what this verifier accepts.
     #[error("unsupported {what}: {value}")]
-    Unsupported { what: &'static str, value: String },
+    Unsupported {
+        /// The element or feature concerned (`SignatureMethod`, …).
+        what: &'static str,
+        /// The value found (an algorithm URI, …).
+        value: String,
+    },
     /// A reference's digest does not match what it points to.
     #[error("reference URI=\"{uri}\" digest mismatch")]
-    DigestMismatch { uri: String },
+    DigestMismatch {
+        /// The reference's `URI`.
+        uri: String,
+    },
     /// The `SignedProperties` reference does not point to this signature's own
     /// `xades:SignedProperties` (signature wrapping).
     #[error("reference URI=\"{uri}\": {reason}")]
-    BadReferenceTarget { uri: String, reason: String },
+    BadReferenceTarget {
+        /// The reference's `URI`.
+        uri: String,
+        /// What is wrong with the target.
+        reason: String,
+    },
     /// The signer certificate cannot be read.
     #[error("signer certificate: {0}")]
     Certificate(String),
@@ -181,10 +199,13 @@ pub struct VerifiedList {
     pub signer: PspCertificate,
     /// `xades:SigningTime`, when present (the signer's claim, not a timestamp).
     pub signing_time: Option<OffsetDateTime>,
+    /// The signature algorithm of `SignedInfo` (`SignatureMethod`).
     pub signature_algorithm: SignatureAlgorithm,
+    /// The canonicalization of `SignedInfo` (`CanonicalizationMethod`).
     pub canonicalization: Canonicalization,
     /// Digest of the `URI=""` reference and of the `SignedProperties` reference.
     pub document_digest: DigestAlgorithm,
+    /// The digest algorithm of the `SignedProperties` reference.
     pub signed_properties_digest: DigestAlgorithm,
 }
 

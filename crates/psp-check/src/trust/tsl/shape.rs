@@ -58,9 +58,11 @@ pub struct ShapeError {
     pub budget: &'static str,
     /// What was counted, for people.
     pub what: &'static str,
+    /// The budget's value.
     pub limit: usize,
     /// Where the budget was exceeded (1-based).
     pub line: u32,
+    /// The column where the budget was exceeded (1-based).
     pub col: u32,
 }
 
