@@ -43,10 +43,13 @@ use crate::trust::{CertKind, QcCompliancePolicy, UntypedPolicy};
 /// What the check is asked.
 #[derive(Debug, Clone, Copy)]
 pub struct CheckInput<'a> {
+    /// The PSP certificate under check.
     pub certificate: &'a PspCertificate,
     /// Other certificates presented with it (TLS chain, `--chain` files), in any order.
     pub intermediates: &'a [PspCertificate],
+    /// The transaction jurisdiction the issuer's trust source must be approved for.
     pub jurisdiction: CountryCode,
+    /// The point in time the check is made at.
     pub now: OffsetDateTime,
 }
 
@@ -61,6 +64,7 @@ pub enum KeyRef {
 }
 
 impl KeyRef {
+    /// The certificate this reference designates, in `trust` or in `intermediates`.
     pub fn certificate<'a>(
         &self,
         trust: &'a TrustList,
@@ -86,9 +90,17 @@ impl KeyRef {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TrustOutcome {
     /// `issuer` (index into [`TrustList::issuers`]) approves the certificate.
-    Approved { issuer: usize },
+    Approved {
+        /// Index into [`TrustList::issuers`].
+        issuer: usize,
+    },
     /// The issuer is in the trust list but does not approve this certificate here.
-    NotApproved { issuer: usize, reason: Refusal },
+    NotApproved {
+        /// Index into [`TrustList::issuers`].
+        issuer: usize,
+        /// Why the issuer does not approve the certificate.
+        reason: Refusal,
+    },
     /// No trust-list issuer is the certificate's issuer.
     Unknown,
 }
@@ -132,7 +144,9 @@ impl IssuerResolution {
 /// The read-only reference data a check runs against: one consistent pair of snapshots.
 #[derive(Debug, Clone, Copy)]
 pub struct Snapshots<'a> {
+    /// The trust list the issuer is judged against.
     pub trust: &'a TrustList,
+    /// The NCA registers the PSP is looked up in.
     pub registers: &'a RegisterSnapshot,
 }
 
@@ -595,30 +609,49 @@ pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolu
 /// verified: `QTSPSource` is reported, `validQTSP` is false).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// The issuer's trust source is not approved for the transaction jurisdiction.
     #[error("trust source `{source_name}` is not approved for jurisdiction {jurisdiction}")]
     Jurisdiction {
+        /// The name of the issuer's trust source.
         source_name: String,
+        /// The transaction jurisdiction.
         jurisdiction: CountryCode,
     },
     /// The service's status, critical extensions or Qualifications at issuance.
     #[error(transparent)]
     Service(#[from] crate::trust::NotApproved),
+    /// The certificate has QcType esign: an electronic-signature certificate.
     #[error(
         "QcType esign: an electronic-signature certificate is neither a website nor a seal certificate"
     )]
     ElectronicSignature,
+    /// The certificate has no QcType web or eseal, and the trust source rejects untyped
+    /// certificates.
     #[error(
         "the certificate has no QcType web or eseal, and trust source `{source_name}` rejects untyped certificates"
     )]
-    Untyped { source_name: String },
+    Untyped {
+        /// The name of the issuer's trust source.
+        source_name: String,
+    },
+    /// The certificate is untyped and the issuer's service is approved for no certificate
+    /// kind.
     #[error("the service is approved for no certificate kind")]
     NoKind,
+    /// The issuer's service is not approved for a kind the certificate's QcType declares.
     #[error("the service is not approved for {kind}")]
-    Kind { kind: CertKind },
+    Kind {
+        /// The certificate kind the service is not approved for.
+        kind: CertKind,
+    },
+    /// The certificate lacks the QcCompliance statement its trust source requires.
     #[error(
         "the certificate has no QcCompliance statement, which trust source `{source_name}` requires"
     )]
-    QcCompliance { source_name: String },
+    QcCompliance {
+        /// The name of the issuer's trust source.
+        source_name: String,
+    },
 }
 
 /// Whether trust-list issuer `issuer` approves the certificate for this jurisdiction; the

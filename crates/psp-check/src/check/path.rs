@@ -96,29 +96,60 @@ pub struct CandidatePath {
 pub enum PathError {
     /// An issuer on the path is not a CA: basicConstraints absent or cA false (RFC 5280
     /// section 6.1.4 (k)).
-    IssuerNotCa { subject: String },
+    IssuerNotCa {
+        /// The issuer's subject name.
+        subject: String,
+    },
     /// An issuer's keyUsage does not allow certificate signing (section 6.1.4 (n)).
-    IssuerWithoutKeyCertSign { subject: String },
+    IssuerWithoutKeyCertSign {
+        /// The issuer's subject name.
+        subject: String,
+    },
     /// A certificate on the path is not X.509 version 3: an issuer cannot then carry
     /// basicConstraints (section 6.1.4 (k)), and a PSP certificate its QC statements.
-    NotV3 { subject: String, version: u32 },
+    NotV3 {
+        /// The subject name of the certificate concerned.
+        subject: String,
+        /// The certificate's X.509 version.
+        version: u32,
+    },
     /// An issuer has an empty subject name (section 4.1.2.6).
     IssuerWithEmptySubject,
     /// More non-self-issued intermediates below `subject` than its pathLenConstraint allows
     /// (section 6.1.4 (l), (m)).
-    PathLengthExceeded { subject: String, constraint: u32 },
+    PathLengthExceeded {
+        /// The subject name of the CA whose constraint is exceeded.
+        subject: String,
+        /// Its pathLenConstraint (RFC 5280 section 4.2.1.9).
+        constraint: u32,
+    },
     /// A certificate on the path has an extension that forbids using it (an unknown critical
     /// extension, section 4.2; a critical key identifier; an unreadable extension).
-    Extension { subject: String, fault: String },
+    Extension {
+        /// The subject name of the certificate concerned.
+        subject: String,
+        /// What is wrong with the extension.
+        fault: String,
+    },
     /// The certificate is a CA certificate (basicConstraints cA true) or may sign
     /// certificates (keyUsage keyCertSign): a PSP's own certificate never is.
     CertificateIsCa,
     /// A name of `subject` is outside the name constraints of an issuer above it, or the
     /// constraints cannot be read or evaluated (RFC 5280 section 4.2.1.10).
-    NameConstraints { subject: String, error: String },
+    NameConstraints {
+        /// The subject name of the certificate whose name is outside the constraints.
+        subject: String,
+        /// Which name or constraint fails, and how.
+        error: String,
+    },
     /// A public key on the path is too weak or of a refused kind (RSA under 2048 bits or not
     /// in whole bytes, EC below P-256, DSA).
-    Key { subject: String, why: String },
+    Key {
+        /// The subject name of the certificate carrying the key.
+        subject: String,
+        /// Why the key is refused.
+        why: String,
+    },
 }
 
 impl fmt::Display for PathError {
@@ -161,7 +192,9 @@ impl fmt::Display for PathError {
 pub enum PathFailure {
     /// Every signature on `path` verifies, but the path breaks a structural rule.
     Invalid {
+        /// The path whose signatures verify.
         path: CandidatePath,
+        /// The structural rule it breaks.
         error: PathError,
     },
     /// The certificate names a trust-list issuer (directly, or through presented intermediates
@@ -171,24 +204,36 @@ pub enum PathFailure {
     /// (who issued it is known; the contract's tampered scenario keeps `validQTSP`).
     /// `structure` is the judgement of the rest of the path.
     CertificateSignature {
+        /// The path to the named trust-list issuer.
         path: CandidatePath,
+        /// Whether the authority key identifier binds the certificate to that issuer.
         bound_by_key_id: bool,
+        /// Why the certificate's signature does not verify.
         error: SignatureError,
+        /// Whether the rest of the path keeps the structural rules.
         structure: Result<(), PathError>,
     },
     /// An intermediate names a trust-list issuer whose key does not verify the
     /// intermediate's signature: a forged intermediate under a look-alike of a trusted CA.
     IntermediateSignature {
+        /// The path to the named trust-list issuer.
         path: CandidatePath,
         /// Position in `path.intermediates` of the intermediate whose signature failed.
         at: usize,
+        /// Why the intermediate's signature does not verify.
         error: SignatureError,
     },
     /// No trust-list issuer is named by the certificate or its presented intermediates.
     /// `signature` tells whether the certificate verifies with the key of a presented issuer.
-    NoTrustedIssuer { signature: PresentedSignature },
+    NoTrustedIssuer {
+        /// The certificate's signature against the presented issuers.
+        signature: PresentedSignature,
+    },
     /// More intermediates were presented than [`MAX_PRESENTED_INTERMEDIATES`].
-    TooManyIntermediates { presented: usize },
+    TooManyIntermediates {
+        /// How many intermediates were presented.
+        presented: usize,
+    },
 }
 
 /// The certificate's signature against the issuers presented with it, when no trust-list
@@ -196,7 +241,10 @@ pub enum PathFailure {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PresentedSignature {
     /// A presented CA's key verifies it (the CA is untrusted).
-    Verified { by: usize },
+    Verified {
+        /// Index into the presented intermediates of the CA whose key verifies it.
+        by: usize,
+    },
     /// Presented CAs carry the issuer's name, and no key among them verifies it.
     Invalid,
     /// No trust-list issuer and no presented CA carries the certificate's issuer name.
@@ -211,6 +259,7 @@ pub enum Paths {
     /// At least one verified path, in the order found (shorter, trust-list-first paths
     /// first).
     Verified(Vec<VerifiedPath>),
+    /// No path verified, and why.
     Failed(PathFailure),
 }
 
@@ -311,6 +360,7 @@ pub struct SignerPaths<'a> {
 }
 
 impl<'a> SignerPaths<'a> {
+    /// A search for CRL signer paths of `leaf`, through `presented`, to issuers of `trust`.
     pub fn new(
         leaf: &'a PspCertificate,
         presented: &'a [PspCertificate],

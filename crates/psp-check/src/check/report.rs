@@ -11,6 +11,7 @@ use crate::trust::QtspSource;
 /// with a false flag, not an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckReport {
+    /// The PSP's name from the certificate subject (`pspSubjectName`).
     pub psp_subject_name: Option<String>,
     /// The subject `organizationIdentifier` as written (PSD2 form or not).
     pub auth_number: Option<String>,
@@ -18,7 +19,10 @@ pub struct CheckReport {
     pub qtsp_common_name: Option<String>,
     /// `None` for an issuer not in the trust list (`Unknown` on the wire).
     pub qtsp_source: Option<QtspSource>,
+    /// The `QTSPJurisdiction` of the issuer's trust source; `None` for an issuer not in the
+    /// trust list (`Unknown` on the wire).
     pub qtsp_jurisdiction: Option<String>,
+    /// The four independently computed flags (`eIDAS.validity`).
     pub validity: Validity,
     /// Why `notRevoked` is what it is (revoked, or status unknown). Never on the wire.
     pub revocation: RevocationStatus,
@@ -31,14 +35,22 @@ pub struct CheckReport {
     pub registers: RegisterResult,
 }
 
+/// The four certificate flags of the check result (`eIDAS.validity`), each computed
+/// independently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Validity {
+    /// The issuer is an approved trust-list issuer for this jurisdiction and kind (`validQTSP`).
     #[serde(rename = "validQTSP")]
     pub valid_qtsp: bool,
+    /// The certificate's signature verifies with its issuer's key (`validSignature`).
     #[serde(rename = "validSignature")]
     pub valid_signature: bool,
+    /// Verified revocation evidence shows the certificate and its path unrevoked
+    /// (`notRevoked`).
     #[serde(rename = "notRevoked")]
     pub not_revoked: bool,
+    /// The certificate and its path's intermediates are within their validity periods
+    /// (`notExpired`).
     #[serde(rename = "notExpired")]
     pub not_expired: bool,
 }
@@ -69,6 +81,7 @@ impl CheckReport {
 }
 
 impl Validity {
+    /// Whether all four flags are true.
     pub fn all(&self) -> bool {
         self.valid_qtsp && self.valid_signature && self.not_revoked && self.not_expired
     }
@@ -79,11 +92,19 @@ impl Validity {
 /// documented in `docs/errors.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
+    /// Revocation could not be checked by CRL, or not for the whole certification path
+    /// (`crl_response_error`, the contract's).
     CrlResponseError,
+    /// The OCSP response could not be fetched or verified (`ocsp_response_error`, the
+    /// contract's).
     OcspResponseError,
+    /// No key of the certificate's issuer was found in the trust list or the presented chain.
     IssuerKeyNotFound,
+    /// The signature algorithm is not one the check can verify.
     SignatureAlgorithmUnsupported,
+    /// The signature algorithm or key is one the policy refuses.
     SignatureAlgorithmRejected,
+    /// The certificate's `notBefore` is after the time of the check.
     CertificateNotYetValid,
     /// A signature on the certification path does not verify with the key of the issuer it
     /// names (a tampered certificate, or one forged under a look-alike of a trusted issuer).
@@ -99,6 +120,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code as written in `eIDAS.errors[].code` and in the error link.
     pub fn as_str(&self) -> &'static str {
         match self {
             ErrorCode::CrlResponseError => "crl_response_error",
@@ -118,11 +140,14 @@ impl ErrorCode {
 /// One `eIDAS.errors` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertCheckError {
+    /// What kind of check could not be completed (`code`).
     pub code: ErrorCode,
+    /// A human-readable description of the failure (`title`).
     pub title: String,
 }
 
 impl CertCheckError {
+    /// An entry with `code` and `title`.
     pub fn new(code: ErrorCode, title: String) -> Self {
         CertCheckError { code, title }
     }
@@ -131,38 +156,53 @@ impl CertCheckError {
 /// The contract's `eIDAS` object.
 #[derive(Debug, Serialize)]
 pub struct WireEidas<'a> {
+    /// The certificate and issuer data (`eIDAS.data`).
     pub data: WireData<'a>,
+    /// The four flags (`eIDAS.validity`).
     pub validity: Validity,
+    /// The checks that could not be completed (`eIDAS.errors`), omitted when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<WireError<'a>>,
 }
 
+/// The contract's `eIDAS.data` object.
 #[derive(Debug, Serialize)]
 pub struct WireData<'a> {
+    /// `pspSubjectName`.
     #[serde(rename = "pspSubjectName")]
     pub psp_subject_name: Option<&'a str>,
+    /// `authNumber`.
     #[serde(rename = "authNumber")]
     pub auth_number: Option<&'a str>,
+    /// `QTSPCommonName`.
     #[serde(rename = "QTSPCommonName")]
     pub qtsp_common_name: Option<&'a str>,
+    /// `QTSPSource`, `Unknown` for an issuer not in the trust list.
     #[serde(rename = "QTSPSource")]
     pub qtsp_source: &'a str,
+    /// `QTSPJurisdiction`, `Unknown` for an issuer not in the trust list.
     #[serde(rename = "QTSPJurisdiction")]
     pub qtsp_jurisdiction: &'a str,
 }
 
+/// One entry of the contract's `eIDAS.errors` array.
 #[derive(Debug, Serialize)]
 pub struct WireError<'a> {
+    /// `code`: the [`ErrorCode`] as a string.
     pub code: &'static str,
+    /// `title`: the human-readable description.
     pub title: &'a str,
+    /// `link`: the link base followed by the code.
     pub link: String,
 }
 
 /// The check result body: `eIDAS`, `homeRegister` and, when applicable, `hostRegister`.
 #[derive(Debug, Serialize)]
 pub struct WireCheckResult<'a> {
+    /// The `eIDAS` object.
     #[serde(rename = "eIDAS")]
     pub eidas: WireEidas<'a>,
+    /// `homeRegister` and, when applicable, `hostRegister`, flattened into the body.
     #[serde(flatten)]
     pub registers: &'a RegisterResult,
 }
