@@ -18,6 +18,8 @@
 #![forbid(unsafe_code)]
 // `pub` only what is reachable from the crate root: anything else is `pub(crate)`.
 #![warn(unreachable_pub)]
+// A library a bank's own service may embed: every public item says what it is.
+#![warn(missing_docs)]
 
 // The bottom layer (crates/psp-cert), whose types this crate's take and give: re-exported so
 // that an embedder depends on psp-check alone.
