@@ -237,3 +237,60 @@ fn the_readme_and_the_docs_toml_blocks_are_valid_toml() {
         }
     }
 }
+
+/// A deployment's file written before `[results]` existed must not load with its cache
+/// settings silently dropped: each old key is refused, naming where it is written now.
+#[test]
+fn the_result_cache_keys_that_left_api_are_refused_with_their_new_place() {
+    let text = std::fs::read_to_string(root().join("gateway.toml")).expect("gateway.toml");
+    for (old, new) in [
+        ("result_ttl_seconds", "ttl_seconds"),
+        ("result_cache_entries", "cache_entries"),
+    ] {
+        let edited = text.replace(
+            "listen = \"127.0.0.1:8080\"",
+            &format!("listen = \"127.0.0.1:8080\"\n{old} = 60"),
+        );
+        let error = psp_gateway::Config::from_toml(
+            &edited,
+            Path::new("gateway.toml"),
+            root().to_path_buf(),
+        )
+        .err()
+        .unwrap_or_else(|| panic!("api.{old} was accepted"))
+        .to_string();
+        assert!(
+            error.contains(&format!("api.{old} has moved")) && error.contains(new),
+            "{error}"
+        );
+        assert!(error.contains("[results]"), "{error}");
+    }
+}
+
+/// `gateway.rate_limit` takes `api.rate_limit`'s settings and their checks: a quota of
+/// nothing, or an IPv6 block no address fits, is refused rather than read some way.
+#[test]
+fn a_gateway_rate_limit_of_nothing_is_refused() {
+    let text = std::fs::read_to_string(root().join("gateway.toml")).expect("gateway.toml");
+    for limit in [
+        "{ requests = 0, period_seconds = 60 }",
+        "{ requests = 10, period_seconds = 0 }",
+        "{ requests = 10, period_seconds = 60, ipv6_prefix = 0 }",
+        "{ requests = 10, period_seconds = 60, ipv6_prefix = 129 }",
+        "{ requests = 10, period_seconds = 60, max_tracked_sources = 0 }",
+    ] {
+        let edited = text.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!("upstream = \"sandbox-echo\"\nrate_limit = {limit}"),
+        );
+        assert!(
+            psp_gateway::Config::from_toml(
+                &edited,
+                Path::new("gateway.toml"),
+                root().to_path_buf()
+            )
+            .is_err(),
+            "gateway.rate_limit = {limit} was accepted"
+        );
+    }
+}
