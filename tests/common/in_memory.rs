@@ -6,7 +6,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, StatusCode};
@@ -22,8 +21,9 @@ use time::OffsetDateTime;
 
 use super::test_pki::test_pki;
 
-/// The faces of `config`, with revocation fetched as `serve` fetches it (from the test PKI's
-/// responder) and no listener bound.
+/// The faces of `config`, over a check service with its reference data, revocation (fetched
+/// from the test PKI's responder) and `[results]` cache as `serve` sets them up (without the
+/// FCA adapter and the register history), and no listener bound.
 pub fn faces(config: &Config) -> Faces {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let data = ReferenceData::load(&config.data_sources(), 1, OffsetDateTime::now_utc())
@@ -32,8 +32,8 @@ pub fn faces(config: &Config) -> Faces {
     let service = Arc::new(CheckService::new(
         data,
         Revocation::Fetch(revocation),
-        Duration::from_secs(300),
-        1_000,
+        config.results.ttl(),
+        config.results.cache_entries,
     ));
     app::build_faces(config, service, None).expect("faces build")
 }

@@ -430,17 +430,13 @@ where
         .any(|c| c.contains(conn.peer.ip()));
     let (identity, certificate) = identify(state, &req, conn, peer_trusted).await?;
     let permit = decide(state, &identity, certificate, &path, required, record).await?;
-    let (upstream_req, body_failed, ticket) = rewrite_request(
-        state,
-        req,
-        conn,
-        &path,
-        &identity,
-        &permit,
+    let hop = Hop {
+        peer: conn.peer.ip(),
         peer_trusted,
-        record,
-    )
-    .await?;
+        tls: conn.tls.is_some(),
+    };
+    let (upstream_req, body_failed, ticket) =
+        rewrite_request(state, req, &hop, &path, &identity, &permit, record).await?;
     let response = forward(state, upstream_req, &body_failed, record).await?;
     Ok(rewrite_response(response, ticket))
 }
@@ -544,15 +540,13 @@ async fn decide(
 /// the gateway buffer a body) and screened for overrides, the PSP's share of the upstream is
 /// taken (by auth number, as one PSP may hold several certificates, else by certificate),
 /// and the upstream request is built on the normalised path with the identity headers.
-#[allow(clippy::too_many_arguments)]
 async fn rewrite_request<B>(
     state: &GatewayState,
     req: Request<B>,
-    conn: &ConnInfo,
+    hop: &Hop,
     path: &NormalisedPath,
     identity: &PeerIdentity,
     permit: &Permit<Checked>,
-    peer_trusted: bool,
     record: &mut Record,
 ) -> Result<(Request<Body>, forward::BodyFailed, budget::Ticket), Failure>
 where
@@ -569,11 +563,6 @@ where
                 Failure::RequestBodyInvalid
             }
         })?;
-    let hop = Hop {
-        peer: conn.peer.ip(),
-        peer_trusted,
-        tls: conn.tls.is_some(),
-    };
     let headers = forward::Identity {
         permit,
         certificate: identity.certificate_header.as_ref(),
@@ -594,7 +583,7 @@ where
         .take(&psp)
         .map_err(Failure::UpstreamOverloaded)?;
     let (upstream_req, body_failed) =
-        forward::prepare(&state.upstream, req, path, &hop, strip, headers)
+        forward::prepare(&state.upstream, req, path, hop, strip, headers)
             .map_err(|e| forward_failure(e, record))?;
     Ok((upstream_req, body_failed, ticket))
 }
