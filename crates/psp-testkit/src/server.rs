@@ -87,11 +87,34 @@ impl Reply {
 /// What a [`TestServer`] answers: method, path and body of the request in, [`Reply`] out.
 pub type Handler = Arc<dyn Fn(&Method, &str, &[u8]) -> Reply + Send + Sync>;
 
+/// Requests received per path, shared by a server's connection tasks and the test.
+#[derive(Clone, Default)]
+struct Hits(Arc<Mutex<HashMap<String, usize>>>);
+
+impl Hits {
+    fn record(&self, path: &str) {
+        *self
+            .0
+            .lock()
+            .expect("hits")
+            .entry(path.to_owned())
+            .or_default() += 1;
+    }
+
+    fn of(&self, path: &str) -> usize {
+        self.0.lock().expect("hits").get(path).copied().unwrap_or(0)
+    }
+
+    fn total(&self) -> usize {
+        self.0.lock().expect("hits").values().sum()
+    }
+}
+
 /// A hyper HTTP/1.1 server on `127.0.0.1:0` that records the path of every request.
 pub struct TestServer {
     /// Where it listens.
     pub addr: SocketAddr,
-    hits: Arc<Mutex<HashMap<String, usize>>>,
+    hits: Hits,
 }
 
 impl TestServer {
@@ -99,11 +122,11 @@ impl TestServer {
     pub async fn start(handler: Handler) -> Self {
         let listener = loopback().await;
         let addr = listener.local_addr().expect("local addr");
-        let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
-        let counted = Arc::clone(&hits);
+        let hits = Hits::default();
+        let counted = hits.clone();
         let _detached = serve_http1(listener, move |req: Request<Incoming>| {
             let handler = Arc::clone(&handler);
-            let counted = Arc::clone(&counted);
+            let counted = counted.clone();
             async move {
                 let method = req.method().clone();
                 let path = req.uri().path().to_owned();
@@ -113,11 +136,7 @@ impl TestServer {
                     .await
                     .map(|b| b.to_bytes())
                     .unwrap_or_default();
-                *counted
-                    .lock()
-                    .expect("hits")
-                    .entry(path.clone())
-                    .or_default() += 1;
+                counted.record(&path);
                 let reply = handler(&method, &path, &body);
                 if let Some(gate) = &reply.gate {
                     gate.wait().await;
@@ -148,17 +167,12 @@ impl TestServer {
 
     /// Requests received for `path` so far.
     pub fn hits(&self, path: &str) -> usize {
-        self.hits
-            .lock()
-            .expect("hits")
-            .get(path)
-            .copied()
-            .unwrap_or(0)
+        self.hits.of(path)
     }
 
     /// Requests received so far, every path.
     pub fn total_hits(&self) -> usize {
-        self.hits.lock().expect("hits").values().sum()
+        self.hits.total()
     }
 }
 
@@ -196,7 +210,7 @@ pub struct Files {
     pub addr: SocketAddr,
     files: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     held: Arc<AtomicBool>,
-    hits: Arc<Mutex<HashMap<String, usize>>>,
+    hits: Hits,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -213,17 +227,13 @@ impl Files {
         let addr = listener.local_addr().expect("addr");
         let files: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
         let held: Arc<AtomicBool> = Arc::default();
-        let hits: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+        let hits = Hits::default();
         let (served, holding, counted) = (files.clone(), held.clone(), hits.clone());
         let accept = serve_http1(listener, move |req: Request<Incoming>| {
             let (served, holding, counted) = (served.clone(), holding.clone(), counted.clone());
             async move {
                 let path = req.uri().path().to_owned();
-                *counted
-                    .lock()
-                    .expect("hits")
-                    .entry(path.clone())
-                    .or_default() += 1;
+                counted.record(&path);
                 if holding.load(Ordering::SeqCst) {
                     std::future::pending::<()>().await;
                 }
@@ -267,12 +277,7 @@ impl Files {
 
     /// Requests received for `path` so far (held ones included).
     pub fn hits(&self, path: &str) -> usize {
-        self.hits
-            .lock()
-            .expect("hits")
-            .get(path)
-            .copied()
-            .unwrap_or(0)
+        self.hits.of(path)
     }
 }
 
