@@ -658,3 +658,56 @@ async fn interleaved_keep_alive_connections_of_two_psps_never_swap_identities() 
     }
     running.stop().await;
 }
+
+/// Header mode behind a load balancer that keeps one connection open for many PSPs: the
+/// identity is read from each request's header, never kept for the connection. A first
+/// PSP's good certificate must not vouch for the next request on the same connection.
+#[tokio::test]
+async fn header_mode_never_keeps_one_requests_identity_for_the_next_on_its_connection() {
+    let up = upstream::start().await;
+    let faces = common::in_memory::faces(&test_config(|t| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!(
+                "upstream = \"http://{}\"\nidentity = \"header\"\nidentity_header = \"x-client-cert\"\ntrusted_proxies = [\"127.0.0.1/32\"]",
+                up.addr
+            ),
+        )
+        .replace("tls = { cert = ", "# tls = { cert = ")
+    }));
+    let escaped = |name: &str| {
+        let pem = std::fs::read_to_string(test_pki().psp(name)).expect("pem");
+        percent_encoding::utf8_percent_encode(&pem, percent_encoding::NON_ALPHANUMERIC).to_string()
+    };
+    let connection = common::in_memory::connection(None);
+    let request = |header: Option<String>| {
+        let mut request = common::in_memory::request("GET", "/v1/accounts");
+        if let Some(value) = header {
+            request
+                .headers_mut()
+                .insert("x-client-cert", value.parse().expect("header value"));
+        }
+        request
+    };
+    let first =
+        common::in_memory::gateway_on(&faces, &connection, request(Some(escaped("valid")))).await;
+    assert_eq!(first.status, StatusCode::OK);
+    let second =
+        common::in_memory::gateway_on(&faces, &connection, request(Some(escaped("expired")))).await;
+    assert_eq!(second.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        second.json()["tppMessages"][0]["code"],
+        "CERTIFICATE_EXPIRED"
+    );
+    let third = common::in_memory::gateway_on(&faces, &connection, request(None)).await;
+    assert_eq!(third.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        third.json()["tppMessages"][0]["code"],
+        "CERTIFICATE_MISSING"
+    );
+    assert_eq!(
+        up.received.lock().expect("lock").len(),
+        1,
+        "only the first forwarded"
+    );
+}

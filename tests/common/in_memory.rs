@@ -62,26 +62,37 @@ pub fn chain_of(name: &str) -> Vec<CertificateDer<'static>> {
         .collect()
 }
 
-/// One request to the gateway from `peer`, on a TLS connection that presented `chain`.
-pub async fn gateway(
+/// A connection from `127.0.0.1`, as the listener hands it to the gateway: over TLS with the
+/// client `chain` presented, or plain (`None`: a load balancer in front terminated TLS).
+pub fn connection(chain: Option<Vec<CertificateDer<'static>>>) -> Arc<Connection> {
+    let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
+    let tls = chain.map(|peer_chain| TlsInfo {
+        peer_chain,
+        resumed: false,
+    });
+    Arc::new(Connection::new(Arc::new(ConnInfo::new(peer, tls))))
+}
+
+/// One request to the gateway on `connection` (several requests may share one).
+pub async fn gateway_on(
     faces: &Faces,
-    chain: Vec<CertificateDer<'static>>,
+    connection: &Arc<Connection>,
     request: Request<Full<Bytes>>,
 ) -> Answer {
     let state = faces
         .gateway
         .clone()
         .expect("the configuration has a gateway");
-    let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
-    let info = ConnInfo::new(
-        peer,
-        Some(TlsInfo {
-            peer_chain: chain,
-            resumed: false,
-        }),
-    );
-    let connection = Arc::new(Connection::new(Arc::new(info)));
-    read(gateway::handle(state, request, connection).await).await
+    read(gateway::handle(state, request, Arc::clone(connection)).await).await
+}
+
+/// One request to the gateway on a TLS connection of its own that presented `chain`.
+pub async fn gateway(
+    faces: &Faces,
+    chain: Vec<CertificateDer<'static>>,
+    request: Request<Full<Bytes>>,
+) -> Answer {
+    gateway_on(faces, &connection(Some(chain)), request).await
 }
 
 async fn read(response: http::Response<psp_gateway::server::Body>) -> Answer {
