@@ -22,6 +22,7 @@ use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
 use crate::config::Config;
 use crate::gateway::GatewayState;
+use crate::sites::Sites;
 use crate::server::{self, Handler, NewConnection, ServerCertificate, TlsFiles};
 use crate::service::{CheckService, ReferenceData};
 
@@ -40,7 +41,10 @@ const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(60);
 /// A running service: its bound addresses, and a handle to stop it.
 pub struct Running {
     pub api: Option<SocketAddr>,
+    /// The first gateway listener (the `[gateway]` one).
     pub gateway: Option<SocketAddr>,
+    /// Every gateway listener, in configuration order of their first site.
+    pub gateways: Vec<SocketAddr>,
     /// The sandbox echo upstream, when configured.
     pub echo: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
@@ -76,6 +80,8 @@ pub enum StartError {
     },
     #[error("gateway: {0}")]
     Gateway(String),
+    #[error("site `{site}`: {message}")]
+    Site { site: String, message: String },
     #[error("register fetch: {0}")]
     RegisterFetch(String),
     #[error("revocation: {0}")]
@@ -104,12 +110,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 
     // The sandbox echo upstream listens on an ephemeral loopback port, bound first so that
     // the gateway's state can name it.
-    let echo = config
-        .gateway
-        .as_ref()
-        .filter(|g| g.upstream == "sandbox-echo");
+    let echo = config.sites().into_iter().any(|g| g.upstream_is_echo());
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let echo_listener = bind_if("sandbox echo upstream", echo.map(|_| loopback)).await?;
+    let echo_listener = bind_if("sandbox echo upstream", echo.then_some(loopback)).await?;
     let echo_addr = echo_listener.as_ref().and_then(|l| l.local_addr().ok());
     // Every file every face needs (TLS keys, the upstream CA, the sandbox PKI) is loaded
     // here, before any public port is bound.
@@ -117,7 +120,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
 
     // Bind everything before serving anything.
     let api_listener = bind_if("api", config.api.as_ref().map(|a| a.listen)).await?;
-    let gateway_listener = bind_if("gateway", config.gateway.as_ref().map(|g| g.listen)).await?;
+    let mut gateway_listeners = Vec::new();
+    for (listen, tls) in faces.gateway_listeners {
+        gateway_listeners.push((bind("gateway", listen).await?, tls, listen));
+    }
     let admin_listener = bind_if("admin", config.admin.as_ref().map(|a| a.listen)).await?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
@@ -127,32 +133,34 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         link_base: config.checks.error_link_base.as_str().into(),
         shutdown: shutdown_rx,
     };
-    let gateway_state = faces.gateway.map(|g| Arc::new(ArcSwap::new(g)));
+    let sites = Arc::new(ArcSwap::new(faces.sites));
     let reloadable = Reloadable {
         restart_only: restart_only(&config),
         echo: echo_addr,
         api_certificate: faces.api_certificate,
-        gateway_certificate: faces.gateway_certificate,
-        gateway: gateway_state.clone(),
+        site_certificates: faces.site_certificates,
+        sites: Arc::clone(&sites),
     };
     let mut running = Running::new(service.clone(), faces.api.clone(), reloadable, shutdown);
     // Announced and served in this order.
-    let listeners = [
+    let first = [
         api_listener
             .zip(faces.api)
             .map(|(listener, state)| Listener::api(listener, faces.api_tls, state)),
         echo_listener.map(Listener::echo),
-        gateway_listener
-            .zip(config.gateway.as_ref())
-            .zip(gateway_state)
-            .map(|((listener, g), state)| {
-                Listener::gateway(listener, faces.gateway_tls, state, g, echo_addr)
-            }),
-        admin_listener
-            .zip(faces.admin)
-            .map(|(listener, state)| Listener::admin(listener, state)),
     ];
-    for listener in listeners.into_iter().flatten() {
+    let gateways = gateway_listeners.into_iter().map(|(listener, tls, listen)| {
+        Some(Listener::gateway(
+            listener,
+            tls,
+            Arc::clone(&sites),
+            listen,
+        ))
+    });
+    let last = [admin_listener
+        .zip(faces.admin)
+        .map(|(listener, state)| Listener::admin(listener, state))];
+    for listener in first.into_iter().chain(gateways).chain(last).flatten() {
         running.serve(listener, &serving);
     }
     // Both refreshes run always and read the sources in force at each round, so that a
@@ -302,29 +310,33 @@ impl Listener {
         l
     }
 
-    /// The gateway: each request takes the gateway as it is now; a reload swaps in a
-    /// rebuilt one. `echo` is the sandbox echo upstream's address.
+    /// A gateway listener bound at `listen`: each request takes the sites as they are now
+    /// (a reload swaps in rebuilt ones) and goes to its connection's site.
     fn gateway(
         listener: TcpListener,
         tls: Option<TlsAcceptor>,
-        state: Arc<ArcSwap<GatewayState>>,
-        g: &crate::gateway::GatewayConfig,
-        echo: Option<SocketAddr>,
+        sites: Arc<ArcSwap<Sites>>,
+        listen: SocketAddr,
     ) -> Listener {
-        let upstream = match echo {
-            Some(addr) => format!("http://{addr}"),
-            None => g.upstream.clone(),
-        };
-        let sweep_state = state.clone();
-        let new_connection = crate::gateway::new_connection(move || state.load_full());
+        let sweep_sites = Arc::clone(&sites);
+        let announce = sites.load_full();
+        let new_connection = crate::gateway::new_connection(listen, move || sites.load_full());
         let mut l = Listener::new(Face::Gateway, listener, tls, new_connection);
-        l.sweep = Some(Box::new(move || sweep_state.load().sweep()));
-        tracing::info!(
-            addr = %display_addr(l.addr),
-            jurisdiction = %g.jurisdiction,
-            upstream = %upstream,
-            "gateway listening"
-        );
+        // Every site is swept once: by the listener of the first site's.
+        let first_listener = announce.all().iter().find_map(|s| s.listen());
+        if first_listener == Some(listen) {
+            l.sweep = Some(Box::new(move || sweep_sites.load().sweep()));
+        }
+        for site in announce.all().iter().filter(|s| s.listen() == Some(listen)) {
+            tracing::info!(
+                addr = %display_addr(l.addr),
+                site = site.name(),
+                server_names = ?site.server_names(),
+                jurisdiction = %site.jurisdiction(),
+                upstream = site.upstream_display(),
+                "gateway listening"
+            );
+        }
         l
     }
 
@@ -351,6 +363,7 @@ impl Running {
         Running {
             api: None,
             gateway: None,
+            gateways: Vec::new(),
             echo: None,
             admin: None,
             service,
@@ -371,12 +384,18 @@ impl Running {
             new_connection,
             sweep,
         } = listener;
-        *match face {
+        if let (Face::Gateway, Some(addr)) = (face, addr) {
+            self.gateways.push(addr);
+        }
+        let slot = match face {
             Face::Api => &mut self.api,
             Face::Echo => &mut self.echo,
             Face::Gateway => &mut self.gateway,
             Face::Admin => &mut self.admin,
-        } = addr;
+        };
+        if slot.is_none() {
+            *slot = addr;
+        }
         if let Some(sweep) = sweep {
             self.tasks
                 .push(sweep_rate_limits(serving.shutdown.clone(), sweep));
@@ -455,11 +474,20 @@ pub struct Faces {
     pub api_tls: Option<TlsAcceptor>,
     /// The check endpoint's certificate, which a reload replaces.
     pub api_certificate: Option<Arc<ServerCertificate>>,
-    pub gateway: Option<Arc<GatewayState>>,
-    pub gateway_tls: Option<TlsAcceptor>,
-    /// The gateway's certificate, which a reload replaces.
-    pub gateway_certificate: Option<Arc<ServerCertificate>>,
+    /// Every site (none without `[gateway]` or `[[sites]]`).
+    pub sites: Arc<Sites>,
+    /// Each gateway listener's address and TLS, in configuration order of their first site.
+    pub gateway_listeners: Vec<(SocketAddr, Option<TlsAcceptor>)>,
+    /// Each site's certificate by site name, which a reload replaces.
+    pub site_certificates: Vec<(String, Arc<ServerCertificate>)>,
     pub admin: Option<Arc<AdminState>>,
+}
+
+impl Faces {
+    /// The first site (the `[gateway]` one), if there is one.
+    pub fn gateway(&self) -> Option<Arc<GatewayState>> {
+        self.sites.all().first().cloned()
+    }
 }
 
 /// What a reload replaces besides the reference data and the endpoint's credentials.
@@ -470,8 +498,8 @@ struct Reloadable {
     /// The sandbox echo upstream's address, for a rebuilt gateway.
     echo: Option<SocketAddr>,
     api_certificate: Option<Arc<ServerCertificate>>,
-    gateway_certificate: Option<Arc<ServerCertificate>>,
-    gateway: Option<Arc<ArcSwap<GatewayState>>>,
+    site_certificates: Vec<(String, Arc<ServerCertificate>)>,
+    sites: Arc<ArcSwap<Sites>>,
 }
 
 /// The settings a reload cannot apply (listeners, their TLS mode, limits, caches, revocation,
@@ -479,7 +507,7 @@ struct Reloadable {
 /// is refused whole, naming them, so that nothing is believed applied that is not.
 fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
     let api = config.api.as_ref();
-    let gateway = config.gateway.as_ref();
+    let sites = config.sites();
     vec![
         ("api.listen", format!("{:?}", api.map(|a| a.listen))),
         ("api.tls", format!("{:?}", api.map(|a| a.tls.is_some()))),
@@ -501,23 +529,42 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
         ),
         ("results", format!("{:?}", config.results)),
         ("checks", format!("{:?}", config.checks)),
-        ("gateway.listen", format!("{:?}", gateway.map(|g| g.listen))),
         (
-            "gateway.tls",
-            format!("{:?}", gateway.map(|g| g.tls.is_some())),
-        ),
-        (
-            "gateway.tls.session_resumption",
+            "gateway.listen or a site's name, listen and server names",
             format!(
                 "{:?}",
-                gateway
-                    .and_then(|g| g.tls.as_ref())
-                    .map(|t| t.session_resumption)
+                sites
+                    .iter()
+                    .map(|g| (&g.name, g.listen, &g.server_names, g.default_site))
+                    .collect::<Vec<_>>()
             ),
         ),
         (
-            "gateway.client_certificate",
-            format!("{:?}", gateway.map(|g| g.client_certificate)),
+            "gateway.tls (on or off) of the gateway or a site",
+            format!(
+                "{:?}",
+                sites.iter().map(|g| g.tls.is_some()).collect::<Vec<_>>()
+            ),
+        ),
+        (
+            "gateway.tls.session_resumption of the gateway or a site",
+            format!(
+                "{:?}",
+                sites
+                    .iter()
+                    .map(|g| g.tls.as_ref().map(|t| t.session_resumption))
+                    .collect::<Vec<_>>()
+            ),
+        ),
+        (
+            "gateway.client_certificate of the gateway or a site",
+            format!(
+                "{:?}",
+                sites
+                    .iter()
+                    .map(|g| g.client_certificate)
+                    .collect::<Vec<_>>()
+            ),
         ),
         ("admin", format!("{:?}", config.admin)),
         ("limits", format!("{:?}", config.limits)),
@@ -559,21 +606,13 @@ pub fn build_faces(
             .with_audit(config.registers.clone(), config.base_dir.clone()),
         )
     });
-    let (gateway_tls, gateway_certificate) = match config
-        .gateway
-        .as_ref()
-        .and_then(|g| Some((g, g.tls.as_ref()?)))
-    {
-        Some((g, files)) => {
-            let verifier = crate::gateway::tls::AcceptAnyWellFormedChain::new(
-                g.client_certificate == crate::gateway::config::ClientCertificateMode::Required,
-            );
-            let (tls, certificate) = server_tls_config(config, files, Some(verifier))?;
-            (Some(TlsAcceptor::from(Arc::new(tls))), Some(certificate))
-        }
-        None => (None, None),
-    };
-    let gateway = gateway_state(config, service.clone(), echo)?.map(Arc::new);
+    let (gateway_listeners, site_certificates) = gateway_tls(config)?;
+    let sites = Arc::new(Sites::new(
+        site_states(config, service.clone(), echo)?
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
+    ));
     let admin = match &config.admin {
         Some(_) => Some(Arc::new(
             AdminState::new(
@@ -592,37 +631,96 @@ pub fn build_faces(
         api,
         api_tls,
         api_certificate,
-        gateway,
-        gateway_tls,
-        gateway_certificate,
+        sites,
+        gateway_listeners,
+        site_certificates,
         admin,
     })
 }
 
-/// The gateway `config` configures, if any, with its upstream client (the upstream CA read).
+/// Each gateway listener's TLS: for a listener of one site without server names, its
+/// certificate as `[gateway]` always had it; for a listener that sites share, each site's
+/// certificate under its server names (and the default site's for a client that names none,
+/// [`server::SiteCertificates`]). Each site's certificate is also returned by site name, for
+/// a reload to replace.
+fn gateway_tls(config: &Config) -> Result<(GatewayListeners, SiteCertificateList), StartError> {
+    let sites = config.sites();
+    let mut listens: Vec<SocketAddr> = Vec::new();
+    for listen in sites.iter().filter_map(|g| g.listen) {
+        if !listens.contains(&listen) {
+            listens.push(listen);
+        }
+    }
+    let mut certificates = Vec::new();
+    let mut listeners = Vec::new();
+    for listen in listens {
+        let on: Vec<_> = sites.iter().filter(|g| g.listen == Some(listen)).collect();
+        let mut named = Vec::new();
+        let mut default = None;
+        let mut first_config = None;
+        for g in &on {
+            let Some(files) = &g.tls else { continue };
+            let verifier = crate::gateway::tls::AcceptAnyWellFormedChain::new(
+                g.client_certificate == crate::gateway::config::ClientCertificateMode::Required,
+            );
+            let (tls, certificate) = server_tls_config(config, files, Some(verifier))?;
+            let site = g.name.as_deref().unwrap_or(crate::gateway::DEFAULT_SITE);
+            certificates.push((site.to_owned(), Arc::clone(&certificate)));
+            for name in &g.server_names {
+                named.push((name.clone(), Arc::clone(&certificate)));
+            }
+            if g.default_site {
+                default = Some(Arc::clone(&certificate));
+            }
+            first_config.get_or_insert(tls);
+        }
+        let tls = first_config.map(|mut tls| {
+            if on.len() > 1 || !on[0].server_names.is_empty() {
+                tls.cert_resolver = Arc::new(server::SiteCertificates::new(named, default));
+            }
+            TlsAcceptor::from(Arc::new(tls))
+        });
+        listeners.push((listen, tls));
+    }
+    Ok((listeners, certificates))
+}
+
+/// Each gateway listener's address and TLS.
+type GatewayListeners = Vec<(SocketAddr, Option<TlsAcceptor>)>;
+/// Each site's certificate, by site name.
+type SiteCertificateList = Vec<(String, Arc<ServerCertificate>)>;
+
+/// Every site `config` configures, each with its upstream client (the upstream CA read).
 /// `echo` is the sandbox echo upstream's address.
-fn gateway_state(
+fn site_states(
     config: &Config,
     service: Arc<CheckService>,
     echo: Option<SocketAddr>,
-) -> Result<Option<GatewayState>, StartError> {
-    let Some(g) = &config.gateway else {
-        return Ok(None);
-    };
-    let around = crate::gateway::Surroundings {
-        upstream_url: match (g.upstream.as_str(), echo) {
-            ("sandbox-echo", Some(addr)) => format!("http://{addr}"),
-            ("sandbox-echo", None) => "http://127.0.0.1:9".to_owned(),
-            (upstream, _) => upstream.to_owned(),
-        },
-        upstream_ca: g.upstream_ca.as_deref().map(|p| config.resolve(p)),
-        report_only: config.danger.gateway_report_only,
-        forward_unmatched_routes: config.danger.forward_unmatched_routes,
-        error_link_base: config.checks.error_link_base.clone(),
-    };
-    GatewayState::new(g, around, service)
-        .map(Some)
-        .map_err(|e| StartError::Gateway(e.to_string()))
+) -> Result<Vec<GatewayState>, StartError> {
+    config
+        .sites()
+        .into_iter()
+        .map(|g| {
+            let around = crate::gateway::Surroundings {
+                upstream_url: match (g.upstream.as_deref(), echo) {
+                    (Some("sandbox-echo"), Some(addr)) => Some(format!("http://{addr}")),
+                    (Some("sandbox-echo"), None) => Some("http://127.0.0.1:9".to_owned()),
+                    (upstream, _) => upstream.map(str::to_owned),
+                },
+                upstream_ca: g.upstream_ca.as_deref().map(|p| config.resolve(p)),
+                report_only: config.danger.gateway_report_only,
+                forward_unmatched_routes: config.danger.forward_unmatched_routes,
+                error_link_base: config.checks.error_link_base.clone(),
+            };
+            GatewayState::new(g, around, service.clone()).map_err(|e| match &g.name {
+                Some(site) => StartError::Site {
+                    site: site.clone(),
+                    message: e.to_string(),
+                },
+                None => StartError::Gateway(e.to_string()),
+            })
+        })
+        .collect()
 }
 
 /// A listener's address for a log field: the address itself, or `unknown`.
@@ -790,15 +888,21 @@ fn reload_blocking(
         None => Ok(None),
     };
     let api_key = tls_key(config.api.as_ref().and_then(|a| a.tls.as_ref()))?;
-    let gateway_key = tls_key(config.gateway.as_ref().and_then(|g| g.tls.as_ref()))?;
-    // The rebuilt gateway keeps the clients' counts (when its rate limit is unchanged) and
+    let mut site_keys = Vec::new();
+    for g in config.sites() {
+        let site = g.name.as_deref().unwrap_or(crate::gateway::DEFAULT_SITE);
+        site_keys.push((site.to_owned(), tls_key(g.tls.as_ref())?));
+    }
+    // The rebuilt sites keep the clients' counts (when a site's rate limit is unchanged) and
     // the parsed client chains.
-    let gateway = gateway_state(&config, service.clone(), parts.echo)
-        .map_err(|e| fail(e.into()))?
-        .map(|next| match &parts.gateway {
-            Some(current) => Arc::new(next.keeping_state_of(&current.load())),
-            None => Arc::new(next),
-        });
+    let sites = Sites::new(
+        site_states(&config, service.clone(), parts.echo)
+            .map_err(|e| fail(e.into()))?
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
+    )
+    .keeping_state_of(&parts.sites.load());
     let fca = fca_register(&config, &fetcher(&config)).map_err(|e| fail(e.into()))?;
     let generation = service.reload(&config.data_sources())?;
     // The data is in: the rest cannot fail.
@@ -808,12 +912,13 @@ fn reload_blocking(
     if let (Some(certificate), Some(key)) = (&parts.api_certificate, api_key) {
         certificate.replace(key);
     }
-    if let (Some(certificate), Some(key)) = (&parts.gateway_certificate, gateway_key) {
-        certificate.replace(key);
+    for (site, key) in site_keys {
+        let certificate = parts.site_certificates.iter().find(|(s, _)| *s == site);
+        if let (Some((_, certificate)), Some(key)) = (certificate, key) {
+            certificate.replace(key);
+        }
     }
-    if let (Some(current), Some(next)) = (&parts.gateway, gateway) {
-        current.store(next);
-    }
+    parts.sites.store(Arc::new(sites));
     service.replace_fca(fca);
     record_register_history(&config.data_sources());
     Ok((generation, watched_files(config_path, &config)))

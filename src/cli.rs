@@ -870,14 +870,24 @@ fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
         1,
     ));
     let faces = crate::app::build_faces(&config, service, None)?;
-    for (face, on) in [
-        ("check endpoint", faces.api.is_some()),
-        ("gateway", faces.gateway.is_some()),
-        ("admin listener", faces.admin.is_some()),
-    ] {
-        if on {
-            summary.push_str(&format!("\n{face}: configured, its files load"));
-        }
+    if faces.api.is_some() {
+        summary.push_str("\ncheck endpoint: configured, its files load");
+    }
+    for site in faces.sites.all() {
+        summary.push_str(&format!(
+            "\nsite {}: jurisdiction {}, {}, upstream {}; its files load",
+            site.name(),
+            site.jurisdiction(),
+            match (site.listen(), site.server_names()) {
+                (Some(listen), []) => format!("listener {listen}"),
+                (Some(listen), names) => format!("listener {listen} as {}", names.join(", ")),
+                (None, _) => "no listener (external authorisers only)".to_owned(),
+            },
+            site.upstream_display(),
+        ));
+    }
+    if faces.admin.is_some() {
+        summary.push_str("\nadmin listener: configured, its files load");
     }
     if let Some(settings) = &config.registers.fca {
         // What serve will need: the credentials (never printed).

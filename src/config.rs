@@ -35,9 +35,14 @@ pub struct Config {
     /// The check service's result cache, which the endpoint and the gateway share.
     #[serde(default)]
     pub results: crate::service::ResultsConfig,
-    /// The gateway listener in front of the bank's API; off when absent.
+    /// The gateway listener in front of the bank's API; off when absent. One site, named
+    /// `default`; a bank group with several writes `[[sites]]` instead.
     #[serde(default)]
     pub gateway: Option<crate::gateway::GatewayConfig>,
+    /// The sites of a bank group, each a `[gateway]` of its own with a `name` (and, when
+    /// several share a listener, its `server_names`). Instead of `[gateway]`.
+    #[serde(default)]
+    pub sites: Vec<crate::gateway::GatewayConfig>,
     /// The admin listener (`/healthz`, `/readyz`, sandbox CRL/OCSP); off when absent.
     #[serde(default)]
     pub admin: Option<AdminConfig>,
@@ -480,6 +485,7 @@ impl Config {
             api: None,
             results: crate::service::ResultsConfig::default(),
             gateway: None,
+            sites: Vec::new(),
             admin: None,
             limits: LimitsConfig::default(),
             danger: DangerConfig::default(),
@@ -628,7 +634,11 @@ impl Config {
         }
         if let Some(g) = &self.gateway {
             g.validate(self.sandbox.enabled)?;
+            if g.name.is_some() {
+                return Err(Invalid::NamedGateway);
+            }
         }
+        self.validate_sites()?;
         self.validate_limits()?;
         if self.checks.valid_jurisdictions.is_empty() {
             return Err(Invalid::NoJurisdictions);
@@ -639,6 +649,72 @@ impl Config {
                 return Err(Invalid::DuplicateSource(s.name.clone()));
             }
             self.validate_trust_source(s)?;
+        }
+        Ok(())
+    }
+
+    /// Every site: `[gateway]` (the one site `default`) or each of `[[sites]]`.
+    pub fn sites(&self) -> Vec<&crate::gateway::GatewayConfig> {
+        match &self.gateway {
+            Some(g) => vec![g],
+            None => self.sites.iter().collect(),
+        }
+    }
+
+    /// `[[sites]]`: instead of `[gateway]`; each valid as a `[gateway]` is, named uniquely;
+    /// server names and hosts name one site each; the sites that share a listener agree on
+    /// its TLS and identity settings, are told apart by server name (or by host on a plain
+    /// listener), and have at most one default.
+    fn validate_sites(&self) -> Result<(), Invalid> {
+        if self.sites.is_empty() {
+            return Ok(());
+        }
+        if self.gateway.is_some() {
+            return Err(Invalid::GatewayAndSites);
+        }
+        let mut names = BTreeSet::new();
+        let mut hosts = std::collections::BTreeMap::new();
+        for site in &self.sites {
+            let Some(name) = site.name.as_deref() else {
+                return Err(Invalid::UnnamedSite);
+            };
+            let well_formed = !name.is_empty()
+                && name.len() <= 63
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            if !well_formed {
+                return Err(Invalid::BadSiteName(name.to_owned()));
+            }
+            if !names.insert(name) {
+                return Err(Invalid::DuplicateSite(name.to_owned()));
+            }
+            site.validate(self.sandbox.enabled)
+                .map_err(|error| Invalid::Site {
+                    site: name.to_owned(),
+                    error,
+                })?;
+            if site.default_site && site.listen.is_none() {
+                return Err(Invalid::DefaultWithoutListener(name.to_owned()));
+            }
+            for host in site.host_names() {
+                if let Some(other) = hosts.insert(host.clone(), name) {
+                    return Err(Invalid::HostTwice {
+                        host,
+                        sites: [other.to_owned(), name.to_owned()],
+                    });
+                }
+            }
+        }
+        let mut listeners: std::collections::BTreeMap<SocketAddr, Vec<&crate::gateway::GatewayConfig>> =
+            std::collections::BTreeMap::new();
+        for site in &self.sites {
+            if let Some(listen) = site.listen {
+                listeners.entry(listen).or_default().push(site);
+            }
+        }
+        for (listen, sites) in listeners {
+            validate_shared_listener(listen, &sites)?;
         }
         Ok(())
     }
@@ -778,6 +854,58 @@ fn validate_lotl(source_name: &str, l: &LotlConfig) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// The sites on one listener: one TLS mode, client-certificate mode, session resumption and
+/// identity source; several sites each with server names (TLS) or hosts (plain); one
+/// default at most.
+fn validate_shared_listener(
+    listen: SocketAddr,
+    sites: &[&crate::gateway::GatewayConfig],
+) -> Result<(), Invalid> {
+    let name = |g: &crate::gateway::GatewayConfig| g.name.clone().unwrap_or_default();
+    let settings = |g: &crate::gateway::GatewayConfig| {
+        format!(
+            "{:?}",
+            (
+                g.tls.as_ref().map(|t| t.session_resumption),
+                g.client_certificate,
+                g.identity
+            )
+        )
+    };
+    let first = sites[0];
+    if let Some(other) = sites.iter().find(|g| settings(g) != settings(first)) {
+        return Err(Invalid::ListenerDisagrees {
+            listen,
+            sites: [name(first), name(other)],
+        });
+    }
+    if sites.len() > 1 {
+        let tls = first.tls.is_some();
+        if let Some(unnamed) = sites.iter().find(|g| {
+            if tls {
+                g.server_names.is_empty()
+            } else {
+                g.host_names().is_empty()
+            }
+        }) {
+            return Err(Invalid::SharedListenerUnnamed {
+                listen,
+                site: name(unnamed),
+                what: if tls { "server_names" } else { "server_names or hosts" },
+            });
+        }
+    }
+    let defaults: Vec<String> = sites
+        .iter()
+        .filter(|g| g.default_site)
+        .map(|g| name(g))
+        .collect();
+    if defaults.len() > 1 {
+        return Err(Invalid::TwoDefaults { listen, defaults });
+    }
+    Ok(())
+}
+
 /// Why a configuration that parses is refused (the message of [`ConfigError::Invalid`]).
 #[derive(Debug, thiserror::Error)]
 enum Invalid {
@@ -790,6 +918,49 @@ enum Invalid {
     /// `[gateway]` is refused.
     #[error(transparent)]
     Gateway(#[from] crate::gateway::GatewayConfigError),
+    /// `[gateway]` and `[[sites]]` both.
+    #[error("[gateway] and [[sites]] are both set: write the one site as [[sites]], or keep [gateway] alone")]
+    GatewayAndSites,
+    /// `[gateway]` with a name.
+    #[error("gateway.name: [gateway] is the one site `default`; name sites under [[sites]]")]
+    NamedGateway,
+    /// A `[[sites]]` entry without a name.
+    #[error("[[sites]]: every site needs a name")]
+    UnnamedSite,
+    /// A site name that is not lowercase letters, digits and `-`.
+    #[error("[[sites]]: name `{0}` must be 1 to 63 lowercase letters, digits or `-`")]
+    BadSiteName(String),
+    /// Two sites with one name.
+    #[error("[[sites]]: name `{0}` is used twice")]
+    DuplicateSite(String),
+    /// One site's settings are refused.
+    #[error("site `{site}`: {error}")]
+    Site {
+        site: String,
+        error: crate::gateway::GatewayConfigError,
+    },
+    /// `default = true` on a site without a listener.
+    #[error("site `{0}`: default = true needs listen (it is the listener's site for clients that send no server name)")]
+    DefaultWithoutListener(String),
+    /// A server name or host named by two sites.
+    #[error("[[sites]]: `{host}` names both site `{}` and site `{}`", sites[0], sites[1])]
+    HostTwice { host: String, sites: [String; 2] },
+    /// Sites on one listener with different TLS, client-certificate or identity settings.
+    #[error("{listen}: sites `{}` and `{}` share this listener but not its tls.session_resumption, client_certificate and identity settings", sites[0], sites[1])]
+    ListenerDisagrees { listen: SocketAddr, sites: [String; 2] },
+    /// A site on a shared listener that nothing tells apart.
+    #[error("{listen}: site `{site}` shares this listener and needs {what} to be told apart")]
+    SharedListenerUnnamed {
+        listen: SocketAddr,
+        site: String,
+        what: &'static str,
+    },
+    /// Two default sites on one listener.
+    #[error("{listen}: sites {defaults:?} are each the listener's default; one at most")]
+    TwoDefaults {
+        listen: SocketAddr,
+        defaults: Vec<String>,
+    },
     /// The API would serve credentials in clear on a non-loopback address.
     #[error(
         "api.listen {0} is not a loopback address and api.tls is not set: set api.tls, or danger.plaintext_api = true to serve credentials in clear"

@@ -115,6 +115,7 @@ fn the_kubernetes_manifests_validate_and_their_configuration_is_valid() {
             .as_ref()
             .expect("gateway")
             .listen
+            .expect("gateway.listen")
             .ip()
             .to_string(),
         "0.0.0.0"

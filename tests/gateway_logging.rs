@@ -43,6 +43,7 @@ fn requests(route: &str, decision: &str, reason: &str) -> u64 {
         .requests
         .get_or_create(&RequestLabels {
             face: "gateway".to_owned(),
+            site: "default".to_owned(),
             route: route.to_owned(),
             decision: decision.to_owned(),
             reason: reason.to_owned(),

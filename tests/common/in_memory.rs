@@ -65,10 +65,19 @@ pub fn chain_of(name: &str) -> Vec<CertificateDer<'static>> {
 /// A connection from `127.0.0.1`, as the listener hands it to the gateway: over TLS with the
 /// client `chain` presented, or plain (`None`: a load balancer in front terminated TLS).
 pub fn connection(chain: Option<Vec<CertificateDer<'static>>>) -> Arc<Connection> {
+    connection_named(chain, None)
+}
+
+/// A connection as [`connection`] makes, whose TLS client asked for `server_name` (SNI).
+pub fn connection_named(
+    chain: Option<Vec<CertificateDer<'static>>>,
+    server_name: Option<&str>,
+) -> Arc<Connection> {
     let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
     let tls = chain.map(|peer_chain| TlsInfo {
         peer_chain,
         resumed: false,
+        server_name: server_name.map(str::to_ascii_lowercase),
     });
     Arc::new(Connection::new(Arc::new(ConnInfo::new(peer, tls))))
 }
@@ -79,11 +88,22 @@ pub async fn gateway_on(
     connection: &Arc<Connection>,
     request: Request<Full<Bytes>>,
 ) -> Answer {
-    let state = faces
-        .gateway
-        .clone()
-        .expect("the configuration has a gateway");
-    read(gateway::handle(state, request, Arc::clone(connection)).await).await
+    let listen = faces
+        .gateway()
+        .and_then(|g| g.listen())
+        .expect("the configuration has a gateway listener");
+    gateway_at(faces, listen, connection, request).await
+}
+
+/// One request on `connection` of the gateway listener `listen`, which goes to the site the
+/// connection's server name (or the request's host) chooses, as on a real listener.
+pub async fn gateway_at(
+    faces: &Faces,
+    listen: SocketAddr,
+    connection: &Arc<Connection>,
+    request: Request<Full<Bytes>>,
+) -> Answer {
+    read(gateway::handle_on(&faces.sites, listen, request, Arc::clone(connection)).await).await
 }
 
 /// One request to the gateway on a TLS connection of its own that presented `chain`.

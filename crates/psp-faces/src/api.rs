@@ -175,11 +175,11 @@ pub async fn handle<B>(
     let metrics = crate::telemetry::metrics::metrics();
     match respond(&state, &req, source, &request_id).await {
         Ok(response) => {
-            metrics.request("api", "", "answered", "");
+            metrics.request("api", "", "", "answered", "");
             response
         }
         Err(e) => {
-            metrics.request("api", "", "refused", e.code());
+            metrics.request("api", "", "", "refused", e.code());
             if matches!(
                 e,
                 ApiError::RateLimited { .. } | ApiError::LoginAttemptsExceeded { .. }

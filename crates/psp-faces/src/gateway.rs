@@ -19,6 +19,7 @@
 //! The check runs on every request (its result is cached, never beyond the revocation
 //! evidence), so a revocation takes effect on long-lived and resumed TLS sessions too.
 
+mod ask;
 mod authority;
 mod budget;
 pub mod config;
@@ -48,6 +49,7 @@ use crate::server::{
 };
 use crate::service::{Call, CheckService, Checked, Site};
 
+pub use ask::{Answer, Ask};
 use budget::UpstreamBudget;
 pub use config::{Dialect, GatewayConfig, GatewayConfigError, IdentitySource, UnderscoreHeaders};
 pub use dialect::{Failure, OverloadScope, refusal_status};
@@ -77,6 +79,17 @@ impl Route {
 
 /// Everything the gateway needs, built once at start-up.
 pub struct GatewayState {
+    /// The site's name (`[[sites]]`; `default` for `[gateway]`).
+    name: Arc<str>,
+    /// Where the site's own proxy listens, if it has one.
+    listen: Option<std::net::SocketAddr>,
+    /// Its TLS server names, lowercased.
+    server_names: Vec<String>,
+    /// The `Host` values this site's requests may carry, lowercased (`server_names`, then
+    /// `hosts`); empty: any.
+    host_names: Vec<String>,
+    /// The listener's site for a client that sends no server name.
+    default_site: bool,
     service: Arc<CheckService>,
     /// The access rule and whether it only reports: what the decision is made against.
     site: Site,
@@ -90,7 +103,10 @@ pub struct GatewayState {
     /// `strip_headers` from the configuration, removed before forwarding (with the built-in
     /// path and method override headers).
     strip_headers: Vec<HeaderName>,
-    upstream: Upstream,
+    /// `None` for a site without a listener, decided only by the external authorisers.
+    upstream: Option<Upstream>,
+    /// The upstream's URL as configured (the sandbox echo's address for it), for the logs.
+    upstream_url: Option<String>,
     forward_unmatched: bool,
     link_base: String,
     /// `gateway.rate_limit`: the per-client limiter and its IPv6 block length.
@@ -108,6 +124,9 @@ pub struct GatewayState {
     identities: moka::future::Cache<[u8; 32], Arc<PeerIdentity>>,
 }
 
+/// The name of the one site a `[gateway]` section configures.
+pub const DEFAULT_SITE: &str = "default";
+
 /// Distinct client certificate chains kept for sharing: 4,096, well above the PSPs one bank
 /// serves at once. A chain evicted stays alive while a connection holds it.
 const IDENTITY_CACHE_ENTRIES: u64 = 4_096;
@@ -118,8 +137,8 @@ const IDENTITY_CACHE_IDLE: std::time::Duration = std::time::Duration::from_secs(
 /// the `[danger]` relaxations that concern it, and the base of error links (`[checks]`).
 #[derive(Debug, Clone)]
 pub struct Surroundings {
-    /// The configured upstream, or the sandbox echo's address.
-    pub upstream_url: String,
+    /// The configured upstream, or the sandbox echo's address; `None` for a site without one.
+    pub upstream_url: Option<String>,
     /// `upstream_ca`, resolved against the configuration file's directory.
     pub upstream_ca: Option<std::path::PathBuf>,
     /// `danger.gateway_report_only`.
@@ -223,13 +242,26 @@ impl GatewayState {
         let routes = routes(g);
         let allowed_methods = g.methods()?;
         let allow_header = allow_header(&allowed_methods)?;
-        let upstream = Upstream::new(
-            &around.upstream_url,
-            around.upstream_ca.as_deref(),
-            std::time::Duration::from_millis(g.upstream_connect_timeout_ms),
-            std::time::Duration::from_millis(g.upstream_timeout_ms),
-        )?;
+        let upstream = match &around.upstream_url {
+            Some(url) => Some(Upstream::new(
+                url,
+                around.upstream_ca.as_deref(),
+                std::time::Duration::from_millis(g.upstream_connect_timeout_ms),
+                std::time::Duration::from_millis(g.upstream_timeout_ms),
+            )?),
+            None => None,
+        };
         Ok(GatewayState {
+            name: g.name.as_deref().unwrap_or(DEFAULT_SITE).into(),
+            upstream_url: around.upstream_url.clone(),
+            listen: g.listen,
+            server_names: g
+                .server_names
+                .iter()
+                .map(|n| n.to_ascii_lowercase())
+                .collect(),
+            host_names: g.host_names(),
+            default_site: g.default_site,
             service,
             site: Site {
                 policy: policy(g),
@@ -291,6 +323,9 @@ impl GatewayState {
             return Err(Failure::MethodRefused(req.method().clone()));
         }
         authority::accepted(req.uri(), req.headers()).map_err(Failure::AuthorityRefused)?;
+        if let Some(host) = self.misdirected(req) {
+            return Err(Failure::Misdirected(host));
+        }
         let normalised = path::normalise(req.uri().path()).map_err(Failure::PathRefused)?;
         if let Some(parameter) = req.uri().query().and_then(overrides::refused_parameter) {
             return Err(Failure::OverrideRefused(parameter));
@@ -302,6 +337,56 @@ impl GatewayState {
             return Err(Failure::HeaderNameRefused(name));
         }
         Ok(normalised)
+    }
+
+    /// The site's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where the site's own proxy listens, if it has one.
+    pub fn listen(&self) -> Option<std::net::SocketAddr> {
+        self.listen
+    }
+
+    /// The site's TLS server names, lowercased.
+    pub fn server_names(&self) -> &[String] {
+        &self.server_names
+    }
+
+    /// The `Host` values the site's requests may carry, lowercased; empty: any.
+    pub fn host_names(&self) -> &[String] {
+        &self.host_names
+    }
+
+    /// Whether the site takes its listener's clients that send no server name.
+    pub fn is_default(&self) -> bool {
+        self.default_site
+    }
+
+    /// The upstream's URL, or `none` for a site decided only by the external authorisers.
+    pub fn upstream_display(&self) -> &str {
+        self.upstream_url.as_deref().unwrap_or("none")
+    }
+
+    /// The site's jurisdiction.
+    pub fn jurisdiction(&self) -> crate::country::CountryCode {
+        self.site.policy.jurisdiction
+    }
+
+    /// Whether `host` (a `Host` value or an authority, any case, with or without a port)
+    /// names this site: always when the site names no hosts.
+    pub fn answers_to(&self, host: &str) -> bool {
+        let host = host_of(host);
+        self.host_names.is_empty() || self.host_names.iter().any(|h| *h == host)
+    }
+
+    /// The host a request names when it is not one of this site's (421 Misdirected Request:
+    /// an HTTP/2 connection made for one site must not carry a request for another). A
+    /// request that names no host is the connection's site's.
+    fn misdirected<B>(&self, req: &Request<B>) -> Option<String> {
+        let named = request_host(req)?;
+        (!self.answers_to(&named)).then_some(named)
     }
 
     /// Forgets clients back at full quota (run periodically, as the endpoint's sweep).
@@ -328,7 +413,21 @@ impl GatewayState {
     }
 }
 
-/// Handles one call.
+/// The host of a `Host` value or an authority, lowercased, without port, userinfo or a
+/// final dot (`API.Bank.nl.:443` and `api.bank.nl` are one host).
+pub fn host_of(authority: &str) -> String {
+    let after_userinfo = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(rest) = after_userinfo.strip_prefix('[') {
+        rest.split_once(']').map_or(rest, |(h, _)| h)
+    } else {
+        after_userinfo
+            .rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(after_userinfo, |(h, _)| h)
+    };
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
 /// One client connection as the gateway sees it: what the listener knows of it, and the
 /// identity its handshake presented, parsed on the connection's first request and kept,
 /// typed, for its life (a connection's certificate cannot change).
@@ -355,22 +454,84 @@ impl std::ops::Deref for Connection {
     }
 }
 
-/// The gateway's handler of each accepted connection, for the listener. Each request takes
-/// the gateway `current` gives at that moment: a reload swaps in a rebuilt one, and the
+/// The gateway's handler of each accepted connection of the listener bound at `listen`, for
+/// the listener. Each request takes the sites `current` gives at that moment (a reload swaps
+/// in rebuilt ones) and goes to its connection's site ([`Sites::for_connection`]); the
 /// connection keeps its parsed identity.
 pub fn new_connection(
-    current: impl Fn() -> Arc<GatewayState> + Send + Sync + 'static,
+    listen: std::net::SocketAddr,
+    current: impl Fn() -> Arc<crate::sites::Sites> + Send + Sync + 'static,
 ) -> NewConnection {
     let current = Arc::new(current);
     Arc::new(move |info: Arc<ConnInfo>| {
         let connection = Arc::new(Connection::new(info));
         let current = Arc::clone(&current);
         let handler: ConnHandler = Arc::new(move |req| {
-            let (state, connection) = (current(), Arc::clone(&connection));
-            Box::pin(async move { handle(state, req, connection).await })
+            let (sites, connection) = (current(), Arc::clone(&connection));
+            Box::pin(async move { handle_on(&sites, listen, req, connection).await })
         });
         handler
     })
+}
+
+/// One request on a connection of the listener bound at `listen`, handled by the site it
+/// goes to ([`Sites::for_connection`](crate::sites::Sites::for_connection)), or answered
+/// 421 when no site of the listener takes it.
+pub async fn handle_on<B>(
+    sites: &crate::sites::Sites,
+    listen: std::net::SocketAddr,
+    req: Request<B>,
+    conn: Arc<Connection>,
+) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Sync + 'static,
+    B::Error: Into<BodyError>,
+{
+    let tls = conn.tls.as_ref();
+    let host = request_host(&req);
+    let site = sites.for_connection(
+        listen,
+        tls.and_then(|t| t.server_name.as_deref()),
+        tls.is_some(),
+        host.as_deref(),
+    );
+    match site {
+        Ok(site) => handle(Arc::clone(site), req, conn).await,
+        Err(no) => misdirected(no.fallback, &req, &conn, no.named),
+    }
+}
+
+/// The host a request names: its `:authority` (HTTP/2, absolute form), else its `Host`.
+fn request_host<B>(req: &Request<B>) -> Option<String> {
+    match req.uri().authority() {
+        Some(authority) => Some(authority.as_str().to_owned()),
+        None => req
+            .headers()
+            .get(http::header::HOST)
+            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned()),
+    }
+}
+
+/// The answer to a request on a connection that no site of its listener takes (a server name
+/// or host no site has, after a reload changed them, or none without a default site): 421 in
+/// the listener's first site's default dialect, logged as that site's; nothing is forwarded.
+fn misdirected<B>(
+    site: &GatewayState,
+    req: &Request<B>,
+    conn: &Connection,
+    named: Option<String>,
+) -> Response<Body> {
+    let record = Record::new(
+        "gateway",
+        (Arc::clone(&site.name), site.site.policy.jurisdiction),
+        new_request_id(),
+        (req.method().clone(), req.uri().path().to_owned()),
+        site.default_dialect,
+    );
+    let failure = Failure::Misdirected(named.unwrap_or_default());
+    let response = refusal(site, &record, &failure);
+    record::log(&record, conn, Some(&failure), response.status());
+    response
 }
 
 /// One request through the gateway, phase by phase (pingora's `ProxyHttp` shape): admit
@@ -392,22 +553,17 @@ where
     B::Error: Into<BodyError>,
 {
     let mut record = Record::new(
+        "gateway",
+        (Arc::clone(&state.name), state.site.policy.jurisdiction),
         new_request_id(),
-        req.method().clone(),
-        req.uri().path().to_owned(),
+        (req.method().clone(), req.uri().path().to_owned()),
         state.default_dialect,
     );
     let (response, failure) = match phases(&state, req, &conn, &mut record).await {
         Ok(forwarded) => (forwarded, None),
         Err(failure) => (refusal(&state, &record, &failure), Some(failure)),
     };
-    record::log(
-        &record,
-        &conn,
-        state.site.policy.jurisdiction,
-        failure.as_ref(),
-        response.status(),
-    );
+    record::log(&record, &conn, failure.as_ref(), response.status());
     response
 }
 
@@ -482,6 +638,13 @@ async fn identify<B>(
     let identity = peer_identity(state, req, conn, peer_trusted)
         .await
         .map_err(Failure::Refused)?;
+    identify_in(identity)
+}
+
+/// The leaf of a parsed chain, which must be there and readable.
+fn identify_in(
+    identity: Arc<PeerIdentity>,
+) -> Result<(Arc<PeerIdentity>, Arc<PspCertificate>), Failure> {
     let certificate = match &identity.leaf {
         None => {
             return Err(Failure::Refused(Rejection::new(
@@ -553,7 +716,12 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + Sync + 'static,
     B::Error: Into<BodyError>,
 {
-    let req = overrides::screen_form(req, state.upstream.timeout())
+    let Some(upstream) = &state.upstream else {
+        // Only a site with a listener forwards, and such a site has an upstream (validated).
+        record.trouble = Some(Trouble::Build("the site has no upstream".to_owned()));
+        return Err(Failure::UpstreamUnavailable);
+    };
+    let req = overrides::screen_form(req, upstream.timeout())
         .await
         .map_err(|refusal| match refusal {
             overrides::FormRefusal::Override(field) => Failure::OverrideRefused(field),
@@ -583,7 +751,7 @@ where
         .take(&psp)
         .map_err(Failure::UpstreamOverloaded)?;
     let (upstream_req, body_failed) =
-        forward::prepare(&state.upstream, req, path, hop, strip, headers)
+        forward::prepare(upstream, req, path, hop, strip, headers)
             .map_err(|e| forward_failure(e, record))?;
     Ok((upstream_req, body_failed, ticket))
 }
@@ -595,8 +763,11 @@ async fn forward(
     body_failed: &forward::BodyFailed,
     record: &mut Record,
 ) -> Result<Response<Body>, Failure> {
-    state
-        .upstream
+    let Some(upstream) = &state.upstream else {
+        record.trouble = Some(Trouble::Build("the site has no upstream".to_owned()));
+        return Err(Failure::UpstreamUnavailable);
+    };
+    upstream
         .send(upstream_req, body_failed)
         .await
         .map_err(|e| forward_failure(e, record))

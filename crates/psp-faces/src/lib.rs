@@ -16,3 +16,4 @@ pub mod admin;
 pub mod api;
 pub mod gateway;
 pub mod sandbox;
+pub mod sites;

@@ -71,3 +71,53 @@ impl ResolvesServerCert for ServerCertificate {
         Some(self.current.load_full())
     }
 }
+
+/// The certificates of a listener that several sites share, chosen by the server name the
+/// client asks for (SNI): each site's certificate under each of its names, and the default
+/// site's for a client that names none. A name no site has, or no name without a default
+/// site, resolves to nothing: rustls then ends the handshake with the `access_denied` alert,
+/// and no request is ever read from that connection.
+#[derive(Debug)]
+pub struct SiteCertificates {
+    /// Lowercased server name → the certificate presented for it.
+    by_name: std::collections::HashMap<String, Arc<ServerCertificate>>,
+    default: Option<Arc<ServerCertificate>>,
+}
+
+impl SiteCertificates {
+    /// `names`: every server name with its site's certificate; `default`: the certificate of
+    /// the listener's default site, if it has one.
+    pub fn new(
+        names: impl IntoIterator<Item = (String, Arc<ServerCertificate>)>,
+        default: Option<Arc<ServerCertificate>>,
+    ) -> SiteCertificates {
+        SiteCertificates {
+            by_name: names
+                .into_iter()
+                .map(|(name, certificate)| (name.to_ascii_lowercase(), certificate))
+                .collect(),
+            default,
+        }
+    }
+}
+
+impl ResolvesServerCert for SiteCertificates {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let chosen = match hello.server_name() {
+            Some(name) => {
+                let found = self.by_name.get(&name.to_ascii_lowercase());
+                if found.is_none() {
+                    tracing::debug!(server_name = name, "no site has this server name");
+                }
+                found
+            }
+            None => {
+                if self.default.is_none() {
+                    tracing::debug!("no server name sent and no default site");
+                }
+                self.default.as_ref()
+            }
+        };
+        chosen.map(|c| c.current.load_full())
+    }
+}

@@ -34,7 +34,7 @@ mod idle;
 pub mod limiter;
 mod request_id;
 
-pub use certificate::{CertificateError, ServerCertificate, load_certified_key};
+pub use certificate::{CertificateError, ServerCertificate, SiteCertificates, load_certified_key};
 pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
 pub use error_body::contract_error;
 pub use idle::TrackedBody;
@@ -117,6 +117,8 @@ pub struct TlsInfo {
     pub peer_chain: Vec<CertificateDer<'static>>,
     /// The session was resumed (the client certificate verifier did not run again).
     pub resumed: bool,
+    /// The server name the client asked for (SNI), lowercased; `None` when it sent none.
+    pub server_name: Option<String>,
 }
 
 /// A request handler: every listener has one.
@@ -394,6 +396,7 @@ async fn tls_handshake(
             .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
             .unwrap_or_default(),
         resumed,
+        server_name: session.server_name().map(str::to_ascii_lowercase),
     };
     Some((stream, info))
 }

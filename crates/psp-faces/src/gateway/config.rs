@@ -17,7 +17,27 @@ use crate::server::limiter::{RateLimitConfig, RateLimitConfigError};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayConfig {
-    pub listen: SocketAddr,
+    /// `[[sites]]`: the site's name, in metrics and the audit record, for `check --site` and
+    /// the external authorisers' `psp_site`. `[gateway]` is the one site `default`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The server names (TLS SNI) this site answers to on its listener, each with the site's
+    /// certificate; also the `Host` values its requests may carry. Required when several sites
+    /// share a listener.
+    #[serde(default)]
+    pub server_names: Vec<String>,
+    /// Further `Host` values accepted for this site (names a load balancer in front uses, IP
+    /// addresses), never chosen by SNI.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// The listener's site for a client that sends no server name (SNI). Without one such a
+    /// handshake fails.
+    #[serde(default, rename = "default")]
+    pub default_site: bool,
+    /// The site's own proxy listener. `[[sites]]` may leave it out: such a site is decided
+    /// only through the external authorisers (`[ext_authz]`, `[forward_auth]`).
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
     /// The bank's jurisdiction: the transaction jurisdiction of every check.
     pub jurisdiction: CountryCode,
     /// Server certificate and key. Required when the identity comes from the handshake;
@@ -29,7 +49,9 @@ pub struct GatewayConfig {
     #[serde(default)]
     pub client_certificate: ClientCertificateMode,
     /// The bank's API: an `http://` or `https://` URL, or `sandbox-echo` (sandbox only).
-    pub upstream: String,
+    /// Required with `listen`.
+    #[serde(default)]
+    pub upstream: Option<String>,
     /// CA certificates (PEM) for an `https` upstream; the system's roots are not used.
     #[serde(default)]
     pub upstream_ca: Option<PathBuf>,
@@ -318,6 +340,15 @@ pub enum GatewayConfigError {
     /// `identity = "tls"` without a `tls` section.
     #[error("gateway.tls is required when the identity comes from the TLS handshake")]
     NoTls,
+    /// A listener without an upstream to forward to.
+    #[error("gateway.upstream is required with gateway.listen")]
+    NoUpstream,
+    /// A server name that is not a DNS name, or a host that is neither one nor an IP address.
+    #[error(
+        "gateway.{setting}: `{name}` is not a DNS name (letters, digits, `-` and dots){}",
+        if *setting == "hosts" { " or an IP address" } else { "" }
+    )]
+    BadServerName { setting: &'static str, name: String },
     /// `identity = "header"` without `identity_header`.
     #[error("gateway.identity_header is required with identity = \"header\"")]
     NoIdentityHeader,
@@ -392,6 +423,7 @@ impl GatewayConfig {
     pub fn validate(&self, sandbox: bool) -> Result<(), GatewayConfigError> {
         self.validate_identity_source()?;
         self.validate_upstream(sandbox)?;
+        self.validate_names()?;
         if let Some(routes) = &self.routes {
             for r in routes {
                 r.validate()?;
@@ -431,7 +463,9 @@ impl GatewayConfig {
     /// trusted to set it.
     fn validate_identity_source(&self) -> Result<(), GatewayConfigError> {
         match self.identity {
-            IdentitySource::Tls if self.tls.is_none() => Err(GatewayConfigError::NoTls),
+            IdentitySource::Tls if self.tls.is_none() && self.listen.is_some() => {
+                Err(GatewayConfigError::NoTls)
+            }
             IdentitySource::Header if self.identity_header.is_none() => {
                 Err(GatewayConfigError::NoIdentityHeader)
             }
@@ -444,19 +478,71 @@ impl GatewayConfig {
 
     /// The upstream: the sandbox echo (only in the sandbox) or an http(s) URI with a host.
     fn validate_upstream(&self, sandbox: bool) -> Result<(), GatewayConfigError> {
-        if self.upstream == "sandbox-echo" {
+        let Some(upstream) = &self.upstream else {
+            return match self.listen {
+                Some(_) => Err(GatewayConfigError::NoUpstream),
+                None => Ok(()),
+            };
+        };
+        if upstream == "sandbox-echo" {
             if !sandbox {
                 return Err(GatewayConfigError::EchoNeedsSandbox);
             }
         } else {
-            let uri: http::Uri = self.upstream.parse().map_err(|e: http::uri::InvalidUri| {
+            let uri: http::Uri = upstream.parse().map_err(|e: http::uri::InvalidUri| {
                 GatewayConfigError::BadUpstream {
-                    upstream: self.upstream.clone(),
+                    upstream: upstream.clone(),
                     reason: e.to_string(),
                 }
             })?;
             if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                return Err(GatewayConfigError::UpstreamNotHttp(self.upstream.clone()));
+                return Err(GatewayConfigError::UpstreamNotHttp(upstream.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the upstream is the sandbox echo.
+    pub fn upstream_is_echo(&self) -> bool {
+        self.upstream.as_deref() == Some("sandbox-echo")
+    }
+
+    /// The names a request's `Host` may carry for this site, lowercased: the server names,
+    /// then the further hosts. Empty: any `Host` (a site alone on its listener, as `[gateway]`).
+    pub fn host_names(&self) -> Vec<String> {
+        self.server_names
+            .iter()
+            .chain(&self.hosts)
+            .map(|n| n.to_ascii_lowercase())
+            .collect()
+    }
+
+    /// Server names and hosts are DNS names: letters, digits, `-`, dots between labels.
+    fn validate_names(&self) -> Result<(), GatewayConfigError> {
+        let is_dns_name = |n: &str| {
+            !n.is_empty()
+                && n.len() <= 253
+                && n.split('.').all(|label| {
+                    !label.is_empty()
+                        && label.len() <= 63
+                        && !label.starts_with('-')
+                        && !label.ends_with('-')
+                        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                })
+        };
+        let is_ip = |n: &str| n.parse::<std::net::IpAddr>().is_ok();
+        if let Some(bad) = self.server_names.iter().find(|n| !is_dns_name(n)) {
+            return Err(GatewayConfigError::BadServerName {
+                setting: "server_names",
+                name: bad.clone(),
+            });
+        }
+        for (setting, names) in [("hosts", &self.hosts)] {
+            if let Some(bad) = names.iter().find(|n| !is_dns_name(n) && !is_ip(n)) {
+                return Err(GatewayConfigError::BadServerName {
+                    setting,
+                    name: bad.clone(),
+                });
             }
         }
         Ok(())

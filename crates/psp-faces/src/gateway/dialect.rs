@@ -31,6 +31,13 @@ pub enum Failure {
     PathRefused(PathRefusal),
     /// The request names two authorities, or a malformed one (`authority::accepted`).
     AuthorityRefused(AuthorityRefusal),
+    /// An external authoriser's request path is not in normal form (the form the route was
+    /// chosen on): the authoriser's proxy forwards it as it is, so the bank's API could read
+    /// it as another route. The normal form is given.
+    PathNotNormal(String),
+    /// The request's host (`Host` or `:authority`) is not one of the site its connection
+    /// was made for (its SNI): 421, and it reaches no upstream.
+    Misdirected(String),
     /// The client is over `gateway.rate_limit`.
     RateLimited { retry_after_secs: u64 },
     /// The method is not one the gateway forwards (`gateway.allowed_methods`; `CONNECT` and
@@ -97,11 +104,29 @@ impl Failure {
                 "path_refused",
                 format!("The request path is refused: {refusal}"),
             ),
+            Failure::PathNotNormal(normal) => (
+                StatusCode::BAD_REQUEST,
+                "FORMAT_ERROR",
+                "path_not_normal",
+                format!(
+                    "The request path is not in normal form (`{normal}`): the proxy would forward it as written"
+                ),
+            ),
             Failure::AuthorityRefused(refusal) => (
                 StatusCode::BAD_REQUEST,
                 "FORMAT_ERROR",
                 "authority_refused",
                 format!("The request's authority is refused: {refusal}"),
+            ),
+            // RFC 9110 section 15.5.20: 421, the request was directed at a server that is not
+            // able to produce a response for it (the client may retry on a new connection).
+            Failure::Misdirected(host) => (
+                StatusCode::MISDIRECTED_REQUEST,
+                "FORMAT_ERROR",
+                "misdirected_request",
+                format!(
+                    "The host `{host}` is not served on this connection: open a connection for it"
+                ),
             ),
             // NextGenPSD2 section 14.11: ACCESS_EXCEEDED, 429, "The access on the account has
             // been exceeding the consented multiplicity per day" (the nearest code it has).
@@ -243,6 +268,8 @@ fn ob_code(failure: &Failure, bg: &'static str) -> String {
     match failure {
         Failure::PathRefused(_)
         | Failure::AuthorityRefused(_)
+        | Failure::Misdirected(_)
+        | Failure::PathNotNormal(_)
         | Failure::OverrideRefused(_)
         | Failure::HeaderNameRefused(_)
         | Failure::FormBodyTooLarge
@@ -274,6 +301,8 @@ mod tests {
         all.extend([
             Failure::PathRefused(PathRefusal::NotAbsolute),
             Failure::AuthorityRefused(AuthorityRefusal::DuplicateHost),
+            Failure::Misdirected("xy.localhost".into()),
+            Failure::PathNotNormal("/v1/accounts".into()),
             Failure::RateLimited {
                 retry_after_secs: 1,
             },
@@ -292,6 +321,8 @@ mod tests {
                 Failure::Refused(_)
                 | Failure::PathRefused(_)
                 | Failure::AuthorityRefused(_)
+                | Failure::Misdirected(_)
+                | Failure::PathNotNormal(_)
                 | Failure::RateLimited { .. }
                 | Failure::MethodRefused(_)
                 | Failure::OverrideRefused(_)

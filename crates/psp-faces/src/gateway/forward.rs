@@ -412,7 +412,7 @@ fn forwarded_headers(h: &mut HeaderMap, hop: &Hop, original_host: Option<HeaderV
 
 /// Adds the verified identity of the permit: authorisation number, PSP name, services,
 /// check id, report-only reason and the certificate header.
-fn identity_headers(h: &mut HeaderMap, names: &IdentityHeaders, identity: Identity<'_>) {
+pub(super) fn identity_headers(h: &mut HeaderMap, names: &IdentityHeaders, identity: Identity<'_>) {
     let Identity {
         permit,
         certificate,

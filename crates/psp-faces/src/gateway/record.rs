@@ -16,6 +16,11 @@ use crate::telemetry::metrics::{FaceLabels, OutcomeLabels, ScopeLabels, metrics}
 
 /// What the phases learned of one request.
 pub(super) struct Record {
+    /// The face that asked: `gateway` (the proxy), `ext-authz` or `forward-auth`.
+    pub(super) face: &'static str,
+    /// The site deciding, and its jurisdiction.
+    pub(super) site: Arc<str>,
+    pub(super) jurisdiction: crate::country::CountryCode,
     pub(super) check_id: String,
     started: Instant,
     pub(super) method: Method,
@@ -62,8 +67,17 @@ pub(super) enum Trouble {
 }
 
 impl Record {
-    pub(super) fn new(check_id: String, method: Method, path: String, dialect: Dialect) -> Self {
+    pub(super) fn new(
+        face: &'static str,
+        site: (Arc<str>, crate::country::CountryCode),
+        check_id: String,
+        (method, path): (Method, String),
+        dialect: Dialect,
+    ) -> Self {
         Record {
+            face,
+            site: site.0,
+            jurisdiction: site.1,
             check_id,
             started: Instant::now(),
             method,
@@ -82,7 +96,6 @@ impl Record {
 pub(super) fn log(
     record: &Record,
     conn: &ConnInfo,
-    jurisdiction: crate::country::CountryCode,
     failure: Option<&Failure>,
     status: StatusCode,
 ) {
@@ -90,21 +103,37 @@ pub(super) fn log(
     if let Some(decided) = &record.decided {
         m.check_duration
             .get_or_create(&FaceLabels {
-                face: "gateway".to_owned(),
+                face: record.face.to_owned(),
             })
             .observe(decided.check_time.as_secs_f64());
-        audit_decision(record, decided, conn, jurisdiction);
+        audit_decision(record, decided, conn);
     }
     log_trouble(record);
     match failure {
-        None => m.request("gateway", &record.route, "forwarded", ""),
+        None => m.request(
+            record.face,
+            &record.site,
+            &record.route,
+            if record.face == "gateway" {
+                "forwarded"
+            } else {
+                "allowed"
+            },
+            "",
+        ),
         Some(failure) => {
-            m.request("gateway", &record.route, "rejected", failure.code());
+            m.request(
+                record.face,
+                &record.site,
+                &record.route,
+                "rejected",
+                failure.code(),
+            );
             match failure {
                 Failure::RateLimited { .. } => {
                     m.rate_limited
                         .get_or_create(&FaceLabels {
-                            face: "gateway".to_owned(),
+                            face: record.face.to_owned(),
                         })
                         .inc();
                 }
@@ -122,6 +151,8 @@ pub(super) fn log(
     }
     tracing::debug!(
         target: "access",
+        face = record.face,
+        site = &*record.site,
         check_id = %record.check_id,
         peer = %conn.peer,
         method = %record.method,
@@ -136,12 +167,7 @@ pub(super) fn log(
 
 /// One audit record per decision of the access rule, with the check's details; in
 /// report-only mode, the refusal not enforced is also a warning.
-fn audit_decision(
-    record: &Record,
-    decided: &Decided,
-    conn: &ConnInfo,
-    jurisdiction: crate::country::CountryCode,
-) {
+fn audit_decision(record: &Record, decided: &Decided, conn: &ConnInfo) {
     let report = decided.checked.report();
     if decided.verdict == "report-only" {
         tracing::warn!(
@@ -154,12 +180,14 @@ fn audit_decision(
     }
     tracing::info!(
         target: "audit",
+        face = record.face,
+        site = &*record.site,
         check_id = %record.check_id,
         peer = %conn.peer,
         resumed = conn.tls.as_ref().is_some_and(|t| t.resumed),
         fingerprint = %decided.fingerprint,
         auth_number = report.auth_number.as_deref().unwrap_or(""),
-        jurisdiction = %jurisdiction,
+        jurisdiction = %record.jurisdiction,
         method = %record.method,
         path = decided.path.as_str(),
         valid_qtsp = report.validity.valid_qtsp,
@@ -184,6 +212,8 @@ fn audit_refusal(record: &Record, conn: &ConnInfo, failure: &Failure) {
     }
     tracing::info!(
         target: "audit",
+        face = record.face,
+        site = &*record.site,
         check_id = %record.check_id,
         peer = %conn.peer,
         method = %record.method,
@@ -193,6 +223,7 @@ fn audit_refusal(record: &Record, conn: &ConnInfo, failure: &Failure) {
         detail = match failure {
             Failure::PathRefused(r) => r.code(),
             Failure::AuthorityRefused(r) => r.code(),
+            Failure::Misdirected(_) | Failure::PathNotNormal(_) => "",
             Failure::UpstreamOverloaded(scope) => scope.label(),
             Failure::Refused(_)
             | Failure::MethodRefused(_)

@@ -46,7 +46,7 @@ use scenarios::{CAS, CaSpec, PSPS, PspSpec, REVOKED_AT};
 pub use extensions::SandboxQcType;
 pub use manifest::{
     CaEntry, KeyAlgorithm, MANIFEST_FORMAT, Manifest, PspEntry, RevocationReason, ServerEntry,
-    load_manifest,
+    SiteServerEntry, load_manifest,
 };
 
 /// Base of the revocation and caIssuers URLs: the admin listener serves them.
@@ -109,6 +109,12 @@ pub enum SandboxError {
     #[error("cannot load {path}: {source}")]
     Load { path: PathBuf, source: rcgen::Error },
 }
+
+/// The sandbox sites' server names: `gateway.toml`'s sites `xx` and `xy` share the gateway
+/// listener and are told apart by them (names under `.localhost` resolve to loopback). The
+/// first is the listener's default site, so its certificate also names `localhost` and the
+/// loopback addresses, as the one gateway certificate did before there were sites.
+const SITE_NAMES: &[&str] = &["xx.localhost", "xy.localhost"];
 
 /// The server certificate's subjectAltName entries.
 const SERVER_DNS_NAMES: &[&str] = &["localhost"];
@@ -510,6 +516,7 @@ fn build_server(
         params.subject_alt_names.push(SanType::IpAddress(*ip));
     }
     let cert = params.signed_by(&key.pair, &ca_issuer).map_err(rcgen_err)?;
+    let sites = build_site_certificates(out_dir, &ca_issuer)?;
 
     let entry = ServerEntry {
         ca_cert: "server/ca.pem".to_owned(),
@@ -518,6 +525,7 @@ fn build_server(
         key: "server/key.pem".to_owned(),
         dns_names: SERVER_DNS_NAMES.iter().map(|&n| n.to_owned()).collect(),
         ip_addresses: SERVER_IPS.iter().map(IpAddr::to_string).collect(),
+        sites,
     };
     write_file(
         out_dir,
@@ -556,6 +564,78 @@ fn pool_keys(pool: &str) -> Vec<String> {
 
 /// Makes one key per entry of `algorithms`, in that order: ECDSA keys new, RSA keys from the
 /// committed pools, none twice.
+/// A server certificate and key for each of [`SITE_NAMES`], signed by the server CA, written
+/// as `server/<name>.pem` and `server/<name>.key`.
+fn build_site_certificates(
+    out_dir: &Path,
+    ca: &Issuer<'_, KeyPair>,
+) -> Result<Vec<SiteServerEntry>, SandboxError> {
+    let mut entries = Vec::with_capacity(SITE_NAMES.len());
+    for &name in SITE_NAMES {
+        let rcgen_err = |source| SandboxError::Certificate {
+            name: name.to_owned(),
+            source,
+        };
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(rcgen_err)?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::OrganizationName, "PSP Gateway Sandbox");
+        dn.push(DnType::CommonName, name);
+        let mut params = CertificateParams::default();
+        params.not_before = CA_NOT_BEFORE;
+        params.not_after = CA_NOT_AFTER;
+        params.serial_number = Some(random_serial()?);
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.use_authority_key_identifier_extension = true;
+        params
+            .subject_alt_names
+            .push(SanType::DnsName(name.try_into().map_err(rcgen_err)?));
+        if name == SITE_NAMES[0] {
+            for dns in SERVER_DNS_NAMES {
+                let dns = (*dns).try_into().map_err(rcgen_err)?;
+                params.subject_alt_names.push(SanType::DnsName(dns));
+            }
+            for ip in SERVER_IPS {
+                params.subject_alt_names.push(SanType::IpAddress(*ip));
+            }
+        }
+        let cert = params.signed_by(&key, ca).map_err(rcgen_err)?;
+        let entry = SiteServerEntry {
+            name: name.to_owned(),
+            cert: format!("server/{name}.pem"),
+            key: format!("server/{name}.key"),
+        };
+        write_file(out_dir, &entry.cert, pem_certificate(cert.der()).as_bytes())?;
+        write_file(out_dir, &entry.key, key.serialize_pem().as_bytes())?;
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+/// Adds the sites' server certificates to the sandbox PKI in `dir` (one generated before
+/// there were sites), signed by its server CA, and records them in its manifest.
+pub fn add_site_certificates(dir: &Path) -> Result<Manifest, SandboxError> {
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let mut manifest = load_manifest(&manifest_path)?;
+    let read = |relative: &str| {
+        let path = dir.join(relative);
+        std::fs::read_to_string(&path).map_err(|source| SandboxError::Write { path, source })
+    };
+    let rcgen_err = |source| SandboxError::Certificate {
+        name: "server".to_owned(),
+        source,
+    };
+    let ca_key = KeyPair::from_pem(&read(&manifest.server.ca_key)?).map_err(rcgen_err)?;
+    let ca = Issuer::from_ca_cert_pem(&read(&manifest.server.ca_cert)?, ca_key)
+        .map_err(rcgen_err)?;
+    manifest.server.sites = build_site_certificates(dir, &ca)?;
+    let json = serde_json::to_string_pretty(&manifest).map_err(SandboxError::ManifestEncode)?;
+    write_file(dir, MANIFEST_FILE, format!("{json}\n").as_bytes())?;
+    Ok(manifest)
+}
+
 fn generate_keys(algorithms: &[KeyAlgorithm]) -> Result<Vec<GeneratedKey>, SandboxError> {
     let mut pools = [
         (KeyAlgorithm::Rsa2048, pool_keys(RSA_2048_POOL)),

@@ -26,8 +26,10 @@ use prometheus_client::registry::Registry;
 /// A request's face, route, decision and reason.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    /// `api`, `gateway` or `admin`.
+    /// `api`, `gateway`, `ext-authz`, `forward-auth` or `admin`.
     pub face: String,
+    /// The site (`[[sites]]` name; `default` for `[gateway]`); empty for the endpoint.
+    pub site: String,
     /// The gateway route prefix that matched (empty for the endpoint).
     pub route: String,
     /// `answered`/`refused` (endpoint), `forwarded`/`rejected` (gateway).
@@ -113,7 +115,7 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "psp_gateway_requests",
-            "Requests by face, gateway route, decision and reason",
+            "Requests by face, site, gateway route, decision and reason",
             requests.clone(),
         );
         let check_duration =
@@ -215,10 +217,11 @@ impl Metrics {
     }
 
     /// Counts one request.
-    pub fn request(&self, face: &str, route: &str, decision: &str, reason: &str) {
+    pub fn request(&self, face: &str, site: &str, route: &str, decision: &str, reason: &str) {
         self.requests
             .get_or_create(&RequestLabels {
                 face: face.to_owned(),
+                site: site.to_owned(),
                 route: route.to_owned(),
                 decision: decision.to_owned(),
                 reason: reason.to_owned(),

@@ -190,6 +190,21 @@ pub struct ServerEntry {
     pub dns_names: Vec<String>,
     /// subjectAltName iPAddress entries.
     pub ip_addresses: Vec<String>,
+    /// The sandbox sites' certificates (`gateway.toml`'s `[[sites]]`), by the same CA.
+    #[serde(default)]
+    pub sites: Vec<SiteServerEntry>,
+}
+
+/// One sandbox site's TLS server certificate, for its one server name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteServerEntry {
+    /// The server name (subjectAltName dNSName and CN).
+    pub name: String,
+    /// The certificate (`server/<name>.pem`).
+    pub cert: String,
+    /// The key (`server/<name>.key`), PKCS#8.
+    pub key: String,
 }
 
 /// The key type of a certificate.

@@ -1,0 +1,215 @@
+//! The gateway's decision for the bank's own edge gateway: an external authoriser (Envoy's
+//! ext_authz over gRPC or HTTP, nginx `auth_request`, Traefik `ForwardAuth`, Caddy
+//! `forward_auth`) asks whether a request it holds may go on, and to what identity headers.
+//!
+//! The question runs through the same phases as a request to the built-in proxy: the same
+//! screening (methods, authority, the site's host, path normalisation, override parameters),
+//! the same route rule, the same decision call, and the same logging phase (metrics and audit
+//! record, with the face's name). What differs is what an authoriser cannot do: it cannot
+//! rewrite the path its proxy forwards, so a target whose path is not already in normal form
+//! is refused (`path_not_normal`), where the built-in proxy forwards the normal form it
+//! decided on. The per-client rate limit (`gateway.rate_limit`) is not applied: the edge
+//! gateway in front has its own.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
+
+use super::dialect::Failure;
+use super::record::{self, Record};
+use super::{GatewayState, PeerIdentity, decide, forward, identify_in, route};
+use crate::policy::{Reason, Rejection};
+use crate::server::{BodyError, ConnInfo, new_request_id};
+
+/// A question from an external authoriser: the request it holds, as its client sent it.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// The face asking, for metrics and the audit record: `ext-authz` or `forward-auth`.
+    pub face: &'static str,
+    pub method: Method,
+    /// The request target as the client sent it: the path and its query.
+    pub target: String,
+    /// The request's host (`Host` or `:authority`), if the authoriser passed it.
+    pub host: Option<String>,
+    /// The client's certificate chain, leaf first (empty: none presented), or why the
+    /// authoriser's copy of it cannot be read.
+    pub chain: Result<Vec<Vec<u8>>, String>,
+    /// The client's address as the authoriser reports it, else the authoriser's own.
+    pub peer: SocketAddr,
+}
+
+/// The answer to an [`Ask`].
+#[derive(Debug)]
+pub enum Answer {
+    /// The request may go on, with these identity headers set (after every header in
+    /// `remove` was removed, so that no client copy survives).
+    Allow {
+        set: HeaderMap,
+        remove: Vec<HeaderName>,
+        /// The PSP's authorisation number, if its certificate has one.
+        auth_number: Option<String>,
+        /// The PSD2 services the PSP holds (the services header's value).
+        services: Vec<u8>,
+        check_id: String,
+    },
+    /// The request is refused: the built-in proxy's status and its dialect's body.
+    Deny {
+        status: StatusCode,
+        /// The refusal's code (`docs/errors.md`).
+        code: &'static str,
+        headers: HeaderMap,
+        body: Bytes,
+        check_id: String,
+    },
+}
+
+impl Answer {
+    /// Whether the request may go on.
+    pub fn allowed(&self) -> bool {
+        matches!(self, Answer::Allow { .. })
+    }
+}
+
+impl GatewayState {
+    /// Decides `ask` for this site, as the built-in proxy would decide the same request, and
+    /// records it (metrics, audit record) under `ask.face`.
+    pub async fn authorise(&self, ask: Ask) -> Answer {
+        let mut record = Record::new(
+            ask.face,
+            (Arc::clone(&self.name), self.site.policy.jurisdiction),
+            new_request_id(),
+            (ask.method.clone(), path_of(&ask.target).to_owned()),
+            self.default_dialect,
+        );
+        let conn = ConnInfo::new(ask.peer, None);
+        let answer = match self.authorise_phases(ask, &mut record).await {
+            Ok(set) => {
+                let (auth_number, services) = match &record.decided {
+                    Some(d) => (
+                        d.checked.report().auth_number.clone(),
+                        services_of(&set, &self.names.services),
+                    ),
+                    None => (None, Vec::new()),
+                };
+                record::log(&record, &conn, None, StatusCode::OK);
+                Answer::Allow {
+                    set,
+                    remove: self.headers_to_remove(),
+                    auth_number,
+                    services,
+                    check_id: record.check_id.clone(),
+                }
+            }
+            Err(failure) => {
+                let response = super::refusal(self, &record, &failure);
+                record::log(&record, &conn, Some(&failure), response.status());
+                let (parts, body) = response.into_parts();
+                Answer::Deny {
+                    status: parts.status,
+                    code: failure.code(),
+                    headers: parts.headers,
+                    body: collect(body).await,
+                    check_id: record.check_id.clone(),
+                }
+            }
+        };
+        answer
+    }
+
+    /// The phases of the built-in proxy up to its decision, on the authoriser's request; the
+    /// identity headers of the permit.
+    async fn authorise_phases(&self, ask: Ask, record: &mut Record) -> Result<HeaderMap, Failure> {
+        let req = request_of(&ask)?;
+        let (path, required) = route(self, &req, record)?;
+        if path.as_str() != req.uri().path() {
+            return Err(Failure::PathNotNormal(path.as_str().to_owned()));
+        }
+        let identity = match &ask.chain {
+            Ok(chain) => Arc::new(PeerIdentity::from_chain(chain)),
+            Err(why) => {
+                return Err(Failure::Refused(Rejection::new(
+                    Reason::CertificateUnreadable,
+                    format!("the certificate header cannot be read: {why}"),
+                )));
+            }
+        };
+        let (identity, certificate) = identify_in(identity)?;
+        let permit = decide(self, &identity, certificate, &path, required, record).await?;
+        let mut set = HeaderMap::new();
+        forward::identity_headers(
+            &mut set,
+            &self.names,
+            forward::Identity {
+                permit: &permit,
+                certificate: identity.certificate_header.as_ref(),
+                check_id: &record.check_id,
+            },
+        );
+        Ok(set)
+    }
+
+    /// Every header an allowed request must lose before the identity headers are set: the
+    /// identity headers themselves (a client's copy), the path and method override headers
+    /// and `gateway.strip_headers`, as the built-in proxy removes them.
+    pub fn headers_to_remove(&self) -> Vec<HeaderName> {
+        self.names
+            .all()
+            .into_iter()
+            .cloned()
+            .chain(forward::OVERRIDE_HEADERS.iter().cloned())
+            .chain(self.strip_headers.iter().cloned())
+            .collect()
+    }
+}
+
+/// The authoriser's request as the built-in proxy would have received it: the method, the
+/// target, and the host as `Host`. A target or host that is not one is refused as the
+/// proxy's listener would (400).
+fn request_of(ask: &Ask) -> Result<Request<()>, Failure> {
+    let uri: http::Uri = ask
+        .target
+        .parse()
+        .map_err(|_| Failure::PathRefused(super::PathRefusal::NotAbsolute))?;
+    if uri.scheme().is_some() || !ask.target.starts_with('/') {
+        // The authorisers pass origin-form targets; anything else is not a path.
+        return Err(Failure::PathRefused(super::PathRefusal::NotAbsolute));
+    }
+    let mut req = Request::new(());
+    *req.method_mut() = ask.method.clone();
+    *req.uri_mut() = uri;
+    if let Some(host) = &ask.host {
+        let value = HeaderValue::from_str(host).map_err(|_| {
+            Failure::AuthorityRefused(super::authority::AuthorityRefusal::InvalidHost)
+        })?;
+        req.headers_mut().insert(http::header::HOST, value);
+    }
+    Ok(req)
+}
+
+/// The path of a request target (before its query).
+fn path_of(target: &str) -> &str {
+    target.split_once('?').map_or(target, |(path, _)| path)
+}
+
+/// The services header's value as numbers.
+fn services_of(set: &HeaderMap, name: &HeaderName) -> Vec<u8> {
+    set.get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// A refusal's body, read whole (it is in memory: one JSON document).
+async fn collect<B>(body: B) -> Bytes
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<BodyError>,
+{
+    use http_body_util::BodyExt;
+    body.collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default()
+}

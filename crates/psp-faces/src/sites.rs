@@ -1,0 +1,137 @@
+//! The sites of one deployment: a bank group's APIs, each with its own jurisdiction, route
+//! rule, dialect, identity headers and upstream (a [`GatewayState`] each), and where each is
+//! reached. A site has its own listener, or shares one with others and is chosen by the TLS
+//! server name (SNI) its client asked for; a plain listener behind a load balancer chooses by
+//! `Host`. The external authorisers choose among all sites by name, server name or host.
+//!
+//! One [`Sites`] is built from the whole configuration and swapped whole by a reload, so a
+//! request never sees one site from before a reload and another from after it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use crate::gateway::{GatewayState, host_of};
+
+/// Every site of the deployment, in configuration order.
+pub struct Sites {
+    sites: Vec<Arc<GatewayState>>,
+}
+
+/// Why a connection's request has no site to go to: the server name or host it named (none
+/// when it named nothing), answered 421 by `fallback` (the listener's first site, whose
+/// dialect the answer is in).
+pub struct NoSite<'a> {
+    pub fallback: &'a Arc<GatewayState>,
+    pub named: Option<String>,
+}
+
+impl Sites {
+    /// The sites, in configuration order.
+    pub fn new(sites: Vec<Arc<GatewayState>>) -> Sites {
+        Sites { sites }
+    }
+
+    /// Every site.
+    pub fn all(&self) -> &[Arc<GatewayState>] {
+        &self.sites
+    }
+
+    /// The site called `name`.
+    pub fn named(&self, name: &str) -> Option<&Arc<GatewayState>> {
+        self.sites.iter().find(|s| s.name() == name)
+    }
+
+    /// The site with the TLS server name `name` (any case), on any listener.
+    pub fn by_server_name(&self, name: &str) -> Option<&Arc<GatewayState>> {
+        let name = name.to_ascii_lowercase();
+        self.sites.iter().find(|s| s.server_names().contains(&name))
+    }
+
+    /// The site that names `host` (a `Host` value or authority: its server names and hosts),
+    /// on any listener. A site that names no hosts is not chosen by host.
+    pub fn by_host(&self, host: &str) -> Option<&Arc<GatewayState>> {
+        let host = host_of(host);
+        self.sites
+            .iter()
+            .find(|s| s.host_names().iter().any(|h| *h == host))
+    }
+
+    /// The site a request on a connection of the listener `listen` goes to:
+    /// - the listener's only site, when it names no server names (the `[gateway]` of old);
+    /// - over TLS, the site whose server name the client asked for, or without one the
+    ///   listener's default site;
+    /// - on a plain listener (a load balancer in front terminated TLS), the site that names
+    ///   the request's host, or the default site.
+    ///
+    /// Whether the request's own host agrees with the site chosen is the site's check
+    /// (421 in its dialect).
+    pub fn for_connection(
+        &self,
+        listen: SocketAddr,
+        server_name: Option<&str>,
+        tls: bool,
+        host: Option<&str>,
+    ) -> Result<&Arc<GatewayState>, NoSite<'_>> {
+        let on_listener = self.sites.iter().filter(|s| s.listen() == Some(listen));
+        let Some(first) = on_listener.clone().next() else {
+            // Listeners are bound at start and only a restart changes them: a listener with
+            // no site cannot be; answered 421 by the first site all the same.
+            return Err(NoSite {
+                fallback: &self.sites[0],
+                named: server_name.or(host).map(str::to_owned),
+            });
+        };
+        if on_listener.clone().count() == 1 && first.server_names().is_empty() {
+            return Ok(first);
+        }
+        let default = || on_listener.clone().find(|s| s.is_default());
+        let chosen = if tls {
+            match server_name {
+                Some(name) => on_listener
+                    .clone()
+                    .find(|s| s.server_names().iter().any(|n| n == name)),
+                None => default(),
+            }
+        } else {
+            match host {
+                Some(host) => {
+                    let host = host_of(host);
+                    on_listener
+                        .clone()
+                        .find(|s| s.host_names().iter().any(|h| *h == host))
+                        .or_else(default)
+                }
+                None => default(),
+            }
+        };
+        chosen.ok_or(NoSite {
+            fallback: first,
+            named: if tls { server_name } else { host }.map(str::to_owned),
+        })
+    }
+
+    /// The sites rebuilt by a reload, each keeping its namesake's counters and caches from
+    /// `previous` ([`GatewayState::keeping_state_of`]).
+    pub fn keeping_state_of(self, previous: &Sites) -> Sites {
+        Sites {
+            sites: self
+                .sites
+                .into_iter()
+                .map(|next| match previous.named(next.name()) {
+                    Some(before) => match Arc::try_unwrap(next) {
+                        Ok(next) => Arc::new(next.keeping_state_of(before)),
+                        Err(shared) => shared,
+                    },
+                    None => next,
+                })
+                .collect(),
+        }
+    }
+
+    /// Forgets clients back at full quota, on every site.
+    pub fn sweep(&self) {
+        for site in &self.sites {
+            site.sweep();
+        }
+    }
+}
