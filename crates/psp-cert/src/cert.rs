@@ -8,6 +8,7 @@
 pub mod auth_number;
 mod der;
 pub mod dn;
+pub mod forwarded;
 pub mod input;
 mod name;
 pub mod name_constraints;
