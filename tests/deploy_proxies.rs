@@ -16,10 +16,19 @@
 //!
 //! Each validator is also fed deliberately broken copies and must refuse them, naming the
 //! broken field: a validator that accepts everything fails here.
+//!
+//! nginx and Caddy also run the examples, between curl as the PSP and loopback stand-ins for
+//! psp-gateway's forward-auth listener and the bank's API, to show what they send: the
+//! certificate header's encoding, the original request, the identity on the way to the API,
+//! and a client's own copies of those headers gone.
 
 use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -75,54 +84,64 @@ fn yaml_documents(text: &str) -> Vec<Value> {
 
 // --- nginx ---------------------------------------------------------------------------------
 
-/// `nginx -t` on a copy of the example whose certificate, pid, log and temporary paths are in
-/// `dir` or this repository, so it runs as the current user.
-fn nginx_t(conf: &str, dir: &Path) -> Output {
+/// A copy of the nginx example whose certificate, pid, log and temporary paths are in `dir` or
+/// this repository, so nginx runs as the current user, with `more` replacements.
+fn nginx_copy(conf: &str, dir: &Path, more: &[(&str, String)]) -> PathBuf {
     let d = dir.display();
-    let copy = replaced(
-        conf,
-        &[
-            (
-                "/etc/nginx/tls/api.bank.nl.crt",
-                repo_file("certs/server/cert.pem"),
+    let mut pairs = vec![
+        (
+            "/etc/nginx/tls/api.bank.nl.crt",
+            repo_file("certs/server/cert.pem"),
+        ),
+        (
+            "/etc/nginx/tls/api.bank.nl.key",
+            repo_file("certs/server/key.pem"),
+        ),
+        (
+            "/etc/nginx/tls/bank-internal-ca.pem",
+            repo_file("certs/server/ca.pem"),
+        ),
+        ("/run/nginx.pid", format!("{d}/nginx.pid")),
+        ("/var/log/nginx/error.log", format!("{d}/error.log")),
+        ("/var/log/nginx/access.log", format!("{d}/access.log")),
+        (
+            "http {\n",
+            format!(
+                "http {{\n    client_body_temp_path {d}/body;\n    proxy_temp_path {d}/proxy;\n    \
+                 fastcgi_temp_path {d}/fastcgi;\n    uwsgi_temp_path {d}/uwsgi;\n    \
+                 scgi_temp_path {d}/scgi;\n"
             ),
-            (
-                "/etc/nginx/tls/api.bank.nl.key",
-                repo_file("certs/server/key.pem"),
-            ),
-            (
-                "/etc/nginx/tls/bank-internal-ca.pem",
-                repo_file("certs/server/ca.pem"),
-            ),
-            ("/run/nginx.pid", format!("{d}/nginx.pid")),
-            ("/var/log/nginx/error.log", format!("{d}/error.log")),
-            ("/var/log/nginx/access.log", format!("{d}/access.log")),
-            (
-                "http {\n",
-                format!(
-                    "http {{\n    client_body_temp_path {d}/body;\n    proxy_temp_path {d}/proxy;\n    \
-                     fastcgi_temp_path {d}/fastcgi;\n    uwsgi_temp_path {d}/uwsgi;\n    \
-                     scgi_temp_path {d}/scgi;\n"
-                ),
-            ),
-        ],
-    );
+        ),
+    ];
+    pairs.extend(more.iter().cloned());
     let file = dir.join("nginx.conf");
-    std::fs::write(&file, copy).expect("write");
-    // Debian puts nginx in /usr/sbin, which a non-root PATH may not have.
-    let nginx = if Path::new("/usr/sbin/nginx").exists() {
+    std::fs::write(&file, replaced(conf, &pairs)).expect("write");
+    file
+}
+
+/// nginx with its error log in `dir`. Debian puts nginx in /usr/sbin, which a non-root PATH
+/// may not have.
+fn nginx(file: &Path, dir: &Path) -> Command {
+    let mut nginx = Command::new(if Path::new("/usr/sbin/nginx").exists() {
         "/usr/sbin/nginx"
     } else {
         "nginx"
-    };
-    Command::new(nginx)
-        .arg("-t")
+    });
+    nginx
         .arg("-c")
-        .arg(&file)
+        .arg(file)
         .arg("-p")
         .arg(dir)
         .arg("-e")
-        .arg(dir.join("error.log"))
+        .arg(dir.join("error.log"));
+    nginx
+}
+
+/// `nginx -t` on a copy of the example.
+fn nginx_t(conf: &str, dir: &Path) -> Output {
+    let file = nginx_copy(conf, dir, &[]);
+    nginx(&file, dir)
+        .arg("-t")
         .output()
         .expect("nginx runs (Debian package nginx-light; scripts/test installs it)")
 }
@@ -393,6 +412,397 @@ fn caddy_validate_refuses_broken_copies_of_the_caddyfile() {
             "caddy refused {what} for another reason:\n{said}"
         );
     }
+}
+
+// --- nginx and Caddy, running ----------------------------------------------------------------
+//
+// The examples run with loopback stand-ins for psp-gateway's forward-auth listener and the
+// bank's API, which record what they are sent, and curl as the PSP. This shows what the proxy
+// itself sends: the certificate header's encoding, the original request's line and host, the
+// identity headers on the way to the API, and a client's own copies of them gone.
+
+/// A loopback HTTP/1.1 server answering each request (head only: the stand-ins get no body)
+/// with `answer(head)` on a connection it then closes, and recording each head.
+struct StandIn {
+    port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+fn stand_in(answer: fn(&str) -> String) -> StandIn {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let recorded = heads.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 65536 {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            if head.is_empty() {
+                continue;
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let reply = answer(&head);
+            recorded.lock().expect("heads").push(head);
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    StandIn { port, heads }
+}
+
+impl StandIn {
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().expect("heads").clone()
+    }
+}
+
+/// Every value of a header in a request head (names compared without case).
+fn header_values<'a>(head: &'a str, name: &str) -> Vec<&'a str> {
+    head.lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim())
+        .collect()
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    let values = header_values(head, name);
+    assert!(values.len() <= 1, "{name} more than once:\n{head}");
+    values.first().copied()
+}
+
+/// The stand-in checker: 403 with a JSON body for a path with /deny, 200 with only a check id
+/// for a path with /partial (an answer without the other identity headers), else 200 with
+/// every identity header.
+fn checker_answer(head: &str) -> String {
+    let uri = header(head, "x-original-uri")
+        .or(header(head, "x-forwarded-uri"))
+        .unwrap_or("");
+    let (status, headers, body) = if uri.contains("/deny") {
+        (
+            "403 Forbidden",
+            "Content-Type: application/json\r\n",
+            r#"{"tppMessages":[{"category":"ERROR","code":"SERVICE_BLOCKED"}]}"#,
+        )
+    } else if uri.contains("/partial") {
+        ("200 OK", "X-Psp-Check-Id: check-2\r\n", "")
+    } else {
+        (
+            "200 OK",
+            "X-Psp-Auth-Number: PSDNL-DNB-1234\r\nX-Psp-Name: Test PSP\r\n\
+             X-Psp-Services: PSP_AI\r\nX-Psp-Certificate: MIIB\r\nX-Psp-Check-Id: check-1\r\n",
+            "",
+        )
+    };
+    format!(
+        "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn api_answer(_: &str) -> String {
+    "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\napi".to_owned()
+}
+
+/// A proxy process, ended when the test ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn start(mut command: Command, port: u16, log: &Path) -> Running {
+    let running = Running(
+        command
+            .stdout(std::fs::File::create(log).expect("log"))
+            .stderr(std::fs::File::create(log.with_extension("err")).expect("log"))
+            .spawn()
+            .expect("the proxy starts"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the proxy did not listen on {port}: {}",
+            std::fs::read_to_string(log.with_extension("err")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    running
+}
+
+/// curl as the PSP (with the sandbox's valid certificate, or none), naming the site
+/// api.bank.nl. Returns the status and the body.
+fn call(port: u16, path: &str, with_certificate: bool, headers: &[&str]) -> (u16, String) {
+    let mut curl = Command::new("curl");
+    curl.args(["-sk", "--max-time", "20", "--resolve"])
+        .arg(format!("api.bank.nl:{port}:127.0.0.1"))
+        .args(["-w", "\n%{http_code}"]);
+    if with_certificate {
+        curl.arg("--cert")
+            .arg(root().join("certs/psp/valid.pem"))
+            .arg("--key")
+            .arg(root().join("certs/psp/valid.key"));
+    }
+    for h in headers {
+        curl.args(["-H", h]);
+    }
+    let out = curl
+        .arg(format!("https://api.bank.nl:{port}{path}"))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').expect("status");
+    (status.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+/// The base64 of the sandbox's valid PSP certificate's DER: its PEM body.
+fn valid_certificate_base64() -> String {
+    read("certs/psp/valid.pem")
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect()
+}
+
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 3 <= bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).expect("hex");
+            out.push(u8::from_str_radix(hex, 16).expect("hex"));
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).expect("UTF-8")
+}
+
+const FORGED: [&str; 3] = [
+    "X-Psp-Name: forged",
+    "X-Psp-Services: forged",
+    "X-Psp-Auth-Number: forged",
+];
+
+/// What the API stand-in must have got for a checked call: the checker's identity and none
+/// of the client's own copies, and no certificate header.
+fn assert_identity_forwarded(api: &str, certificate_header: &str) {
+    assert_eq!(header(api, "x-psp-name"), Some("Test PSP"), "{api}");
+    assert_eq!(header(api, "x-psp-auth-number"), Some("PSDNL-DNB-1234"));
+    assert_eq!(header(api, "x-psp-services"), Some("PSP_AI"));
+    assert_eq!(header(api, "x-psp-certificate"), Some("MIIB"));
+    assert_eq!(header(api, "x-psp-check-id"), Some("check-1"));
+    assert!(
+        !api.contains("forged"),
+        "a client's own copy reached the API:\n{api}"
+    );
+    assert_eq!(header(api, certificate_header), None, "{api}");
+}
+
+/// An answer with only a check id: the client's own copies of the others must not reach the
+/// API (GHSA-7r4p-vjf4-gxv4's case).
+fn assert_no_forged_copy(api: &str) {
+    assert_eq!(header(api, "x-psp-check-id"), Some("check-2"), "{api}");
+    assert!(
+        !api.contains("forged"),
+        "a client's own copy reached the API:\n{api}"
+    );
+}
+
+#[test]
+fn nginx_running_the_example_sends_the_check_what_psp_gateway_reads() {
+    let dir = scratch("nginx-running");
+    let checker = stand_in(checker_answer);
+    let api = stand_in(api_answer);
+    let port = free_port();
+    let file = nginx_copy(
+        &read("deploy/nginx/psp-gateway.conf"),
+        &dir,
+        &[
+            (
+                "listen 443 ssl http2;",
+                format!("listen 127.0.0.1:{port} ssl;"),
+            ),
+            (
+                "server 127.0.0.1:9292;",
+                format!("server 127.0.0.1:{};", checker.port),
+            ),
+            (
+                "server 10.20.0.10:443;",
+                format!("server 127.0.0.1:{};", api.port),
+            ),
+            (
+                "proxy_pass https://bank_psd2_api;",
+                "proxy_pass http://bank_psd2_api;".to_owned(),
+            ),
+        ],
+    );
+    let mut command = nginx(&file, &dir);
+    command.args(["-g", "daemon off; master_process off;"]);
+    let _nginx = start(command, port, &dir.join("nginx.log"));
+
+    let mut forged = FORGED.to_vec();
+    forged.push("X-SSL-Client-Cert: forged");
+    let (status, body) = call(port, "/v1/accounts?withBalance=true", true, &forged);
+    assert_eq!((status, body.as_str()), (200, "api"));
+    let check = &checker.heads()[0];
+    assert!(check.starts_with("GET "), "{check}");
+    assert_eq!(
+        header(check, "x-original-uri"),
+        Some("/v1/accounts?withBalance=true")
+    );
+    assert_eq!(header(check, "x-original-method"), Some("GET"));
+    assert_eq!(header(check, "host"), Some("api.bank.nl"));
+    assert_eq!(header(check, "content-length"), None);
+    // $ssl_client_escaped_cert: the URL-encoded PEM.
+    let pem = percent_decoded(header(check, "x-ssl-client-cert").expect("certificate"));
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+    let base64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    assert_eq!(base64, valid_certificate_base64());
+    let api_heads = api.heads();
+    assert_eq!(api_heads.len(), 1);
+    assert!(api_heads[0].starts_with("GET /v1/accounts?withBalance=true "));
+    assert_eq!(header(&api_heads[0], "host"), Some("api.bank.nl"));
+    assert_identity_forwarded(&api_heads[0], "x-ssl-client-cert");
+
+    let (status, _) = call(port, "/v1/partial", true, &FORGED);
+    assert_eq!(status, 200);
+    assert_no_forged_copy(&api.heads()[1]);
+
+    // Refused: the client gets the 403 (with nginx's page), the API nothing.
+    let (status, _) = call(port, "/v1/deny", true, &[]);
+    assert_eq!(status, 403);
+    assert_eq!(api.heads().len(), 2);
+
+    // Without a certificate the check is still asked, with no certificate header.
+    let (status, _) = call(port, "/v1/accounts", false, &["X-SSL-Client-Cert: forged"]);
+    assert_eq!(status, 200);
+    let check = checker.heads().pop().expect("check");
+    assert_eq!(header(&check, "x-ssl-client-cert"), None, "{check}");
+}
+
+#[test]
+fn caddy_running_the_example_sends_the_check_what_psp_gateway_reads() {
+    let dir = scratch("caddy-running");
+    let checker = stand_in(checker_answer);
+    let api = stand_in(api_answer);
+    let port = free_port();
+    let caddyfile = replaced(
+        &read("deploy/caddy/Caddyfile"),
+        &[
+            // No admin endpoint and no port 80 redirect server for the test's instance.
+            (
+                "{\n\t# The site's own certificate comes from files (below), not ACME.\n\tauto_https disable_certs\n}",
+                "{\n\tadmin off\n\tauto_https off\n}".to_owned(),
+            ),
+            (
+                "\napi.bank.nl {",
+                format!("\nhttps://api.bank.nl:{port} {{"),
+            ),
+            (
+                "forward_auth 127.0.0.1:9292 {",
+                format!("forward_auth 127.0.0.1:{} {{", checker.port),
+            ),
+            (
+                "reverse_proxy https://psd2-api.bank.internal {\n\t\t\ttransport http {\n\t\t\t\t\
+                 tls_trusted_ca_certs /etc/caddy/tls/bank-internal-ca.pem\n\t\t\t}\n\t\t}",
+                format!("reverse_proxy 127.0.0.1:{}", api.port),
+            ),
+            (
+                "/etc/caddy/tls/api.bank.nl.crt",
+                repo_file("certs/server/cert.pem"),
+            ),
+            (
+                "/etc/caddy/tls/api.bank.nl.key",
+                repo_file("certs/server/key.pem"),
+            ),
+        ],
+    );
+    let file = dir.join("Caddyfile");
+    std::fs::write(&file, caddyfile).expect("write");
+    let mut command = Command::new("caddy");
+    command
+        .args(["run", "--adapter", "caddyfile", "--config"])
+        .arg(&file)
+        .env("HOME", &dir)
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_CONFIG_HOME", dir.join("config"));
+    let _caddy = start(command, port, &dir.join("caddy.log"));
+
+    let mut forged = FORGED.to_vec();
+    forged.push("X-Client-Cert: forged");
+    let (status, body) = call(port, "/v1/accounts?withBalance=true", true, &forged);
+    assert_eq!((status, body.as_str()), (200, "api"));
+    let check = &checker.heads()[0];
+    // `uri /` rewrites the path; Caddy keeps the original query on it. psp-gateway reads the
+    // original request from the X-Forwarded-* headers.
+    assert!(check.starts_with("GET /?withBalance=true "), "{check}");
+    assert_eq!(
+        header(check, "x-forwarded-uri"),
+        Some("/v1/accounts?withBalance=true")
+    );
+    assert_eq!(header(check, "x-forwarded-method"), Some("GET"));
+    assert_eq!(
+        header(check, "x-forwarded-host"),
+        Some(format!("api.bank.nl:{port}").as_str())
+    );
+    // {http.request.tls.client.certificate_der_base64}: the base64 DER.
+    assert_eq!(
+        header(check, "x-client-cert"),
+        Some(valid_certificate_base64().as_str())
+    );
+    let api_heads = api.heads();
+    assert_eq!(api_heads.len(), 1);
+    assert!(api_heads[0].starts_with("GET /v1/accounts?withBalance=true "));
+    assert_identity_forwarded(&api_heads[0], "x-client-cert");
+
+    let (status, _) = call(port, "/v1/partial", true, &FORGED);
+    assert_eq!(status, 200);
+    assert_no_forged_copy(&api.heads()[1]);
+
+    // Refused: the client gets psp-gateway's answer, body included; the API nothing.
+    let (status, body) = call(port, "/v1/deny", true, &[]);
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            403,
+            r#"{"tppMessages":[{"category":"ERROR","code":"SERVICE_BLOCKED"}]}"#
+        )
+    );
+    assert_eq!(api.heads().len(), 2);
+
+    // Without a certificate Caddy 2.6 leaves the placeholder unreplaced: psp-gateway gets its
+    // text, which is not base64 (deploy/README.md).
+    let (status, _) = call(port, "/v1/accounts", false, &["X-Client-Cert: forged"]);
+    assert_eq!(status, 200);
+    let check = checker.heads().pop().expect("check");
+    assert_eq!(
+        header(&check, "x-client-cert"),
+        Some("{http.request.tls.client.certificate_der_base64}"),
+        "{check}"
+    );
 }
 
 // --- Traefik -------------------------------------------------------------------------------
