@@ -21,10 +21,11 @@ use tokio_rustls::TlsAcceptor;
 use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
 use crate::config::Config;
+use crate::forward_auth::{self, ForwardAuthState};
 use crate::gateway::GatewayState;
-use crate::sites::Sites;
 use crate::server::{self, Handler, NewConnection, ServerCertificate, TlsFiles};
 use crate::service::{CheckService, ReferenceData};
+use crate::sites::Sites;
 
 mod files;
 mod refresh;
@@ -41,6 +42,8 @@ const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(60);
 /// A running service: its bound addresses, and a handle to stop it.
 pub struct Running {
     pub api: Option<SocketAddr>,
+    /// The forward-auth listener, when configured.
+    pub forward_auth: Option<SocketAddr>,
     /// The first gateway listener (the `[gateway]` one).
     pub gateway: Option<SocketAddr>,
     /// Every gateway listener, in configuration order of their first site.
@@ -125,6 +128,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         gateway_listeners.push((bind("gateway", listen).await?, tls, listen));
     }
     let admin_listener = bind_if("admin", config.admin.as_ref().map(|a| a.listen)).await?;
+    let forward_auth_listener = bind_if(
+        "forward-auth",
+        config.forward_auth.as_ref().map(|f| f.listen),
+    )
+    .await?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let serving = Serving {
@@ -149,17 +157,19 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             .map(|(listener, state)| Listener::api(listener, faces.api_tls, state)),
         echo_listener.map(Listener::echo),
     ];
-    let gateways = gateway_listeners.into_iter().map(|(listener, tls, listen)| {
-        Some(Listener::gateway(
-            listener,
-            tls,
-            Arc::clone(&sites),
-            listen,
-        ))
-    });
-    let last = [admin_listener
-        .zip(faces.admin)
-        .map(|(listener, state)| Listener::admin(listener, state))];
+    let gateways = gateway_listeners
+        .into_iter()
+        .map(|(listener, tls, listen)| {
+            Some(Listener::gateway(listener, tls, Arc::clone(&sites), listen))
+        });
+    let last = [
+        forward_auth_listener
+            .zip(faces.forward_auth)
+            .map(|(listener, state)| Listener::forward_auth(listener, state, Arc::clone(&sites))),
+        admin_listener
+            .zip(faces.admin)
+            .map(|(listener, state)| Listener::admin(listener, state)),
+    ];
     for listener in first.into_iter().chain(gateways).chain(last).flatten() {
         running.serve(listener, &serving);
     }
@@ -245,6 +255,7 @@ fn check_service(
 #[derive(Clone, Copy)]
 enum Face {
     Api,
+    ForwardAuth,
     Echo,
     Gateway,
     Admin,
@@ -340,6 +351,26 @@ impl Listener {
         l
     }
 
+    /// The forward-auth listener: each request is decided by the sites as they are now.
+    fn forward_auth(
+        listener: TcpListener,
+        state: Arc<ForwardAuthState>,
+        sites: Arc<ArcSwap<Sites>>,
+    ) -> Listener {
+        let handler: Handler = Arc::new(move |req: Request<_>, conn| {
+            let (state, sites) = (Arc::clone(&state), sites.load_full());
+            Box::pin(async move { forward_auth::handle(&state, &sites, req, &conn).await })
+        });
+        let l = Listener::new(
+            Face::ForwardAuth,
+            listener,
+            None,
+            server::per_request(handler),
+        );
+        tracing::info!(addr = %display_addr(l.addr), "forward-auth listening");
+        l
+    }
+
     /// The admin listener.
     fn admin(listener: TcpListener, state: Arc<AdminState>) -> Listener {
         let handler: Handler = Arc::new(move |req: Request<_>, _conn| {
@@ -362,6 +393,7 @@ impl Running {
     ) -> Running {
         Running {
             api: None,
+            forward_auth: None,
             gateway: None,
             gateways: Vec::new(),
             echo: None,
@@ -389,6 +421,7 @@ impl Running {
         }
         let slot = match face {
             Face::Api => &mut self.api,
+            Face::ForwardAuth => &mut self.forward_auth,
             Face::Echo => &mut self.echo,
             Face::Gateway => &mut self.gateway,
             Face::Admin => &mut self.admin,
@@ -480,6 +513,7 @@ pub struct Faces {
     pub gateway_listeners: Vec<(SocketAddr, Option<TlsAcceptor>)>,
     /// Each site's certificate by site name, which a reload replaces.
     pub site_certificates: Vec<(String, Arc<ServerCertificate>)>,
+    pub forward_auth: Option<Arc<ForwardAuthState>>,
     pub admin: Option<Arc<AdminState>>,
 }
 
@@ -535,7 +569,7 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
                 "{:?}",
                 sites
                     .iter()
-                    .map(|g| (&g.name, g.listen, &g.server_names, g.default_site))
+                    .map(|g| (&g.name, g.listen, &g.server_names, g.default))
                     .collect::<Vec<_>>()
             ),
         ),
@@ -567,6 +601,7 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
             ),
         ),
         ("admin", format!("{:?}", config.admin)),
+        ("forward_auth", format!("{:?}", config.forward_auth)),
         ("limits", format!("{:?}", config.limits)),
         ("revocation", format!("{:?}", config.revocation)),
         (
@@ -607,6 +642,13 @@ pub fn build_faces(
         )
     });
     let (gateway_listeners, site_certificates) = gateway_tls(config)?;
+    let forward_auth = match &config.forward_auth {
+        Some(f) => Some(Arc::new(
+            ForwardAuthState::new(f, config.checks.error_link_base.clone())
+                .map_err(|e| StartError::Gateway(e.to_string()))?,
+        )),
+        None => None,
+    };
     let sites = Arc::new(Sites::new(
         site_states(config, service.clone(), echo)?
             .into_iter()
@@ -634,6 +676,7 @@ pub fn build_faces(
         sites,
         gateway_listeners,
         site_certificates,
+        forward_auth,
         admin,
     })
 }
@@ -669,7 +712,7 @@ fn gateway_tls(config: &Config) -> Result<(GatewayListeners, SiteCertificateList
             for name in &g.server_names {
                 named.push((name.clone(), Arc::clone(&certificate)));
             }
-            if g.default_site {
+            if g.default {
                 default = Some(Arc::clone(&certificate));
             }
             first_config.get_or_insert(tls);

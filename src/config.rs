@@ -43,6 +43,10 @@ pub struct Config {
     /// several share a listener, its `server_names`). Instead of `[gateway]`.
     #[serde(default)]
     pub sites: Vec<crate::gateway::GatewayConfig>,
+    /// Forward-auth for the bank's own reverse proxy (nginx `auth_request`, Traefik
+    /// `ForwardAuth`, Caddy `forward_auth`, Envoy's HTTP ext_authz); off when absent.
+    #[serde(default)]
+    pub forward_auth: Option<crate::forward_auth::ForwardAuthConfig>,
     /// The admin listener (`/healthz`, `/readyz`, sandbox CRL/OCSP); off when absent.
     #[serde(default)]
     pub admin: Option<AdminConfig>,
@@ -486,6 +490,7 @@ impl Config {
             results: crate::service::ResultsConfig::default(),
             gateway: None,
             sites: Vec::new(),
+            forward_auth: None,
             admin: None,
             limits: LimitsConfig::default(),
             danger: DangerConfig::default(),
@@ -639,6 +644,17 @@ impl Config {
             }
         }
         self.validate_sites()?;
+        if let Some(f) = &self.forward_auth {
+            let sites: Vec<&str> = self
+                .sites()
+                .iter()
+                .map(|g| g.name.as_deref().unwrap_or(crate::gateway::DEFAULT_SITE))
+                .collect();
+            if sites.is_empty() {
+                return Err(Invalid::NoSiteToDecide("forward_auth"));
+            }
+            f.validate(&sites)?;
+        }
         self.validate_limits()?;
         if self.checks.valid_jurisdictions.is_empty() {
             return Err(Invalid::NoJurisdictions);
@@ -694,7 +710,7 @@ impl Config {
                     site: name.to_owned(),
                     error,
                 })?;
-            if site.default_site && site.listen.is_none() {
+            if site.default && site.listen.is_none() {
                 return Err(Invalid::DefaultWithoutListener(name.to_owned()));
             }
             for host in site.host_names() {
@@ -706,8 +722,10 @@ impl Config {
                 }
             }
         }
-        let mut listeners: std::collections::BTreeMap<SocketAddr, Vec<&crate::gateway::GatewayConfig>> =
-            std::collections::BTreeMap::new();
+        let mut listeners: std::collections::BTreeMap<
+            SocketAddr,
+            Vec<&crate::gateway::GatewayConfig>,
+        > = std::collections::BTreeMap::new();
         for site in &self.sites {
             if let Some(listen) = site.listen {
                 listeners.entry(listen).or_default().push(site);
@@ -891,13 +909,17 @@ fn validate_shared_listener(
             return Err(Invalid::SharedListenerUnnamed {
                 listen,
                 site: name(unnamed),
-                what: if tls { "server_names" } else { "server_names or hosts" },
+                what: if tls {
+                    "server_names"
+                } else {
+                    "server_names or hosts"
+                },
             });
         }
     }
     let defaults: Vec<String> = sites
         .iter()
-        .filter(|g| g.default_site)
+        .filter(|g| g.default)
         .map(|g| name(g))
         .collect();
     if defaults.len() > 1 {
@@ -918,8 +940,16 @@ enum Invalid {
     /// `[gateway]` is refused.
     #[error(transparent)]
     Gateway(#[from] crate::gateway::GatewayConfigError),
+    /// `[forward_auth]` is refused.
+    #[error(transparent)]
+    ForwardAuth(#[from] crate::forward_auth::ForwardAuthConfigError),
+    /// An external authoriser with no site to decide for.
+    #[error("[{0}] needs a site to decide for: configure [gateway] or [[sites]]")]
+    NoSiteToDecide(&'static str),
     /// `[gateway]` and `[[sites]]` both.
-    #[error("[gateway] and [[sites]] are both set: write the one site as [[sites]], or keep [gateway] alone")]
+    #[error(
+        "[gateway] and [[sites]] are both set: write the one site as [[sites]], or keep [gateway] alone"
+    )]
     GatewayAndSites,
     /// `[gateway]` with a name.
     #[error("gateway.name: [gateway] is the one site `default`; name sites under [[sites]]")]
@@ -940,14 +970,19 @@ enum Invalid {
         error: crate::gateway::GatewayConfigError,
     },
     /// `default = true` on a site without a listener.
-    #[error("site `{0}`: default = true needs listen (it is the listener's site for clients that send no server name)")]
+    #[error(
+        "site `{0}`: default = true needs listen (it is the listener's site for clients that send no server name)"
+    )]
     DefaultWithoutListener(String),
     /// A server name or host named by two sites.
     #[error("[[sites]]: `{host}` names both site `{}` and site `{}`", sites[0], sites[1])]
     HostTwice { host: String, sites: [String; 2] },
     /// Sites on one listener with different TLS, client-certificate or identity settings.
     #[error("{listen}: sites `{}` and `{}` share this listener but not its tls.session_resumption, client_certificate and identity settings", sites[0], sites[1])]
-    ListenerDisagrees { listen: SocketAddr, sites: [String; 2] },
+    ListenerDisagrees {
+        listen: SocketAddr,
+        sites: [String; 2],
+    },
     /// A site on a shared listener that nothing tells apart.
     #[error("{listen}: site `{site}` shares this listener and needs {what} to be told apart")]
     SharedListenerUnnamed {

@@ -88,6 +88,16 @@ const PLACES: &[(&str, &str, &str)] = &[
         "gateway.identity_headers.",
     ),
     ("crates/psp-server/src/lib.rs", "TlsFiles", "api.tls."),
+    (
+        "crates/psp-faces/src/forward_auth.rs",
+        "ForwardAuthConfig",
+        "forward_auth.",
+    ),
+    (
+        "crates/psp-faces/src/forward_auth.rs",
+        "CallerConfig",
+        "forward_auth.callers[].",
+    ),
 ];
 
 /// Keys documented in the page's tables: the first backticked cell of each row.
@@ -170,6 +180,7 @@ fn every_configuration_struct_is_placed() {
         "crates/psp-faces/src/gateway/config.rs",
         "crates/psp-server/src/limiter.rs",
         "crates/psp-service/src/service/config.rs",
+        "crates/psp-faces/src/forward_auth.rs",
     ] {
         let source = std::fs::read_to_string(root().join(file)).expect("source");
         let mut rest = source.as_str();

@@ -556,8 +556,7 @@ async fn header_mode_refuses_a_repeated_or_non_ascii_certificate_header_with_a_r
 
 #[test]
 fn an_identity_header_that_is_not_a_header_name_is_a_configuration_error() {
-    let text = std::fs::read_to_string(root().join("gateway.toml"))
-        .expect("gateway.toml")
+    let text = one_site_sandbox_toml()
         .replace(
             "upstream = \"sandbox-echo\"",
             "upstream = \"sandbox-echo\"\nidentity = \"header\"\nidentity_header = \"x client cert\"\ntrusted_proxies = [\"127.0.0.1/32\"]",

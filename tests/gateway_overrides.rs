@@ -93,12 +93,10 @@ async fn connect_with_a_path_is_refused_before_any_decision_and_never_forwarded(
 #[test]
 fn a_configuration_cannot_allow_connect_or_trace() {
     for method in ["CONNECT", "TRACE"] {
-        let text = std::fs::read_to_string(root().join("gateway.toml"))
-            .expect("gateway.toml")
-            .replace(
-                "upstream = \"sandbox-echo\"",
-                &format!("upstream = \"sandbox-echo\"\nallowed_methods = [\"GET\", \"{method}\"]"),
-            );
+        let text = one_site_sandbox_toml().replace(
+            "upstream = \"sandbox-echo\"",
+            &format!("upstream = \"sandbox-echo\"\nallowed_methods = [\"GET\", \"{method}\"]"),
+        );
         let error =
             psp_gateway::Config::from_toml(&text, std::path::Path::new("gateway.toml"), root())
                 .err()

@@ -397,9 +397,10 @@ async fn a_refused_path_is_answered_in_the_default_dialect() {
     assert_eq!(up.count(), 0);
 }
 
-/// The sandbox configuration text with `edit` applied, parsed and validated.
+/// The sandbox configuration text (its one-site form) with `edit` applied, parsed and
+/// validated.
 fn parse(edit: impl FnOnce(String) -> String) -> Result<psp_gateway::Config, String> {
-    let text = std::fs::read_to_string(common::root().join("gateway.toml")).expect("gateway.toml");
+    let text = common::one_site_sandbox_toml();
     psp_gateway::Config::from_toml(
         &edit(text),
         std::path::Path::new("gateway.toml"),

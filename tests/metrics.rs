@@ -72,13 +72,13 @@ async fn the_scrape_carries_checks_cache_trust_and_registers_and_promtool_accept
     assert!(
         sample(
             &text,
-            "psp_gateway_requests_total{face=\"api\",route=\"\",decision=\"answered\",reason=\"\"}"
+            "psp_gateway_requests_total{face=\"api\",site=\"\",route=\"\",decision=\"answered\",reason=\"\"}"
         ) >= 3.0
     );
     assert!(
         sample(
             &text,
-            "psp_gateway_requests_total{face=\"api\",route=\"\",decision=\"refused\",reason=\"parameter_missing\"}"
+            "psp_gateway_requests_total{face=\"api\",site=\"\",route=\"\",decision=\"refused\",reason=\"parameter_missing\"}"
         ) >= 1.0
     );
     assert!(

@@ -147,7 +147,10 @@ fn config_check_accepts_the_template_with_its_files_and_names_a_misspelt_key_wit
         "{out}"
     );
 
-    assert!(out.contains("gateway: configured, its files load"), "{out}");
+    assert!(
+        out.contains("site default: jurisdiction") && out.contains("its files load"),
+        "{out}"
+    );
 
     // A server key that does not belong to the certificate: refused before serving.
     let other = rcgen::KeyPair::generate().expect("key");

@@ -8,8 +8,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::root;
 use common::test_pki::new_server_certificate;
+use common::{one_site_sandbox_toml, root};
 
 fn readyz(admin: SocketAddr) -> Option<serde_json::Value> {
     let mut s = TcpStream::connect(admin).ok()?;
@@ -34,8 +34,7 @@ fn a_replaced_register_file_is_reloaded_without_a_signal() {
         std::fs::read_to_string(root().join("registers/sandbox/XX.json")).expect("XX.json");
     std::fs::write(&xx, &original).expect("write");
     let r = root().display().to_string();
-    let text = std::fs::read_to_string(root().join("gateway.toml"))
-        .expect("gateway.toml")
+    let text = one_site_sandbox_toml()
         .replace(
             "\"registers/sandbox/XX.json\"",
             &format!("\"{}\"", xx.display()),
@@ -193,8 +192,7 @@ fn serve_relative(name: &str) -> Relative {
         &root().join("registers/sandbox"),
         &dir.join("registers/sandbox"),
     );
-    let text = std::fs::read_to_string(root().join("gateway.toml"))
-        .expect("gateway.toml")
+    let text = one_site_sandbox_toml()
         .replace("127.0.0.1:8080", "127.0.0.1:0")
         .replace("127.0.0.1:8443", "127.0.0.1:0")
         .replace("127.0.0.1:9090", "127.0.0.1:0");

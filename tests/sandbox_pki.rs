@@ -460,6 +460,14 @@ fn generation_writes_every_file_the_manifest_lists_and_nothing_else() {
         s.cert.as_str(),
         s.key.as_str(),
     ]);
+    for site in &s.sites {
+        listed.extend([site.cert.as_str(), site.key.as_str()]);
+    }
+    assert_eq!(
+        s.sites.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["xx.localhost", "xy.localhost"],
+        "a certificate for each sandbox site"
+    );
     listed.sort_unstable();
     let written: Vec<&str> = f.files.keys().map(String::as_str).collect();
     assert_eq!(written, listed);

@@ -191,3 +191,25 @@ pub fn anchors_trust_list<'a>(
         .collect();
     TrustList::new(vec![source], issuers)
 }
+
+/// The repository's `gateway.toml` with its two sandbox sites (`xx` and `xy`, told apart by
+/// server name on one listener) written as the single `[gateway]` of a bank with one site:
+/// jurisdiction XX on `127.0.0.1:8443` with the certificate for `localhost`. Most tests (and
+/// the production template) are about one site and edit that section; the sites' own tests
+/// (`tests/sites.rs`) read the file as it is.
+pub fn one_site_sandbox_toml() -> String {
+    let text = std::fs::read_to_string(root().join("gateway.toml")).expect("gateway.toml");
+    let start = text.find("[[sites]]").expect("gateway.toml has [[sites]]");
+    let end = text
+        .find("# Listener limits")
+        .expect("gateway.toml has its [limits] comment after the sites");
+    format!("{}{ONE_SITE}\n{}", &text[..start], &text[end..])
+}
+
+/// The one site of [`one_site_sandbox_toml`].
+const ONE_SITE: &str = "[gateway]
+listen = \"127.0.0.1:8443\"
+jurisdiction = \"XX\"
+tls = { cert = \"certs/server/cert.pem\", key = \"certs/server/key.pem\" }
+upstream = \"sandbox-echo\"
+";

@@ -16,7 +16,7 @@ use super::root;
 /// The repository's gateway.toml with every listener on an ephemeral loopback port, and
 /// `extra` TOML appended (tables the sandbox file does not have) or substitutions applied.
 pub fn sandbox_config(edit: impl FnOnce(String) -> String) -> Config {
-    let text = std::fs::read_to_string(root().join("gateway.toml")).expect("gateway.toml");
+    let text = super::one_site_sandbox_toml();
     let text = text
         .replace("127.0.0.1:8080", "127.0.0.1:0")
         .replace("127.0.0.1:8443", "127.0.0.1:0")

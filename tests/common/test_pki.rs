@@ -128,10 +128,21 @@ pub fn test_config(edit: impl FnOnce(String) -> String) -> Config {
     config_for(&test_pki().dir, edit)
 }
 
+/// The repository's gateway.toml as it is (its two sites `xx` and `xy` on one listener) on
+/// the test PKI, every listener on an ephemeral loopback port, then `edit` applied.
+pub fn two_site_config(edit: impl FnOnce(String) -> String) -> Config {
+    let text = std::fs::read_to_string(root().join("gateway.toml")).expect("gateway.toml");
+    on_pki(text, &test_pki().dir, edit)
+}
+
 /// The repository's gateway.toml on the PKI in `dir`, every listener on an ephemeral
 /// loopback port, then `edit` applied to the text.
 pub fn config_for(dir: &Path, edit: impl FnOnce(String) -> String) -> Config {
-    let text = std::fs::read_to_string(root().join("gateway.toml")).expect("gateway.toml");
+    on_pki(super::one_site_sandbox_toml(), dir, edit)
+}
+
+/// `text` on the PKI in `dir`, every listener on an ephemeral loopback port, then `edit`.
+fn on_pki(text: String, dir: &Path, edit: impl FnOnce(String) -> String) -> Config {
     let dir = dir.display().to_string();
     let text = text
         .replace("\"certs/", &format!("\"{dir}/"))
@@ -153,8 +164,7 @@ pub use psp_testkit::pki::new_server_certificate;
 /// every other path absolute, every listener on an ephemeral loopback port, then `edit`.
 pub fn config_file(dir: &Path, certs: &Path, edit: impl FnOnce(String) -> String) -> PathBuf {
     let (certs, r) = (certs.display().to_string(), root().display().to_string());
-    let text = std::fs::read_to_string(root().join("gateway.toml"))
-        .expect("gateway.toml")
+    let text = super::one_site_sandbox_toml()
         .replace("\"certs/", &format!("\"{certs}/"))
         .replace("\"registers/", &format!("\"{r}/registers/"))
         .replace(

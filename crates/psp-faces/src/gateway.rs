@@ -261,7 +261,7 @@ impl GatewayState {
                 .map(|n| n.to_ascii_lowercase())
                 .collect(),
             host_names: g.host_names(),
-            default_site: g.default_site,
+            default_site: g.default,
             service,
             site: Site {
                 policy: policy(g),
@@ -378,7 +378,7 @@ impl GatewayState {
     /// names this site: always when the site names no hosts.
     pub fn answers_to(&self, host: &str) -> bool {
         let host = host_of(host);
-        self.host_names.is_empty() || self.host_names.iter().any(|h| *h == host)
+        self.host_names.is_empty() || self.host_names.contains(&host)
     }
 
     /// The host a request names when it is not one of this site's (421 Misdirected Request:
@@ -750,9 +750,8 @@ where
         .budget
         .take(&psp)
         .map_err(Failure::UpstreamOverloaded)?;
-    let (upstream_req, body_failed) =
-        forward::prepare(upstream, req, path, hop, strip, headers)
-            .map_err(|e| forward_failure(e, record))?;
+    let (upstream_req, body_failed) = forward::prepare(upstream, req, path, hop, strip, headers)
+        .map_err(|e| forward_failure(e, record))?;
     Ok((upstream_req, body_failed, ticket))
 }
 

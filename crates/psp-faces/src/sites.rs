@@ -51,9 +51,7 @@ impl Sites {
     /// on any listener. A site that names no hosts is not chosen by host.
     pub fn by_host(&self, host: &str) -> Option<&Arc<GatewayState>> {
         let host = host_of(host);
-        self.sites
-            .iter()
-            .find(|s| s.host_names().iter().any(|h| *h == host))
+        self.sites.iter().find(|s| s.host_names().contains(&host))
     }
 
     /// The site a request on a connection of the listener `listen` goes to:
@@ -98,7 +96,7 @@ impl Sites {
                     let host = host_of(host);
                     on_listener
                         .clone()
-                        .find(|s| s.host_names().iter().any(|h| *h == host))
+                        .find(|s| s.host_names().contains(&host))
                         .or_else(default)
                 }
                 None => default(),

@@ -173,10 +173,51 @@ pub async fn connect(
     addr: SocketAddr,
     config: Arc<rustls::ClientConfig>,
 ) -> tokio_rustls::client::TlsStream<TcpStream> {
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    tcp.set_nodelay(true).expect("nodelay");
-    TlsConnector::from(config)
-        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+    connect_as(addr, config, "localhost")
         .await
         .expect("TLS handshake")
+}
+
+/// A TLS connection to `addr` asking for the server name `name` (SNI), and verifying the
+/// server's certificate for it; the handshake's error when it fails.
+pub async fn connect_as(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    name: &str,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let name = ServerName::try_from(name.to_owned()).expect("a server name");
+    TlsConnector::from(config).connect(name, tcp).await
+}
+
+/// `config` sending no server name (SNI) in its handshakes, as a client connecting to an IP
+/// address does; the certificate is still verified for the name `connect_as` is given.
+pub fn without_sni(config: &rustls::ClientConfig) -> Arc<rustls::ClientConfig> {
+    let mut config = config.clone();
+    config.enable_sni = false;
+    Arc::new(config)
+}
+
+/// An HTTP/1.1 sender on `tls`.
+pub async fn h1_on(
+    tls: tokio_rustls::client::TlsStream<TcpStream>,
+) -> hyper::client::conn::http1::SendRequest<ReqBody> {
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("h1 handshake");
+    tokio::spawn(conn);
+    sender
+}
+
+/// An HTTP/2 sender on `tls` (its ALPN must have chosen h2).
+pub async fn h2_on(
+    tls: tokio_rustls::client::TlsStream<TcpStream>,
+) -> hyper::client::conn::http2::SendRequest<ReqBody> {
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    sender
 }

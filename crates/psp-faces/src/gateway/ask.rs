@@ -84,7 +84,7 @@ impl GatewayState {
             self.default_dialect,
         );
         let conn = ConnInfo::new(ask.peer, None);
-        let answer = match self.authorise_phases(ask, &mut record).await {
+        match self.authorise_phases(ask, &mut record).await {
             Ok(set) => {
                 let (auth_number, services) = match &record.decided {
                     Some(d) => (
@@ -114,8 +114,7 @@ impl GatewayState {
                     check_id: record.check_id.clone(),
                 }
             }
-        };
-        answer
+        }
     }
 
     /// The phases of the built-in proxy up to its decision, on the authoriser's request; the

@@ -32,8 +32,8 @@ pub struct GatewayConfig {
     pub hosts: Vec<String>,
     /// The listener's site for a client that sends no server name (SNI). Without one such a
     /// handshake fails.
-    #[serde(default, rename = "default")]
-    pub default_site: bool,
+    #[serde(default)]
+    pub default: bool,
     /// The site's own proxy listener. `[[sites]]` may leave it out: such a site is decided
     /// only through the external authorisers (`[ext_authz]`, `[forward_auth]`).
     #[serde(default)]
@@ -527,7 +527,9 @@ impl GatewayConfig {
                         && label.len() <= 63
                         && !label.starts_with('-')
                         && !label.ends_with('-')
-                        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                        && label
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 })
         };
         let is_ip = |n: &str| n.parse::<std::net::IpAddr>().is_ok();

@@ -93,12 +93,7 @@ impl Record {
 /// The logging phase: the request's metrics, its audit record (the access rule's decision
 /// with the check's details; or, for a request refused before the rule, the refusal), the
 /// operational log of trouble on the way, and the access line (`target: "access"`, at debug).
-pub(super) fn log(
-    record: &Record,
-    conn: &ConnInfo,
-    failure: Option<&Failure>,
-    status: StatusCode,
-) {
+pub(super) fn log(record: &Record, conn: &ConnInfo, failure: Option<&Failure>, status: StatusCode) {
     let m = metrics();
     if let Some(decided) = &record.decided {
         m.check_duration

@@ -628,8 +628,8 @@ pub fn add_site_certificates(dir: &Path) -> Result<Manifest, SandboxError> {
         source,
     };
     let ca_key = KeyPair::from_pem(&read(&manifest.server.ca_key)?).map_err(rcgen_err)?;
-    let ca = Issuer::from_ca_cert_pem(&read(&manifest.server.ca_cert)?, ca_key)
-        .map_err(rcgen_err)?;
+    let ca =
+        Issuer::from_ca_cert_pem(&read(&manifest.server.ca_cert)?, ca_key).map_err(rcgen_err)?;
     manifest.server.sites = build_site_certificates(dir, &ca)?;
     let json = serde_json::to_string_pretty(&manifest).map_err(SandboxError::ManifestEncode)?;
     write_file(dir, MANIFEST_FILE, format!("{json}\n").as_bytes())?;

@@ -1,0 +1,442 @@
+//! Forward-auth: the PSD2 decision for the reverse proxy a bank already runs. nginx
+//! `auth_request`, ingress-nginx `auth-url`, Traefik `ForwardAuth`, Caddy `forward_auth` and
+//! Envoy's (and Istio's) HTTP ext_authz each send a request here for every request they hold,
+//! and go on only when it is answered 200.
+//!
+//! Per request:
+//! 1. The caller must be one of `[[forward_auth.callers]]` (by its address); anyone else is
+//!    refused 403 `forward_auth_caller_unknown`, since whoever can ask can name any
+//!    certificate.
+//! 2. The original request is read where that caller's kind puts it ([`CallerKind`]); a
+//!    header missing or given twice is refused, never guessed.
+//! 3. The certificate is read from the caller's header, in the encodings proxies use
+//!    ([`psp_cert::cert::forwarded`]); an empty header is no certificate.
+//! 4. The site is the caller's `site`, else the one that names the original host.
+//! 5. The site decides ([`GatewayState::authorise`]), exactly as its built-in proxy would.
+//!
+//! The answer is exactly 200 to allow (Envoy's HTTP mode and ingress-nginx allow on 200 only),
+//! with the identity headers for the proxy to copy upstream. A refusal is 401 (certificate
+//! problems) or 403 (everything else: nginx turns any other status into 500) with the site's
+//! dialect body; the built-in proxy's own status and code are in `x-psp-status` and
+//! `x-psp-refusal`, so a test or an operator sees the same decision as the proxy's.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use serde::Deserialize;
+
+use crate::cert::forwarded;
+use crate::gateway::{Answer, Ask, GatewayState};
+use crate::server::{Body, Cidr, ConnInfo, contract_error, full, new_request_id};
+use crate::sites::Sites;
+
+/// `[forward_auth]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardAuthConfig {
+    /// The listener the proxies call (plain HTTP: it is reached on the bank's internal
+    /// network, by the callers named below only).
+    pub listen: SocketAddr,
+    /// The proxies answered, each with where it puts the original request and the
+    /// certificate.
+    pub callers: Vec<CallerConfig>,
+}
+
+/// One proxy that asks.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerConfig {
+    /// What the proxy is, which says where it puts the original request.
+    pub kind: CallerKind,
+    /// Its addresses. A request from any other is refused.
+    pub addresses: Vec<Cidr>,
+    /// The header it puts the client certificate in. Defaults: traefik
+    /// `X-Forwarded-Tls-Client-Cert`, envoy `x-forwarded-client-cert`, ingress-nginx
+    /// `ssl-client-cert`; nginx and caddy name theirs (their configuration sets it).
+    #[serde(default)]
+    pub certificate_header: Option<String>,
+    /// `envoy`: the prefix its HTTP mode puts before the original path (`path_prefix` of
+    /// the ext_authz filter's `http_service.server_uri`).
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// `envoy` with XFCC: take the last element only if this hop added it (its `By`).
+    #[serde(default)]
+    pub xfcc_by: Option<String>,
+    /// The site this proxy serves; otherwise the site that names the original host.
+    #[serde(default)]
+    pub site: Option<String>,
+}
+
+/// Where each proxy puts the original request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallerKind {
+    /// nginx `auth_request`: `X-Original-Method`, `X-Original-URI` and `Host`, as its
+    /// configuration sets them (`deploy/nginx/`).
+    Nginx,
+    /// ingress-nginx `auth-url`: `X-Original-Method`, the absolute `X-Original-URL`.
+    IngressNginx,
+    /// Traefik `ForwardAuth`: `X-Forwarded-Method`, `X-Forwarded-Uri`, `X-Forwarded-Host`.
+    Traefik,
+    /// Caddy `forward_auth`: `X-Forwarded-Method`, `X-Forwarded-Uri`, `X-Forwarded-Host`.
+    Caddy,
+    /// Envoy's HTTP ext_authz: the request line itself behind `path_prefix`, and `Host`.
+    Envoy,
+}
+
+/// Why `[forward_auth]` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ForwardAuthConfigError {
+    /// No callers.
+    #[error("forward_auth.callers is empty: no proxy could ask")]
+    NoCallers,
+    /// A caller without addresses.
+    #[error("forward_auth.callers: a `{0:?}` caller has no addresses")]
+    NoAddresses(CallerKind),
+    /// nginx or caddy without its certificate header.
+    #[error(
+        "forward_auth.callers: a `{0:?}` caller needs certificate_header (the header its configuration sets)"
+    )]
+    NoCertificateHeader(CallerKind),
+    /// A header name that is none.
+    #[error("forward_auth.callers: `{0}` is not a header name")]
+    BadHeaderName(String),
+    /// `path_prefix` on a caller that is not Envoy, or one not starting with `/`.
+    #[error("forward_auth.callers: path_prefix `{0}` must start with / and is for kind envoy only")]
+    BadPathPrefix(String),
+    /// A `site` that no site has.
+    #[error("forward_auth.callers: site `{0}` is not configured")]
+    UnknownSite(String),
+}
+
+impl ForwardAuthConfig {
+    /// Every caller has addresses and a certificate header, names that parse, a prefix where
+    /// one applies, and a site that exists (`sites`: the configured site names).
+    pub fn validate(&self, sites: &[&str]) -> Result<(), ForwardAuthConfigError> {
+        if self.callers.is_empty() {
+            return Err(ForwardAuthConfigError::NoCallers);
+        }
+        for c in &self.callers {
+            if c.addresses.is_empty() {
+                return Err(ForwardAuthConfigError::NoAddresses(c.kind));
+            }
+            c.certificate_header()?;
+            if let Some(prefix) = &c.path_prefix
+                && (c.kind != CallerKind::Envoy || !prefix.starts_with('/'))
+            {
+                return Err(ForwardAuthConfigError::BadPathPrefix(prefix.clone()));
+            }
+            if let Some(site) = &c.site
+                && !sites.contains(&site.as_str())
+            {
+                return Err(ForwardAuthConfigError::UnknownSite(site.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl CallerConfig {
+    /// The certificate header: configured, or the kind's default.
+    fn certificate_header(&self) -> Result<HeaderName, ForwardAuthConfigError> {
+        let name = match (&self.certificate_header, self.kind) {
+            (Some(name), _) => name.as_str(),
+            (None, CallerKind::Traefik) => "x-forwarded-tls-client-cert",
+            (None, CallerKind::Envoy) => "x-forwarded-client-cert",
+            (None, CallerKind::IngressNginx) => "ssl-client-cert",
+            (None, kind @ (CallerKind::Nginx | CallerKind::Caddy)) => {
+                return Err(ForwardAuthConfigError::NoCertificateHeader(kind));
+            }
+        };
+        HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ForwardAuthConfigError::BadHeaderName(name.to_owned()))
+    }
+}
+
+/// The forward-auth face: its callers, and the base of its error links.
+pub struct ForwardAuthState {
+    callers: Vec<Caller>,
+    link_base: String,
+}
+
+struct Caller {
+    config: CallerConfig,
+    certificate_header: HeaderName,
+}
+
+impl ForwardAuthState {
+    /// The face as `config` sets it up (validated: [`ForwardAuthConfig::validate`]).
+    pub fn new(
+        config: &ForwardAuthConfig,
+        link_base: String,
+    ) -> Result<ForwardAuthState, ForwardAuthConfigError> {
+        let callers = config
+            .callers
+            .iter()
+            .map(|c| {
+                Ok(Caller {
+                    certificate_header: c.certificate_header()?,
+                    config: c.clone(),
+                })
+            })
+            .collect::<Result<_, ForwardAuthConfigError>>()?;
+        Ok(ForwardAuthState { callers, link_base })
+    }
+
+    fn caller(&self, peer: IpAddr) -> Option<&Caller> {
+        self.callers
+            .iter()
+            .find(|c| c.config.addresses.iter().any(|a| a.contains(peer)))
+    }
+}
+
+/// Why a forward-auth request cannot be asked at all (answered 403 with the contract's body).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Unasked {
+    CallerUnknown(IpAddr),
+    /// A header of the original request is missing (its name).
+    Missing(&'static str),
+    /// A header of the original request is given more than once, or is not text.
+    Ambiguous(&'static str),
+    /// Envoy's path does not start with the configured prefix.
+    OutsidePrefix,
+    /// No site names the original host (or it names none) and the caller names no site.
+    NoSite(Option<String>),
+}
+
+impl Unasked {
+    fn code(&self) -> &'static str {
+        match self {
+            Unasked::CallerUnknown(_) => "forward_auth_caller_unknown",
+            Unasked::Missing(_) | Unasked::Ambiguous(_) | Unasked::OutsidePrefix => {
+                "forward_auth_request_incomplete"
+            }
+            Unasked::NoSite(_) => "misdirected_request",
+        }
+    }
+
+    fn title(&self) -> String {
+        match self {
+            Unasked::CallerUnknown(ip) => {
+                format!("{ip} is not a configured forward-auth caller (forward_auth.callers)")
+            }
+            Unasked::Missing(name) => {
+                format!("The proxy did not send `{name}`: check its forward-auth configuration")
+            }
+            Unasked::Ambiguous(name) => {
+                format!("`{name}` is given more than once or is not text")
+            }
+            Unasked::OutsidePrefix => {
+                "The path does not start with the caller's path_prefix".to_owned()
+            }
+            Unasked::NoSite(Some(host)) => format!("No site serves the host `{host}`"),
+            Unasked::NoSite(None) => "The request names no host and the caller no site".to_owned(),
+        }
+    }
+}
+
+/// Answers one forward-auth request.
+pub async fn handle<B>(
+    state: &ForwardAuthState,
+    sites: &Sites,
+    req: Request<B>,
+    conn: &ConnInfo,
+) -> Response<Body> {
+    let asked = match question(state, sites, &req, conn) {
+        Ok(asked) => asked,
+        Err(unasked) => return unasked_response(&unasked, &state.link_base),
+    };
+    let (site, ask) = asked;
+    answer(site.authorise(ask).await)
+}
+
+/// The site and the question, from the caller's request.
+fn question<'s, B>(
+    state: &ForwardAuthState,
+    sites: &'s Sites,
+    req: &Request<B>,
+    conn: &ConnInfo,
+) -> Result<(&'s Arc<GatewayState>, Ask), Unasked> {
+    let caller = state
+        .caller(conn.peer.ip())
+        .ok_or(Unasked::CallerUnknown(conn.peer.ip()))?;
+    let h = req.headers();
+    let (method, target, host) = match caller.config.kind {
+        CallerKind::Nginx => (
+            one(h, "x-original-method")?,
+            one(h, "x-original-uri")?,
+            optional(h, "host")?,
+        ),
+        CallerKind::IngressNginx => {
+            let url = one(h, "x-original-url")?;
+            let uri: http::Uri = url
+                .parse()
+                .map_err(|_| Unasked::Ambiguous("x-original-url"))?;
+            let target = uri
+                .path_and_query()
+                .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
+            let host = match uri.authority() {
+                Some(a) => Some(a.as_str().to_owned()),
+                None => optional(h, "x-forwarded-host")?,
+            };
+            (one(h, "x-original-method")?, target, host)
+        }
+        CallerKind::Traefik | CallerKind::Caddy => (
+            one(h, "x-forwarded-method")?,
+            one(h, "x-forwarded-uri")?,
+            optional(h, "x-forwarded-host")?,
+        ),
+        CallerKind::Envoy => {
+            let target = req
+                .uri()
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned();
+            let target = match &caller.config.path_prefix {
+                Some(prefix) => match target.strip_prefix(prefix.trim_end_matches('/')) {
+                    Some(rest) if rest.starts_with('/') => rest.to_owned(),
+                    _ => return Err(Unasked::OutsidePrefix),
+                },
+                None => target,
+            };
+            (
+                req.method().as_str().to_owned(),
+                target,
+                optional(h, "host")?,
+            )
+        }
+    };
+    let method: Method = method
+        .parse()
+        .map_err(|_| Unasked::Ambiguous("the original method"))?;
+    let site = match (&caller.config.site, &host) {
+        (Some(name), _) => sites.named(name),
+        (None, Some(host)) => sites.by_host(host),
+        (None, None) if sites.all().len() == 1 => sites.all().first(),
+        (None, None) => None,
+    }
+    .ok_or_else(|| Unasked::NoSite(host.clone()))?;
+    let chain = certificate(caller, h);
+    Ok((
+        site,
+        Ask {
+            face: "forward-auth",
+            method,
+            target,
+            host,
+            chain,
+            peer: client_of(h, conn.peer),
+        },
+    ))
+}
+
+/// The client's certificate chain from the caller's header: none when it is absent or empty
+/// (nginx sends an empty `$ssl_client_escaped_cert` when the client presented none).
+fn certificate(caller: &Caller, h: &HeaderMap) -> Result<Vec<Vec<u8>>, String> {
+    let mut values = h.get_all(&caller.certificate_header).iter();
+    let value = match (values.next(), values.next()) {
+        (None, _) => return Ok(Vec::new()),
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "`{}` is given more than once",
+                caller.certificate_header
+            ));
+        }
+        (Some(value), None) => value.as_bytes(),
+    };
+    if value.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
+    // Caddy 2.6 sends a placeholder's own text when it has no value for it (no client
+    // certificate): that is no certificate, not a certificate that cannot be read.
+    if caller.config.kind == CallerKind::Caddy && value.starts_with(b"{http.") {
+        return Ok(Vec::new());
+    }
+    let decoded = if caller.certificate_header == "x-forwarded-client-cert" {
+        forwarded::xfcc_chain(value, caller.config.xfcc_by.as_deref())
+    } else if caller.certificate_header == "client-cert" {
+        forwarded::rfc9440_certificate(value).map(|leaf| vec![leaf])
+    } else {
+        forwarded::forwarded_chain(value)
+    };
+    decoded.map_err(|e| e.to_string())
+}
+
+/// The header's one value, as text.
+fn one(h: &HeaderMap, name: &'static str) -> Result<String, Unasked> {
+    optional(h, name)?.ok_or(Unasked::Missing(name))
+}
+
+/// The header's value, if there is one; twice, or not text, is refused.
+fn optional(h: &HeaderMap, name: &'static str) -> Result<Option<String>, Unasked> {
+    let mut values = h.get_all(name).iter();
+    match (values.next(), values.next()) {
+        (None, _) => Ok(None),
+        (Some(v), None) => v
+            .to_str()
+            .map(|v| Some(v.to_owned()))
+            .map_err(|_| Unasked::Ambiguous(name)),
+        (Some(_), Some(_)) => Err(Unasked::Ambiguous(name)),
+    }
+}
+
+/// The client's address for the audit record: the last `X-Forwarded-For` entry the caller
+/// (a configured proxy) added, else the caller itself.
+fn client_of(h: &HeaderMap, peer: SocketAddr) -> SocketAddr {
+    h.get_all(crate::server::X_FORWARDED_FOR)
+        .iter()
+        .next_back()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .and_then(|v| v.trim().parse::<IpAddr>().ok())
+        .map_or(peer, |ip| SocketAddr::new(ip, 0))
+}
+
+/// The proxy's answer: exactly 200 with the identity headers to copy, or 401/403 with the
+/// dialect's body and the built-in proxy's status and code beside it.
+fn answer(answer: Answer) -> Response<Body> {
+    match answer {
+        Answer::Allow { set, .. } => {
+            let mut response = Response::new(full(Bytes::new()));
+            *response.headers_mut() = set;
+            response
+        }
+        Answer::Deny {
+            status,
+            code,
+            mut headers,
+            body,
+            ..
+        } => {
+            let proxy_status = match status {
+                StatusCode::UNAUTHORIZED => StatusCode::UNAUTHORIZED,
+                _ => StatusCode::FORBIDDEN,
+            };
+            headers.insert("x-psp-status", HeaderValue::from(status.as_u16()));
+            headers.insert("x-psp-refusal", HeaderValue::from_static(code));
+            let mut response = Response::new(full(body));
+            *response.status_mut() = proxy_status;
+            *response.headers_mut() = headers;
+            response
+        }
+    }
+}
+
+fn unasked_response(unasked: &Unasked, link_base: &str) -> Response<Body> {
+    if let Unasked::CallerUnknown(ip) = unasked {
+        tracing::warn!(peer = %ip, "forward-auth request from an address that is no configured caller");
+    }
+    let mut response = contract_error(
+        StatusCode::FORBIDDEN,
+        &new_request_id(),
+        unasked.code(),
+        &unasked.title(),
+        link_base,
+    );
+    response
+        .headers_mut()
+        .insert("x-psp-refusal", HeaderValue::from_static(unasked.code()));
+    response
+}
