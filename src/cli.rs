@@ -131,9 +131,21 @@ struct CheckArgs {
     /// The PSP certificate: DER, PEM or Base64.
     #[arg(long, value_name = "FILE")]
     cert: PathBuf,
-    /// The transaction jurisdiction (two-letter country code, any case).
-    #[arg(long, value_name = "CC", value_parser = parse_country)]
-    jurisdiction: CountryCode,
+    /// The transaction jurisdiction (two-letter country code, any case). With `--site`, the
+    /// site's.
+    #[arg(long, value_name = "CC", value_parser = parse_country, required_unless_present = "site")]
+    jurisdiction: Option<CountryCode>,
+    /// Answer what this site of the configuration would decide for a request (`--method`,
+    /// `--path`): the check, then the site's route rule and access rule, as its gateway and
+    /// external authorisers decide. Prints the decision, not the check report.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["jurisdiction", "at"], requires = "path")]
+    site: Option<String>,
+    /// With `--site`: the request's path (and query), as the client sends it.
+    #[arg(long, value_name = "PATH", requires = "site")]
+    path: Option<String>,
+    /// With `--site`: the request's method.
+    #[arg(long, value_name = "METHOD", default_value = "GET", requires = "site")]
+    method: String,
     /// Intermediate certificates presented with it (PEM bundle or DER); repeatable.
     #[arg(long, value_name = "FILE")]
     chain: Vec<PathBuf>,
@@ -461,7 +473,16 @@ fn config_err(e: impl std::fmt::Display) -> Failure {
 
 fn run_check(args: &CheckArgs) -> Result<(), Failure> {
     let config = check_config(args)?;
-    refuse_unusable_check(&config, args)?;
+    let site = match &args.site {
+        Some(name) => Some(site_of(&config, name)?),
+        None => None,
+    };
+    let jurisdiction = match (&site, args.jurisdiction) {
+        (Some(site), _) => site.jurisdiction,
+        (None, Some(jurisdiction)) => jurisdiction,
+        (None, None) => return Err((EXIT_USAGE, "give --jurisdiction or --site".to_owned())),
+    };
+    refuse_unusable_check(&config, args, jurisdiction)?;
     let sources = check_sources(&config, args)?;
     let at = args.at.unwrap_or_else(OffsetDateTime::now_utc);
     let data = check_reference_data(&sources, at)?;
@@ -476,6 +497,24 @@ fn run_check(args: &CheckArgs) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| (EXIT_UNAVAILABLE, format!("cannot start the runtime: {e}")))?;
+    if let (Some(name), Some(path)) = (&args.site, &args.path) {
+        let ask = SiteAsk {
+            name,
+            method: &args.method,
+            path,
+        };
+        let decision = site_decision(
+            &config,
+            service,
+            &runtime,
+            ask,
+            (certificate, intermediates),
+        )?;
+        let json = serde_json::to_string_pretty(&decision)
+            .map_err(|e| (EXIT_DATA_ERR, format!("cannot serialise the decision: {e}")))?;
+        println!("{json}");
+        return Ok(());
+    }
     let (report, wire) = match args.at {
         None => check_now(
             &config,
@@ -483,7 +522,7 @@ fn run_check(args: &CheckArgs) -> Result<(), Failure> {
             &runtime,
             certificate,
             intermediates,
-            args.jurisdiction,
+            jurisdiction,
         )?,
         Some(at) => audit(
             &config,
@@ -491,7 +530,7 @@ fn run_check(args: &CheckArgs) -> Result<(), Failure> {
             &runtime,
             certificate,
             intermediates,
-            args.jurisdiction,
+            jurisdiction,
             at,
         )
         .map_err(config_err)?,
@@ -522,18 +561,17 @@ fn check_config(args: &CheckArgs) -> Result<Config, Failure> {
 
 /// Refuses a `check` that cannot have an answer: a jurisdiction the configuration does not
 /// list, or no trust source at all.
-fn refuse_unusable_check(config: &Config, args: &CheckArgs) -> Result<(), Failure> {
+fn refuse_unusable_check(
+    config: &Config,
+    args: &CheckArgs,
+    jurisdiction: CountryCode,
+) -> Result<(), Failure> {
     // As the endpoint does: a jurisdiction the configuration does not list is refused.
-    if !config
-        .checks
-        .valid_jurisdictions()
-        .contains(&args.jurisdiction)
-    {
+    if !config.checks.valid_jurisdictions().contains(&jurisdiction) {
         return Err((
             EXIT_USAGE,
             format!(
-                "`{}` is not a valid jurisdiction for this configuration (checks.valid_jurisdictions)",
-                args.jurisdiction
+                "`{jurisdiction}` is not a valid jurisdiction for this configuration (checks.valid_jurisdictions)"
             ),
         ));
     }
@@ -650,6 +688,106 @@ fn check_service(
         service = service.with_fca(fca);
     }
     Ok(service)
+}
+
+/// The site `name` of the configuration, for `check --site`.
+struct SiteOf {
+    jurisdiction: CountryCode,
+}
+
+fn site_of(config: &Config, name: &str) -> Result<SiteOf, Failure> {
+    let sites = config.sites();
+    let named = |g: &&&crate::gateway::GatewayConfig| {
+        g.name.as_deref().unwrap_or(crate::gateway::DEFAULT_SITE) == name
+    };
+    match sites.iter().find(named) {
+        Some(g) => Ok(SiteOf {
+            jurisdiction: g.jurisdiction,
+        }),
+        None => Err((
+            EXIT_USAGE,
+            format!(
+                "no site `{name}` in this configuration (its sites: {})",
+                sites
+                    .iter()
+                    .map(|g| g.name.as_deref().unwrap_or(crate::gateway::DEFAULT_SITE))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+/// The request `check --site` asks about.
+struct SiteAsk<'a> {
+    name: &'a str,
+    method: &'a str,
+    path: &'a str,
+}
+
+/// `check --site`: the site's decision for the request, as its gateway and its external
+/// authorisers make it ([`crate::gateway::GatewayState::authorise`]): allowed with the
+/// identity headers its upstream would receive, or refused with the status, code and body
+/// of the site's dialect.
+fn site_decision(
+    config: &Config,
+    service: CheckService,
+    runtime: &tokio::runtime::Runtime,
+    ask: SiteAsk<'_>,
+    (certificate, intermediates): (PspCertificate, Vec<PspCertificate>),
+) -> Result<serde_json::Value, Failure> {
+    let faces = crate::app::build_faces(config, Arc::new(service), None).map_err(config_err)?;
+    let site = faces
+        .sites
+        .named(ask.name)
+        .ok_or_else(|| (EXIT_USAGE, format!("no site `{}`", ask.name)))?;
+    let method: http::Method = ask.method.parse().map_err(|_| {
+        (
+            EXIT_USAGE,
+            format!("`{}` is not an HTTP method", ask.method),
+        )
+    })?;
+    let chain = std::iter::once(certificate.der.clone())
+        .chain(intermediates.iter().map(|c| c.der.clone()))
+        .collect();
+    let answer = runtime.block_on(site.authorise(crate::gateway::Ask {
+        face: "cli",
+        method: method.clone(),
+        target: ask.path.to_owned(),
+        host: None,
+        chain: Ok(chain),
+        peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    }));
+    let mut out = serde_json::json!({
+        "site": site.name(),
+        "jurisdiction": site.jurisdiction().to_string(),
+        "method": method.as_str(),
+        "path": ask.path,
+    });
+    match answer {
+        crate::gateway::Answer::Allow { set, .. } => {
+            out["decision"] = "allow".into();
+            out["identityHeaders"] = set
+                .iter()
+                .map(|(name, value)| {
+                    (
+                        name.as_str().to_owned(),
+                        String::from_utf8_lossy(value.as_bytes()).into(),
+                    )
+                })
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        crate::gateway::Answer::Deny {
+            status, code, body, ..
+        } => {
+            out["decision"] = "refuse".into();
+            out["status"] = status.as_u16().into();
+            out["code"] = code.into();
+            out["body"] = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+        }
+    }
+    Ok(out)
 }
 
 /// `check` without `--at`: the certificate checked now, and the report's wire form.

@@ -428,3 +428,172 @@ fn config_check_reports_each_site() {
         "{said}"
     );
 }
+
+/// The sandbox's two-site `gateway.toml` as a file in a directory of its own, on the test PKI
+/// (whose responder answers the revocation checks of a `psp-gateway check` run).
+fn two_site_config_file(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (certs, root) = (
+        test_pki().dir.display().to_string(),
+        common::root().display().to_string(),
+    );
+    let text = std::fs::read_to_string(common::root().join("gateway.toml"))
+        .expect("gateway.toml")
+        .replace("\"certs/", &format!("\"{certs}/"))
+        .replace("\"registers/", &format!("\"{root}/registers/"))
+        .replace(
+            "enabled = true",
+            &format!("enabled = true\ncerts = \"{certs}\""),
+        );
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+/// `psp-gateway check --site NAME --path P`: what that site would decide, as its gateway and
+/// its external authorisers decide it.
+#[test]
+fn check_site_answers_what_each_site_would_decide() {
+    let config = two_site_config_file("sites_check");
+    let check = |site: &str, psp: &str, path: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+            .args(["check", "--config"])
+            .arg(&config)
+            .args(["--site", site, "--path", path, "--cert"])
+            .arg(test_pki().psp(psp))
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("JSON")
+    };
+    let d = check("xx", "valid", "/v1/accounts");
+    assert_eq!(d["decision"], "allow", "{d}");
+    assert_eq!(
+        d["identityHeaders"]["x-psp-auth-number"], "PSDXX-TEST-000001",
+        "{d}"
+    );
+    let d = check("xy", "valid", "/v1/accounts");
+    assert_eq!(d["decision"], "refuse", "{d}");
+    assert_eq!(
+        (d["status"].as_u64(), d["jurisdiction"].as_str()),
+        (Some(403), Some("XY")),
+        "{d}"
+    );
+    let d = check("xy", "passport-out-xy", "/v1/payments/sepa");
+    assert_eq!(
+        (d["decision"].as_str(), d["status"].as_u64()),
+        (Some("refuse"), Some(403)),
+        "{d}"
+    );
+    let d = check("xx", "revoked", "/v1/accounts");
+    assert_eq!(
+        (d["decision"].as_str(), d["code"].as_str()),
+        (Some("refuse"), Some("certificate_revoked")),
+        "{d}"
+    );
+    // The site's route rule and path screening apply: `..` is decided on its normal form.
+    let d = check("xx", "aisp", "/v1/accounts/../payments");
+    assert_eq!(d["decision"], "refuse", "{d}");
+
+    // A site the configuration does not have, and a site with a jurisdiction: usage errors.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .args(["--site", "zz", "--path", "/v1/accounts", "--cert"])
+        .arg(test_pki().psp("valid"))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(64));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("no site `zz`") && said.contains("xx, xy"),
+        "{said}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .args([
+            "--site",
+            "xx",
+            "--jurisdiction",
+            "XY",
+            "--path",
+            "/",
+            "--cert",
+        ])
+        .arg(test_pki().psp("valid"))
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(64),
+        "--site with --jurisdiction is a usage error"
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("--jurisdiction"), "{said}");
+}
+
+/// A reload is all or nothing across sites: one site's error leaves every site as it was.
+#[tokio::test]
+async fn one_sites_reload_error_leaves_every_site_as_it_was() {
+    let path = two_site_config_file("sites_reload");
+    let on_ephemeral_ports = |t: String| {
+        t.replace("127.0.0.1:8080", "127.0.0.1:0")
+            .replace("127.0.0.1:8443", "127.0.0.1:0")
+            .replace("127.0.0.1:9090", "127.0.0.1:0")
+    };
+    let original = on_ephemeral_ports(std::fs::read_to_string(&path).expect("config"));
+    std::fs::write(&path, &original).expect("write");
+    let running = service::start(psp_gateway::Config::load(&path).expect("loads")).await;
+    let port = running.gateway.expect("gateway").port();
+    let xx = format!("xx.localhost:{port}");
+    let at_xx = |running: &Running| {
+        let xx = xx.clone();
+        let addr = running.gateway;
+        async move {
+            let addr = addr.expect("gateway");
+            let tls = tls_client::connect_as(addr, client("valid"), "xx.localhost")
+                .await
+                .expect("handshake");
+            let mut sender = tls_client::h1_on(tls).await;
+            let mut req = get("/v1/accounts");
+            req.headers_mut()
+                .insert(http::header::HOST, xx.parse().expect("host"));
+            read(sender.send_request(req).await.expect("answer"))
+                .await
+                .0
+        }
+    };
+    assert_eq!(at_xx(&running).await, StatusCode::OK);
+
+    // xx denies `valid`; xy's route prefix is refused: nothing is applied.
+    let xx_site = "listen = \"127.0.0.1:0\"\njurisdiction = \"XX\"";
+    let deny = format!("{xx_site}\ndeny = [\"PSDXX-TEST-000001\"]");
+    let broken = original.replace(xx_site, &deny).replace(
+        "default_dialect = \"uk-open-banking\"",
+        "default_dialect = \"uk-open-banking\"\n[[sites.routes]]\nprefix = \"/v1/./x\"\nservices = [8]",
+    );
+    std::fs::write(&path, &broken).expect("write");
+    assert!(psp_gateway::app::reload(&path, &running).await.is_none());
+    let error = running.service.last_reload_error().expect("recorded").1;
+    assert!(
+        error.contains("site `xy`") && error.contains("/v1/./x"),
+        "{error}"
+    );
+    assert_eq!(at_xx(&running).await, StatusCode::OK, "xx kept its rule");
+
+    // xy fixed: both apply together.
+    std::fs::write(&path, original.replace(xx_site, &deny)).expect("write");
+    assert!(psp_gateway::app::reload(&path, &running).await.is_some());
+    assert_eq!(
+        at_xx(&running).await,
+        StatusCode::UNAUTHORIZED,
+        "xx now denies"
+    );
+    running.stop().await;
+}
