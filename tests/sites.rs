@@ -229,17 +229,25 @@ async fn the_server_name_chooses_the_certificate_and_an_unknown_one_fails_the_ha
         let pem = std::fs::read(test_pki().dir.join(format!("server/{name}.pem"))).expect("pem");
         psp_gateway::cert::input::decode_certificate_input(&pem).expect("certificate")
     };
-    for name in ["xx.localhost", "xy.localhost"] {
-        let tls = tls_client::connect_as(addr, client("valid"), name)
+    for (asked, name) in [
+        ("xx.localhost", "xx.localhost"),
+        ("xy.localhost", "xy.localhost"),
+        ("XY.Localhost", "xy.localhost"),
+    ] {
+        let tls = tls_client::connect_as(addr, client("valid"), asked)
             .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            .unwrap_or_else(|e| panic!("{asked}: {e}"));
         let peer = tls
             .get_ref()
             .1
             .peer_certificates()
             .expect("server certificate")[0]
             .to_vec();
-        assert_eq!(peer, presented(name), "{name} presents its own certificate");
+        assert_eq!(
+            peer,
+            presented(name),
+            "{asked} is answered with {name}'s certificate"
+        );
     }
     // No SNI: the default site, whose certificate also names the loopback addresses.
     let no_sni = tls_client::without_sni(&client("valid"));
