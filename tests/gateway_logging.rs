@@ -30,6 +30,15 @@ impl Write for Captured {
 }
 
 impl Captured {
+    /// The lines with `message`.
+    fn lines(&self, message: &str) -> Vec<String> {
+        let text = String::from_utf8_lossy(&self.0.lock().expect("capture")).into_owned();
+        text.lines()
+            .filter(|l| l.contains(&format!("\"message\":\"{message}\"")))
+            .map(str::to_owned)
+            .collect()
+    }
+
     fn count(&self, message: &str) -> usize {
         let text = String::from_utf8_lossy(&self.0.lock().expect("capture")).into_owned();
         text.lines()
@@ -151,4 +160,17 @@ async fn each_request_is_logged_once_and_a_flood_past_the_rate_writes_no_audit_l
         13,
         "one access line per request"
     );
+    // Each audit record says which site decided, and through which face.
+    let audited = [
+        captured.lines("gateway decision"),
+        captured.lines("gateway refused"),
+    ]
+    .concat();
+    assert_eq!(audited.len(), 3);
+    for line in audited {
+        assert!(
+            line.contains("\"site\":\"default\"") && line.contains("\"face\":\"gateway\""),
+            "{line}"
+        );
+    }
 }
