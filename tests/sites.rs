@@ -605,3 +605,75 @@ async fn one_sites_reload_error_leaves_every_site_as_it_was() {
     );
     running.stop().await;
 }
+
+/// Behind a load balancer that terminates TLS (header mode), sites share a plain listener and
+/// are chosen by `Host`; a host no site has goes to the default site, whose host check then
+/// answers 421, so no request reaches a site it does not name.
+#[tokio::test]
+async fn on_a_plain_listener_the_host_chooses_the_site() {
+    use common::in_memory;
+    let up = common::upstream::start().await;
+    let config = two_site_config(|t| {
+        let t = t
+            .replace(
+                "tls = { cert = \"",
+                "# tls removed: a load balancer terminates TLS\n# = { cert = \"",
+            )
+            .replace(
+                "upstream = \"sandbox-echo\"",
+                &format!(
+                    "upstream = \"http://{}\"\nidentity = \"header\"\nidentity_header = \"x-client-cert\"\ntrusted_proxies = [\"127.0.0.1/32\"]",
+                    up.addr
+                ),
+            );
+        assert!(!t.contains("\ntls = "), "every site's tls line went");
+        t
+    });
+    let faces = in_memory::faces(&config);
+    let listen = faces.gateway().and_then(|g| g.listen()).expect("listener");
+    let pem = std::fs::read_to_string(test_pki().psp("valid")).expect("pem");
+    let escaped: String =
+        percent_encoding::utf8_percent_encode(&pem, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let send = |host: Option<&'static str>| {
+        let (faces, escaped) = (&faces, escaped.clone());
+        async move {
+            let mut req = in_memory::request("GET", "/v1/accounts");
+            req.headers_mut().remove(http::header::HOST);
+            if let Some(host) = host {
+                req.headers_mut()
+                    .insert(http::header::HOST, host.parse().expect("host"));
+            }
+            req.headers_mut()
+                .insert("x-client-cert", escaped.parse().expect("value"));
+            in_memory::gateway_at(faces, listen, &in_memory::connection(None), req)
+                .await
+                .status
+        }
+    };
+    assert_eq!(send(Some("xx.localhost")).await, StatusCode::OK);
+    assert_eq!(
+        send(Some("127.0.0.1:8443")).await,
+        StatusCode::OK,
+        "xx's hosts"
+    );
+    assert_eq!(
+        send(Some("xy.localhost")).await,
+        StatusCode::FORBIDDEN,
+        "xy's rule"
+    );
+    assert_eq!(
+        send(Some("bank.example")).await,
+        StatusCode::MISDIRECTED_REQUEST,
+        "no site names it"
+    );
+    assert_eq!(
+        send(None).await,
+        StatusCode::OK,
+        "no host: the default site"
+    );
+    assert_eq!(
+        up.received.lock().expect("lock").len(),
+        3,
+        "only xx's calls went on"
+    );
+}
