@@ -21,7 +21,7 @@
 //!    `CheckRequest` (a string field that is not UTF-8, a truncated message) are a 400 refusal.
 //!    What tonic refuses before this face sees a message (over [`MAX_CHECK_REQUEST_BYTES`], an
 //!    unsupported compression) is still a gRPC error: keep `failure_mode_allow: false`.
-//! 3. The site ([`choose_site`](question::choose_site)): the route's context extension
+//! 3. The site: the route's context extension
 //!    `site_key`, else the TLS server name, else the host, else the only site. An extension
 //!    and a server name that name two different sites are refused 421.
 //! 4. The question ([`Ask`](crate::gateway::Ask)): the method, the target as Envoy holds it
@@ -32,7 +32,7 @@
 //!    under the face `ext-authz`. The decision runs on a task of its own: when Envoy gives up
 //!    first (its `grpc_service.timeout`, 200 ms by default), the decision still completes, is
 //!    logged, and leaves the revocation evidence it fetched in the cache for Envoy's retry.
-//! 6. The answer ([`answer`]): allowed, `OK` with the identity headers to set, the client's
+//! 6. The answer: allowed, `OK` with the identity headers to set, the client's
 //!    copies to remove, and dynamic metadata (`psp_auth_number`, `psp_services`, `psp_site`,
 //!    `psp_check_id`) for Envoy's own rate limit; refused, `PERMISSION_DENIED`
 //!    (`UNAUTHENTICATED` for a 401) with the built-in proxy's status, headers and body.
@@ -276,12 +276,11 @@ pub async fn serve(
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .serve_with_incoming_shutdown(service, incoming, async move {
-            // A dropped sender is a shutdown too.
-            let _ = stop.wait_for(|stop| *stop).await;
+            stopped(&mut stop).await;
         });
     let mut stop = shutdown;
     let drain_deadline = async move {
-        let _ = stop.wait_for(|stop| *stop).await;
+        stopped(&mut stop).await;
         tokio::time::sleep(DRAIN_TIMEOUT).await;
     };
     tokio::select! {
@@ -294,6 +293,11 @@ pub async fn serve(
             tracing::warn!("ext_authz drain timeout: closing remaining connections");
         }
     }
+}
+
+/// Once `shutdown` is true (or its sender is gone, which is a shutdown too).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 #[cfg(test)]

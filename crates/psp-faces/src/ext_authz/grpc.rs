@@ -200,9 +200,14 @@ impl Decoder for LenientCodec {
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Decoded>, Status> {
+        use bytes::Buf;
+        // The message whole, whatever its decoding stops at: bytes left unread here would be
+        // read by tonic as a truncated next message (a gRPC error). Taking them is a split of
+        // tonic's buffer, not a copy.
+        let message = src.copy_to_bytes(src.remaining());
         // prost bounds nesting (100 levels, its default recursion limit) and checks every
-        // length against the buffer, which tonic has bounded by MAX_CHECK_REQUEST_BYTES.
-        Ok(Some(CheckRequest::decode(src)))
+        // length against the message, which tonic has bounded by MAX_CHECK_REQUEST_BYTES.
+        Ok(Some(CheckRequest::decode(message)))
     }
 }
 

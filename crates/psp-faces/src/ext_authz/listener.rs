@@ -84,7 +84,7 @@ pub(crate) async fn accept(
                     continue;
                 }
             },
-            _ = shutdown.wait_for(|stop| *stop) => break,
+            () = super::stopped(&mut shutdown) => break,
         };
         if !callers.iter().any(|c| c.contains(peer.ip())) {
             tracing::debug!(%peer, "ext_authz: not one of ext_authz.callers, connection closed");
