@@ -54,20 +54,24 @@ impl Face {
 }
 
 /// The sandbox configuration's faces on the test PKI, and the ext_authz face over its sites
-/// with `[ext_authz]` = `section` (TOML; `listen` is added).
+/// with `[ext_authz]` = `section` (TOML; `listen` is added), plain or with its `tls`.
 async fn start(section: &str) -> Face {
     let config = test_config(|t| t);
     let faces = in_memory::faces(&config);
     let ext: ExtAuthzConfig =
         toml::from_str(&format!("listen = \"127.0.0.1:0\"\n{section}")).expect("[ext_authz]");
     ext.validate().expect("a valid [ext_authz]");
+    let tls = ext
+        .tls
+        .as_ref()
+        .map(|tls| ext_authz::tls_acceptor(tls).expect("ext_authz TLS"));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = watch::channel(false);
     let sites = Arc::clone(&faces.sites);
     let task = tokio::spawn(ext_authz::serve(
         listener,
-        None,
+        tls,
         Arc::new(ext),
         move || Arc::clone(&sites),
         stopped,
@@ -101,10 +105,16 @@ fn python() -> PathBuf {
 /// Puts `checks` (check.py's JSON descriptions) to the face at `addr`, in order on one
 /// channel; check.py's answer to each.
 async fn checks(addr: SocketAddr, checks: Vec<Value>) -> Vec<Value> {
+    checks_with(addr, &[], checks).await
+}
+
+/// [`checks`] with check.py's `options` (TLS).
+async fn checks_with(addr: SocketAddr, options: &[String], checks: Vec<Value>) -> Vec<Value> {
     use std::io::Write;
     let mut child = std::process::Command::new(python())
         .arg(common::root().join("scripts/ext-authz/check.py"))
         .arg(addr.to_string())
+        .args(options)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -604,5 +614,47 @@ async fn a_first_check_fetches_revocation_evidence_and_the_next_is_answered_from
         ms(&answers[2]),
         ms(&answers[3])
     );
+    face.stop().await;
+}
+
+#[tokio::test]
+async fn over_tls_only_a_caller_with_a_certificate_from_client_ca_is_answered() {
+    let dir = test_pki().dir.display().to_string();
+    let face = start(&format!(
+        "{PEER}\n[tls]\ncert = \"{dir}/server/xx.localhost.pem\"\nkey = \"{dir}/server/xx.localhost.key\"\nclient_ca = \"{dir}/ca/qtsp-issuing.pem\""
+    ))
+    .await;
+    let option = |flag: &str, path: &str| [flag.to_owned(), format!("{dir}/{path}")];
+    let server_ca = option("--ca", "server/ca.pem");
+    let client = |name: &str| {
+        [
+            option("--cert", &format!("psp/{name}.pem")),
+            option("--key", &format!("psp/{name}.key")),
+        ]
+        .concat()
+    };
+    let request = || vec![on_xx(Some("valid"), "GET", "/v1/accounts")];
+    // A certificate issued under client_ca (the test PKI's QTSP issuing CA stands for the
+    // bank's own CA of its Envoy instances).
+    let answered = checks_with(
+        face.addr,
+        &[server_ca.to_vec(), client("valid")].concat(),
+        request(),
+    )
+    .await;
+    assert_eq!(grpc_code(&answered[0]), 0, "{}", answered[0]);
+    // No client certificate, one from another CA, or no TLS at all: no answer.
+    for options in [
+        server_ca.to_vec(),
+        [server_ca.to_vec(), client("obie-valid")].concat(),
+        Vec::new(),
+    ] {
+        let refused = checks_with(face.addr, &options, request()).await;
+        assert_eq!(
+            refused[0]["grpc_error"]["code"], "UNAVAILABLE",
+            "{options:?}: {}",
+            refused[0]
+        );
+    }
     face.stop().await;
 }

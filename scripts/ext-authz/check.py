@@ -3,7 +3,10 @@
 Envoy's own messages as published on PyPI (envoy-data-plane, betterproto2), to put
 envoy.service.auth.v3.Authorization/Check to psp-gateway's ext_authz face as Envoy would.
 
-Usage: check.py HOST:PORT < checks.json
+Usage: check.py HOST:PORT [--ca PEM [--cert PEM --key PEM]] < checks.json
+
+With --ca the channel is TLS, the server verified against that CA; with --cert and --key the
+client presents that certificate.
 
 stdin holds one Check description, or a JSON array of them (sent in order on one channel).
 Each is an object with any of:
@@ -164,10 +167,28 @@ def check(channel, spec):
     return out
 
 
+def channel_to(target, options):
+    if "--ca" not in options:
+        return grpc.insecure_channel(target)
+
+    def read(flag):
+        if flag not in options:
+            return None
+        with open(options[options.index(flag) + 1], "rb") as f:
+            return f.read()
+
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=read("--ca"),
+        private_key=read("--key"),
+        certificate_chain=read("--cert"),
+    )
+    return grpc.secure_channel(target, credentials)
+
+
 def main():
-    target = sys.argv[1]
+    target, options = sys.argv[1], sys.argv[2:]
     specs = json.load(sys.stdin)
-    with grpc.insecure_channel(target) as channel:
+    with channel_to(target, options) as channel:
         if isinstance(specs, list):
             print(json.dumps([check(channel, s) for s in specs]))
         else:
