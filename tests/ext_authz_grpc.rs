@@ -262,6 +262,29 @@ async fn a_valid_psp_is_allowed_and_every_client_copy_of_an_identity_header_is_o
 }
 
 #[tokio::test]
+async fn an_underscore_spelling_of_an_identity_header_never_reaches_the_upstream() {
+    let face = start(PEER).await;
+    let mut spec = on_xx(Some("aisp"), "GET", "/v1/accounts");
+    // WSGI and CGI read each of these as an identity header.
+    spec["headers"] = json!({
+        "x_psp_auth_number": "PSDXX-FORGED",
+        "x-psp_services": "1,2,3,4,5,6,7,8",
+        "x-psp-name": "Forged Name",
+    });
+    let answer = check(face.addr, spec).await;
+    assert_eq!(grpc_code(&answer), 0, "{answer}");
+    let removed = answer["ok"]["headers_to_remove"]
+        .as_array()
+        .expect("removed");
+    assert!(removed.contains(&json!("x_psp_auth_number")), "{answer}");
+    assert!(removed.contains(&json!("x-psp_services")), "{answer}");
+    // The dash spelling is the identity header itself: overwritten with the PSP's name.
+    let (name, _) = set_header(&answer, "x-psp-name").expect("name set");
+    assert_ne!(name, "Forged Name");
+    face.stop().await;
+}
+
+#[tokio::test]
 async fn a_revoked_certificate_is_denied_401_unauthenticated_with_the_built_in_proxys_body() {
     let face = start(PEER).await;
     let answer = check(face.addr, on_xx(Some("revoked"), "GET", "/v1/accounts")).await;

@@ -7,7 +7,10 @@
 //! headers this answer sets are not in `headers_to_remove` (Envoy would remove them again);
 //! the client's copies of them are gone through the overwrite. Every other name the site
 //! strips (the identity headers it does not set for this PSP, the path and method override
-//! headers, `strip_headers`) is in `headers_to_remove`.
+//! headers, `strip_headers`) is in `headers_to_remove`, and so is every header of the request
+//! whose name has an underscore: the built-in proxy drops those (its default
+//! `headers_with_underscores = "drop"`), since WSGI and CGI read `x_psp_auth_number` as
+//! `X-Psp-Auth-Number`.
 //!
 //! A refusal is never a gRPC error (Envoy's `failure_mode_allow` case) nor an
 //! `error_response` (which also honours `failure_mode_allow`): it is a `denied_response` with
@@ -161,6 +164,8 @@ pub(crate) struct Allowed<'a> {
     pub(crate) site: &'a str,
     pub(crate) set: &'a HeaderMap,
     pub(crate) remove: &'a [HeaderName],
+    /// The request's header names that have an underscore.
+    pub(crate) underscored: &'a [String],
     pub(crate) auth_number: Option<&'a str>,
     pub(crate) services: &'a [u8],
     pub(crate) check_id: &'a str,
@@ -185,12 +190,17 @@ pub(crate) fn allowed(a: &Allowed<'_>) -> Result<CheckResponse, Refusal> {
             });
         }
     }
-    let headers_to_remove = a
+    let mut headers_to_remove: Vec<String> = a
         .remove
         .iter()
         .filter(|name| !a.set.contains_key(*name))
         .map(|name| name.as_str().to_owned())
         .collect();
+    for name in a.underscored {
+        if !headers_to_remove.contains(name) {
+            headers_to_remove.push(name.clone());
+        }
+    }
     let mut fields = std::collections::HashMap::from([
         ("psp_site".to_owned(), string(a.site)),
         ("psp_check_id".to_owned(), string(a.check_id)),
@@ -299,6 +309,7 @@ mod tests {
             site: "xx",
             set: &set,
             remove: &remove,
+            underscored: &["x_psp_auth_number".to_owned()],
             auth_number: Some("PSDXX-TEST-000001"),
             services: &[7, 8],
             check_id: "c-1",
@@ -322,7 +333,11 @@ mod tests {
         assert_eq!(appends, 0);
         assert_eq!(
             ok.headers_to_remove,
-            ["x-psp-report-only-rejection", "x-original-url"]
+            [
+                "x-psp-report-only-rejection",
+                "x-original-url",
+                "x_psp_auth_number"
+            ]
         );
         let fields = &response.dynamic_metadata.as_ref().expect("metadata").fields;
         assert_eq!(fields["psp_site"], string("xx"));
@@ -350,6 +365,7 @@ mod tests {
             site: "xx",
             set,
             remove: &[],
+            underscored: &[],
             auth_number: None,
             services: &[],
             check_id: "c-2",

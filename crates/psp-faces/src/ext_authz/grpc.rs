@@ -131,6 +131,7 @@ impl Checker {
             &self.config.site_key,
         )?);
         let ask = question::ask(attributes, http, &self.config, caller)?;
+        let underscored = question::underscored_names(http);
         // On a task of its own: a Check whose caller gave up (Envoy's timeout, a reset
         // stream) still completes, is logged, and leaves what it fetched in the caches.
         let decision = tokio::spawn({
@@ -150,6 +151,7 @@ impl Checker {
                 site: site.name(),
                 set: &set,
                 remove: &remove,
+                underscored: &underscored,
                 auth_number: auth_number.as_deref(),
                 services: &services,
                 check_id: &check_id,

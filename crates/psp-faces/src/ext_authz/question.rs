@@ -242,6 +242,24 @@ pub(crate) fn xfcc_value(http: &HttpRequest) -> Result<Option<&[u8]>, String> {
     }
 }
 
+/// The names of the request's headers that have an underscore, lower-cased, each once: the
+/// built-in proxy drops such headers (`gateway.headers_with_underscores`, default `drop`), and
+/// the answer has Envoy remove them.
+pub(crate) fn underscored_names(http: &HttpRequest) -> Vec<String> {
+    let listed = http.header_map.iter().flat_map(|map| &map.headers);
+    let mut names: Vec<String> = http
+        .headers
+        .keys()
+        .map(String::as_str)
+        .chain(listed.map(|header| header.key.as_str()))
+        .filter(|name| name.contains('_'))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
 /// The chain of an XFCC value: its last element's, which the proxy in front of Envoy, or
 /// Envoy itself, added; with `by`, only if that element's `By` is `by`.
 fn xfcc_chain(value: &[u8], by: Option<&str>) -> Result<Vec<Vec<u8>>, String> {
@@ -645,6 +663,31 @@ mod tests {
         );
         assert!(xfcc_chain(value.as_bytes(), Some("spiffe://other")).is_err());
         assert!(xfcc_chain(b"By=spiffe://edge;Hash=ab", Some("spiffe://edge")).is_err());
+    }
+
+    #[test]
+    fn underscored_names_come_from_either_form_once_each() {
+        let mut h = http("GET", "/", "");
+        h.headers = HashMap::from([
+            ("x_psp_auth_number".to_owned(), "forged".to_owned()),
+            ("x-psp-name".to_owned(), "a".to_owned()),
+        ]);
+        h.header_map = Some(HeaderMap {
+            headers: vec![
+                HeaderValue {
+                    key: "X-Psp_Services".into(),
+                    ..HeaderValue::default()
+                },
+                HeaderValue {
+                    key: "x_psp_auth_number".into(),
+                    ..HeaderValue::default()
+                },
+            ],
+        });
+        assert_eq!(
+            underscored_names(&h),
+            ["x-psp_services", "x_psp_auth_number"]
+        );
     }
 
     #[test]
