@@ -497,6 +497,33 @@ async fn a_path_that_means_another_route_or_two_things_is_denied_400() {
     face.stop().await;
 }
 
+#[tokio::test]
+async fn a_method_the_gateway_never_forwards_is_denied_405_with_its_allow_header() {
+    let face = start(PEER).await;
+    let answers = checks(
+        face.addr,
+        vec![
+            on_xx(Some("valid"), "CONNECT", "/v1/accounts"),
+            on_xx(Some("valid"), "TRACE", "/v1/accounts"),
+            on_xx(Some("valid"), "get", "/v1/accounts"),
+        ],
+    )
+    .await;
+    for answer in &answers {
+        let (status, body) = denial(answer);
+        assert_eq!(status, 405, "{answer}");
+        assert_eq!(berlin_group_code(&body), "SERVICE_INVALID", "{body}");
+        let allow = answer["denied"]["headers"]["allow"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            allow.contains("GET") && !allow.contains("CONNECT"),
+            "{answer}"
+        );
+    }
+    face.stop().await;
+}
+
 /// A Check from the PSP passported from XX into XY for account information, naming its site
 /// as `naming` says.
 fn passported(naming: Value) -> Value {
