@@ -6,11 +6,10 @@
 //! Per Check, top to bottom:
 //!
 //! ```text
-//!  accept ─▶ caller? ─▶ [TLS] ─▶ HTTP/2 ─▶ decode ─▶ site ─▶ question ─▶ site.authorise ─▶ answer
-//!  (callers: anyone     (bounded)          (any bytes:  (extension,  (method, target,  (the built-in  (OK + headers
-//!   else is closed                          a refusal,   SNI, host,   host, chain,      proxy's phases, + metadata, or
-//!   before a byte                           never an     the only     peer)             logged once)   denied + the
-//!   is read)                                 error)       one)                                         dialect body)
+//!  accept ─▶ caller? ─▶ [TLS] ─▶ decode ─▶ site ─▶ question ─▶ site.authorise ─▶ CheckResponse
+//!              │                   │        │                   (the built-in    OK + headers +
+//!              └ closed, no byte   └ 400    └ 403 / 421          proxy's phases,  metadata, or
+//!                read                                            logged once)    denied + body
 //! ```
 //!
 //! 1. The caller must be in `callers`: whoever can ask can name any certificate, so a
@@ -21,9 +20,9 @@
 //!    `CheckRequest` (a string field that is not UTF-8, a truncated message) are a 400 refusal.
 //!    What tonic refuses before this face sees a message (over [`MAX_CHECK_REQUEST_BYTES`], an
 //!    unsupported compression) is still a gRPC error: keep `failure_mode_allow: false`.
-//! 3. The site: the route's context extension
-//!    `site_key`, else the TLS server name, else the host, else the only site. An extension
-//!    and a server name that name two different sites are refused 421.
+//! 3. The site: the route's context extension `site_key`, else the TLS server name, else the
+//!    host, else the only site. An extension and a server name that name two different sites
+//!    are refused 421; an extension naming no site, or nothing naming one of several, 403.
 //! 4. The question ([`Ask`](crate::gateway::Ask)): the method, the target as Envoy holds it
 //!    (path and query, after Envoy's own normalisation, before any route rewrite), the host,
 //!    the certificate from where `certificate` says, the client's address.
@@ -32,10 +31,11 @@
 //!    under the face `ext-authz`. The decision runs on a task of its own: when Envoy gives up
 //!    first (its `grpc_service.timeout`, 200 ms by default), the decision still completes, is
 //!    logged, and leaves the revocation evidence it fetched in the cache for Envoy's retry.
-//! 6. The answer: allowed, `OK` with the identity headers to set, the client's
-//!    copies to remove, and dynamic metadata (`psp_auth_number`, `psp_services`, `psp_site`,
-//!    `psp_check_id`) for Envoy's own rate limit; refused, `PERMISSION_DENIED`
-//!    (`UNAUTHENTICATED` for a 401) with the built-in proxy's status, headers and body.
+//! 6. The answer: allowed, `OK` with the identity headers to set (replacing the client's
+//!    copies), every other header the built-in proxy strips to remove, and dynamic metadata
+//!    (`psp_auth_number`, `psp_services`, `psp_site`, `psp_check_id`) for Envoy's own rate
+//!    limit; refused, `PERMISSION_DENIED` (`UNAUTHENTICATED` for a 401) with the built-in
+//!    proxy's status, headers and body.
 //!
 //! What Envoy does with the answer, and the configuration that keeps it a decision: the route
 //! must not rewrite the path after the filter (`prefix_rewrite`, `regex_rewrite` run in the
