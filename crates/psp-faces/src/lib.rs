@@ -14,6 +14,7 @@ use psp_service::{register, revocation, service, telemetry, trust};
 
 pub mod admin;
 pub mod api;
+pub mod ext_authz;
 pub mod forward_auth;
 pub mod gateway;
 pub mod sandbox;

@@ -1,0 +1,698 @@
+//! Reading Envoy's `CheckRequest`: the site it is for, and the question that site decides.
+//! Pure functions of the message (and of the sites, for the choice); nothing here decides.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::core::v3::address::Address as AddressKind;
+use envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier;
+use envoy_types::pb::envoy::service::auth::v3::AttributeContext;
+use envoy_types::pb::envoy::service::auth::v3::attribute_context::HttpRequest;
+use http::Method;
+use percent_encoding::percent_decode_str;
+
+use super::answer::Refusal;
+use super::{CertificateSource, ExtAuthzConfig};
+use crate::gateway::{Ask, GatewayState};
+use crate::sites::Sites;
+
+/// The face's name in metrics and audit records.
+pub(crate) const FACE: &str = "ext-authz";
+
+/// The XFCC header, as Envoy names it in a `CheckRequest` (lower-cased).
+const XFCC: &str = "x-forwarded-client-cert";
+
+/// At most this many characters of a name the caller sent are repeated in a refusal's text.
+const SHOWN_CHARS: usize = 100;
+
+/// What a Check names its site by.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Naming<'a> {
+    /// The route's context extension `site_key`.
+    pub(crate) extension: Option<&'a str>,
+    /// The TLS server name the client asked Envoy for.
+    pub(crate) sni: Option<&'a str>,
+    /// The request's `Host` or `:authority`.
+    pub(crate) host: Option<&'a str>,
+}
+
+/// The sites as the choice sees them; [`Sites`] in production, a list of names in the tests.
+pub(crate) trait Directory {
+    type Site;
+    fn named(&self, name: &str) -> Option<&Self::Site>;
+    fn by_server_name(&self, name: &str) -> Option<&Self::Site>;
+    fn by_host(&self, host: &str) -> Option<&Self::Site>;
+    fn all(&self) -> &[Self::Site];
+    /// The site's name (unique among the sites).
+    fn name_of(site: &Self::Site) -> &str;
+}
+
+impl Directory for Sites {
+    type Site = Arc<GatewayState>;
+
+    fn named(&self, name: &str) -> Option<&Arc<GatewayState>> {
+        Sites::named(self, name)
+    }
+
+    fn by_server_name(&self, name: &str) -> Option<&Arc<GatewayState>> {
+        Sites::by_server_name(self, name)
+    }
+
+    fn by_host(&self, host: &str) -> Option<&Arc<GatewayState>> {
+        Sites::by_host(self, host)
+    }
+
+    fn all(&self) -> &[Arc<GatewayState>] {
+        Sites::all(self)
+    }
+
+    fn name_of(site: &Arc<GatewayState>) -> &str {
+        site.name()
+    }
+}
+
+/// What `attributes` and its HTTP request name the site by (empty values name nothing).
+pub(crate) fn naming<'a>(
+    attributes: &'a AttributeContext,
+    http: &'a HttpRequest,
+    site_key: &str,
+) -> Naming<'a> {
+    let given = |s: &'a str| Some(s).filter(|s| !s.is_empty());
+    Naming {
+        extension: attributes
+            .context_extensions
+            .get(site_key)
+            .map(String::as_str),
+        sni: attributes
+            .tls_session
+            .as_ref()
+            .and_then(|t| given(t.sni.as_str())),
+        host: given(http.host.as_str()),
+    }
+}
+
+/// The site a Check is for: the one the context extension names; else the one whose server
+/// name the client asked for; else the one that names the host; else the only site. An
+/// extension that names no site is refused (a route configured for a site that is gone must
+/// not fall back to another), and so are an extension and a server name that name two
+/// different sites (421: the client's connection was made for the other one).
+pub(crate) fn choose_site<'d, D: Directory>(
+    sites: &'d D,
+    naming: &Naming<'_>,
+    site_key: &str,
+) -> Result<&'d D::Site, Refusal> {
+    let by_sni = naming.sni.and_then(|name| sites.by_server_name(name));
+    if let Some(name) = naming.extension {
+        let site = sites.named(name).ok_or_else(|| {
+            Refusal::SiteUnknown(format!(
+                "the route's context extension `{site_key}` names no site: `{}`",
+                shown(name)
+            ))
+        })?;
+        if let Some(other) = by_sni
+            && D::name_of(other) != D::name_of(site)
+        {
+            return Err(Refusal::SitesDisagree {
+                extension: D::name_of(site).to_owned(),
+                sni: D::name_of(other).to_owned(),
+            });
+        }
+        return Ok(site);
+    }
+    if let Some(site) = by_sni {
+        return Ok(site);
+    }
+    if let Some(site) = naming.host.and_then(|host| sites.by_host(host)) {
+        return Ok(site);
+    }
+    match sites.all() {
+        [only] => Ok(only),
+        all => Err(Refusal::SiteUnknown(format!(
+            "no site is named among {}: no context extension `{site_key}`, {}, {}",
+            all.len(),
+            naming.sni.map_or("no server name".to_owned(), |n| format!(
+                "the server name `{}` is no site's",
+                shown(n)
+            )),
+            naming.host.map_or("no host".to_owned(), |h| format!(
+                "the host `{}` is no site's",
+                shown(h)
+            )),
+        ))),
+    }
+}
+
+/// The question for the site: the request as Envoy holds it, the certificate from where
+/// `config.certificate` says, and the client's address (Envoy's `source.address`, else the
+/// caller's own).
+pub(crate) fn ask(
+    attributes: &AttributeContext,
+    http: &HttpRequest,
+    config: &ExtAuthzConfig,
+    caller: SocketAddr,
+) -> Result<Ask, Refusal> {
+    let method = Method::from_bytes(http.method.as_bytes())
+        .map_err(|_| Refusal::MethodInvalid(shown(&http.method)))?;
+    let chain = match config.certificate {
+        CertificateSource::Peer => peer_chain(attributes),
+        CertificateSource::Xfcc => match xfcc_value(http) {
+            Ok(Some(value)) => xfcc_chain(value, config.xfcc_by.as_deref()),
+            Ok(None) => Ok(Vec::new()),
+            Err(why) => Err(why),
+        },
+    };
+    Ok(Ask {
+        face: FACE,
+        method,
+        target: http.path.clone(),
+        host: Some(http.host.clone()).filter(|h| !h.is_empty()),
+        chain,
+        peer: source_address(attributes).unwrap_or(caller),
+    })
+}
+
+/// The client's socket address as Envoy reports it (`source.address`), if it is one.
+pub(crate) fn source_address(attributes: &AttributeContext) -> Option<SocketAddr> {
+    let address = attributes
+        .source
+        .as_ref()?
+        .address
+        .as_ref()?
+        .address
+        .as_ref()?;
+    let AddressKind::SocketAddress(socket) = address else {
+        return None;
+    };
+    let ip: IpAddr = socket.address.parse().ok()?;
+    let port = match socket.port_specifier {
+        Some(PortSpecifier::PortValue(port)) => u16::try_from(port).ok()?,
+        Some(PortSpecifier::NamedPort(_)) | None => 0,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// The chain in `attributes.source.certificate`: URL-encoded PEM (Envoy percent-encodes the
+/// PEM text; `+` stays `+`, so this is percent-decoding, not form decoding). Empty: the client
+/// presented none.
+pub(crate) fn peer_chain(attributes: &AttributeContext) -> Result<Vec<Vec<u8>>, String> {
+    let encoded = attributes
+        .source
+        .as_ref()
+        .map_or("", |source| source.certificate.as_str());
+    if encoded.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pem: Vec<u8> = percent_decode_str(encoded).collect();
+    crate::cert::input::decode_certificate_chain(&pem)
+        .map_err(|e| format!("attributes.source.certificate: {e}"))
+}
+
+/// The one `x-forwarded-client-cert` value of the request, wherever Envoy put it: the
+/// `headers` map (names lower-cased, repeated headers merged) or `header_map` (Envoy's
+/// `encode_raw_headers`, each header line on its own, values as bytes). Given more than once,
+/// in either or across both, it is refused: which one the proxy appended to is not known.
+/// Absent or empty: no certificate.
+pub(crate) fn xfcc_value(http: &HttpRequest) -> Result<Option<&[u8]>, String> {
+    let in_map = http
+        .headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case(XFCC))
+        .map(|(_, value)| value.as_bytes());
+    let in_list = http
+        .header_map
+        .iter()
+        .flat_map(|map| &map.headers)
+        .filter(|header| header.key.eq_ignore_ascii_case(XFCC))
+        .map(|header| {
+            if header.raw_value.is_empty() {
+                header.value.as_bytes()
+            } else {
+                header.raw_value.as_slice()
+            }
+        });
+    let values: Vec<&[u8]> = in_map.chain(in_list).collect();
+    match values.as_slice() {
+        [] => Ok(None),
+        [value] if value.iter().all(u8::is_ascii_whitespace) => Ok(None),
+        [value] => Ok(Some(value)),
+        more => Err(format!(
+            "the {XFCC} header is given {} times: which element its proxy added is not known",
+            more.len()
+        )),
+    }
+}
+
+/// The names of the request's headers that have an underscore, lower-cased, each once: the
+/// built-in proxy drops such headers (`gateway.headers_with_underscores`, default `drop`), and
+/// the answer has Envoy remove them.
+pub(crate) fn underscored_names(http: &HttpRequest) -> Vec<String> {
+    let listed = http.header_map.iter().flat_map(|map| &map.headers);
+    let mut names: Vec<String> = http
+        .headers
+        .keys()
+        .map(String::as_str)
+        .chain(listed.map(|header| header.key.as_str()))
+        .filter(|name| name.contains('_'))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// The chain of an XFCC value: its last element's, which the proxy in front of Envoy, or
+/// Envoy itself, added; with `by`, only if that element's `By` is `by`.
+fn xfcc_chain(value: &[u8], by: Option<&str>) -> Result<Vec<Vec<u8>>, String> {
+    // TODO(lead): xfcc_chain — replace this stub's body with
+    // `crate::cert::forwarded::xfcc_chain(value, by)` once it is merged, mapping its
+    // `ForwardedError::Empty` to `Ok(Vec::new())` and any other error to its text.
+    let value = std::str::from_utf8(value).map_err(|_| format!("{XFCC} is not UTF-8"))?;
+    let last = split_unquoted(value, ',').pop().unwrap_or_default();
+    let (mut cert, mut found_by) = (None, None);
+    for pair in split_unquoted(last, ';') {
+        let (key, field) = pair.split_once('=').unwrap_or((pair, ""));
+        let field = field.trim().trim_matches('"');
+        match key.trim().to_ascii_lowercase().as_str() {
+            "by" => found_by = Some(field),
+            "cert" => cert = Some(field),
+            _ => {}
+        }
+    }
+    if let Some(expected) = by
+        && found_by != Some(expected)
+    {
+        return Err(format!(
+            "the last {XFCC} element was not added by `{expected}`"
+        ));
+    }
+    let cert = cert.ok_or_else(|| format!("the last {XFCC} element has no Cert"))?;
+    let pem: Vec<u8> = percent_decode_str(cert).collect();
+    crate::cert::input::decode_certificate_chain(&pem).map_err(|e| format!("{XFCC} Cert: {e}"))
+}
+
+/// `value` split at each `separator` outside double quotes.
+fn split_unquoted(value: &str, separator: char) -> Vec<&str> {
+    let (mut parts, mut start, mut quoted) = (Vec::new(), 0, false);
+    for (i, c) in value.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            c if c == separator && !quoted => {
+                parts.push(&value[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&value[start..]);
+    parts
+}
+
+/// At most [`SHOWN_CHARS`] characters of `s`, for a refusal's text.
+fn shown(s: &str) -> String {
+    match s.char_indices().nth(SHOWN_CHARS) {
+        Some((end, _)) => format!("{}…", &s[..end]),
+        None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use envoy_types::pb::envoy::config::core::v3::{
+        Address, HeaderMap, HeaderValue, SocketAddress,
+    };
+    use envoy_types::pb::envoy::service::auth::v3::attribute_context::{Peer, TlsSession};
+
+    use super::*;
+
+    /// Sites by name, each with its server names and hosts.
+    struct Names(
+        Vec<(
+            &'static str,
+            &'static [&'static str],
+            &'static [&'static str],
+        )>,
+    );
+
+    type Entry = (
+        &'static str,
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+
+    impl Directory for Names {
+        type Site = Entry;
+        fn named(&self, name: &str) -> Option<&Entry> {
+            self.0.iter().find(|s| s.0 == name)
+        }
+        fn by_server_name(&self, name: &str) -> Option<&Entry> {
+            self.0.iter().find(|s| s.1.contains(&name))
+        }
+        fn by_host(&self, host: &str) -> Option<&Entry> {
+            self.0.iter().find(|s| s.2.contains(&host))
+        }
+        fn all(&self) -> &[Entry] {
+            &self.0
+        }
+        fn name_of(site: &Entry) -> &str {
+            site.0
+        }
+    }
+
+    fn two_sites() -> Names {
+        Names(vec![
+            ("xx", &["xx.localhost"], &["xx.localhost", "127.0.0.1"]),
+            ("xy", &["xy.localhost"], &["xy.localhost"]),
+        ])
+    }
+
+    fn chosen<'d>(sites: &'d Names, naming: Naming<'_>) -> Result<&'d str, Refusal> {
+        choose_site(sites, &naming, "psp_site").map(|s| s.0)
+    }
+
+    #[test]
+    fn the_site_is_chosen_by_extension_then_server_name_then_host_then_alone() {
+        let sites = two_sites();
+        let naming = |extension, sni, host| Naming {
+            extension,
+            sni,
+            host,
+        };
+        assert_eq!(
+            chosen(&sites, naming(Some("xy"), None, Some("xx.localhost"))),
+            Ok("xy")
+        );
+        assert_eq!(
+            chosen(&sites, naming(Some("xy"), Some("xy.localhost"), None)),
+            Ok("xy")
+        );
+        assert_eq!(
+            chosen(
+                &sites,
+                naming(None, Some("xy.localhost"), Some("xx.localhost"))
+            ),
+            Ok("xy")
+        );
+        assert_eq!(
+            chosen(
+                &sites,
+                naming(None, Some("other.example"), Some("xy.localhost"))
+            ),
+            Ok("xy")
+        );
+        assert_eq!(
+            chosen(&sites, naming(None, None, Some("127.0.0.1"))),
+            Ok("xx")
+        );
+        let one = Names(vec![("only", &[], &[])]);
+        assert_eq!(
+            chosen(&one, naming(None, None, Some("anything"))),
+            Ok("only")
+        );
+    }
+
+    #[test]
+    fn an_extension_and_a_server_name_of_two_sites_or_a_site_nobody_names_are_refused() {
+        let sites = two_sites();
+        let refused = chosen(
+            &sites,
+            Naming {
+                extension: Some("xx"),
+                sni: Some("xy.localhost"),
+                host: None,
+            },
+        );
+        assert_eq!(
+            refused,
+            Err(Refusal::SitesDisagree {
+                extension: "xx".into(),
+                sni: "xy".into()
+            })
+        );
+        let Err(Refusal::SiteUnknown(why)) = chosen(
+            &sites,
+            Naming {
+                extension: Some("zz"),
+                sni: None,
+                host: Some("xx.localhost"),
+            },
+        ) else {
+            panic!("an unknown extension falls back to nothing");
+        };
+        assert!(why.contains("`psp_site` names no site: `zz`"), "{why}");
+        let Err(Refusal::SiteUnknown(why)) = chosen(
+            &sites,
+            Naming {
+                extension: None,
+                sni: None,
+                host: Some("bank.example"),
+            },
+        ) else {
+            panic!("two sites and no name is no choice");
+        };
+        assert!(
+            why.contains("among 2") && why.contains("`bank.example`"),
+            "{why}"
+        );
+    }
+
+    fn http(method: &str, path: &str, host: &str) -> HttpRequest {
+        HttpRequest {
+            method: method.into(),
+            path: path.into(),
+            host: host.into(),
+            ..HttpRequest::default()
+        }
+    }
+
+    fn attributes(sni: &str, extensions: &[(&str, &str)]) -> AttributeContext {
+        AttributeContext {
+            tls_session: Some(TlsSession { sni: sni.into() }),
+            context_extensions: extensions
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..AttributeContext::default()
+        }
+    }
+
+    #[test]
+    fn naming_reads_the_configured_extension_the_sni_and_the_host_and_ignores_empty_ones() {
+        let a = attributes("xy.localhost", &[("site", "xx"), ("psp_site", "other")]);
+        let h = http("GET", "/", "xx.localhost:443");
+        assert_eq!(
+            naming(&a, &h, "site"),
+            Naming {
+                extension: Some("xx"),
+                sni: Some("xy.localhost"),
+                host: Some("xx.localhost:443"),
+            }
+        );
+        let empty = attributes("", &[]);
+        assert_eq!(
+            naming(&empty, &http("GET", "/", ""), "site"),
+            Naming::default()
+        );
+    }
+
+    fn config(certificate: CertificateSource, xfcc_by: Option<&str>) -> ExtAuthzConfig {
+        ExtAuthzConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            callers: vec!["127.0.0.1".parse().expect("cidr")],
+            certificate,
+            xfcc_by: xfcc_by.map(str::to_owned),
+            site_key: "psp_site".into(),
+            tls: None,
+        }
+    }
+
+    fn socket(address: &str, port: u32) -> AttributeContext {
+        AttributeContext {
+            source: Some(Peer {
+                address: Some(Address {
+                    address: Some(AddressKind::SocketAddress(SocketAddress {
+                        address: address.into(),
+                        port_specifier: Some(PortSpecifier::PortValue(port)),
+                        ..SocketAddress::default()
+                    })),
+                }),
+                ..Peer::default()
+            }),
+            ..AttributeContext::default()
+        }
+    }
+
+    #[test]
+    fn the_ask_carries_the_raw_target_the_host_and_envoys_client_address() {
+        let caller = SocketAddr::from(([10, 0, 0, 1], 5000));
+        let a = socket("192.0.2.7", 40_000);
+        let ask = ask(
+            &a,
+            &http("POST", "/v1/payments/sepa?x=%2F", "xx.localhost"),
+            &config(CertificateSource::Peer, None),
+            caller,
+        )
+        .expect("ask");
+        assert_eq!(ask.face, "ext-authz");
+        assert_eq!(ask.method, Method::POST);
+        assert_eq!(ask.target, "/v1/payments/sepa?x=%2F");
+        assert_eq!(ask.host.as_deref(), Some("xx.localhost"));
+        assert_eq!(ask.chain, Ok(Vec::new()));
+        assert_eq!(ask.peer, SocketAddr::from(([192, 0, 2, 7], 40_000)));
+        // No usable source address: the caller's.
+        let no_source = super::ask(
+            &socket("not an address", 1),
+            &http("GET", "/", ""),
+            &config(CertificateSource::Peer, None),
+            caller,
+        )
+        .expect("ask");
+        assert_eq!((no_source.peer, no_source.host), (caller, None));
+    }
+
+    #[test]
+    fn a_method_that_is_not_one_is_refused() {
+        let caller = SocketAddr::from(([10, 0, 0, 1], 5000));
+        for method in ["", "GE T", "GET\n"] {
+            let refused = ask(
+                &AttributeContext::default(),
+                &http(method, "/", ""),
+                &config(CertificateSource::Peer, None),
+                caller,
+            );
+            assert!(
+                matches!(refused, Err(Refusal::MethodInvalid(_))),
+                "{method:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn source_address_takes_ipv4_and_ipv6_and_nothing_else() {
+        assert_eq!(
+            source_address(&socket("2001:db8::1", 443)),
+            Some("[2001:db8::1]:443".parse().expect("addr"))
+        );
+        assert_eq!(source_address(&socket("localhost", 443)), None);
+        assert_eq!(source_address(&socket("192.0.2.1", 70_000)), None);
+        assert_eq!(source_address(&AttributeContext::default()), None);
+    }
+
+    /// A certificate's PEM, made here (rcgen), and its DER.
+    fn certificate() -> (String, Vec<u8>) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["psp.example".to_owned()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("certificate");
+        (cert.pem(), cert.der().to_vec())
+    }
+
+    /// Percent-encoding as Envoy's `urlEncodedPemEncodedPeerCertificate` does it (every byte
+    /// but unreserved characters).
+    fn url_encoded(pem: &str) -> String {
+        percent_encoding::utf8_percent_encode(pem, percent_encoding::NON_ALPHANUMERIC).to_string()
+    }
+
+    #[test]
+    fn peer_chain_decodes_envoys_url_encoded_pem_and_reads_empty_as_none() {
+        let (pem, der) = certificate();
+        let mut a = AttributeContext::default();
+        assert_eq!(peer_chain(&a), Ok(Vec::new()));
+        a.source = Some(Peer {
+            certificate: url_encoded(&pem),
+            ..Peer::default()
+        });
+        assert_eq!(peer_chain(&a), Ok(vec![der]));
+        a.source = Some(Peer {
+            certificate: "-----BEGIN%20CERTIFICATE-----%0Anot%20base64".into(),
+            ..Peer::default()
+        });
+        assert!(peer_chain(&a).is_err());
+    }
+
+    #[test]
+    fn xfcc_value_is_read_from_either_form_and_refused_when_given_twice() {
+        let mut h = http("GET", "/", "");
+        assert_eq!(xfcc_value(&h), Ok(None));
+        h.headers = HashMap::from([(XFCC.to_owned(), "By=a;Cert=b".to_owned())]);
+        assert_eq!(xfcc_value(&h), Ok(Some(&b"By=a;Cert=b"[..])));
+        let raw = |key: &str, value: &[u8]| HeaderValue {
+            key: key.into(),
+            raw_value: value.to_vec(),
+            ..HeaderValue::default()
+        };
+        let mut listed = http("GET", "/", "");
+        listed.header_map = Some(HeaderMap {
+            headers: vec![raw("x-request-id", b"1"), raw(XFCC, b"Cert=c")],
+        });
+        assert_eq!(xfcc_value(&listed), Ok(Some(&b"Cert=c"[..])));
+        listed.header_map = Some(HeaderMap {
+            headers: vec![
+                raw(XFCC, b"Cert=client"),
+                raw("X-Forwarded-Client-Cert", b"Cert=c"),
+            ],
+        });
+        assert!(xfcc_value(&listed).is_err());
+        // Across both forms.
+        let mut both = listed.clone();
+        both.header_map = Some(HeaderMap {
+            headers: vec![raw(XFCC, b"Cert=c")],
+        });
+        both.headers = HashMap::from([(XFCC.to_owned(), "Cert=d".to_owned())]);
+        assert!(xfcc_value(&both).is_err());
+        // Present but empty: no certificate.
+        h.headers = HashMap::from([(XFCC.to_owned(), " ".to_owned())]);
+        assert_eq!(xfcc_value(&h), Ok(None));
+    }
+
+    #[test]
+    fn xfcc_chain_takes_the_last_element_and_checks_who_added_it() {
+        let (pem, der) = certificate();
+        let (client_pem, _) = certificate();
+        let value = format!(
+            "By=spiffe://client;Cert=\"{}\",By=spiffe://edge;Hash=ab;Cert=\"{}\";Subject=\"CN=a,O=b\";URI=",
+            url_encoded(&client_pem),
+            url_encoded(&pem)
+        );
+        assert_eq!(xfcc_chain(value.as_bytes(), None), Ok(vec![der.clone()]));
+        assert_eq!(
+            xfcc_chain(value.as_bytes(), Some("spiffe://edge")),
+            Ok(vec![der])
+        );
+        assert!(xfcc_chain(value.as_bytes(), Some("spiffe://other")).is_err());
+        assert!(xfcc_chain(b"By=spiffe://edge;Hash=ab", Some("spiffe://edge")).is_err());
+    }
+
+    #[test]
+    fn underscored_names_come_from_either_form_once_each() {
+        let mut h = http("GET", "/", "");
+        h.headers = HashMap::from([
+            ("x_psp_auth_number".to_owned(), "forged".to_owned()),
+            ("x-psp-name".to_owned(), "a".to_owned()),
+        ]);
+        h.header_map = Some(HeaderMap {
+            headers: vec![
+                HeaderValue {
+                    key: "X-Psp_Services".into(),
+                    ..HeaderValue::default()
+                },
+                HeaderValue {
+                    key: "x_psp_auth_number".into(),
+                    ..HeaderValue::default()
+                },
+            ],
+        });
+        assert_eq!(
+            underscored_names(&h),
+            ["x-psp_services", "x_psp_auth_number"]
+        );
+    }
+
+    #[test]
+    fn shown_cuts_long_names() {
+        assert_eq!(shown("abc"), "abc");
+        assert_eq!(shown(&"é".repeat(150)).chars().count(), SHOWN_CHARS + 1);
+    }
+}
