@@ -1034,3 +1034,65 @@ async fn a_certificate_header_that_is_not_a_certificate_is_refused() {
     }
     running.stop().await;
 }
+
+/// Callers are told apart by address, the first whose addresses hold the peer answering. Two
+/// callers sharing an address (nginx and Caddy on one host, as deploy/nginx and deploy/caddy
+/// each suggest `127.0.0.1/32`) made the second's requests read as the first kind's: through
+/// real Caddy, a client without a certificate sent nginx's `X-Original-Method`,
+/// `X-Original-URI` and `X-SSL-Client-Cert` (with `valid`'s public certificate), Caddy passed
+/// them on to the check, psp-gateway read them as nginx's and let the client's POST to
+/// /v1/payments through as PSDXX-TEST-000001 with every service. Such a configuration is now
+/// refused; tests/forward_auth_proxies.rs `a_client_of_caddy_cannot_pass_for_nginx` runs the
+/// attack against the configuration that is accepted.
+#[test]
+fn a_configuration_with_two_callers_on_one_address_is_refused() {
+    let text = std::fs::read_to_string(common::root().join("gateway.toml")).expect("gateway.toml");
+    let load = |callers: &[(&str, &str)]| {
+        let mut section = "\n[forward_auth]\nlisten = \"127.0.0.1:0\"\n".to_owned();
+        for (kind, addresses) in callers {
+            section.push_str(&format!(
+                "\n[[forward_auth.callers]]\nkind = \"{kind}\"\naddresses = [{addresses}]\ncertificate_header = \"x-client-cert\"\n"
+            ));
+        }
+        psp_gateway::Config::from_toml(
+            &format!("{text}{section}"),
+            std::path::Path::new("gateway.toml"),
+            common::root(),
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    for callers in [
+        [("nginx", "\"127.0.0.1/32\""), ("caddy", "\"127.0.0.1/32\"")],
+        [("nginx", "\"10.0.0.0/8\""), ("traefik", "\"10.1.2.3\"")],
+        [("caddy", "\"10.1.2.3/32\""), ("nginx", "\"10.1.0.0/16\"")],
+        [
+            ("nginx", "\"::ffff:127.0.0.1\""),
+            ("caddy", "\"127.0.0.1\""),
+        ],
+        [
+            ("envoy", "\"2001:db8::/32\""),
+            ("caddy", "\"2001:db8:1::7\""),
+        ],
+        [
+            ("nginx", "\"192.0.2.1/32\", \"127.0.0.1/32\""),
+            ("nginx", "\"198.51.100.0/24\", \"127.0.0.0/8\""),
+        ],
+    ] {
+        let error = load(&callers).expect_err(&format!("accepted {callers:?}"));
+        assert!(
+            error.contains("overlap") && error.contains("told apart by their addresses"),
+            "{callers:?}: {error}"
+        );
+    }
+    // Apart: accepted.
+    for callers in [
+        [("nginx", "\"127.0.0.2/32\""), ("caddy", "\"127.0.0.1/32\"")],
+        [("nginx", "\"10.0.0.0/16\""), ("traefik", "\"10.1.0.0/16\"")],
+        [("envoy", "\"::1\""), ("caddy", "\"127.0.0.1\"")],
+    ] {
+        load(&callers).unwrap_or_else(|e| panic!("{callers:?}: {e}"));
+    }
+    // One caller's own blocks may overlap: it is one caller.
+    load(&[("nginx", "\"10.0.0.0/8\", \"10.1.0.0/16\"")]).expect("one caller");
+}
