@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod edge_proxies;
 pub mod forge;
 pub mod in_memory;
 pub mod openapi;

@@ -109,6 +109,18 @@ pub enum ForwardAuthConfigError {
     /// A `site` that no site has.
     #[error("forward_auth.callers: site `{0}` is not configured")]
     UnknownSite(String),
+    /// Two callers whose addresses overlap: callers are told apart by address, so the first
+    /// would answer for both, and a client of the second could send the first kind's headers
+    /// through it (a proxy passes its client's headers on to the check).
+    #[error(
+        "forward_auth.callers: `{first}` (a `{first_kind:?}` caller) and `{second}` (a `{second_kind:?}` caller) overlap: callers are told apart by their addresses, so requests of one would be read as the other's"
+    )]
+    OverlappingAddresses {
+        first: Cidr,
+        first_kind: CallerKind,
+        second: Cidr,
+        second_kind: CallerKind,
+    },
 }
 
 impl ForwardAuthConfig {
@@ -134,7 +146,41 @@ impl ForwardAuthConfig {
                 return Err(ForwardAuthConfigError::UnknownSite(site.clone()));
             }
         }
+        // A caller is found by the first whose addresses hold the peer: two callers sharing an
+        // address would make the second's requests read as the first kind's. Through Caddy,
+        // for instance, a client without a certificate could send nginx's X-Original-URI and
+        // X-SSL-Client-Cert (with any PSP's public certificate) and be let in under that
+        // PSP's identity. Refused here rather than read one way.
+        for (i, first) in self.callers.iter().enumerate() {
+            for second in &self.callers[i + 1..] {
+                for a in &first.addresses {
+                    if let Some(b) = second.addresses.iter().find(|b| overlap(a, b)) {
+                        return Err(ForwardAuthConfigError::OverlappingAddresses {
+                            first: *a,
+                            first_kind: first.kind,
+                            second: *b,
+                            second_kind: second.kind,
+                        });
+                    }
+                }
+            }
+        }
         Ok(())
+    }
+}
+
+/// Whether two address blocks share an address: blocks are nested or apart, so one holds the
+/// other's address (as written: any address of a block is in it).
+fn overlap(a: &Cidr, b: &Cidr) -> bool {
+    let address = |c: &Cidr| {
+        c.to_string()
+            .rsplit_once('/')
+            .and_then(|(ip, _)| ip.parse::<IpAddr>().ok())
+    };
+    match (address(a), address(b)) {
+        (Some(of_a), Some(of_b)) => a.contains(of_b) || b.contains(of_a),
+        // Every block displays as `address/prefix`; were one not to, refuse the pair.
+        _ => true,
     }
 }
 
