@@ -44,6 +44,8 @@ pub struct Running {
     pub api: Option<SocketAddr>,
     /// The forward-auth listener, when configured.
     pub forward_auth: Option<SocketAddr>,
+    /// The gRPC external authorisation listener, when configured.
+    pub ext_authz: Option<SocketAddr>,
     /// The first gateway listener (the `[gateway]` one).
     pub gateway: Option<SocketAddr>,
     /// Every gateway listener, in configuration order of their first site.
@@ -128,6 +130,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         gateway_listeners.push((bind("gateway", listen).await?, tls, listen));
     }
     let admin_listener = bind_if("admin", config.admin.as_ref().map(|a| a.listen)).await?;
+    let ext_authz_listener =
+        bind_if("ext-authz", config.ext_authz.as_ref().map(|e| e.listen)).await?;
     let forward_auth_listener = bind_if(
         "forward-auth",
         config.forward_auth.as_ref().map(|f| f.listen),
@@ -172,6 +176,18 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     ];
     for listener in first.into_iter().chain(gateways).chain(last).flatten() {
         running.serve(listener, &serving);
+    }
+    if let (Some(listener), Some(ext)) = (ext_authz_listener, &config.ext_authz) {
+        running.ext_authz = listener.local_addr().ok();
+        tracing::info!(addr = %display_addr(running.ext_authz), "ext_authz (gRPC) listening");
+        let sites = Arc::clone(&sites);
+        running.tasks.push(tokio::spawn(crate::ext_authz::serve(
+            listener,
+            faces.ext_authz_tls,
+            Arc::new(ext.clone()),
+            move || sites.load_full(),
+            serving.shutdown.clone(),
+        )));
     }
     // Both refreshes run always and read the sources in force at each round, so that a
     // reload that adds, changes or removes a fetched register or a LOTL is followed.
@@ -394,6 +410,7 @@ impl Running {
         Running {
             api: None,
             forward_auth: None,
+            ext_authz: None,
             gateway: None,
             gateways: Vec::new(),
             echo: None,
@@ -514,6 +531,8 @@ pub struct Faces {
     /// Each site's certificate by site name, which a reload replaces.
     pub site_certificates: Vec<(String, Arc<ServerCertificate>)>,
     pub forward_auth: Option<Arc<ForwardAuthState>>,
+    /// The gRPC external authorisation listener's TLS, when `[ext_authz.tls]` is set.
+    pub ext_authz_tls: Option<TlsAcceptor>,
     pub admin: Option<Arc<AdminState>>,
 }
 
@@ -602,6 +621,7 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
         ),
         ("admin", format!("{:?}", config.admin)),
         ("forward_auth", format!("{:?}", config.forward_auth)),
+        ("ext_authz", format!("{:?}", config.ext_authz)),
         ("limits", format!("{:?}", config.limits)),
         ("revocation", format!("{:?}", config.revocation)),
         (
@@ -642,6 +662,20 @@ pub fn build_faces(
         )
     });
     let (gateway_listeners, site_certificates) = gateway_tls(config)?;
+    let ext_authz_tls = match config.ext_authz.as_ref().and_then(|e| e.tls.as_ref()) {
+        Some(tls) => {
+            let resolved = crate::ext_authz::ExtAuthzTls {
+                cert: config.resolve(&tls.cert),
+                key: config.resolve(&tls.key),
+                client_ca: tls.client_ca.as_deref().map(|p| config.resolve(p)),
+            };
+            Some(
+                crate::ext_authz::tls_acceptor(&resolved)
+                    .map_err(|e| StartError::Gateway(format!("ext_authz.tls: {e}")))?,
+            )
+        }
+        None => None,
+    };
     let forward_auth = match &config.forward_auth {
         Some(f) => Some(Arc::new(
             ForwardAuthState::new(f, config.checks.error_link_base.clone())
@@ -677,6 +711,7 @@ pub fn build_faces(
         gateway_listeners,
         site_certificates,
         forward_auth,
+        ext_authz_tls,
         admin,
     })
 }

@@ -43,6 +43,10 @@ pub struct Config {
     /// several share a listener, its `server_names`). Instead of `[gateway]`.
     #[serde(default)]
     pub sites: Vec<crate::gateway::GatewayConfig>,
+    /// Envoy's external authorisation over gRPC (Envoy, Istio, Envoy Gateway); off when
+    /// absent.
+    #[serde(default)]
+    pub ext_authz: Option<crate::ext_authz::ExtAuthzConfig>,
     /// Forward-auth for the bank's own reverse proxy (nginx `auth_request`, Traefik
     /// `ForwardAuth`, Caddy `forward_auth`, Envoy's HTTP ext_authz); off when absent.
     #[serde(default)]
@@ -490,6 +494,7 @@ impl Config {
             results: crate::service::ResultsConfig::default(),
             gateway: None,
             sites: Vec::new(),
+            ext_authz: None,
             forward_auth: None,
             admin: None,
             limits: LimitsConfig::default(),
@@ -644,6 +649,12 @@ impl Config {
             }
         }
         self.validate_sites()?;
+        if let Some(e) = &self.ext_authz {
+            if self.sites().is_empty() {
+                return Err(Invalid::NoSiteToDecide("ext_authz"));
+            }
+            e.validate()?;
+        }
         if let Some(f) = &self.forward_auth {
             let sites: Vec<&str> = self
                 .sites()
@@ -940,6 +951,9 @@ enum Invalid {
     /// `[gateway]` is refused.
     #[error(transparent)]
     Gateway(#[from] crate::gateway::GatewayConfigError),
+    /// `[ext_authz]` is refused.
+    #[error(transparent)]
+    ExtAuthz(#[from] crate::ext_authz::ExtAuthzConfigError),
     /// `[forward_auth]` is refused.
     #[error(transparent)]
     ForwardAuth(#[from] crate::forward_auth::ForwardAuthConfigError),

@@ -13,7 +13,7 @@
 // paths here, for this crate's own modules and for the tests, which drive the whole product.
 pub use psp_cert::{cert, country, hex};
 pub use psp_check::{check, policy};
-pub use psp_faces::{admin, api, forward_auth, gateway, sandbox, sites};
+pub use psp_faces::{admin, api, ext_authz, forward_auth, gateway, sandbox, sites};
 pub use psp_server as server;
 pub use psp_service::{bounded, fetch, register, revocation, service, telemetry, trust};
 

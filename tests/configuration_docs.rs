@@ -94,6 +94,16 @@ const PLACES: &[(&str, &str, &str)] = &[
         "forward_auth.",
     ),
     (
+        "crates/psp-faces/src/ext_authz.rs",
+        "ExtAuthzConfig",
+        "ext_authz.",
+    ),
+    (
+        "crates/psp-faces/src/ext_authz.rs",
+        "ExtAuthzTls",
+        "ext_authz.tls.",
+    ),
+    (
         "crates/psp-faces/src/forward_auth.rs",
         "CallerConfig",
         "forward_auth.callers[].",
@@ -181,6 +191,7 @@ fn every_configuration_struct_is_placed() {
         "crates/psp-server/src/limiter.rs",
         "crates/psp-service/src/service/config.rs",
         "crates/psp-faces/src/forward_auth.rs",
+        "crates/psp-faces/src/ext_authz.rs",
     ] {
         let source = std::fs::read_to_string(root().join(file)).expect("source");
         let mut rest = source.as_str();

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::in_memory;
-use common::test_pki::{test_config, test_pki};
+use common::test_pki::{test_pki, two_site_config};
 use http_body_util::Full;
 use psp_faces::ext_authz::{self, ExtAuthzConfig};
 use serde_json::{Value, json};
@@ -56,7 +56,7 @@ impl Face {
 /// The sandbox configuration's faces on the test PKI, and the ext_authz face over its sites
 /// with `[ext_authz]` = `section` (TOML; `listen` is added), plain or with its `tls`.
 async fn start(section: &str) -> Face {
-    let config = test_config(|t| t);
+    let config = two_site_config(|t| t);
     let faces = in_memory::faces(&config);
     let ext: ExtAuthzConfig =
         toml::from_str(&format!("listen = \"127.0.0.1:0\"\n{section}")).expect("[ext_authz]");
@@ -358,11 +358,18 @@ async fn in_peer_mode_a_client_supplied_xfcc_header_vouches_for_nothing() {
     face.stop().await;
 }
 
-/// One XFCC element as Envoy writes it: `By`, `Hash`, the URL-encoded PEM in `Cert`.
+/// One XFCC element as Envoy writes it: `By`, `Hash` (the SHA-256 of the certificate's DER,
+/// hex), the URL-encoded PEM in `Cert`.
 fn xfcc_element(by: &str, psp: &str) -> String {
     let pem = pem(psp);
+    let der = psp_gateway::cert::input::decode_certificate_input(pem.as_bytes()).expect("DER");
+    let hash: String = ring::digest::digest(&ring::digest::SHA256, &der)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let cert = percent_encoding::utf8_percent_encode(&pem, percent_encoding::NON_ALPHANUMERIC);
-    format!("By={by};Hash=00;Cert=\"{cert}\";Subject=\"CN={psp},O=Sandbox\";URI=")
+    format!("By={by};Hash={hash};Cert=\"{cert}\";Subject=\"CN={psp},O=Sandbox\";URI=")
 }
 
 const XFCC: &str =

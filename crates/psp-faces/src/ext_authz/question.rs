@@ -261,50 +261,14 @@ pub(crate) fn underscored_names(http: &HttpRequest) -> Vec<String> {
 }
 
 /// The chain of an XFCC value: its last element's, which the proxy in front of Envoy, or
-/// Envoy itself, added; with `by`, only if that element's `By` is `by`.
+/// Envoy itself, added; with `by`, only if that element's `By` is `by`
+/// ([`crate::cert::forwarded::xfcc_chain`]). An empty value is no certificate.
 fn xfcc_chain(value: &[u8], by: Option<&str>) -> Result<Vec<Vec<u8>>, String> {
-    // TODO(lead): xfcc_chain — replace this stub's body with
-    // `crate::cert::forwarded::xfcc_chain(value, by)` once it is merged, mapping its
-    // `ForwardedError::Empty` to `Ok(Vec::new())` and any other error to its text.
-    let value = std::str::from_utf8(value).map_err(|_| format!("{XFCC} is not UTF-8"))?;
-    let last = split_unquoted(value, ',').pop().unwrap_or_default();
-    let (mut cert, mut found_by) = (None, None);
-    for pair in split_unquoted(last, ';') {
-        let (key, field) = pair.split_once('=').unwrap_or((pair, ""));
-        let field = field.trim().trim_matches('"');
-        match key.trim().to_ascii_lowercase().as_str() {
-            "by" => found_by = Some(field),
-            "cert" => cert = Some(field),
-            _ => {}
-        }
+    match crate::cert::forwarded::xfcc_chain(value, by) {
+        Ok(chain) => Ok(chain),
+        Err(crate::cert::forwarded::ForwardedError::Empty) => Ok(Vec::new()),
+        Err(e) => Err(format!("{XFCC}: {e}")),
     }
-    if let Some(expected) = by
-        && found_by != Some(expected)
-    {
-        return Err(format!(
-            "the last {XFCC} element was not added by `{expected}`"
-        ));
-    }
-    let cert = cert.ok_or_else(|| format!("the last {XFCC} element has no Cert"))?;
-    let pem: Vec<u8> = percent_decode_str(cert).collect();
-    crate::cert::input::decode_certificate_chain(&pem).map_err(|e| format!("{XFCC} Cert: {e}"))
-}
-
-/// `value` split at each `separator` outside double quotes.
-fn split_unquoted(value: &str, separator: char) -> Vec<&str> {
-    let (mut parts, mut start, mut quoted) = (Vec::new(), 0, false);
-    for (i, c) in value.char_indices() {
-        match c {
-            '"' => quoted = !quoted,
-            c if c == separator && !quoted => {
-                parts.push(&value[start..i]);
-                start = i + c.len_utf8();
-            }
-            _ => {}
-        }
-    }
-    parts.push(&value[start..]);
-    parts
 }
 
 /// At most [`SHOWN_CHARS`] characters of `s`, for a refusal's text.
