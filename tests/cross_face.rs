@@ -7,8 +7,10 @@
 //! - the forward-auth face behind REAL Caddy (deploy/caddy): Caddy passes psp-gateway's answer
 //!   on, so the client sees `x-psp-status` (the built-in proxy's status), `x-psp-refusal`
 //!   and the dialect body;
-//! - the gRPC Check face (ext_authz): a compiled hook, [`ext_authz_grpc`], to be filled in
-//!   when scripts/ext-authz/ lands, then added to [`FACES`].
+//! - the gRPC Check face (ext_authz), asked by an independent Envoy client (Python grpcio with
+//!   Envoy's messages from PyPI, `scripts/ext-authz/check.py`) as Envoy asks: the client
+//!   sees what Envoy makes of the answer (the denial's status and body, or the request going
+//!   on with the answer's headers).
 //!
 //! Besides what the client sees, every face's decision is read where psp-gateway records it:
 //! the `psp_gateway_requests_total` line its request added (face, site, decision, reason),
@@ -28,6 +30,7 @@ use std::time::Duration;
 use common::edge_proxies::{
     self, CADDY_CERTIFICATE_HEADER, Door, NGINX_CALLER, NGINX_CERTIFICATE_HEADER, Proxy,
 };
+use common::ext_authz_client;
 use common::service;
 use common::test_pki::{test_config, test_pki, two_site_config};
 use common::upstream::{self, Upstream};
@@ -239,6 +242,11 @@ fn cases() -> Vec<Case> {
                     expect: NOT_NORMAL,
                     why: NOT_NORMAL_WHY,
                 },
+                Divergence {
+                    face: Face::ExtAuthzGrpc,
+                    expect: NOT_NORMAL,
+                    why: NOT_NORMAL_WHY,
+                },
             ],
             ..at_xx(
                 "`..` route confusion: /v1/accounts/../payments for an AIS-only PSP",
@@ -332,6 +340,15 @@ fn cases() -> Vec<Case> {
                     },
                     why: STRANGER_WHY,
                 },
+                Divergence {
+                    face: Face::ExtAuthzGrpc,
+                    expect: Expect::Unasked {
+                        refusal: "no answer",
+                    },
+                    why: "the ext_authz face closes a connection from an address outside \
+                          ext_authz.callers at accept and answers nothing; Envoy, with \
+                          failure_mode_allow false, refuses the call (403). Refused all the same",
+                },
             ],
             ..at_xx(
                 "a certificate header from an address that is no configured proxy",
@@ -398,6 +415,11 @@ fn cases() -> Vec<Case> {
                     expect: NOT_NORMAL,
                     why: NOT_NORMAL_WHY,
                 },
+                Divergence {
+                    face: Face::ExtAuthzGrpc,
+                    expect: NOT_NORMAL,
+                    why: NOT_NORMAL_WHY,
+                },
             ],
             // The one known, intended divergence in the decision itself: /v1/payments/../accounts
             // is /v1/accounts, which the AIS-only PSP may use. The built-in proxy lets it in and
@@ -427,13 +449,14 @@ enum Face {
     BuiltIn,
     Nginx,
     Caddy,
-    /// The gRPC Check face (Envoy ext_authz). Not in [`FACES`] yet: see [`ext_authz_grpc`].
-    #[allow(dead_code)]
+    /// The gRPC Check face (Envoy ext_authz), asked by an independent client (Python
+    /// grpcio with Envoy's messages from PyPI) as Envoy asks, with the certificate in the
+    /// attribute context's peer certificate.
     ExtAuthzGrpc,
 }
 
 /// The faces the table runs through, the built-in proxy first (the reference).
-const FACES: &[Face] = &[Face::BuiltIn, Face::Nginx, Face::Caddy];
+const FACES: &[Face] = &[Face::BuiltIn, Face::Nginx, Face::Caddy, Face::ExtAuthzGrpc];
 
 /// What a face showed.
 #[derive(Debug, Default)]
@@ -470,24 +493,99 @@ fn ask<'a>(rig: &'a Rig, face: Face, case: &'a Case) -> Asked<'a> {
     }
 }
 
-/// HOOK for the gRPC Check face (`[ext_authz]`, Envoy's ext_authz over gRPC), which another
-/// helper is building with a Python client under scripts/ext-authz/. To add the column:
-/// 1. start the face in [`rig`] (`[ext_authz]` on 127.0.0.1:0 in the main configuration, and
-///    in the stranger's with callers that exclude 127.0.0.1);
-/// 2. here, run the client with the case's method, path, host (`:authority`), the
-///    certificate as Envoy's XFCC (`Cert=` URL-encoded PEM) or in the attribute context's
-///    peer certificate, the client's headers, and the stranger's address when
-///    `case.stranger`; read the CheckResponse: OK with its headers to set (allowed:
-///    `upstream_auth_number` from `x-psp-auth-number`), or denied with its HTTP status
-///    (`status`), body (`code`) and `x-psp-refusal` (`refusal_header`); `recorded` from
-///    [`requests_delta`] with face `ext-authz`;
-/// 3. add `Face::ExtAuthzGrpc` to [`FACES`], and declare its divergences in [`cases`] (it
-///    shares the forward-auth face's `path_not_normal` ones).
-async fn ext_authz_grpc(_rig: &Rig, case: &Case) -> Seen {
-    panic!(
-        "the gRPC Check face is not in FACES yet (scripts/ext-authz/ has not landed); asked for {}",
-        case.name
-    )
+/// The gRPC Check face, asked as Envoy asks for the request the client sent it: method,
+/// path, host (with the port), the server name, the client's headers, and the client's
+/// certificate as Envoy's `attributes.source.certificate` (`include_peer_certificate`). What
+/// the client would see is what Envoy does with the answer: OK lets the request go on with
+/// the answer's headers set and removed; a denial answers its HTTP status and body. A call
+/// psp-gateway does not answer is Envoy's 403 (`failure_mode_allow: false`).
+async fn ext_authz_grpc(rig: &Rig, case: &Case) -> Seen {
+    let before = requests();
+    let addr = if case.stranger {
+        rig.stranger.ext_authz
+    } else {
+        rig.main.ext_authz
+    }
+    .expect("[ext_authz]");
+    let port = rig.main.gateway.expect("gateway").port();
+    let headers = client_headers(case);
+    let mut spec = serde_json::json!({
+        "method": case.method.as_str(),
+        "path": case.path,
+        "host": format!("{}:{port}", case.host),
+        "sni": case.sni,
+        "source_address": "192.0.2.10:40000",
+        "headers": headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), serde_json::Value::from(value.as_str())))
+            .collect::<serde_json::Map<_, _>>(),
+    });
+    if let Some(psp) = case.psp {
+        spec["source_certificate_pem"] = std::fs::read_to_string(test_pki().psp(psp))
+            .expect("pem")
+            .into();
+    }
+    let answer = ext_authz_client::check(addr, spec).await;
+    if answer.get("grpc_error").is_some() {
+        return Seen {
+            client_status: 403,
+            recorded: recorded("ext-authz", &before, Duration::ZERO).await,
+            detail: format!("no answer: {}", answer["grpc_error"]),
+            ..Seen::default()
+        };
+    }
+    let recorded = recorded("ext-authz", &before, Duration::from_secs(3)).await;
+    if answer["status"]["code"] == 0 {
+        let set = |name: &str| {
+            answer["ok"]["headers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|h| h["key"] == name)
+                .and_then(|h| h["value"].as_str())
+                .map(str::to_owned)
+        };
+        let removed: Vec<&str> = answer["ok"]["headers_to_remove"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        // What survives at Envoy: a client header neither overwritten nor removed.
+        let forged_upstream = headers
+            .iter()
+            .filter(|(name, _)| name.starts_with("x-psp-"))
+            .filter(|(name, _)| set(name).is_none() && !removed.contains(name))
+            .map(|(name, value)| format!("{name}: {value}"))
+            .collect();
+        return Seen {
+            client_status: 200,
+            status: None,
+            code: None,
+            refusal_header: None,
+            recorded,
+            api_reached: true,
+            upstream_auth_number: set("x-psp-auth-number"),
+            forged_upstream,
+            detail: String::new(),
+        };
+    }
+    let denied = &answer["denied"];
+    let status = u16::try_from(denied["status"].as_u64().unwrap_or_default()).unwrap_or_default();
+    let body: serde_json::Value =
+        serde_json::from_str(denied["body"].as_str().unwrap_or_default()).unwrap_or_default();
+    Seen {
+        client_status: status,
+        status: Some(status),
+        code: dialect_code(&body),
+        // The gRPC status message carries the refusal code.
+        refusal_header: answer["status"]["message"].as_str().map(str::to_owned),
+        recorded,
+        api_reached: false,
+        upstream_auth_number: None,
+        forged_upstream: Vec::new(),
+        detail: String::new(),
+    }
 }
 
 /// The client's header values, with the certificate placeholders filled in.
@@ -733,7 +831,8 @@ async fn recorded(
 /// turns any other status into a 500), and the proxies pass that on.
 fn client_status(face: Face, status: u16) -> u16 {
     match face {
-        Face::BuiltIn => status,
+        // Envoy answers a denial's own status.
+        Face::BuiltIn | Face::ExtAuthzGrpc => status,
         _ if status == 401 => 401,
         _ => 403,
     }
@@ -923,7 +1022,7 @@ async fn rig() -> Rig {
                 ),
                 ("caddy", "127.0.0.1/32", CADDY_CERTIFICATE_HEADER),
             ])
-        )
+        ) + "\n[ext_authz]\nlisten = \"127.0.0.1:0\"\ncallers = [\"127.0.0.1/32\"]\n"
     });
     let stranger = test_config(|t| {
         let upstream = "upstream = \"sandbox-echo\"";
@@ -942,7 +1041,7 @@ async fn rig() -> Rig {
                 ("nginx", "192.0.2.1/32", NGINX_CERTIFICATE_HEADER),
                 ("caddy", "192.0.2.2/32", CADDY_CERTIFICATE_HEADER),
             ])
-        )
+        ) + "\n[ext_authz]\nlisten = \"127.0.0.1:0\"\ncallers = [\"192.0.2.1/32\"]\n"
     });
     let main = service::start(main).await;
     let stranger = service::start(stranger).await;

@@ -9,10 +9,10 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::ext_authz_client::{check, checks, checks_with};
 use common::in_memory;
 use common::test_pki::{test_pki, two_site_config};
 use http_body_util::Full;
@@ -20,10 +20,6 @@ use psp_faces::ext_authz::{self, ExtAuthzConfig};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-
-/// A whole Python run (interpreter start, imports, every Check of one test) takes about a
-/// second here; 120 s is the bound for a loaded CI machine, not an expectation.
-const CLIENT_DEADLINE: Duration = Duration::from_secs(120);
 
 /// The identity headers of the sandbox sites (`gateway.identity_headers` defaults).
 const IDENTITY_HEADERS: [&str; 6] = [
@@ -86,74 +82,6 @@ async fn start(section: &str) -> Face {
 
 /// Callers on loopback, the certificate from Envoy's `source.certificate`.
 const PEER: &str = "callers = [\"127.0.0.0/8\"]";
-
-/// The Python interpreter with the client's packages.
-fn python() -> PathBuf {
-    let python = std::env::var_os("PSP_EXT_AUTHZ_PYTHON").map_or_else(
-        || common::root().join("target/ext-authz-venv/bin/python"),
-        PathBuf::from,
-    );
-    assert!(
-        python.exists(),
-        "{} is missing: scripts/test installs the ext_authz test client \
-         (scripts/ext-authz/requirements.txt) there; or set PSP_EXT_AUTHZ_PYTHON",
-        python.display()
-    );
-    python
-}
-
-/// Puts `checks` (check.py's JSON descriptions) to the face at `addr`, in order on one
-/// channel; check.py's answer to each.
-async fn checks(addr: SocketAddr, checks: Vec<Value>) -> Vec<Value> {
-    checks_with(addr, &[], checks).await
-}
-
-/// [`checks`] with check.py's `options` (TLS).
-async fn checks_with(addr: SocketAddr, options: &[String], checks: Vec<Value>) -> Vec<Value> {
-    use std::io::Write;
-    let mut child = std::process::Command::new(python())
-        .arg(common::root().join("scripts/ext-authz/check.py"))
-        .arg(addr.to_string())
-        .args(options)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start check.py");
-    let pid = child.id();
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(Value::Array(checks).to_string().as_bytes())
-        .expect("write the checks");
-    let waited = tokio::time::timeout(
-        CLIENT_DEADLINE,
-        tokio::task::spawn_blocking(move || child.wait_with_output()),
-    )
-    .await;
-    let output = match waited {
-        Ok(joined) => joined.expect("join").expect("check.py output"),
-        Err(_) => {
-            // Our own child, by its id.
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-            panic!("check.py did not finish within {CLIENT_DEADLINE:?}");
-        }
-    };
-    assert!(
-        output.status.success(),
-        "check.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let answers: Value = serde_json::from_slice(&output.stdout).expect("check.py prints JSON");
-    answers.as_array().expect("an array").clone()
-}
-
-async fn check(addr: SocketAddr, spec: Value) -> Value {
-    checks(addr, vec![spec]).await.remove(0)
-}
 
 fn pem(psp: &str) -> String {
     std::fs::read_to_string(test_pki().psp(psp)).expect("PSP certificate")
