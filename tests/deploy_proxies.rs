@@ -332,13 +332,14 @@ fn the_caddyfile_validates_and_strips_client_identity_headers_before_the_check()
         kinds,
         [
             "delete [\"X-Psp-*\"]",
+            "delete [\"X_Psp_*\"]",
             "delete [\"X-Client-Cert\"]",
             "reverse_proxy",
             "reverse_proxy"
         ],
         "{handlers:#?}"
     );
-    let check = &handlers[2];
+    let check = &handlers[3];
     assert_eq!(check["upstreams"][0]["dial"], "127.0.0.1:9292");
     assert_eq!(
         check["headers"]["request"]["set"]["X-Client-Cert"][0],
