@@ -456,7 +456,7 @@ impl std::ops::Deref for Connection {
 
 /// The gateway's handler of each accepted connection of the listener bound at `listen`, for
 /// the listener. Each request takes the sites `current` gives at that moment (a reload swaps
-/// in rebuilt ones) and goes to its connection's site ([`Sites::for_connection`]); the
+/// in rebuilt ones) and goes to its connection's site ([`Sites::for_connection`](crate::sites::Sites::for_connection)); the
 /// connection keeps its parsed identity.
 pub fn new_connection(
     listen: std::net::SocketAddr,
