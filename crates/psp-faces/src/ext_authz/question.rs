@@ -615,8 +615,14 @@ mod tests {
     fn xfcc_chain_takes_the_last_element_and_checks_who_added_it() {
         let (pem, der) = certificate();
         let (client_pem, _) = certificate();
+        // Envoy's Hash: the SHA-256 of the certificate's DER, hex (checked against Cert).
+        let hash: String = ring::digest::digest(&ring::digest::SHA256, &der)
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let value = format!(
-            "By=spiffe://client;Cert=\"{}\",By=spiffe://edge;Hash=ab;Cert=\"{}\";Subject=\"CN=a,O=b\";URI=",
+            "By=spiffe://client;Cert=\"{}\",By=spiffe://edge;Hash={hash};Cert=\"{}\";Subject=\"CN=a,O=b\";URI=",
             url_encoded(&client_pem),
             url_encoded(&pem)
         );
@@ -627,6 +633,9 @@ mod tests {
         );
         assert!(xfcc_chain(value.as_bytes(), Some("spiffe://other")).is_err());
         assert!(xfcc_chain(b"By=spiffe://edge;Hash=ab", Some("spiffe://edge")).is_err());
+        // A Hash that is not the certificate's.
+        let wrong = value.replace(&hash, &"0".repeat(64));
+        assert!(xfcc_chain(wrong.as_bytes(), None).is_err());
     }
 
     #[test]
