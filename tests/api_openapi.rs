@@ -1223,13 +1223,33 @@ fn error_codes_agree_between_the_document_the_code_and_docs_errors_md() {
         .collect();
     assert_eq!(doc.all_code_enums(), all, "codes enumerated in {DOC}");
     // The gateway's codes have anchors of their own, held to the gateway's error table by
-    // src/gateway/dialect.rs; every other anchor is one of the endpoint's lists.
+    // src/gateway/dialect.rs; the external authorisers' own codes are held to their sources
+    // below; every other anchor is one of the endpoint's lists.
     let endpoint_anchors: BTreeSet<String> = sections
         .iter()
-        .filter(|(title, _)| !title.starts_with("Gateway rejections"))
+        .filter(|(title, _)| {
+            !title.starts_with("Gateway rejections") && !title.starts_with("External authorisers")
+        })
         .flat_map(|(_, anchors)| anchors.keys().cloned())
         .collect();
     assert_eq!(endpoint_anchors, all, "anchors of docs/errors.md");
+    let authoriser_sources = ["ext_authz/answer.rs", "forward_auth.rs"]
+        .map(|file| {
+            std::fs::read_to_string(root().join("crates/psp-faces/src").join(file)).expect(file)
+        })
+        .concat();
+    let authoriser_anchors: Vec<&String> = sections
+        .iter()
+        .filter(|(title, _)| title.starts_with("External authorisers"))
+        .flat_map(|(_, anchors)| anchors.keys())
+        .collect();
+    assert_eq!(authoriser_anchors.len(), 4, "{authoriser_anchors:?}");
+    for code in authoriser_anchors {
+        assert!(
+            authoriser_sources.contains(&format!("\"{code}\"")),
+            "docs/errors.md explains `{code}`, which no external authoriser answers"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------
