@@ -495,19 +495,7 @@ fn build_server(
     let ca_cert = ca_params.self_signed(&ca_key.pair).map_err(rcgen_err)?;
     let ca_issuer = Issuer::new(ca_params, ca_key.pair);
 
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::OrganizationName, "PSP Gateway Sandbox");
-    dn.push(DnType::CommonName, "localhost");
-
-    let mut params = CertificateParams::default();
-    params.not_before = CA_NOT_BEFORE;
-    params.not_after = CA_NOT_AFTER;
-    params.serial_number = Some(random_serial()?);
-    params.distinguished_name = dn;
-    params.is_ca = IsCa::ExplicitNoCa;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.use_authority_key_identifier_extension = true;
+    let mut params = server_leaf("localhost")?;
     for name in SERVER_DNS_NAMES {
         let name = (*name).try_into().map_err(rcgen_err)?;
         params.subject_alt_names.push(SanType::DnsName(name));
@@ -564,6 +552,24 @@ fn pool_keys(pool: &str) -> Vec<String> {
 
 /// Makes one key per entry of `algorithms`, in that order: ECDSA keys new, RSA keys from the
 /// committed pools, none twice.
+/// A TLS server certificate's parameters (no subjectAltName yet): `common_name` under the
+/// sandbox organisation, the CAs' validity, a random serial, server authentication only.
+fn server_leaf(common_name: &str) -> Result<CertificateParams, SandboxError> {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::OrganizationName, "PSP Gateway Sandbox");
+    dn.push(DnType::CommonName, common_name);
+    let mut params = CertificateParams::default();
+    params.not_before = CA_NOT_BEFORE;
+    params.not_after = CA_NOT_AFTER;
+    params.serial_number = Some(random_serial()?);
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    Ok(params)
+}
+
 /// A server certificate and key for each of [`SITE_NAMES`], signed by the server CA, written
 /// as `server/<name>.pem` and `server/<name>.key`.
 fn build_site_certificates(
@@ -577,18 +583,7 @@ fn build_site_certificates(
             source,
         };
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(rcgen_err)?;
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::OrganizationName, "PSP Gateway Sandbox");
-        dn.push(DnType::CommonName, name);
-        let mut params = CertificateParams::default();
-        params.not_before = CA_NOT_BEFORE;
-        params.not_after = CA_NOT_AFTER;
-        params.serial_number = Some(random_serial()?);
-        params.distinguished_name = dn;
-        params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        params.use_authority_key_identifier_extension = true;
+        let mut params = server_leaf(name)?;
         params
             .subject_alt_names
             .push(SanType::DnsName(name.try_into().map_err(rcgen_err)?));
