@@ -14,10 +14,11 @@ use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
+use common::edge_proxies::Reply;
 use common::service;
 use common::test_pki::{test_pki, two_site_config};
-use http::{HeaderMap, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http::{Request, StatusCode};
+use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
 use psp_gateway::app::Running;
 
@@ -42,39 +43,13 @@ fn caller(kind: &str, addresses: &str, extra: &str) -> String {
     )
 }
 
-/// The answer to one question.
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
-    }
-
-    fn said(&self) -> String {
-        format!(
-            "{} {:?} {}",
-            self.status,
-            self.headers,
-            String::from_utf8_lossy(&self.body)
-        )
-    }
-
-    /// A refusal: its status, the built-in proxy's status and the refusal code.
-    fn refused(&self) -> (StatusCode, Option<&str>, Option<&str>) {
-        (
-            self.status,
-            self.header("x-psp-status"),
-            self.header("x-psp-refusal"),
-        )
-    }
+/// A refusal: its status, the built-in proxy's status and the refusal code.
+fn refused(reply: &Reply) -> (StatusCode, Option<&str>, Option<&str>) {
+    (
+        reply.status,
+        reply.header("x-psp-status"),
+        reply.header("x-psp-refusal"),
+    )
 }
 
 /// One question to the face at `fa`, from the local address `from`: `method target` and
@@ -105,20 +80,7 @@ async fn ask_from(
                 http::HeaderValue::from_str(value).expect("value"),
             );
         }
-        let response = sender.send_request(req).await.expect("an answer");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        Reply::read(sender.send_request(req).await.expect("an answer")).await
     };
     tokio::time::timeout(LIMIT, work)
         .await
@@ -286,7 +248,7 @@ async fn nginx_asks_with_x_original_method_uri_and_host_and_the_escaped_pem() {
         }
         let reply = ask(fa, &headers).await;
         assert_eq!(
-            reply.refused(),
+            refused(&reply),
             (
                 StatusCode::UNAUTHORIZED,
                 Some("401"),
@@ -339,14 +301,14 @@ async fn ingress_nginx_asks_with_the_absolute_x_original_url_whose_host_chooses_
     assert_allowed(&reply, "PSDXX-TEST-000009");
     // valid is at home in XX only: refused at xy, let in at xx, by the URL's host alone.
     let reply = asked("valid", "https://xy.localhost/v1/accounts").await;
-    assert_eq!(reply.refused().0, StatusCode::FORBIDDEN, "{}", reply.said());
+    assert_eq!(refused(&reply).0, StatusCode::FORBIDDEN, "{}", reply.said());
     assert_eq!(reply.header("x-psp-status"), Some("403"));
     let reply = asked("valid", "https://xx.localhost/v1/accounts").await;
     assert_allowed(&reply, "PSDXX-TEST-000001");
     // A URL that is none: refused, never read as a path.
     let reply = asked("valid", "https://xx.localhost/v1/accounts with spaces").await;
     assert_eq!(
-        reply.refused(),
+        refused(&reply),
         (
             StatusCode::FORBIDDEN,
             None,
@@ -358,7 +320,7 @@ async fn ingress_nginx_asks_with_the_absolute_x_original_url_whose_host_chooses_
     // A host with a port that is none names no site.
     let reply = asked("valid", "https://xx.localhost:notaport/v1/accounts").await;
     assert_eq!(
-        reply.refused(),
+        refused(&reply),
         (StatusCode::FORBIDDEN, None, Some("misdirected_request")),
         "{}",
         reply.said()
@@ -403,7 +365,7 @@ async fn traefik_asks_with_x_forwarded_headers_and_its_comma_joined_chain() {
     )
     .await;
     assert_eq!(
-        reply.refused(),
+        refused(&reply),
         (
             StatusCode::FORBIDDEN,
             Some("403"),
@@ -458,7 +420,7 @@ async fn caddy_asks_with_x_forwarded_headers_and_base64_der_or_its_placeholder()
     )
     .await;
     assert_eq!(
-        reply.refused(),
+        refused(&reply),
         (
             StatusCode::UNAUTHORIZED,
             Some("401"),
@@ -500,7 +462,7 @@ async fn envoy_asks_with_the_request_line_behind_its_prefix_and_xfcc() {
     )
     .await;
     assert_eq!(
-        reply.refused(),
+        refused(&reply),
         (
             StatusCode::FORBIDDEN,
             None,
@@ -563,7 +525,7 @@ async fn a_caller_whose_address_is_not_configured_is_refused_before_any_decision
     let question = nginx_question(&cert, "/v1/funds-confirmations");
     let reply = ask(fa, &question).await;
     assert_eq!(
-        reply.refused(),
+        refused(&reply),
         (
             StatusCode::FORBIDDEN,
             None,
@@ -681,7 +643,7 @@ async fn x_original_uri_missing_twice_or_misspelt_is_an_incomplete_question() {
     ];
     for (what, headers) in cases {
         let reply = ask(fa, &headers).await;
-        assert_eq!(reply.refused(), incomplete, "{what}: {}", reply.said());
+        assert_eq!(refused(&reply), incomplete, "{what}: {}", reply.said());
         assert_eq!(
             reply.json()["errors"][0]["code"],
             "forward_auth_request_incomplete",
@@ -711,7 +673,7 @@ async fn the_certificate_header_twice_is_refused_whichever_comes_first() {
         )
         .await;
         assert_eq!(
-            reply.refused(),
+            refused(&reply),
             (
                 StatusCode::UNAUTHORIZED,
                 Some("401"),
@@ -756,7 +718,7 @@ async fn an_xfcc_element_injected_by_the_client_before_the_proxys_is_never_read(
     );
     let reply = ask_xfcc(injected).await;
     assert_eq!(
-        reply.refused(),
+        refused(&reply),
         (
             StatusCode::UNAUTHORIZED,
             Some("401"),
@@ -777,7 +739,7 @@ async fn an_xfcc_element_injected_by_the_client_before_the_proxys_is_never_read(
     // last, and it was not added by the configured hop.
     let reply = ask_xfcc(xfcc_element("spiffe://attacker", "valid")).await;
     assert_eq!(
-        reply.refused(),
+        refused(&reply),
         (
             StatusCode::UNAUTHORIZED,
             Some("401"),
@@ -832,7 +794,7 @@ async fn a_host_that_no_site_names_is_misdirected() {
         }
         let reply = ask(fa, &headers).await;
         assert_eq!(
-            reply.refused(),
+            refused(&reply),
             (StatusCode::FORBIDDEN, None, Some("misdirected_request")),
             "{host:?}: {}",
             reply.said()
@@ -881,7 +843,7 @@ async fn dot_segments_encoded_slashes_and_empty_segments_are_refused() {
     ] {
         let reply = ask(fa, &nginx_question(&cert, uri)).await;
         assert_eq!(
-            reply.refused(),
+            refused(&reply),
             (StatusCode::FORBIDDEN, Some("400"), Some(code)),
             "{uri}: {}",
             reply.said()
@@ -910,7 +872,7 @@ async fn connect_trace_and_other_unforwarded_methods_are_refused_as_the_original
         )
         .await;
         assert_eq!(
-            reply.refused(),
+            refused(&reply),
             (
                 StatusCode::FORBIDDEN,
                 Some("405"),
@@ -932,7 +894,7 @@ async fn connect_trace_and_other_unforwarded_methods_are_refused_as_the_original
     )
     .await;
     assert_eq!(
-        reply.refused(),
+        refused(&reply),
         (
             StatusCode::FORBIDDEN,
             None,
@@ -1000,7 +962,7 @@ async fn refusals_carry_the_built_in_proxys_status_and_code() {
     ] {
         let cert = escaped_pem(psp);
         let reply = ask(fa, &nginx_question(&cert, uri)).await;
-        assert_eq!(reply.refused(), expected, "{psp}: {}", reply.said());
+        assert_eq!(refused(&reply), expected, "{psp}: {}", reply.said());
         assert_eq!(
             reply.json()["tppMessages"][0]["code"],
             dialect,
@@ -1022,7 +984,7 @@ async fn a_certificate_header_that_is_not_a_certificate_is_refused() {
     for value in ["forged", "%ZZ", "-----BEGIN CERTIFICATE-----%0AAAAA%0A"] {
         let reply = ask(fa, &nginx_question(value, "/v1/accounts")).await;
         assert_eq!(
-            reply.refused(),
+            refused(&reply),
             (
                 StatusCode::UNAUTHORIZED,
                 Some("401"),

@@ -350,6 +350,28 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// `response`, its body read whole.
+    pub async fn read(response: http::Response<hyper::body::Incoming>) -> Reply {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// The status, headers and body, for a failed assertion's message.
+    pub fn said(&self) -> String {
+        format!("{} {:?} {}", self.status, self.headers, self.text())
+    }
+
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
@@ -396,20 +418,7 @@ pub async fn call(
                 value.parse().expect("value"),
             );
         }
-        let response = sender.send_request(req).await.expect("an answer");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        Reply::read(sender.send_request(req).await.expect("an answer")).await
     };
     tokio::time::timeout(CALL_LIMIT, work)
         .await
