@@ -116,12 +116,7 @@ pub async fn open_h1(
     addr: SocketAddr,
     config: Arc<rustls::ClientConfig>,
 ) -> hyper::client::conn::http1::SendRequest<ReqBody> {
-    let tls = connect(addr, config).await;
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .expect("h1 handshake");
-    tokio::spawn(conn);
-    sender
+    h1_on(connect(addr, config).await).await
 }
 
 /// One TLS connection (HTTP/1.1 by ALPN) on which `request` is written byte for byte, below
@@ -159,13 +154,7 @@ pub async fn open_h2(
     addr: SocketAddr,
     config: Arc<rustls::ClientConfig>,
 ) -> hyper::client::conn::http2::SendRequest<ReqBody> {
-    let tls = connect(addr, config).await;
-    let (sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-            .await
-            .expect("h2 handshake");
-    tokio::spawn(conn);
-    sender
+    h2_on(connect(addr, config).await).await
 }
 
 /// A TLS connection to the gateway at `addr` as `localhost` (TCP_NODELAY set), handshake done.
