@@ -23,7 +23,7 @@ use crate::api::{self, ApiState};
 use crate::config::Config;
 use crate::forward_auth::{self, ForwardAuthState};
 use crate::gateway::GatewayState;
-use crate::server::{self, Handler, NewConnection, ServerCertificate, TlsFiles};
+use crate::server::{self, Handler, NewConnection, ServerCertificate, SharedState, TlsFiles};
 use crate::service::{CheckService, ReferenceData};
 use crate::sites::Sites;
 
@@ -93,6 +93,8 @@ pub enum StartError {
     Revocation(String),
     #[error("sandbox responder: {0}")]
     Sandbox(String),
+    #[error("{0}")]
+    SharedState(String),
     #[error("cannot listen on {addr} ({what}): {error}")]
     Bind {
         what: &'static str,
@@ -121,7 +123,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let echo_addr = echo_listener.as_ref().and_then(|l| l.local_addr().ok());
     // Every file every face needs (TLS keys, the upstream CA, the sandbox PKI) is loaded
     // here, before any public port is bound.
-    let faces = build_faces(&config, service.clone(), echo_addr)?;
+    let shared_state = shared_state(&config)?;
+    let faces = build_faces(&config, service.clone(), echo_addr, shared_state.as_ref())?;
 
     // Bind everything before serving anything.
     let api_listener = bind_if("api", config.api.as_ref().map(|a| a.listen)).await?;
@@ -322,7 +325,7 @@ impl Listener {
         });
         let mut l = Listener::new(Face::Api, listener, tls, server::per_request(handler));
         l.sweep = Some(Box::new(move || {
-            sweep_state.limiter.load().retain_recent();
+            sweep_state.limiter.load().local().retain_recent();
             sweep_state.auth.load().retain_recent();
         }));
         tracing::info!(addr = %display_addr(l.addr), tls = l.tls.is_some(), "check endpoint listening");
@@ -581,6 +584,7 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
             format!("{:?}", api.map(|a| a.max_eidas_header_bytes)),
         ),
         ("results", format!("{:?}", config.results)),
+        ("shared_state", format!("{:?}", config.shared_state)),
         ("checks", format!("{:?}", config.checks)),
         (
             "gateway.listen or a site's name, listen and server names",
@@ -642,6 +646,7 @@ pub fn build_faces(
     config: &Config,
     service: Arc<CheckService>,
     echo: Option<SocketAddr>,
+    shared_state: Option<&Arc<SharedState>>,
 ) -> Result<Faces, StartError> {
     let (api_tls, api_certificate) = match config.api.as_ref().and_then(|a| a.tls.as_ref()) {
         Some(files) => {
@@ -651,15 +656,17 @@ pub fn build_faces(
         None => (None, None),
     };
     let api = config.api.as_ref().map(|api| {
-        Arc::new(
-            ApiState::new(
-                api,
-                config.checks.valid_jurisdictions(),
-                config.checks.error_link_base.clone(),
-                service.clone(),
-            )
-            .with_audit(config.registers.clone(), config.base_dir.clone()),
+        let state = ApiState::new(
+            api,
+            config.checks.valid_jurisdictions(),
+            config.checks.error_link_base.clone(),
+            service.clone(),
         )
+        .with_audit(config.registers.clone(), config.base_dir.clone());
+        Arc::new(match shared_state {
+            Some(shared) => state.with_shared_state(api, shared.clone()),
+            None => state,
+        })
     });
     let (gateway_listeners, site_certificates) = gateway_tls(config)?;
     let ext_authz_tls = match config.ext_authz.as_ref().and_then(|e| e.tls.as_ref()) {
@@ -690,8 +697,8 @@ pub fn build_faces(
             .collect(),
     ));
     let admin = match &config.admin {
-        Some(_) => Some(Arc::new(
-            AdminState::new(
+        Some(_) => {
+            let admin = AdminState::new(
                 config
                     .sandbox
                     .enabled
@@ -699,8 +706,12 @@ pub fn build_faces(
                     .as_deref(),
                 service,
             )
-            .map_err(|e| StartError::Sandbox(e.to_string()))?,
-        )),
+            .map_err(|e| StartError::Sandbox(e.to_string()))?;
+            Some(Arc::new(match shared_state {
+                Some(shared) => admin.with_shared_state(shared.clone()),
+                None => admin,
+            }))
+        }
         None => None,
     };
     Ok(Faces {
@@ -714,6 +725,37 @@ pub fn build_faces(
         ext_authz_tls,
         admin,
     })
+}
+
+/// The connection to Redis of `[shared_state]`, when configured: the password read from its
+/// file or variable now (a missing one stops the start), the connection made lazily (a Redis
+/// down at start-up does not: the failure modes decide until it answers).
+fn shared_state(config: &Config) -> Result<Option<Arc<SharedState>>, StartError> {
+    let Some(shared) = &config.shared_state else {
+        return Ok(None);
+    };
+    let password = shared
+        .password(&config.base_dir)
+        .map_err(|e| StartError::SharedState(e.to_string()))?;
+    let roots = match &shared.ca_file {
+        Some(file) => {
+            let path = config.resolve(file);
+            Some(std::fs::read(&path).map_err(|e| {
+                StartError::SharedState(format!("shared_state.ca_file {}: {e}", path.display()))
+            })?)
+        }
+        None => None,
+    };
+    let state = SharedState::new(shared, password, roots)
+        .map_err(|e| StartError::SharedState(e.to_string()))?;
+    tracing::info!(
+        budget_ms = shared.budget_ms,
+        replicas = shared.replicas,
+        rate_limits = ?shared.rate_limits,
+        failed_logins = ?shared.failed_logins,
+        "request rate limits are counted in Redis, shared by the replicas"
+    );
+    Ok(Some(state))
 }
 
 /// Each gateway listener's TLS: for a listener of one site without server names, its

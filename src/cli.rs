@@ -736,7 +736,8 @@ fn site_decision(
     ask: SiteAsk<'_>,
     (certificate, intermediates): (PspCertificate, Vec<PspCertificate>),
 ) -> Result<serde_json::Value, Failure> {
-    let faces = crate::app::build_faces(config, Arc::new(service), None).map_err(config_err)?;
+    let faces =
+        crate::app::build_faces(config, Arc::new(service), None, None).map_err(config_err)?;
     let site = faces
         .sites
         .named(ask.name)
@@ -1007,7 +1008,7 @@ fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
         Duration::ZERO,
         1,
     ));
-    let faces = crate::app::build_faces(&config, service, None)?;
+    let faces = crate::app::build_faces(&config, service, None, None)?;
     if faces.api.is_some() {
         summary.push_str("\ncheck endpoint: configured, its files load");
     }

@@ -64,6 +64,10 @@ pub struct Config {
     /// absent.
     #[serde(default)]
     pub audit: Option<AuditConfig>,
+    /// Redis for the counters the replicas of a fleet share (docs/replicas.md); per-process
+    /// counters when absent.
+    #[serde(default)]
+    pub shared_state: Option<crate::server::SharedStateConfig>,
     /// The directory relative paths are resolved against (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -500,6 +504,7 @@ impl Config {
             limits: LimitsConfig::default(),
             danger: DangerConfig::default(),
             audit: None,
+            shared_state: None,
             base_dir: PathBuf::new(),
         }
     }
@@ -637,6 +642,9 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), Invalid> {
+        if let Some(shared) = &self.shared_state {
+            shared.validate()?;
+        }
         self.registers.validate()?;
         self.revocation.validate()?;
         if let Some(api) = &self.api {
@@ -1030,6 +1038,8 @@ enum Invalid {
     /// `api.rate_limit` is refused.
     #[error(transparent)]
     ApiRateLimit(#[from] crate::server::RateLimitConfigError),
+    #[error(transparent)]
+    SharedState(#[from] crate::server::SharedStateConfigError),
     /// A setting that must be positive is zero (its name).
     #[error("{0} must be positive")]
     NotPositive(&'static str),

@@ -61,6 +61,11 @@ const PLACES: &[(&str, &str, &str)] = &[
         "Credential",
         "api.credentials[].",
     ),
+    (
+        "crates/psp-server/src/shared.rs",
+        "SharedStateConfig",
+        "shared_state.",
+    ),
     // One type for both sections' rate limits, beside the limiter it configures.
     (
         "crates/psp-server/src/limiter.rs",
@@ -189,6 +194,7 @@ fn every_configuration_struct_is_placed() {
         "crates/psp-faces/src/api/config.rs",
         "crates/psp-faces/src/gateway/config.rs",
         "crates/psp-server/src/limiter.rs",
+        "crates/psp-server/src/shared.rs",
         "crates/psp-service/src/service/config.rs",
         "crates/psp-faces/src/forward_auth.rs",
         "crates/psp-faces/src/ext_authz.rs",

@@ -35,7 +35,7 @@ pub fn faces(config: &Config) -> Faces {
         config.results.ttl(),
         config.results.cache_entries,
     ));
-    app::build_faces(config, service, None).expect("faces build")
+    app::build_faces(config, service, None, None).expect("faces build")
 }
 
 /// A face's answer, read whole.

@@ -26,6 +26,8 @@ pub struct AdminState {
     service: Arc<CheckService>,
     /// The sandbox CAs' CRL and OCSP responder, when the sandbox is on.
     responder: Option<SandboxResponder>,
+    /// Redis for the shared counters, when configured (`/readyz` says whether it answers).
+    shared_state: Option<Arc<crate::server::SharedState>>,
 }
 
 /// Largest request body read (an OCSP request is a few hundred bytes; RFC 6960 requests
@@ -43,7 +45,17 @@ impl AdminState {
             Some(dir) => Some(SandboxResponder::load(dir)?),
             None => None,
         };
-        Ok(AdminState { service, responder })
+        Ok(AdminState {
+            service,
+            responder,
+            shared_state: None,
+        })
+    }
+
+    /// `/readyz` reports whether the shared counters' Redis answers (`sharedState`).
+    pub fn with_shared_state(mut self, shared: Arc<crate::server::SharedState>) -> AdminState {
+        self.shared_state = Some(shared);
+        self
     }
 }
 
@@ -62,7 +74,7 @@ where
     match req.uri().path() {
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/metrics" => metrics_response(&state.service),
-        "/readyz" => readiness_response(&state.service),
+        "/readyz" => readiness_response(&state.service, state.shared_state.as_deref()),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
@@ -108,8 +120,13 @@ fn metrics_response(service: &CheckService) -> Response<Body> {
 }
 
 /// `/readyz`: 200 when the reference data is usable now, else 503; the JSON body lists the
-/// problems, the counts and each register file's age.
-fn readiness_response(service: &CheckService) -> Response<Body> {
+/// problems, the counts and each register file's age. `sharedState` is `ok` or `degraded`
+/// when `[shared_state]` is configured (absent otherwise) and never fails readiness: a Redis
+/// outage must not take every replica out of the balancer at once (the failure modes decide).
+fn readiness_response(
+    service: &CheckService,
+    shared: Option<&crate::server::SharedState>,
+) -> Response<Body> {
     let data = service.data();
     let now = OffsetDateTime::now_utc();
     let mut problems: Vec<String> = Vec::new();
@@ -127,7 +144,7 @@ fn readiness_response(service: &CheckService) -> Response<Body> {
     // Every register file within its age budget.
     let wall = std::time::SystemTime::now();
     problems.extend(data.registers.stale_files(wall));
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "ready": problems.is_empty(),
         "problems": problems,
         "generation": data.generation,
@@ -144,6 +161,10 @@ fn readiness_response(service: &CheckService) -> Response<Body> {
         }),
         "loadedAt": crate::trust::rfc3339(data.loaded_at),
     });
+    if let (Some(shared), Some(fields)) = (shared, body.as_object_mut()) {
+        let state = if shared.is_up() { "ok" } else { "degraded" };
+        fields.insert("sharedState".to_owned(), state.into());
+    }
     let status = if problems.is_empty() {
         StatusCode::OK
     } else {

@@ -36,6 +36,7 @@ use crate::server::{
 use crate::service::{CheckService, Checked};
 
 pub use crate::server::KeyedLimiter;
+use crate::server::{CounterKind, Refusal, SharedLimiter, SharedState};
 pub use auth::{AuthFailure, Authenticator, LoginLimits};
 pub use config::{ApiConfig, Credential, FailedLoginConfig, RateLimitConfig};
 pub use error::ApiError;
@@ -76,8 +77,11 @@ pub struct ApiState {
     /// Swapped whole on reload (credentials and login limits from the new configuration).
     pub auth: arc_swap::ArcSwap<Authenticator>,
     /// Requests per source key ([`source_key`]); swapped whole on reload (a new quota
-    /// starts counting afresh).
-    pub limiter: arc_swap::ArcSwap<KeyedLimiter<IpAddr>>,
+    /// starts counting afresh). Counted in Redis when `[shared_state]` is configured
+    /// ([`ApiState::with_shared_state`]).
+    pub limiter: arc_swap::ArcSwap<SharedLimiter<IpAddr>>,
+    /// Redis for the counters the replicas share, when configured.
+    pub shared_state: Option<Arc<SharedState>>,
     /// IPv6 sources are counted per block of this prefix length.
     pub ipv6_prefix: u8,
     pub trusted_proxies: Vec<Cidr>,
@@ -88,9 +92,12 @@ pub struct ApiState {
     pub audit_registers: Option<(crate::register::RegisterConfig, std::path::PathBuf)>,
 }
 
-/// The request limiter `[api] rate_limit` configures.
-fn limiter_of(api: &ApiConfig) -> KeyedLimiter<IpAddr> {
-    KeyedLimiter::new(
+/// The request limiter `[api] rate_limit` configures: in Redis when `shared` is given, per
+/// process otherwise.
+fn limiter_of(api: &ApiConfig, shared: Option<&Arc<SharedState>>) -> SharedLimiter<IpAddr> {
+    SharedLimiter::new(
+        shared,
+        CounterKind::RateLimits,
         api.rate_limit.requests,
         Duration::from_secs(api.rate_limit.period_seconds),
         api.rate_limit.max_tracked_sources,
@@ -111,10 +118,18 @@ impl ApiState {
             .reloaded(&api.credentials, LoginLimits::from_config(api));
         self.auth.store(Arc::new(next));
         // A limiter with unchanged settings keeps its counts (a reload is no fresh quota).
-        let wanted = limiter_of(api);
+        let wanted = limiter_of(api, self.shared_state.as_ref());
         if self.limiter.load().settings() != wanted.settings() {
             self.limiter.store(Arc::new(wanted));
         }
+    }
+
+    /// Counts the request rate limit in Redis (`[shared_state]`), shared with the other
+    /// replicas; without this call, per process.
+    pub fn with_shared_state(mut self, api: &ApiConfig, shared: Arc<SharedState>) -> ApiState {
+        self.limiter = arc_swap::ArcSwap::from_pointee(limiter_of(api, Some(&shared)));
+        self.shared_state = Some(shared);
+        self
     }
 
     /// Audits (`at`) read the registers in force at the time from this register
@@ -142,7 +157,8 @@ impl ApiState {
                 &api.credentials,
                 LoginLimits::from_config(api),
             )),
-            limiter: arc_swap::ArcSwap::from_pointee(limiter_of(api)),
+            limiter: arc_swap::ArcSwap::from_pointee(limiter_of(api, None)),
+            shared_state: None,
             ipv6_prefix: api.rate_limit.ipv6_prefix,
             trusted_proxies: api.trusted_proxies.clone(),
             valid_jurisdictions,
@@ -212,8 +228,15 @@ async fn respond<B>(
     request_id: &str,
 ) -> Result<Response<Body>, ApiError> {
     let source_key = source_key(source, state.ipv6_prefix);
-    if let Err(retry_after_secs) = state.limiter.load().check(&source_key) {
-        return Err(ApiError::RateLimited { retry_after_secs });
+    // The guard is held across the await: a reload during a Redis call swaps the limiter
+    // for the next request, not this one.
+    let limiter = state.limiter.load_full();
+    match limiter.check(&source_key).await {
+        Ok(()) => {}
+        Err(Refusal::Limited(retry_after_secs)) => {
+            return Err(ApiError::RateLimited { retry_after_secs });
+        }
+        Err(Refusal::Unavailable) => return Err(ApiError::SharedStateUnavailable),
     }
     if req.uri().path() == ERRORS_PATH {
         return match req.method() {

@@ -33,6 +33,7 @@ pub mod framing;
 mod idle;
 pub mod limiter;
 mod request_id;
+pub mod shared;
 
 pub use certificate::{CertificateError, ServerCertificate, SiteCertificates, load_certified_key};
 pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
@@ -40,6 +41,10 @@ pub use error_body::contract_error;
 pub use idle::TrackedBody;
 pub use limiter::{KeyedLimiter, RateLimitConfig, RateLimitConfigError, count_evictions};
 pub use request_id::new_request_id;
+pub use shared::{
+    CounterKind, FailureMode, Refusal, SharedLimiter, SharedState, SharedStateConfig,
+    SharedStateConfigError, SharedStateError,
+};
 
 use std::collections::HashMap;
 use std::convert::Infallible;

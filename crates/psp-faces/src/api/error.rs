@@ -23,6 +23,9 @@ pub enum ApiError {
     /// The source address or the user name is over its quota of password verifications
     /// (`api.failed_logins`); seconds until the next attempt is allowed.
     LoginAttemptsExceeded { retry_after_secs: u64 },
+    /// A shared counter could not be read within its budget (Redis is away) and its failure
+    /// mode is `closed` (`[shared_state]`).
+    SharedStateUnavailable,
     /// Every password-verification slot stayed busy (`api.max_concurrent_password_checks`).
     Busy { retry_after_secs: u64 },
     /// A required parameter is absent (`jurisdiction`, `eidas`, `fi_reference_id`).
@@ -77,6 +80,11 @@ impl ApiError {
                 format!(
                     "Too many login attempts from this source address or for this user name; retry after {retry_after_secs} s"
                 ),
+            ),
+            ApiError::SharedStateUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shared_state_unavailable",
+                "The shared request counters cannot be reached; retry after 1 s".to_owned(),
             ),
             ApiError::Busy { retry_after_secs } => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -135,6 +143,10 @@ impl ApiError {
             | ApiError::LoginAttemptsExceeded { retry_after_secs }
             | ApiError::Busy { retry_after_secs } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            ApiError::SharedStateUnavailable => {
+                // The circuit to Redis is retried after half a second (`server::shared`).
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(1u64));
             }
             ApiError::NotFound
             | ApiError::ParameterMissing(_)

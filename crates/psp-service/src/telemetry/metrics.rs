@@ -57,6 +57,14 @@ pub struct TableLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FallbackLabels {
+    /// The counter kind: `rate_limits` or `failed_logins`.
+    pub kind: String,
+    /// The failure mode that decided: `local`, `open` or `closed`.
+    pub mode: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     /// What was reloaded or refreshed: `reference-data`, `trusted-lists`, `registers`.
     pub what: String,
@@ -90,6 +98,12 @@ pub struct Metrics {
     pub audit_write_failures: Counter,
     /// Torn final audit lines set aside at start (a write was cut short before).
     pub audit_torn_lines: Counter,
+    /// Decisions of shared counters taken by the failure mode because Redis did not answer
+    /// within the budget (`[shared_state]`), by counter kind and mode.
+    pub shared_state_fallbacks: Family<FallbackLabels, Counter>,
+    /// 1 while the shared state (Redis) answered the last call, 0 after a failure; absent
+    /// from the meaning when `[shared_state]` is not configured (stays 0).
+    pub shared_state_up: Gauge<i64>,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -197,8 +211,22 @@ impl Metrics {
             "Torn final lines of the audit file set aside at start (moved to <file>.torn-<time>)",
             audit_torn_lines.clone(),
         );
+        let shared_state_fallbacks = Family::<FallbackLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_shared_state_fallbacks",
+            "Shared-counter decisions taken by the failure mode because Redis did not answer within the budget, by kind and mode",
+            shared_state_fallbacks.clone(),
+        );
+        let shared_state_up = Gauge::<i64>::default();
+        registry.register(
+            "psp_gateway_shared_state_up",
+            "1 while the shared state (Redis) answers within the budget, 0 when degraded (or not configured)",
+            shared_state_up.clone(),
+        );
         Metrics {
             registry,
+            shared_state_fallbacks,
+            shared_state_up,
             audit_write_failures,
             audit_torn_lines,
             limiter_evictions,

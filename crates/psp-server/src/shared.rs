@@ -1,0 +1,670 @@
+//! Counters shared by the replicas of a fleet through Redis (`[shared_state]`), with a bounded
+//! latency and a failure mode per counter kind.
+//!
+//! ```text
+//!  check(key) ─▶ breaker open? ──yes──▶ failure mode ─▶ local (limit / replicas) | open | closed
+//!                    │ no                    ▲
+//!                    ▼                       │ error, or no answer within `budget_ms`
+//!        EVALSHA gcra (EVAL on NOSCRIPT) ────┘
+//!                    │ answer
+//!                    ▼
+//!           allowed | refused (seconds until the next cell, for Retry-After)
+//! ```
+//!
+//! Semantics: the generic cell rate algorithm, as the per-process limiter (`limiter`, governor)
+//! computes it, so a fleet with Redis behaves like one process without it. Per key, Redis
+//! keeps the theoretical arrival time (TAT) in microseconds; a cell costs `period / requests`;
+//! a request is allowed when the TAT after it is at most `period` ahead of now. Read, decided
+//! and written in one Lua script (atomic in Redis), with the clock of Redis (`TIME`), so that
+//! replicas whose clocks differ agree. The key's time to live is its TAT minus now: a key
+//! expires by itself exactly when it is back to full quota, at most one `period` after its last
+//! allowed request; a flood from a million source addresses leaves keys that are all gone one
+//! period later.
+//!
+//! The bound, exactly: `requests` at once (a full bucket), then one every `period / requests`.
+//! Over any closed interval of length `L`, at most `requests + floor(L * requests / period)`
+//! requests are allowed (a token bucket of `requests` cells refilled at `requests / period`);
+//! over a long run, `requests` per `period`. So a window of length `period` can see up to
+//! `2 * requests` (a full burst at its start and the refill during it): GCRA with a burst of
+//! `requests` does not promise "at most `requests` in any `period`" (only a sliding log of
+//! every request does, at a memory cost per request). What it does promise is that the excess
+//! cannot repeat: a client that took its burst gets one cell per `period / requests` after
+//! it, and over `n` periods at most `(n + 1) * requests`. That is the per-process limiter's
+//! bound too (governor), shared instead of multiplied by the number of replicas.
+
+use std::fmt::Display;
+use std::hash::Hash;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::limiter::KeyedLimiter;
+
+/// What a counter kind does when Redis does not answer within the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureMode {
+    /// Per-process counters with the limit divided by `replicas`.
+    Local,
+    /// Allow.
+    Open,
+    /// Refuse (503 with the contract's body).
+    Closed,
+}
+
+impl FailureMode {
+    fn label(self) -> &'static str {
+        match self {
+            FailureMode::Local => "local",
+            FailureMode::Open => "open",
+            FailureMode::Closed => "closed",
+        }
+    }
+}
+
+/// `[shared_state]`: Redis for the counters the replicas share. Absent: per-process counters.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedStateConfig {
+    /// `redis://host:port[/db]` or `rediss://` (TLS); no password in it.
+    pub url: String,
+    /// The ACL user (`AUTH username password`); Redis's `default` user when absent.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// A file holding the password (relative to the configuration file); trailing newlines
+    /// are dropped.
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    /// An environment variable holding the password.
+    #[serde(default)]
+    pub password_env: Option<String>,
+    /// For `rediss://`: the CA certificates (PEM, relative to the configuration file) the
+    /// server is verified against instead of the system's roots.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Prefix of every key, so that two deployments can share one Redis.
+    #[serde(default = "default_key_prefix")]
+    pub key_prefix: String,
+    /// How long one connection attempt may take (the reconnect loop retries with backoff).
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// The most a Redis call may add to a request; past it, the failure mode decides.
+    #[serde(default = "default_budget_ms")]
+    pub budget_ms: u64,
+    /// Replicas in the fleet: the `local` failure mode divides each limit by it.
+    #[serde(default = "default_replicas")]
+    pub replicas: u32,
+    /// Failure mode of the request rate limits.
+    #[serde(default = "default_rate_limits_mode")]
+    pub rate_limits: FailureMode,
+    /// Failure mode of the failed-login quotas.
+    #[serde(default = "default_failed_logins_mode")]
+    pub failed_logins: FailureMode,
+}
+
+fn default_key_prefix() -> String {
+    "psp-gateway".to_owned()
+}
+
+/// One second: a loopback or same-zone Redis connects in well under a millisecond; a TLS
+/// handshake across zones in a few. Requests never wait for it (they are bounded by
+/// `budget_ms`); it only bounds one attempt of the reconnect loop.
+fn default_connect_timeout_ms() -> u64 {
+    1_000
+}
+
+/// 5 ms (issue 25): a same-zone Redis answers in well under 1 ms; the budget leaves room for a
+/// slow moment without letting a dead Redis stall requests.
+fn default_budget_ms() -> u64 {
+    5
+}
+
+fn default_replicas() -> u32 {
+    1
+}
+
+/// A request limit protects capacity: per-process counters keep most of that protection
+/// while Redis is away, and refusing every request would turn a Redis outage into an outage.
+fn default_rate_limits_mode() -> FailureMode {
+    FailureMode::Local
+}
+
+/// A login flood must not get through because Redis is down: per-process counters would give
+/// an attacker `replicas` times the guesses by spreading them.
+fn default_failed_logins_mode() -> FailureMode {
+    FailureMode::Closed
+}
+
+/// Longest budget accepted: a Redis call is meant to cost a request milliseconds, not seconds.
+const MAX_BUDGET_MS: u64 = 1_000;
+
+/// Why a `[shared_state]` section is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SharedStateConfigError {
+    #[error("shared_state.url must start with redis:// or rediss://")]
+    Scheme,
+    #[error("shared_state.url cannot be read: {0}")]
+    Url(String),
+    #[error(
+        "shared_state.url must not hold a password: use password_file or password_env (the configuration file is not a secret store)"
+    )]
+    PasswordInUrl,
+    #[error("shared_state: give password_file or password_env, not both")]
+    TwoPasswords,
+    #[error("shared_state.budget_ms must be between 1 and {MAX_BUDGET_MS}, not {0}")]
+    Budget(u64),
+    #[error("shared_state.connect_timeout_ms must be positive")]
+    ConnectTimeout,
+    #[error("shared_state.replicas must be positive")]
+    Replicas,
+    #[error("shared_state.key_prefix must be non-empty, printable and without spaces")]
+    KeyPrefix,
+    #[error("shared_state: the password cannot be read from {from}: {why}")]
+    Password { from: String, why: String },
+}
+
+impl SharedStateConfig {
+    /// Refuses what cannot work, before any port is bound.
+    pub fn validate(&self) -> Result<(), SharedStateConfigError> {
+        if !(self.url.starts_with("redis://") || self.url.starts_with("rediss://")) {
+            return Err(SharedStateConfigError::Scheme);
+        }
+        let info = redis::IntoConnectionInfo::into_connection_info(self.url.as_str())
+            .map_err(|e| SharedStateConfigError::Url(e.to_string()))?;
+        if info.redis_settings().password().is_some() {
+            return Err(SharedStateConfigError::PasswordInUrl);
+        }
+        if self.password_file.is_some() && self.password_env.is_some() {
+            return Err(SharedStateConfigError::TwoPasswords);
+        }
+        if self.budget_ms == 0 || self.budget_ms > MAX_BUDGET_MS {
+            return Err(SharedStateConfigError::Budget(self.budget_ms));
+        }
+        if self.connect_timeout_ms == 0 {
+            return Err(SharedStateConfigError::ConnectTimeout);
+        }
+        if self.replicas == 0 {
+            return Err(SharedStateConfigError::Replicas);
+        }
+        if self.key_prefix.is_empty() || !self.key_prefix.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(SharedStateConfigError::KeyPrefix);
+        }
+        Ok(())
+    }
+
+    /// The password from its file (relative to `base_dir`) or variable; `None` when neither
+    /// is configured.
+    pub fn password(
+        &self,
+        base_dir: &std::path::Path,
+    ) -> Result<Option<String>, SharedStateConfigError> {
+        if let Some(file) = &self.password_file {
+            let path = base_dir.join(file);
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| SharedStateConfigError::Password {
+                    from: path.display().to_string(),
+                    why: e.to_string(),
+                })?;
+            return Ok(Some(text.trim_end_matches(['\r', '\n']).to_owned()));
+        }
+        if let Some(var) = &self.password_env {
+            let value = std::env::var(var).map_err(|e| SharedStateConfigError::Password {
+                from: format!("${var}"),
+                why: e.to_string(),
+            })?;
+            return Ok(Some(value));
+        }
+        Ok(None)
+    }
+
+    /// The budget as a duration.
+    pub fn budget(&self) -> Duration {
+        Duration::from_millis(self.budget_ms)
+    }
+}
+
+/// GCRA in one round trip. KEYS[1]: the counter; ARGV[1]: the cost of a cell (µs); ARGV[2]:
+/// the period (µs). Returns `{1, 0}` when allowed, `{0, µs until one more is}` when not.
+/// Times are microseconds since the epoch (about 1.8e15, exact in Lua's doubles up to 9e15);
+/// `%.0f` writes them without an exponent. Redis 7 replicates a script's effects, so reading
+/// `TIME` before a write is allowed.
+const GCRA_SCRIPT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cell = tonumber(ARGV[1])
+local period = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local next_tat = tat + cell
+local allowed_at = next_tat - period
+if allowed_at > now then
+  return {0, allowed_at - now}
+end
+local ttl_ms = math.ceil((next_tat - now) / 1000)
+redis.call('SET', KEYS[1], string.format('%.0f', next_tat), 'PX', ttl_ms)
+return {1, 0}
+";
+
+/// After a failed call, calls are skipped (the failure mode decides at once) for this long;
+/// the first request after it tries Redis again. Half a second: recovery is seen within a
+/// second of Redis answering again, and a dead Redis costs one budget per half second, not
+/// one per request.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
+
+/// Longest wait between two reconnect attempts (redis-rs's exponential backoff).
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(2);
+
+/// Why a shared count could not be had within the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// No answer within the budget.
+    Timeout,
+    /// Redis answered with an error, or the connection is down.
+    Error,
+    /// A recent failure: not tried (see [`RETRY_AFTER_FAILURE`]).
+    Skipped,
+}
+
+/// The connection to Redis of one process, and whether it answers.
+pub struct SharedState {
+    connection: redis::aio::ConnectionManager,
+    script: redis::Script,
+    prefix: String,
+    budget: Duration,
+    replicas: u32,
+    rate_limits: FailureMode,
+    failed_logins: FailureMode,
+    /// Whether the last call was answered (for `/readyz`, the gauge, and logging once per
+    /// change of state).
+    up: AtomicBool,
+    /// Nanoseconds after `epoch` before which calls are skipped.
+    retry_at: AtomicU64,
+    epoch: Instant,
+}
+
+/// Why the shared state cannot be set up (a configuration the client library refuses).
+#[derive(Debug, thiserror::Error)]
+#[error("shared_state: {0}")]
+pub struct SharedStateError(String);
+
+impl SharedState {
+    /// Prepares the connection; connects lazily, in the background, so that a Redis down at
+    /// start-up does not stop the gateway (the failure modes decide until it answers).
+    /// `root_pem`: the CA certificates (PEM) a `rediss://` server is verified against instead
+    /// of the system's roots. Needs a Tokio runtime.
+    pub fn new(
+        config: &SharedStateConfig,
+        password: Option<String>,
+        root_pem: Option<Vec<u8>>,
+    ) -> Result<Arc<SharedState>, SharedStateError> {
+        let err = |e: redis::RedisError| SharedStateError(e.to_string());
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(config.url.as_str()).map_err(err)?;
+        let mut settings = info.redis_settings().clone();
+        if let Some(user) = &config.username {
+            settings = settings.set_username(user);
+        }
+        if let Some(password) = &password {
+            settings = settings.set_password(password);
+        }
+        let info = info.set_redis_settings(settings);
+        let client = match root_pem {
+            Some(root_cert) => redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root_cert),
+                },
+            ),
+            None => redis::Client::open(info),
+        }
+        .map_err(err)?;
+        let manager_config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_millis(config.connect_timeout_ms)))
+            // Answers later than the budget are of no use: the request was decided without
+            // them. Dropping them keeps a paused Redis from piling up waiting entries.
+            .set_response_timeout(Some(config.budget()))
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(MAX_RECONNECT_DELAY)
+            .set_number_of_retries(3);
+        let connection =
+            redis::aio::ConnectionManager::new_lazy_with_config(client, manager_config)
+                .map_err(err)?;
+        let state = SharedState {
+            connection,
+            script: redis::Script::new(GCRA_SCRIPT),
+            prefix: config.key_prefix.clone(),
+            budget: config.budget(),
+            replicas: config.replicas,
+            rate_limits: config.rate_limits,
+            failed_logins: config.failed_logins,
+            // Unknown until the first call: counted as up so that the first failure is
+            // logged.
+            up: AtomicBool::new(true),
+            retry_at: AtomicU64::new(0),
+            epoch: Instant::now(),
+        };
+        crate::telemetry::metrics::metrics().shared_state_up.set(1);
+        Ok(Arc::new(state))
+    }
+
+    /// Whether the last call to Redis was answered within the budget (`/readyz`).
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// The budget of one call.
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// The failure mode of a counter kind.
+    pub fn mode(&self, kind: CounterKind) -> FailureMode {
+        match kind {
+            CounterKind::RateLimits => self.rate_limits,
+            CounterKind::FailedLogins => self.failed_logins,
+        }
+    }
+
+    /// Replicas in the fleet (the `local` mode divides limits by it).
+    pub fn replicas(&self) -> u32 {
+        self.replicas
+    }
+
+    fn now_nanos(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Takes one cell of `requests` per `period` for `table:key` in Redis: `Ok(Ok(()))`
+    /// allowed, `Ok(Err(secs))` refused until then, `Err` when Redis did not decide within the
+    /// budget.
+    pub async fn take(
+        &self,
+        table: &str,
+        key: &str,
+        requests: u32,
+        period: Duration,
+    ) -> Result<Result<(), u64>, Unavailable> {
+        if self.now_nanos() < self.retry_at.load(Ordering::Relaxed) {
+            return Err(Unavailable::Skipped);
+        }
+        let requests = requests.max(1);
+        let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX).max(1);
+        let cell_us = (period_us / u64::from(requests)).max(1);
+        let redis_key = format!("{}:{table}:{key}", self.prefix);
+        let mut connection = self.connection.clone();
+        let mut invocation = self.script.key(redis_key);
+        invocation.arg(cell_us).arg(period_us);
+        let call = invocation.invoke_async::<(i64, i64)>(&mut connection);
+        let outcome = match tokio::time::timeout(self.budget, call).await {
+            Ok(Ok((1, _))) => Ok(Ok(())),
+            Ok(Ok((_, wait_us))) => {
+                let wait_us = u64::try_from(wait_us).unwrap_or(0);
+                Ok(Err(wait_us.div_ceil(1_000_000).max(1)))
+            }
+            Ok(Err(e)) => {
+                self.failed(&e.to_string());
+                Err(Unavailable::Error)
+            }
+            Err(_) => {
+                self.failed("no answer within the budget");
+                Err(Unavailable::Timeout)
+            }
+        };
+        if outcome.is_ok() {
+            self.answered();
+        }
+        outcome
+    }
+
+    fn failed(&self, why: &str) {
+        let retry = self
+            .now_nanos()
+            .saturating_add(u64::try_from(RETRY_AFTER_FAILURE.as_nanos()).unwrap_or(u64::MAX));
+        self.retry_at.store(retry, Ordering::Relaxed);
+        if self.up.swap(false, Ordering::Relaxed) {
+            crate::telemetry::metrics::metrics().shared_state_up.set(0);
+            tracing::warn!(
+                error = why,
+                "shared state (Redis) degraded: shared counters follow their failure modes"
+            );
+        }
+    }
+
+    fn answered(&self) {
+        if !self.up.swap(true, Ordering::Relaxed) {
+            crate::telemetry::metrics::metrics().shared_state_up.set(1);
+            tracing::info!("shared state (Redis) answers again: counters are shared");
+        }
+    }
+}
+
+/// The kinds of shared counters, each with its failure mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterKind {
+    RateLimits,
+    FailedLogins,
+}
+
+impl CounterKind {
+    fn label(self) -> &'static str {
+        match self {
+            CounterKind::RateLimits => "rate_limits",
+            CounterKind::FailedLogins => "failed_logins",
+        }
+    }
+}
+
+/// A refusal by a [`SharedLimiter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Over the quota: whole seconds until the next cell (for `Retry-After`).
+    Limited(u64),
+    /// Redis did not decide and the failure mode is `closed`.
+    Unavailable,
+}
+
+/// A rate limit counted in Redis, or per process when `[shared_state]` is absent.
+pub enum SharedLimiter<K: Hash + Eq + Clone> {
+    /// Per process (today's behaviour; synchronous, no cost).
+    Local(KeyedLimiter<K>),
+    /// In Redis, with the failure mode's fallback.
+    Shared {
+        state: Arc<SharedState>,
+        kind: CounterKind,
+        /// The key table's name (`requests`, `logins-per-source`, ...).
+        table: &'static str,
+        requests: u32,
+        period: Duration,
+        /// The `local` failure mode's counters: `requests / replicas` each.
+        fallback: KeyedLimiter<K>,
+    },
+}
+
+impl<K: Hash + Eq + Clone + Display> SharedLimiter<K> {
+    /// `requests` per `period` per key; shared when `state` is given.
+    pub fn new(
+        state: Option<&Arc<SharedState>>,
+        kind: CounterKind,
+        requests: u32,
+        period: Duration,
+        capacity: usize,
+        table: &'static str,
+    ) -> Self {
+        match state {
+            None => SharedLimiter::Local(KeyedLimiter::new(requests, period, capacity, table)),
+            Some(state) => SharedLimiter::Shared {
+                state: state.clone(),
+                kind,
+                table,
+                requests,
+                period,
+                fallback: KeyedLimiter::new(
+                    (requests / state.replicas().max(1)).max(1),
+                    period,
+                    capacity,
+                    table,
+                ),
+            },
+        }
+    }
+
+    /// The settings it was built with (requests, period, table capacity), and whether it is
+    /// shared (a reload keeps a limiter whose settings are unchanged).
+    pub fn settings(&self) -> (u32, Duration, usize, bool) {
+        match self {
+            SharedLimiter::Local(l) => {
+                let (r, p, c) = l.settings();
+                (r, p, c, false)
+            }
+            SharedLimiter::Shared {
+                requests,
+                period,
+                fallback,
+                ..
+            } => (*requests, *period, fallback.settings().2, true),
+        }
+    }
+
+    /// The per-process limiter (the only one when not shared; the fallback when shared).
+    pub fn local(&self) -> &KeyedLimiter<K> {
+        match self {
+            SharedLimiter::Local(l) => l,
+            SharedLimiter::Shared { fallback, .. } => fallback,
+        }
+    }
+
+    /// Takes one cell for `key`. Not shared: synchronous underneath. Shared: at most the
+    /// budget in Redis, then the failure mode.
+    pub async fn check(&self, key: &K) -> Result<(), Refusal> {
+        match self {
+            SharedLimiter::Local(l) => l.check(key).map_err(Refusal::Limited),
+            SharedLimiter::Shared {
+                state,
+                kind,
+                table,
+                requests,
+                period,
+                fallback,
+            } => {
+                let redis_key = key.to_string();
+                match state.take(table, &redis_key, *requests, *period).await {
+                    Ok(decision) => decision.map_err(Refusal::Limited),
+                    Err(_) => {
+                        let mode = state.mode(*kind);
+                        crate::telemetry::metrics::metrics()
+                            .shared_state_fallbacks
+                            .get_or_create(&crate::telemetry::metrics::FallbackLabels {
+                                kind: kind.label().to_owned(),
+                                mode: mode.label().to_owned(),
+                            })
+                            .inc();
+                        match mode {
+                            FailureMode::Local => fallback.check(key).map_err(Refusal::Limited),
+                            FailureMode::Open => Ok(()),
+                            FailureMode::Closed => Err(Refusal::Unavailable),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str) -> SharedStateConfig {
+        SharedStateConfig {
+            url: url.to_owned(),
+            username: Some("gateway".to_owned()),
+            password_file: None,
+            password_env: Some("REDIS_PASSWORD".to_owned()),
+            ca_file: None,
+            key_prefix: default_key_prefix(),
+            connect_timeout_ms: default_connect_timeout_ms(),
+            budget_ms: default_budget_ms(),
+            replicas: 3,
+            rate_limits: default_rate_limits_mode(),
+            failed_logins: default_failed_logins_mode(),
+        }
+    }
+
+    #[test]
+    fn a_url_with_a_password_in_it_is_refused() {
+        assert_eq!(
+            config("redis://gateway:secret@127.0.0.1:6379").validate(),
+            Err(SharedStateConfigError::PasswordInUrl)
+        );
+        assert_eq!(config("redis://127.0.0.1:6379").validate(), Ok(()));
+        assert_eq!(config("rediss://redis.internal:6380/2").validate(), Ok(()));
+    }
+
+    #[test]
+    fn other_schemes_budgets_and_replica_counts_are_refused() {
+        assert_eq!(
+            config("http://127.0.0.1:6379").validate(),
+            Err(SharedStateConfigError::Scheme)
+        );
+        assert_eq!(
+            config("unix:///run/redis.sock").validate(),
+            Err(SharedStateConfigError::Scheme)
+        );
+        let mut c = config("redis://127.0.0.1");
+        c.budget_ms = 0;
+        assert_eq!(c.validate(), Err(SharedStateConfigError::Budget(0)));
+        c.budget_ms = 5_000;
+        assert_eq!(c.validate(), Err(SharedStateConfigError::Budget(5_000)));
+        let mut c = config("redis://127.0.0.1");
+        c.replicas = 0;
+        assert_eq!(c.validate(), Err(SharedStateConfigError::Replicas));
+        let mut c = config("redis://127.0.0.1");
+        c.password_file = Some("pw".into());
+        assert_eq!(c.validate(), Err(SharedStateConfigError::TwoPasswords));
+        let mut c = config("redis://127.0.0.1");
+        c.key_prefix = "two words".to_owned();
+        assert_eq!(c.validate(), Err(SharedStateConfigError::KeyPrefix));
+    }
+
+    #[test]
+    fn the_defaults_are_local_for_rate_limits_and_closed_for_failed_logins() {
+        let c = config("redis://127.0.0.1");
+        assert_eq!(c.rate_limits, FailureMode::Local);
+        assert_eq!(c.failed_logins, FailureMode::Closed);
+        assert_eq!(c.budget(), Duration::from_millis(5));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_is_decided_by_the_failure_mode_within_the_budget() {
+        // Port 1 on loopback: connection refused at once.
+        let mut c = config("redis://127.0.0.1:1");
+        c.budget_ms = 50;
+        let state = SharedState::new(&c, None, None).expect("a lazy client");
+        let limiter: SharedLimiter<u32> = SharedLimiter::new(
+            Some(&state),
+            CounterKind::RateLimits,
+            6,
+            Duration::from_secs(300),
+            100,
+            "test",
+        );
+        let started = Instant::now();
+        // local: 6 / 3 replicas = 2 per process.
+        assert_eq!(limiter.check(&1).await, Ok(()));
+        assert_eq!(limiter.check(&1).await, Ok(()));
+        assert!(matches!(limiter.check(&1).await, Err(Refusal::Limited(_))));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(!state.is_up());
+        let closed: SharedLimiter<u32> = SharedLimiter::new(
+            Some(&state),
+            CounterKind::FailedLogins,
+            6,
+            Duration::from_secs(300),
+            100,
+            "test",
+        );
+        assert_eq!(closed.check(&1).await, Err(Refusal::Unavailable));
+    }
+}
