@@ -6,6 +6,7 @@ pub mod ext_authz_client;
 pub mod forge;
 pub mod in_memory;
 pub mod openapi;
+pub mod redis;
 pub mod service;
 pub mod test_pki;
 pub mod upstream;

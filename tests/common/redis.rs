@@ -1,0 +1,210 @@
+//! A real Redis (Debian's `redis-server`, installed by scripts/test) for the shared-state
+//! tests: started on a loopback port in a temporary directory from a configuration file, with
+//! an ACL user and a password (the `default` user off), optionally TLS only (certificates made
+//! here with rcgen); stopped, paused (SIGSTOP), resumed and restarted empty on request; killed
+//! on drop.
+//!
+//! The port: redis-server cannot take a bound socket from its parent, so a free port is found
+//! by binding `127.0.0.1:0` and closing it just before Redis starts (another process could take
+//! it in between; on a test machine that does not happen in practice, and the start then
+//! fails loudly rather than silently).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The ACL user the gateway logs in as.
+pub const USER: &str = "gateway";
+/// Its password (written to `password` in the directory, for `password_file`).
+pub const PASSWORD: &str = "correct-horse-battery-staple";
+
+/// How long Redis may take to listen after it is started.
+const START_BUDGET: Duration = Duration::from_secs(10);
+
+/// TLS material of a TLS-only Redis: the CA that issued its certificate, and a CA that did not.
+pub struct RedisTls {
+    /// PEM of the CA that issued the server's certificate.
+    pub ca: PathBuf,
+    /// PEM of another CA: a client trusting only it cannot verify the server.
+    pub wrong_ca: PathBuf,
+}
+
+pub struct RedisServer {
+    dir: PathBuf,
+    pub addr: SocketAddr,
+    child: Option<Child>,
+    pub tls: Option<RedisTls>,
+}
+
+impl RedisServer {
+    /// A Redis on plain TCP.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(false)
+    }
+
+    /// A Redis that speaks TLS only (`tls-port`; the plain port is off).
+    pub fn start_tls() -> RedisServer {
+        RedisServer::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> RedisServer {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("psp-gateway-redis-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("redis dir");
+        std::fs::write(dir.join("password"), format!("{PASSWORD}\n")).expect("password file");
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+            l.local_addr().expect("addr").port()
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let tls = tls.then(|| write_tls(&dir));
+        let ports = if tls.is_some() {
+            format!(
+                "port 0\ntls-port {port}\ntls-cert-file {d}/server.pem\ntls-key-file {d}/server.key\n\
+                 tls-ca-cert-file {d}/ca.pem\ntls-auth-clients no\n",
+                d = dir.display()
+            )
+        } else {
+            format!("port {port}\n")
+        };
+        let conf = format!(
+            "bind 127.0.0.1\n{ports}dir {d}\nsave \"\"\nappendonly no\ndaemonize no\n\
+             logfile {d}/redis.log\nuser default off\nuser {USER} on >{PASSWORD} ~* +@all\n",
+            d = dir.display()
+        );
+        std::fs::write(dir.join("redis.conf"), conf).expect("redis.conf");
+        let mut server = RedisServer {
+            dir,
+            addr,
+            child: None,
+            tls,
+        };
+        server.run();
+        server
+    }
+
+    /// The directory (password file, certificates, configuration, log).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The URL of this Redis (no credentials in it).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    fn run(&mut self) {
+        let child = Command::new("redis-server")
+            .arg(self.dir.join("redis.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server runs (Debian package redis-server; scripts/test installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + START_BUDGET;
+        while TcpStream::connect_timeout(&self.addr, Duration::from_millis(100)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not listen on {} within {START_BUDGET:?}: {}",
+                self.addr,
+                std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills Redis (its data is gone: nothing is saved).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = signal(&child, "CONT");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.run();
+    }
+
+    /// SIGSTOP: connections are accepted by the kernel, nothing is answered.
+    pub fn pause(&self) {
+        if let Some(child) = &self.child {
+            signal(child, "STOP").expect("SIGSTOP");
+        }
+    }
+
+    /// SIGCONT.
+    pub fn resume(&self) {
+        if let Some(child) = &self.child {
+            signal(child, "CONT").expect("SIGCONT");
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn signal(child: &Child, name: &str) -> std::io::Result<()> {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(child.id().to_string())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("kill -{name}: {status}")))
+    }
+}
+
+/// A CA, a server certificate for 127.0.0.1 issued by it, and another CA.
+fn write_tls(dir: &Path) -> RedisTls {
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "test Redis CA");
+    let ca = ca_params.self_signed(&ca_key).expect("CA");
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let server_key = rcgen::KeyPair::generate().expect("server key");
+    let mut server_params =
+        rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("server params");
+    server_params
+        .subject_alt_names
+        .push(rcgen::SanType::IpAddress([127, 0, 0, 1].into()));
+    let server = server_params
+        .signed_by(&server_key, &issuer)
+        .expect("server certificate");
+    let other_key = rcgen::KeyPair::generate().expect("other CA key");
+    let mut other_params =
+        rcgen::CertificateParams::new(Vec::<String>::new()).expect("other CA params");
+    other_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    other_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "another CA");
+    let other = other_params.self_signed(&other_key).expect("other CA");
+    std::fs::write(dir.join("ca.pem"), ca.pem()).expect("ca.pem");
+    std::fs::write(dir.join("wrong-ca.pem"), other.pem()).expect("wrong-ca.pem");
+    std::fs::write(dir.join("server.pem"), server.pem()).expect("server.pem");
+    std::fs::write(dir.join("server.key"), server_key.serialize_pem()).expect("server.key");
+    RedisTls {
+        ca: dir.join("ca.pem"),
+        wrong_ca: dir.join("wrong-ca.pem"),
+    }
+}

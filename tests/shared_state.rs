@@ -1,0 +1,407 @@
+//! Replicas sharing their counters through a real Redis (`[shared_state]`, docs/replicas.md):
+//! three `app::start` services in this process, each with its own listeners, and one Debian
+//! `redis-server` (tests/common/redis.rs) with an ACL user, a password from a file, and TLS
+//! for the `rediss://` cases.
+//!
+//! - a client spreading its calls over the three replicas gets the quota once, not three
+//!   times, and the 429s are the contract's;
+//! - faults (Redis stopped, paused with SIGSTOP, restarted empty, a wrong password, a TLS
+//!   certificate that does not verify): no request waits past a loose bound, each failure mode
+//!   decides as configured, the metric and `/readyz` say so, and the replica recovers without
+//!   a restart.
+//!
+//! The tests run one at a time (one lock): the shared-state gauge is one per process.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use common::redis::{PASSWORD, RedisServer, USER};
+use common::service::*;
+use common::test_pki::{test_config, test_pki};
+use common::*;
+use http::{Method, StatusCode};
+use psp_gateway::app::Running;
+
+const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
+const CONTRACT_LIMIT: &str = "rate_limit = { requests = 15000, period_seconds = 300 }";
+/// A loose upper bound on one request while Redis misbehaves: the budget is 50 ms here; a
+/// request that waited for Redis itself (a connect timeout, TCP retransmissions) would take
+/// seconds.
+const LOOSE_BOUND: Duration = Duration::from_secs(1);
+/// How long a replica may take to see Redis answer again (the circuit is retried every
+/// 500 ms, reconnects back off up to 2 s).
+const RECOVERY_BUDGET: Duration = Duration::from_secs(15);
+
+/// One test at a time (see the module documentation).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A replica: the sandbox configuration with `requests` per 300 s on the check endpoint and
+/// `[shared_state]` on `redis` (its password file unless `password_file` says otherwise),
+/// then `extra` lines in that section.
+async fn replica(redis: &RedisServer, requests: u32, extra: &str) -> Running {
+    let dir = redis.dir().display().to_string();
+    let url = redis.url();
+    let extra = extra.to_owned();
+    let config = test_config(move |t| {
+        assert!(t.contains(CONTRACT_LIMIT), "gateway.toml's rate limit line");
+        let mut t = t.replace(
+            CONTRACT_LIMIT,
+            &format!("rate_limit = {{ requests = {requests}, period_seconds = 300 }}"),
+        );
+        let password = if extra.contains("password_file") {
+            String::new()
+        } else {
+            format!("password_file = \"{dir}/password\"\n")
+        };
+        t.push_str(&format!(
+            "\n[shared_state]\nurl = \"{url}\"\nusername = \"{USER}\"\n{password}\
+             key_prefix = \"test-{}\"\nbudget_ms = 50\n{extra}\n",
+            std::process::id()
+        ));
+        t
+    });
+    start(config).await
+}
+
+fn headers(valid: &str) -> [(&'static str, &str); 3] {
+    [
+        ("authorization", AUTH),
+        ("fi_reference_id", "r"),
+        ("eidas", valid),
+    ]
+}
+
+fn valid_certificate() -> String {
+    STANDARD.encode(load_cert(&test_pki().psp("valid")).der)
+}
+
+/// One check, timed.
+async fn call(addr: SocketAddr, valid: &str) -> (Reply, Duration) {
+    let started = Instant::now();
+    let reply = send(
+        addr,
+        Method::GET,
+        "/v1/psp/eidas?jurisdiction=XX",
+        &headers(valid),
+    )
+    .await;
+    (reply, started.elapsed())
+}
+
+/// `/readyz`'s `sharedState`.
+async fn shared_state_of(running: &Running) -> String {
+    let admin = running.admin.expect("admin listening");
+    let reply = send(admin, Method::GET, "/readyz", &[]).await;
+    reply.json()["sharedState"]
+        .as_str()
+        .expect("sharedState in /readyz")
+        .to_owned()
+}
+
+/// The value of a line of `/metrics` that starts with `series` (0 when absent).
+async fn metric(running: &Running, series: &str) -> f64 {
+    let admin = running.admin.expect("admin listening");
+    let reply = send(admin, Method::GET, "/metrics", &[]).await;
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+const LOCAL_FALLBACKS: &str =
+    "psp_gateway_shared_state_fallbacks_total{kind=\"rate_limits\",mode=\"local\"}";
+
+/// Calls until `/readyz` says `ok` again (each call gives the replica a chance to reach
+/// Redis), within [`RECOVERY_BUDGET`].
+async fn until_recovered(running: &Running, valid: &str) {
+    let api = running.api.expect("api");
+    let deadline = Instant::now() + RECOVERY_BUDGET;
+    loop {
+        let (_, took) = call(api, valid).await;
+        assert!(took < LOOSE_BOUND, "a call took {took:?} while recovering");
+        if shared_state_of(running).await == "ok" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no recovery within {RECOVERY_BUDGET:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn three_replicas_sharing_one_redis_give_a_client_the_quota_once_not_three_times() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let replicas = [
+        replica(&redis, 6, "replicas = 3").await,
+        replica(&redis, 6, "replicas = 3").await,
+        replica(&redis, 6, "replicas = 3").await,
+    ];
+    let valid = valid_certificate();
+    let mut statuses = Vec::new();
+    let mut retry_afters = Vec::new();
+    // Twelve calls spread round-robin: without sharing, each replica would allow 6 (18 in
+    // all, so every one of the twelve); shared, 6 in all.
+    for i in 0..12 {
+        let api = replicas[i % 3].api.expect("api");
+        let (reply, _) = call(api, &valid).await;
+        if reply.status == StatusCode::TOO_MANY_REQUESTS {
+            let body = reply.json();
+            assert_eq!(body["errors"][0]["code"], "rate_limit_exceeded");
+            assert_eq!(
+                reply.headers["x-request-id"].to_str().expect("ascii"),
+                body["errors"][0]["id"].as_str().expect("id")
+            );
+            let retry: u64 = reply.headers["retry-after"]
+                .to_str()
+                .expect("ascii")
+                .parse()
+                .expect("whole seconds");
+            retry_afters.push(retry);
+        }
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 200, 200, 429, 429, 429, 429, 429, 429],
+        "one quota of 6 across the three replicas"
+    );
+    // One cell every 300 / 6 = 50 s: the next is at most 50 s away, and at least 1.
+    assert!(
+        retry_afters.iter().all(|r| (1..=50).contains(r)),
+        "{retry_afters:?}"
+    );
+    for r in &replicas {
+        assert_eq!(shared_state_of(r).await, "ok");
+    }
+    assert_eq!(
+        metric(&replicas[0], "psp_gateway_shared_state_up").await,
+        1.0
+    );
+    for r in replicas {
+        r.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn redis_stopped_mid_run_falls_back_to_local_counters_at_the_limit_over_the_replicas_and_recovers()
+ {
+    let _serial = SERIAL.lock().await;
+    let mut redis = RedisServer::start();
+    // Local mode: 6 / 3 replicas = 2 per process while Redis is away.
+    let running = replica(&redis, 6, "replicas = 3").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    assert_eq!(shared_state_of(&running).await, "ok");
+    let before = metric(&running, LOCAL_FALLBACKS).await;
+    redis.stop();
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let (reply, took) = call(api, &valid).await;
+        assert!(
+            took < LOOSE_BOUND,
+            "a call took {took:?} with Redis stopped"
+        );
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429, 429], "the local quota is 6 / 3");
+    assert_eq!(shared_state_of(&running).await, "degraded");
+    assert_eq!(metric(&running, "psp_gateway_shared_state_up").await, 0.0);
+    assert!(
+        metric(&running, LOCAL_FALLBACKS).await >= before + 4.0,
+        "every fallback is counted"
+    );
+    // Back, empty: the replica finds it again without a restart (the script is loaded
+    // again: EVALSHA's NOSCRIPT falls back to EVAL), and counts in Redis afresh.
+    redis.restart();
+    until_recovered(&running, &valid).await;
+    assert_eq!(metric(&running, "psp_gateway_shared_state_up").await, 1.0);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn with_rate_limits_closed_a_stopped_redis_refuses_with_the_contracts_503() {
+    let _serial = SERIAL.lock().await;
+    let mut redis = RedisServer::start();
+    let running = replica(&redis, 6, "rate_limits = \"closed\"").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    redis.stop();
+    for _ in 0..3 {
+        let (reply, took) = call(api, &valid).await;
+        assert!(took < LOOSE_BOUND, "{took:?}");
+        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+        let body = reply.json();
+        assert_eq!(body["errors"][0]["code"], "shared_state_unavailable");
+        assert_eq!(
+            body["errors"][0]["link"],
+            "/docs/errors#shared_state_unavailable"
+        );
+        assert_eq!(reply.headers["retry-after"], "1");
+    }
+    assert!(
+        metric(
+            &running,
+            "psp_gateway_shared_state_fallbacks_total{kind=\"rate_limits\",mode=\"closed\"}"
+        )
+        .await
+            >= 3.0
+    );
+    redis.restart();
+    until_recovered(&running, &valid).await;
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn with_rate_limits_open_a_stopped_redis_lets_requests_through() {
+    let _serial = SERIAL.lock().await;
+    let mut redis = RedisServer::start();
+    let running = replica(&redis, 2, "rate_limits = \"open\"").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    redis.stop();
+    for _ in 0..5 {
+        let (reply, took) = call(api, &valid).await;
+        assert!(took < LOOSE_BOUND, "{took:?}");
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "open: over the quota of 2 too"
+        );
+    }
+    assert_eq!(shared_state_of(&running).await, "degraded");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_paused_redis_that_accepts_but_never_answers_costs_each_request_at_most_the_budget() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let running = replica(&redis, 6, "replicas = 3").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    redis.pause();
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let (reply, took) = call(api, &valid).await;
+        assert!(took < LOOSE_BOUND, "a call took {took:?} with Redis paused");
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429, 429], "local: 6 / 3 per process");
+    assert_eq!(shared_state_of(&running).await, "degraded");
+    redis.resume();
+    until_recovered(&running, &valid).await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn redis_restarted_empty_starts_the_quota_afresh_and_is_used_again() {
+    let _serial = SERIAL.lock().await;
+    let mut redis = RedisServer::start();
+    let running = replica(&redis, 2, "").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    let first: Vec<u16> = {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            v.push(call(api, &valid).await.0.status.as_u16());
+        }
+        v
+    };
+    assert_eq!(first, [200, 200, 429]);
+    redis.restart();
+    until_recovered(&running, &valid).await;
+    // The counts were in Redis and are gone (documented in docs/replicas.md): the quota
+    // starts afresh, counted in Redis again, so it is enforced again.
+    let mut after = Vec::new();
+    for _ in 0..4 {
+        after.push(call(api, &valid).await.0.status.as_u16());
+    }
+    assert!(
+        after.ends_with(&[429, 429]),
+        "the quota is enforced again: {after:?}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_degraded_from_the_start_and_each_request_stays_within_the_bound() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let wrong = redis.dir().join("wrong-password");
+    std::fs::write(&wrong, format!("not {PASSWORD}\n")).expect("write");
+    let running = replica(
+        &redis,
+        6,
+        &format!("password_file = \"{}\"\nreplicas = 3", wrong.display()),
+    )
+    .await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let (reply, took) = call(api, &valid).await;
+        assert!(took < LOOSE_BOUND, "{took:?}");
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429, 429], "local: 6 / 3 per process");
+    assert_eq!(shared_state_of(&running).await, "degraded");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn over_tls_the_quota_is_shared_and_a_certificate_that_does_not_verify_is_never_trusted() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start_tls();
+    let tls = redis.tls.as_ref().expect("tls");
+    let valid = valid_certificate();
+    // Verified against the CA that issued Redis's certificate: shared over TLS.
+    let good = [
+        replica(&redis, 3, &format!("ca_file = \"{}\"", tls.ca.display())).await,
+        replica(&redis, 3, &format!("ca_file = \"{}\"", tls.ca.display())).await,
+    ];
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        statuses.push(
+            call(good[i % 2].api.expect("api"), &valid)
+                .await
+                .0
+                .status
+                .as_u16(),
+        );
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429], "one quota over TLS");
+    assert_eq!(shared_state_of(&good[0]).await, "ok");
+    // Verified against another CA: the handshake fails, Redis is never used; the failure
+    // mode decides (local, 4 / 2 replicas = 2).
+    let wrong = replica(
+        &redis,
+        4,
+        &format!("ca_file = \"{}\"\nreplicas = 2", tls.wrong_ca.display()),
+    )
+    .await;
+    let api = wrong.api.expect("api");
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let (reply, took) = call(api, &valid).await;
+        assert!(took < LOOSE_BOUND, "{took:?}");
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!(shared_state_of(&wrong).await, "degraded");
+    wrong.stop().await;
+    for r in good {
+        r.stop().await;
+    }
+}
