@@ -19,6 +19,10 @@ pub const USER: &str = "gateway";
 /// Its password (written to `password` in the directory, for `password_file`).
 pub const PASSWORD: &str = "correct-horse-battery-staple";
 
+/// The commands the gateway's user may run, and no others: the minimal ACL docs/replicas.md
+/// gives (the script's own GET, SET and TIME, EVALSHA, and SCRIPT LOAD after a restart).
+pub const ACL: &str = "+get +set +time +evalsha +script|load";
+
 /// How long Redis may take to listen after it is started.
 const START_BUDGET: Duration = Duration::from_secs(10);
 
@@ -73,7 +77,7 @@ impl RedisServer {
         };
         let conf = format!(
             "bind 127.0.0.1\n{ports}dir {d}\nsave \"\"\nappendonly no\ndaemonize no\n\
-             logfile {d}/redis.log\nuser default off\nuser {USER} on >{PASSWORD} ~* +@all\n",
+             logfile {d}/redis.log\nuser default off\nuser {USER} on >{PASSWORD} ~test-*:* {ACL}\n",
             d = dir.display()
         );
         std::fs::write(dir.join("redis.conf"), conf).expect("redis.conf");

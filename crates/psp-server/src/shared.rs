@@ -5,7 +5,7 @@
 //!  check(key) ─▶ breaker open? ──yes──▶ failure mode ─▶ local (limit / replicas) | open | closed
 //!                    │ no                    ▲
 //!                    ▼                       │ error, or no answer within `budget_ms`
-//!        EVALSHA gcra (EVAL on NOSCRIPT) ────┘
+//!  EVALSHA gcra (SCRIPT LOAD on NOSCRIPT) ───┘
 //!                    │ answer
 //!                    ▼
 //!           allowed | refused (seconds until the next cell, for Retry-After)
