@@ -405,3 +405,30 @@ async fn over_tls_the_quota_is_shared_and_a_certificate_that_does_not_verify_is_
         r.stop().await;
     }
 }
+
+#[tokio::test]
+async fn a_counter_key_expires_by_itself_within_one_period_and_holds_nothing_else() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let running = replica(&redis, 3, "").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    for _ in 0..5 {
+        call(api, &valid).await;
+    }
+    // One key for the one source (127.0.0.1), under the prefix, and nothing else.
+    let keys = redis.cli(&["--scan"]);
+    let expected = format!("test-{}:requests:127.0.0.1", std::process::id());
+    assert_eq!(keys, expected, "the only key");
+    // Its time to live is its arrival time minus now: 3 cells taken of 100 s each, so
+    // about 300 s, never more than the period.
+    let ttl: i64 = redis
+        .cli(&["PTTL", &expected])
+        .parse()
+        .expect("milliseconds");
+    assert!(
+        (290_000..=300_000).contains(&ttl),
+        "PTTL {ttl} ms: within one period of 300 s"
+    );
+    running.stop().await;
+}

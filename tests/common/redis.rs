@@ -19,6 +19,10 @@ pub const USER: &str = "gateway";
 /// Its password (written to `password` in the directory, for `password_file`).
 pub const PASSWORD: &str = "correct-horse-battery-staple";
 
+/// A user for the tests' own look at the keys (`redis-cli`), never the gateway's.
+const ADMIN: &str = "inspector";
+const ADMIN_PASSWORD: &str = "inspector-password";
+
 /// The commands the gateway's user may run, and no others: the minimal ACL docs/replicas.md
 /// gives (the script's own GET, SET and TIME, EVALSHA, and SCRIPT LOAD after a restart).
 pub const ACL: &str = "+get +set +time +evalsha +script|load";
@@ -77,7 +81,8 @@ impl RedisServer {
         };
         let conf = format!(
             "bind 127.0.0.1\n{ports}dir {d}\nsave \"\"\nappendonly no\ndaemonize no\n\
-             logfile {d}/redis.log\nuser default off\nuser {USER} on >{PASSWORD} ~test-*:* {ACL}\n",
+             logfile {d}/redis.log\nuser default off\nuser {USER} on >{PASSWORD} ~test-*:* {ACL}\n\
+             user {ADMIN} on >{ADMIN_PASSWORD} ~* +@all\n",
             d = dir.display()
         );
         std::fs::write(dir.join("redis.conf"), conf).expect("redis.conf");
@@ -125,6 +130,25 @@ impl RedisServer {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Runs one command with `redis-cli` as the inspecting user (plain TCP only); its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        assert!(self.tls.is_none(), "cli() speaks plain TCP");
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &self.addr.port().to_string()])
+            .args([
+                "--user",
+                ADMIN,
+                "--pass",
+                ADMIN_PASSWORD,
+                "--no-auth-warning",
+            ])
+            .args(args)
+            .output()
+            .expect("redis-cli runs (Debian package redis-tools, with redis-server)");
+        assert!(out.status.success(), "redis-cli {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
     /// Kills Redis (its data is gone: nothing is saved).
