@@ -79,6 +79,47 @@ fn valid_certificate() -> String {
     STANDARD.encode(load_cert(&test_pki().psp("valid")).der)
 }
 
+/// `sandbox` with a wrong password.
+const WRONG_AUTH: &str = "Basic c2FuZGJveDp3cm9uZw=="; // sandbox:wrong
+
+/// A replica as [`replica`] with `per_source` failed logins per source in `[api]`.
+async fn login_replica(redis: &RedisServer, per_source: u32, extra: &str) -> Running {
+    let dir = redis.dir().display().to_string();
+    let url = redis.url();
+    let extra = extra.to_owned();
+    let config = test_config(move |t| {
+        assert!(t.contains(CONTRACT_LIMIT), "gateway.toml's rate limit line");
+        let mut t = t.replace(
+            CONTRACT_LIMIT,
+            &format!("{CONTRACT_LIMIT}\nfailed_logins = {{ per_source = {per_source} }}"),
+        );
+        t.push_str(&format!(
+            "\n[shared_state]\nurl = \"{url}\"\nusername = \"{USER}\"\n\
+             password_file = \"{dir}/password\"\nkey_prefix = \"test-{}\"\nbudget_ms = 50\n{extra}\n",
+            std::process::id()
+        ));
+        t
+    });
+    start(config).await
+}
+
+/// One check with a wrong password, timed.
+async fn wrong_login(addr: SocketAddr, valid: &str) -> (Reply, Duration) {
+    let started = Instant::now();
+    let reply = send(
+        addr,
+        Method::GET,
+        "/v1/psp/eidas?jurisdiction=XX",
+        &[
+            ("authorization", WRONG_AUTH),
+            ("fi_reference_id", "r"),
+            ("eidas", valid),
+        ],
+    )
+    .await;
+    (reply, started.elapsed())
+}
+
 /// One check, timed.
 async fn call(addr: SocketAddr, valid: &str) -> (Reply, Duration) {
     let started = Instant::now();
@@ -266,7 +307,12 @@ async fn with_rate_limits_closed_a_stopped_redis_refuses_with_the_contracts_503(
 async fn with_rate_limits_open_a_stopped_redis_lets_requests_through() {
     let _serial = SERIAL.lock().await;
     let mut redis = RedisServer::start();
-    let running = replica(&redis, 2, "rate_limits = \"open\"").await;
+    let running = replica(
+        &redis,
+        2,
+        "rate_limits = \"open\"\nfailed_logins = \"open\"",
+    )
+    .await;
     let api = running.api.expect("api");
     let valid = valid_certificate();
     redis.stop();
@@ -344,7 +390,10 @@ async fn a_wrong_password_is_degraded_from_the_start_and_each_request_stays_with
     let running = replica(
         &redis,
         6,
-        &format!("password_file = \"{}\"\nreplicas = 3", wrong.display()),
+        &format!(
+            "password_file = \"{}\"\nreplicas = 3\nfailed_logins = \"local\"",
+            wrong.display()
+        ),
     )
     .await;
     let api = running.api.expect("api");
@@ -388,7 +437,10 @@ async fn over_tls_the_quota_is_shared_and_a_certificate_that_does_not_verify_is_
     let wrong = replica(
         &redis,
         4,
-        &format!("ca_file = \"{}\"\nreplicas = 2", tls.wrong_ca.display()),
+        &format!(
+            "ca_file = \"{}\"\nreplicas = 2\nfailed_logins = \"local\"",
+            tls.wrong_ca.display()
+        ),
     )
     .await;
     let api = wrong.api.expect("api");
@@ -429,6 +481,90 @@ async fn a_counter_key_expires_by_itself_within_one_period_and_holds_nothing_els
     assert!(
         (290_000..=300_000).contains(&ttl),
         "PTTL {ttl} ms: within one period of 300 s"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn failed_logins_spread_over_three_replicas_hit_one_quota() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let replicas = [
+        login_replica(&redis, 3, "replicas = 3").await,
+        login_replica(&redis, 3, "replicas = 3").await,
+        login_replica(&redis, 3, "replicas = 3").await,
+    ];
+    let valid = valid_certificate();
+    let mut statuses = Vec::new();
+    // Per process, each replica would allow 3 failures from this source (9 in all); shared,
+    // 3 in all, then 429 on every replica before any password is verified.
+    for i in 0..9 {
+        let (reply, _) = wrong_login(replicas[i % 3].api.expect("api"), &valid).await;
+        if reply.status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(reply.json()["errors"][0]["code"], "login_attempts_exceeded");
+            let retry: u64 = reply.headers["retry-after"]
+                .to_str()
+                .expect("ascii")
+                .parse()
+                .expect("whole seconds");
+            // One failure leaks away every 300 / 3 = 100 s.
+            assert!((1..=100).contains(&retry), "Retry-After {retry}");
+        }
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(
+        statuses,
+        [401, 401, 401, 429, 429, 429, 429, 429, 429],
+        "one failed-login quota across the three replicas"
+    );
+    // The owner's right password from the same source is refused too (the source is over its
+    // failures): per source, as the per-process quota does.
+    let (reply, _) = call(replicas[1].api.expect("api"), &valid).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    for r in replicas {
+        r.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn with_failed_logins_closed_a_stopped_redis_refuses_password_checks_but_not_verified_callers()
+ {
+    let _serial = SERIAL.lock().await;
+    let mut redis = RedisServer::start();
+    let running = login_replica(&redis, 3, "").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    // Verified once while Redis answers: remembered for 5 minutes, no quota needed.
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    redis.stop();
+    for _ in 0..3 {
+        let (reply, took) = wrong_login(api, &valid).await;
+        assert!(took < LOOSE_BOUND, "{took:?}");
+        assert_eq!(
+            reply.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "closed: no password is checked without the shared quota"
+        );
+        assert_eq!(
+            reply.json()["errors"][0]["code"],
+            "shared_state_unavailable"
+        );
+    }
+    // The verified caller is served (its rate limit falls back to local counters).
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    assert!(
+        metric(
+            &running,
+            "psp_gateway_shared_state_fallbacks_total{kind=\"failed_logins\",mode=\"closed\"}"
+        )
+        .await
+            >= 3.0
+    );
+    redis.restart();
+    until_recovered(&running, &valid).await;
+    assert_eq!(
+        wrong_login(api, &valid).await.0.status,
+        StatusCode::UNAUTHORIZED
     );
     running.stop().await;
 }

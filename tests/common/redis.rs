@@ -24,8 +24,8 @@ const ADMIN: &str = "inspector";
 const ADMIN_PASSWORD: &str = "inspector-password";
 
 /// The commands the gateway's user may run, and no others: the minimal ACL docs/replicas.md
-/// gives (the script's own GET, SET and TIME, EVALSHA, and SCRIPT LOAD after a restart).
-pub const ACL: &str = "+get +set +time +evalsha +script|load";
+/// gives (the scripts' own commands, EVALSHA, and SCRIPT LOAD after a restart).
+pub const ACL: &str = "+get +set +time +hmget +hset +pexpire +del +evalsha +script|load";
 
 /// How long Redis may take to listen after it is started.
 const START_BUDGET: Duration = Duration::from_secs(10);

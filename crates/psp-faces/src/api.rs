@@ -128,6 +128,9 @@ impl ApiState {
     /// replicas; without this call, per process.
     pub fn with_shared_state(mut self, api: &ApiConfig, shared: Arc<SharedState>) -> ApiState {
         self.limiter = arc_swap::ArcSwap::from_pointee(limiter_of(api, Some(&shared)));
+        let auth = Authenticator::new(&api.credentials, LoginLimits::from_config(api))
+            .with_shared_state(shared.clone());
+        self.auth = arc_swap::ArcSwap::from_pointee(auth);
         self.shared_state = Some(shared);
         self
     }
@@ -327,6 +330,7 @@ async fn caller(
             AuthFailure::Busy => ApiError::Busy {
                 retry_after_secs: auth::BUSY_RETRY_AFTER_SECS,
             },
+            AuthFailure::Unavailable => ApiError::SharedStateUnavailable,
         })?;
     Ok((auth, caller))
 }

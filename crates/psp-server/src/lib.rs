@@ -42,8 +42,8 @@ pub use idle::TrackedBody;
 pub use limiter::{KeyedLimiter, RateLimitConfig, RateLimitConfigError, count_evictions};
 pub use request_id::new_request_id;
 pub use shared::{
-    CounterKind, FailureMode, Refusal, SharedLimiter, SharedState, SharedStateConfig,
-    SharedStateConfigError, SharedStateError,
+    CounterKind, FailureMode, LoginCharge, LoginLedgers, Refusal, SharedLimiter, SharedState,
+    SharedStateConfig, SharedStateConfigError, SharedStateError,
 };
 
 use std::collections::HashMap;

@@ -246,6 +246,111 @@ redis.call('SET', KEYS[1], string.format('%.0f', next_tat), 'PX', ttl_ms)
 return {1, 0}
 ";
 
+/// The failed-login ledgers (`api::auth::ledger`'s semantics, shared): per key a hash of `u`,
+/// the time its failures will have leaked away, and `l`, the time its last failure was
+/// confirmed (µs). Shared by the charge and settle scripts.
+const LEDGER_FUNCTIONS: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function load(k)
+  local v = redis.call('HMGET', k, 'u', 'l')
+  return tonumber(v[1] or '0'), tonumber(v[2] or '0')
+end
+local function save(k, u, l, period)
+  local keep = math.max(u, l + period) - now
+  if keep <= 0 then redis.call('DEL', k) return end
+  redis.call('HSET', k, 'u', string.format('%.0f', u), 'l', string.format('%.0f', l))
+  redis.call('PEXPIRE', k, math.ceil(keep / 1000))
+end
+local function over(u, cell, limit)
+  if u <= now then return nil end
+  if math.ceil((u - now) / cell) >= limit then
+    return math.max(u - now - cell * (limit - 1), 1)
+  end
+  return nil
+end
+";
+
+/// Charges one login attempt, before its verification, to the ledgers of its source
+/// (KEYS[1]), its (user, source) pair (KEYS[2]) and its user name (KEYS[3]); ARGV: the three
+/// cells (µs), the three limits, the period (µs). As `api::auth::charge_attempt` does per
+/// process: refused (`{0, µs to wait}`) when the source or the pair is at its limit, nothing
+/// charged; else both charged, the user name charged unless at its limit (then it is under
+/// attack), and `{1, 0, pair was clean, under attack}`.
+const LOGIN_CHARGE_SCRIPT: &str = r"
+local period = tonumber(ARGV[7])
+local c1, c2, c3 = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local l1, l2, l3 = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local su, sl = load(KEYS[1])
+local w = over(su, c1, l1)
+if w then return {0, w, 0, 0} end
+local pu, pl = load(KEYS[2])
+w = over(pu, c2, l2)
+if w then return {0, w, 0, 0} end
+local clean = 0
+if pu <= now and pl + period <= now then clean = 1 end
+save(KEYS[1], math.max(su, now) + c1, sl, period)
+save(KEYS[2], math.max(pu, now) + c2, pl, period)
+local uu, ul = load(KEYS[3])
+local attack = 0
+if over(uu, c3, l3) then attack = 1 else save(KEYS[3], math.max(uu, now) + c3, ul, period) end
+return {1, 0, clean, attack}
+";
+
+/// Settles a charge: ARGV[4] `refund` gives one cell back to each ledger (the password was
+/// right, or never verified), `fail` records the failure's time; ARGV[5] `0` when the user
+/// name's ledger took no charge; ARGV[1..3] the cells, ARGV[6] the period.
+const LOGIN_SETTLE_SCRIPT: &str = r"
+local period = tonumber(ARGV[6])
+local n = 3
+if ARGV[5] == '0' then n = 2 end
+for i = 1, n do
+  local u, l = load(KEYS[i])
+  if ARGV[4] == 'refund' then u = math.max(u - tonumber(ARGV[i]), now) else l = now end
+  save(KEYS[i], u, l, period)
+end
+return 1
+";
+
+/// One login attempt's ledgers in Redis: the keys, cells and limits of the three quotas.
+#[derive(Debug, Clone)]
+pub struct LoginLedgers {
+    /// Source, (user, source) pair, user name: the key parts after the prefix.
+    pub keys: [String; 3],
+    /// `requests` of each quota.
+    pub limits: [u32; 3],
+    pub period: Duration,
+}
+
+impl LoginLedgers {
+    fn cells_us(&self) -> [u64; 3] {
+        let period = u64::try_from(self.period.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        self.limits
+            .map(|limit| (period / u64::from(limit.max(1))).max(1))
+    }
+
+    fn period_us(&self) -> u64 {
+        u64::try_from(self.period.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+}
+
+/// What Redis made of a login attempt's charge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoginCharge {
+    /// The source or the pair is at its limit: whole seconds to wait; nothing charged.
+    Refused(u64),
+    /// Charged; whether the pair was clean, and whether the user name is under attack (then
+    /// it took no charge).
+    Charged {
+        clean_pair: bool,
+        under_attack: bool,
+    },
+}
+
 /// After a failed call, calls are skipped (the failure mode decides at once) for this long;
 /// the first request after it tries Redis again. Half a second: recovery is seen within a
 /// second of Redis answering again, and a dead Redis costs one budget per half second, not
@@ -270,6 +375,8 @@ pub enum Unavailable {
 pub struct SharedState {
     connection: redis::aio::ConnectionManager,
     script: redis::Script,
+    login_charge: redis::Script,
+    login_settle: redis::Script,
     prefix: String,
     budget: Duration,
     replicas: u32,
@@ -334,6 +441,8 @@ impl SharedState {
         let state = SharedState {
             connection,
             script: redis::Script::new(GCRA_SCRIPT),
+            login_charge: redis::Script::new(&format!("{LEDGER_FUNCTIONS}{LOGIN_CHARGE_SCRIPT}")),
+            login_settle: redis::Script::new(&format!("{LEDGER_FUNCTIONS}{LOGIN_SETTLE_SCRIPT}")),
             prefix: config.key_prefix.clone(),
             budget: config.budget(),
             replicas: config.replicas,
@@ -386,22 +495,35 @@ impl SharedState {
         requests: u32,
         period: Duration,
     ) -> Result<Result<(), u64>, Unavailable> {
-        if self.now_nanos() < self.retry_at.load(Ordering::Relaxed) {
-            return Err(Unavailable::Skipped);
-        }
         let requests = requests.max(1);
         let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX).max(1);
         let cell_us = (period_us / u64::from(requests)).max(1);
         let redis_key = format!("{}:{table}:{key}", self.prefix);
-        let mut connection = self.connection.clone();
         let mut invocation = self.script.key(redis_key);
         invocation.arg(cell_us).arg(period_us);
-        let call = invocation.invoke_async::<(i64, i64)>(&mut connection);
-        let outcome = match tokio::time::timeout(self.budget, call).await {
-            Ok(Ok((1, _))) => Ok(Ok(())),
-            Ok(Ok((_, wait_us))) => {
-                let wait_us = u64::try_from(wait_us).unwrap_or(0);
-                Ok(Err(wait_us.div_ceil(1_000_000).max(1)))
+        let (allowed, wait_us) = self.run::<(i64, i64)>(&invocation).await?;
+        Ok(if allowed == 1 {
+            Ok(())
+        } else {
+            let wait_us = u64::try_from(wait_us).unwrap_or(0);
+            Err(wait_us.div_ceil(1_000_000).max(1))
+        })
+    }
+
+    /// Runs `invocation` within the budget, keeping the state (up or degraded) current.
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, Unavailable> {
+        if self.now_nanos() < self.retry_at.load(Ordering::Relaxed) {
+            return Err(Unavailable::Skipped);
+        }
+        let mut connection = self.connection.clone();
+        match tokio::time::timeout(self.budget, invocation.invoke_async::<T>(&mut connection)).await
+        {
+            Ok(Ok(value)) => {
+                self.answered();
+                Ok(value)
             }
             Ok(Err(e)) => {
                 self.failed(&e.to_string());
@@ -411,11 +533,81 @@ impl SharedState {
                 self.failed("no answer within the budget");
                 Err(Unavailable::Timeout)
             }
-        };
-        if outcome.is_ok() {
-            self.answered();
         }
-        outcome
+    }
+
+    fn keys(&self, table: &str, ledgers: &LoginLedgers) -> [String; 3] {
+        ledgers
+            .keys
+            .each_ref()
+            .map(|k| format!("{}:{table}:{k}", self.prefix))
+    }
+
+    /// Charges a login attempt to its three ledgers in one round trip (see
+    /// [`LOGIN_CHARGE_SCRIPT`]), within the budget.
+    pub async fn charge_login(&self, ledgers: &LoginLedgers) -> Result<LoginCharge, Unavailable> {
+        let keys = self.keys("logins", ledgers);
+        let cells = ledgers.cells_us();
+        let mut invocation = self.login_charge.prepare_invoke();
+        for key in &keys {
+            invocation.key(key);
+        }
+        for cell in cells {
+            invocation.arg(cell);
+        }
+        for limit in ledgers.limits {
+            invocation.arg(limit.max(1));
+        }
+        invocation.arg(ledgers.period_us());
+        let (charged, wait_us, clean, attack) =
+            self.run::<(i64, i64, i64, i64)>(&invocation).await?;
+        Ok(if charged == 1 {
+            LoginCharge::Charged {
+                clean_pair: clean == 1,
+                under_attack: attack == 1,
+            }
+        } else {
+            let wait_us = u64::try_from(wait_us).unwrap_or(0);
+            LoginCharge::Refused(wait_us.div_ceil(1_000_000).max(1))
+        })
+    }
+
+    /// Settles a charge: `refund` when the password was right (or never verified), else
+    /// records the failure. Within the budget; when Redis does not answer, a refund is lost
+    /// (the charge leaks away within the period, erring towards refusing) and so is the
+    /// failure's time (the pair may look clean to the slow lane once more).
+    pub async fn settle_login(
+        &self,
+        ledgers: &LoginLedgers,
+        refund: bool,
+        user_charged: bool,
+    ) -> Result<(), Unavailable> {
+        let keys = self.keys("logins", ledgers);
+        let mut invocation = self.login_settle.prepare_invoke();
+        for key in &keys {
+            invocation.key(key);
+        }
+        for cell in ledgers.cells_us() {
+            invocation.arg(cell);
+        }
+        invocation
+            .arg(if refund { "refund" } else { "fail" })
+            .arg(if user_charged { "1" } else { "0" })
+            .arg(ledgers.period_us());
+        self.run::<i64>(&invocation).await.map(|_| ())
+    }
+
+    /// Counts a decision taken by the failure mode of `kind` and returns the mode.
+    pub fn fall_back(&self, kind: CounterKind) -> FailureMode {
+        let mode = self.mode(kind);
+        crate::telemetry::metrics::metrics()
+            .shared_state_fallbacks
+            .get_or_create(&crate::telemetry::metrics::FallbackLabels {
+                kind: kind.label().to_owned(),
+                mode: mode.label().to_owned(),
+            })
+            .inc();
+        mode
     }
 
     fn failed(&self, why: &str) {
@@ -551,21 +743,11 @@ impl<K: Hash + Eq + Clone + Display> SharedLimiter<K> {
                 let redis_key = key.to_string();
                 match state.take(table, &redis_key, *requests, *period).await {
                     Ok(decision) => decision.map_err(Refusal::Limited),
-                    Err(_) => {
-                        let mode = state.mode(*kind);
-                        crate::telemetry::metrics::metrics()
-                            .shared_state_fallbacks
-                            .get_or_create(&crate::telemetry::metrics::FallbackLabels {
-                                kind: kind.label().to_owned(),
-                                mode: mode.label().to_owned(),
-                            })
-                            .inc();
-                        match mode {
-                            FailureMode::Local => fallback.check(key).map_err(Refusal::Limited),
-                            FailureMode::Open => Ok(()),
-                            FailureMode::Closed => Err(Refusal::Unavailable),
-                        }
-                    }
+                    Err(_) => match state.fall_back(*kind) {
+                        FailureMode::Local => fallback.check(key).map_err(Refusal::Limited),
+                        FailureMode::Open => Ok(()),
+                        FailureMode::Closed => Err(Refusal::Unavailable),
+                    },
                 }
             }
         }

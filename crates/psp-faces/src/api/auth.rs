@@ -25,7 +25,12 @@
 //!   slowed: the owner from a clean address always gets in. Attempts are counted before the
 //!   verification (so a burst cannot overrun a limit) and given back when it succeeds. Each
 //!   table holds at most `api.rate_limit.max_tracked_sources` keys of fixed size (a user name
-//!   is keyed by 16 bytes of its SHA-256);
+//!   is keyed by 16 bytes of its SHA-256). With `[shared_state]` the three quotas are counted
+//!   in Redis instead, once for the fleet, charged and settled in one round trip each
+//!   (`server::shared`, docs/replicas.md); the slow lane stays per process (it holds this
+//!   process's answers); when Redis does not answer within its budget, `failed_logins`
+//!   decides: refuse (`closed`, the default), the per-process quotas at the limits divided by
+//!   `replicas` (`local`), or no quota (`open`);
 //! - a cached credential (a success in the last 5 minutes) needs neither a permit nor a
 //!   count, so callers that are logged in are not slowed by an attack on the endpoint; a
 //!   reload keeps it while the credential is unchanged.
@@ -37,6 +42,8 @@
 //! per-source request rate limit runs before any of this.
 
 use std::collections::HashMap;
+
+use crate::server::{CounterKind, FailureMode, LoginCharge, LoginLedgers, SharedState};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,6 +110,9 @@ pub enum AuthFailure {
     TooManyAttempts { retry_after_secs: u64 },
     /// Every verification permit stayed taken for [`PASSWORD_CHECK_WAIT`].
     Busy,
+    /// The shared failed-login quotas did not answer within their budget and their failure
+    /// mode is `closed`.
+    Unavailable,
 }
 
 /// The bounds on password verification (see the module documentation).
@@ -198,36 +208,155 @@ struct Quotas {
     per_user_and_source: FailureLedger<(UserKey, IpAddr)>,
     per_user: FailureLedger<UserKey>,
     slowed: Arc<SlowLane<UserKey>>,
+    /// Redis, where the three quotas are counted when `[shared_state]` is configured; the
+    /// ledgers above are then the `local` failure mode's, at the limits divided by the
+    /// replicas.
+    shared: Option<Arc<SharedState>>,
+    limits: LoginLimits,
 }
 
 impl Quotas {
-    fn new(limits: &LoginLimits) -> Quotas {
+    fn new(limits: &LoginLimits, shared: Option<Arc<SharedState>>) -> Quotas {
+        let replicas = shared.as_ref().map_or(1, |s| s.replicas().max(1));
+        let local = |limit: u32| (limit / replicas).max(1);
         Quotas {
             per_source: FailureLedger::new(
-                limits.per_source,
+                local(limits.per_source),
                 limits.period,
                 limits.max_tracked,
                 "logins-per-source",
             ),
             per_user_and_source: FailureLedger::new(
-                limits.per_user_and_source,
+                local(limits.per_user_and_source),
                 limits.period,
                 limits.max_tracked,
                 "logins-per-user-and-source",
             ),
             per_user: FailureLedger::new(
-                limits.per_user,
+                local(limits.per_user),
                 limits.period,
                 limits.max_tracked,
                 "logins-per-user",
             ),
             slowed: SlowLane::new(SLOWED_PER_USER, SLOWED_TOTAL, limits.slowed_delay),
+            shared,
+            limits: *limits,
+        }
+    }
+
+    /// The Redis ledgers of an attempt for `user_key` from `source`.
+    fn shared_ledgers(&self, user_key: &UserKey, source: IpAddr) -> LoginLedgers {
+        let user = crate::hex::lower(user_key);
+        LoginLedgers {
+            keys: [
+                format!("source:{source}"),
+                format!("pair:{user}:{source}"),
+                format!("user:{user}"),
+            ],
+            limits: [
+                self.limits.per_source,
+                self.limits.per_user_and_source,
+                self.limits.per_user,
+            ],
+            period: self.limits.period,
         }
     }
 }
 
 /// The charges an attempt took before its verification, given back when it succeeds (or
-/// never ran) and confirmed as failures when it fails.
+/// never ran) and confirmed as failures when it fails: in this process's ledgers, in Redis,
+/// or none (Redis away and `failed_logins = "open"`).
+enum Settle<'a> {
+    Local(Charges<'a>),
+    Shared {
+        state: &'a SharedState,
+        ledgers: LoginLedgers,
+        user_charged: bool,
+    },
+    None,
+}
+
+impl Settle<'_> {
+    async fn refund(self, now: Instant) {
+        match self {
+            Settle::Local(charges) => charges.refund(now),
+            Settle::Shared {
+                state,
+                ledgers,
+                user_charged,
+            } => {
+                // Bounded by the budget; a lost refund errs towards refusing (see
+                // `SharedState::settle_login`).
+                let _ = state.settle_login(&ledgers, true, user_charged).await;
+            }
+            Settle::None => {}
+        }
+    }
+
+    async fn confirm(self, now: Instant) {
+        match self {
+            Settle::Local(charges) => charges.confirm(now),
+            Settle::Shared {
+                state,
+                ledgers,
+                user_charged,
+            } => {
+                let _ = state.settle_login(&ledgers, false, user_charged).await;
+            }
+            Settle::None => {}
+        }
+    }
+}
+
+/// [`charge_attempt`] in Redis (one round trip for the three quotas), or by the failure mode
+/// when Redis does not answer within its budget.
+async fn charge_attempt_shared<'a>(
+    quotas: &'a Quotas,
+    state: &'a SharedState,
+    user_key: UserKey,
+    source: IpAddr,
+    now: Instant,
+) -> Result<(Settle<'a>, Option<SlowPlace<UserKey>>), AuthFailure> {
+    let ledgers = quotas.shared_ledgers(&user_key, source);
+    match state.charge_login(&ledgers).await {
+        Ok(LoginCharge::Refused(wait)) => Err(AuthFailure::TooManyAttempts {
+            retry_after_secs: wait,
+        }),
+        Ok(LoginCharge::Charged {
+            clean_pair,
+            under_attack,
+        }) => {
+            let settle = Settle::Shared {
+                state,
+                ledgers,
+                user_charged: !under_attack,
+            };
+            if under_attack && !clean_pair {
+                match quotas.slowed.enter(&user_key) {
+                    Some(place) => Ok((settle, Some(place))),
+                    None => {
+                        settle.refund(now).await;
+                        Err(AuthFailure::TooManyAttempts {
+                            retry_after_secs: quotas.slowed.delay().as_secs().max(1),
+                        })
+                    }
+                }
+            } else {
+                Ok((settle, None))
+            }
+        }
+        Err(_) => match state.fall_back(CounterKind::FailedLogins) {
+            FailureMode::Local => {
+                let (charges, place) = charge_attempt(quotas, user_key, source, now)?;
+                Ok((Settle::Local(charges), place))
+            }
+            FailureMode::Open => Ok((Settle::None, None)),
+            FailureMode::Closed => Err(AuthFailure::Unavailable),
+        },
+    }
+}
+
+/// The charges an attempt took in this process's ledgers.
 struct Charges<'a> {
     quotas: &'a Quotas,
     source: IpAddr,
@@ -341,7 +470,7 @@ impl Authenticator {
                 .build(),
             verifications: Arc::new(AtomicU64::new(0)),
             slots: Arc::new(Slots::new(limits.max_concurrent)),
-            quotas: Arc::new(Quotas::new(&limits)),
+            quotas: Arc::new(Quotas::new(&limits, None)),
             limits,
         }
     }
@@ -383,10 +512,17 @@ impl Authenticator {
             quotas: if same_quotas {
                 self.quotas.clone()
             } else {
-                Arc::new(Quotas::new(&limits))
+                Arc::new(Quotas::new(&limits, self.quotas.shared.clone()))
             },
             limits,
         }
+    }
+
+    /// Counts the failed-login quotas in Redis (`[shared_state]`), shared with the other
+    /// replicas; without this call, per process.
+    pub fn with_shared_state(mut self, shared: Arc<SharedState>) -> Authenticator {
+        self.quotas = Arc::new(Quotas::new(&self.limits, Some(shared)));
+        self
     }
 
     /// Argon2 verifications run so far (by this authenticator and those it was reloaded from).
@@ -415,21 +551,29 @@ impl Authenticator {
         }
         let now = Instant::now();
         let quotas = &*self.quotas;
-        let (charges, place) = charge_attempt(quotas, user_key(&user), source, now)?;
+        let (charges, place) = match &quotas.shared {
+            None => {
+                let (charges, place) = charge_attempt(quotas, user_key(&user), source, now)?;
+                (Settle::Local(charges), place)
+            }
+            Some(state) => {
+                charge_attempt_shared(quotas, state, user_key(&user), source, now).await?
+            }
+        };
         let returning = returning_key(&user, source);
         let is_returning = self.returning.get(&returning).await.is_some();
         let verified = self.verify(&user, password, is_returning).await;
         let now = Instant::now();
         match verified {
             Err(busy) => {
-                charges.refund(now);
+                charges.refund(now).await;
                 if let Some(place) = place {
                     place.leave_now();
                 }
                 Err(busy)
             }
             Ok(true) => {
-                charges.refund(now);
+                charges.refund(now).await;
                 if let Some(place) = place {
                     place.leave_now();
                 }
@@ -440,7 +584,7 @@ impl Authenticator {
                 Ok(user)
             }
             Ok(false) => {
-                charges.confirm(now);
+                charges.confirm(now).await;
                 if let Some(place) = place {
                     // The place stays taken for the delay even if the client hangs up; the
                     // answer waits as long.
