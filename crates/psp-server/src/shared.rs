@@ -367,7 +367,7 @@ pub enum Unavailable {
     Timeout,
     /// Redis answered with an error, or the connection is down.
     Error,
-    /// A recent failure: not tried (see [`RETRY_AFTER_FAILURE`]).
+    /// A recent failure: not tried (for half a second after a failure).
     Skipped,
 }
 
@@ -544,7 +544,7 @@ impl SharedState {
     }
 
     /// Charges a login attempt to its three ledgers in one round trip (see
-    /// [`LOGIN_CHARGE_SCRIPT`]), within the budget.
+    /// `LOGIN_CHARGE_SCRIPT`), within the budget.
     pub async fn charge_login(&self, ledgers: &LoginLedgers) -> Result<LoginCharge, Unavailable> {
         let keys = self.keys("logins", ledgers);
         let cells = ledgers.cells_us();
