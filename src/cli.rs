@@ -1028,6 +1028,25 @@ fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
     if faces.admin.is_some() {
         summary.push_str("\nadmin listener: configured, its files load");
     }
+    // Redis is not contacted (it may be down while the configuration is right); what serve
+    // reads at start is: the password and the CA file.
+    if let Some(shared) = &config.shared_state {
+        shared
+            .password(&config.base_dir)
+            .map_err(|e| crate::app::StartError::SharedState(e.to_string()))?;
+        if let Some(ca) = &shared.ca_file {
+            std::fs::read(config.resolve(ca)).map_err(|e| {
+                crate::app::StartError::SharedState(format!(
+                    "shared_state.ca_file {}: {e}",
+                    config.resolve(ca).display()
+                ))
+            })?;
+        }
+        summary.push_str(&format!(
+            "\nshared state: {} (not contacted), its credentials load",
+            shared.url
+        ));
+    }
     if let Some(settings) = &config.registers.fca {
         // What serve will need: the credentials (never printed).
         crate::register::FcaConfig::from_settings(settings, &config.base_dir)
