@@ -339,11 +339,15 @@ async fn a_paused_redis_that_accepts_but_never_answers_costs_each_request_at_mos
     assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
     redis.pause();
     let mut statuses = Vec::new();
+    let mut worst = Duration::ZERO;
     for _ in 0..4 {
         let (reply, took) = call(api, &valid).await;
         assert!(took < LOOSE_BOUND, "a call took {took:?} with Redis paused");
+        worst = worst.max(took);
         statuses.push(reply.status.as_u16());
     }
+    // Reported, not asserted (a figure for docs/replicas.md, not a timing benchmark).
+    eprintln!("worst call with Redis paused (budget 50 ms): {worst:?}");
     assert_eq!(statuses, [200, 200, 429, 429], "local: 6 / 3 per process");
     assert_eq!(shared_state_of(&running).await, "degraded");
     redis.resume();
