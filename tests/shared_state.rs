@@ -386,11 +386,12 @@ async fn redis_restarted_empty_starts_the_quota_afresh_and_is_used_again() {
 }
 
 #[tokio::test]
-async fn a_wrong_password_is_degraded_from_the_start_and_each_request_stays_within_the_bound() {
+async fn a_wrong_password_is_degraded_from_the_start_stays_within_the_bound_and_recovers_once_redis_accepts_it()
+ {
     let _serial = SERIAL.lock().await;
     let redis = RedisServer::start();
     let wrong = redis.dir().join("wrong-password");
-    std::fs::write(&wrong, format!("not {PASSWORD}\n")).expect("write");
+    std::fs::write(&wrong, format!("not-{PASSWORD}\n")).expect("write");
     let running = replica(
         &redis,
         6,
@@ -410,6 +411,10 @@ async fn a_wrong_password_is_degraded_from_the_start_and_each_request_stays_with
     }
     assert_eq!(statuses, [200, 200, 429, 429], "local: 6 / 3 per process");
     assert_eq!(shared_state_of(&running).await, "degraded");
+    // The operator gives the user that password in Redis: the replica gets in without a
+    // restart.
+    redis.cli(&["ACL", "SETUSER", USER, &format!(">not-{PASSWORD}")]);
+    until_recovered(&running, &valid).await;
     running.stop().await;
 }
 
