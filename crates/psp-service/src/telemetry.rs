@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod metrics;
+pub mod trace_context;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
