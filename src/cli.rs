@@ -757,6 +757,7 @@ fn site_decision(
         host: None,
         chain: Ok(chain),
         peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        trace_headers: http::HeaderMap::new(),
     }));
     let mut out = serde_json::json!({
         "site": site.name(),

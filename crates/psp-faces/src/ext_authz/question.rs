@@ -168,6 +168,24 @@ pub(crate) fn ask(
         host: Some(http.host.clone()).filter(|h| !h.is_empty()),
         chain,
         peer: source_address(attributes).unwrap_or(caller),
+        trace_headers: crate::gateway::trace_headers(
+            http.headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_bytes()))
+                .chain(
+                    http.header_map
+                        .iter()
+                        .flat_map(|map| &map.headers)
+                        .map(|header| {
+                            let value = if header.raw_value.is_empty() {
+                                header.value.as_bytes()
+                            } else {
+                                header.raw_value.as_slice()
+                            };
+                            (header.key.as_str(), value)
+                        }),
+                ),
+        ),
     })
 }
 
