@@ -38,6 +38,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method};
 use hyper::{Request, Response};
 use time::OffsetDateTime;
+use tracing::Instrument;
 
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
@@ -576,20 +577,54 @@ where
     B::Error: Into<BodyError>,
 {
     let peer_trusted = state.is_trusted(conn.peer.ip());
+    let (span, trace) = request_span("gateway request", &state, req.headers(), peer_trusted);
     let mut record = Record::new(
         "gateway",
         (Arc::clone(&state.name), state.site.policy.jurisdiction),
         new_request_id(),
         (req.method().clone(), req.uri().path().to_owned()),
         state.default_dialect,
-        state.trace_of(req.headers(), peer_trusted),
+        trace,
     );
-    let (response, failure) = match phases(&state, req, &conn, peer_trusted, &mut record).await {
+    span.record("check_id", record.check_id.as_str());
+    let phased = phases(&state, req, &conn, peer_trusted, &mut record)
+        .instrument(span)
+        .await;
+    let (response, failure) = match phased {
         Ok(forwarded) => (forwarded, None),
         Err(failure) => (refusal(&state, &record, &failure), Some(failure)),
     };
     record::log(&record, &conn, failure.as_ref(), response.status());
     response
+}
+
+/// The request's span (exported over OTLP when on: `telemetry::otlp`) and its trace, which
+/// the span joins.
+fn request_span(
+    name: &'static str,
+    state: &GatewayState,
+    headers: &http::HeaderMap,
+    peer_trusted: bool,
+) -> (tracing::Span, TraceContext) {
+    let mut trace = state.trace_of(headers, peer_trusted);
+    let span = match name {
+        "authorise" => tracing::trace_span!(
+            target: "psp_trace",
+            "authorise",
+            otel.kind = "server",
+            site = &*state.name,
+            check_id = tracing::field::Empty
+        ),
+        _ => tracing::trace_span!(
+            target: "psp_trace",
+            "gateway request",
+            otel.kind = "server",
+            site = &*state.name,
+            check_id = tracing::field::Empty
+        ),
+    };
+    crate::telemetry::otlp::adopt(&span, &mut trace);
+    (span, trace)
 }
 
 /// The phases, in order; the first that refuses ends the request.
@@ -789,8 +824,10 @@ async fn forward(
         record.trouble = Some(Trouble::Build("the site has no upstream".to_owned()));
         return Err(Failure::UpstreamUnavailable);
     };
+    let span = tracing::trace_span!(target: "psp_trace", "upstream call", otel.kind = "client");
     upstream
         .send(upstream_req, body_failed)
+        .instrument(span)
         .await
         .map_err(|e| forward_failure(e, record))
 }

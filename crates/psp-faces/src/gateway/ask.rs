@@ -101,16 +101,24 @@ impl GatewayState {
     /// Decides `ask` for this site, as the built-in proxy would decide the same request, and
     /// records it (metrics, audit record) under `ask.face`.
     pub async fn authorise(&self, ask: Ask) -> Answer {
+        let (span, trace) = super::request_span("authorise", self, &ask.trace_headers, true);
         let mut record = Record::new(
             ask.face,
             (Arc::clone(&self.name), self.site.policy.jurisdiction),
             new_request_id(),
             (ask.method.clone(), path_of(&ask.target).to_owned()),
             self.default_dialect,
-            self.trace_of(&ask.trace_headers, true),
+            trace,
         );
+        span.record("check_id", record.check_id.as_str());
         let conn = ConnInfo::new(ask.peer, None);
-        match self.authorise_phases(ask, &mut record).await {
+        let phased = {
+            use tracing::Instrument;
+            self.authorise_phases(ask, &mut record)
+                .instrument(span)
+                .await
+        };
+        match phased {
             Ok(set) => {
                 let (auth_number, services) = match &record.decided {
                     Some(d) => (
