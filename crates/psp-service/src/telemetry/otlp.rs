@@ -12,7 +12,7 @@
 //! The exporter's HTTP client is hyper's over hyper-rustls with ring (no reqwest, no
 //! aws-lc-rs). The SDK's batch processor exports from a thread of its own, outside the tokio
 //! runtime; each export is therefore run as a task on the runtime that installed the
-//! exporter ([`OnRuntime`]).
+//! exporter (`OnRuntime`).
 
 use std::time::Duration;
 
