@@ -230,3 +230,89 @@ async fn export_is_off_unless_an_otlp_endpoint_is_set() {
         assert!(TraceExport::from_env().expect("no error").is_none());
     }
 }
+
+/// Kills the spawned `serve` when the test ends, however it ends.
+struct Serve(std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_exports_when_the_standard_variable_names_a_collector() {
+    use std::io::{Read, Write};
+    let (addr, got) = receiver().await;
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace_export_serve");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let root = common::root().display().to_string();
+    let text = std::fs::read_to_string(common::root().join("gateway.toml"))
+        .expect("gateway.toml")
+        .replace("\"certs/", &format!("\"{root}/certs/"))
+        .replace("\"registers/", &format!("\"{root}/registers/"))
+        .replace(
+            "enabled = true",
+            &format!("enabled = true\ncerts = \"{root}/certs\""),
+        )
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("127.0.0.1:8443", "127.0.0.1:0")
+        .replace("127.0.0.1:9090", "127.0.0.1:0");
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, text).expect("write config");
+    let stderr = dir.join("serve.stderr");
+    let _serve = Serve(
+        std::process::Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+            .args(["serve", "--config", config.to_str().expect("path")])
+            // The base URL: the exporter appends /v1/traces. A short batch delay: the test
+            // waits for the first batch, not the default 5 s.
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))
+            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .env_remove("OTEL_SDK_DISABLED")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("serve starts"),
+    );
+    let api = tokio::task::spawn_blocking({
+        let stderr = stderr.clone();
+        move || common::logged_listener(&stderr, "check endpoint listening")
+    })
+    .await
+    .expect("listener");
+    let log = std::fs::read_to_string(&stderr).unwrap_or_default();
+    assert!(log.contains("traces are exported over OTLP/HTTP"), "{log}");
+
+    // One check through the endpoint: its certificate check is a span of its own.
+    let pem = std::fs::read(common::root().join("certs/psp/valid.pem")).expect("cert");
+    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+        .expect("parses")
+        .der;
+    let eidas = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(der)
+    };
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(api).expect("connect");
+        write!(
+            s,
+            "GET /v1/psp/eidas?jurisdiction=XX HTTP/1.1\r\nhost: x\r\nauthorization: Basic c2FuZGJveDpzYW5kYm94\r\nfi_reference_id: PSDXX-TEST-999999\r\neidas: {eidas}\r\nconnection: close\r\n\r\n"
+        )
+        .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out
+    })
+    .await
+    .expect("check");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let exported = psp_testkit::wait::until(
+        "the check's span is exported",
+        std::time::Duration::from_secs(20),
+        || !named(&got.spans.lock().expect("lock"), "certificate check").is_empty(),
+    );
+    exported.await;
+}
