@@ -577,7 +577,7 @@ where
     B::Error: Into<BodyError>,
 {
     let peer_trusted = state.is_trusted(conn.peer.ip());
-    let (span, trace) = request_span("gateway request", &state, req.headers(), peer_trusted);
+    let (span, trace) = request_span(Asker::Proxy, &state, req.headers(), peer_trusted);
     let mut record = Record::new(
         "gateway",
         (Arc::clone(&state.name), state.site.policy.jurisdiction),
@@ -598,24 +598,32 @@ where
     response
 }
 
+/// Who asks: a request to the built-in proxy, or an external authoriser's question.
+#[derive(Debug, Clone, Copy)]
+enum Asker {
+    Proxy,
+    Authoriser,
+}
+
 /// The request's span (exported over OTLP when on: `telemetry::otlp`) and its trace, which
 /// the span joins.
 fn request_span(
-    name: &'static str,
+    asker: Asker,
     state: &GatewayState,
     headers: &http::HeaderMap,
     peer_trusted: bool,
 ) -> (tracing::Span, TraceContext) {
     let mut trace = state.trace_of(headers, peer_trusted);
-    let span = match name {
-        "authorise" => tracing::trace_span!(
+    // One `trace_span!` per name: a span's name is part of its static callsite.
+    let span = match asker {
+        Asker::Authoriser => tracing::trace_span!(
             target: "psp_trace",
             "authorise",
             otel.kind = "server",
             site = &*state.name,
             check_id = tracing::field::Empty
         ),
-        _ => tracing::trace_span!(
+        Asker::Proxy => tracing::trace_span!(
             target: "psp_trace",
             "gateway request",
             otel.kind = "server",

@@ -101,7 +101,8 @@ impl GatewayState {
     /// Decides `ask` for this site, as the built-in proxy would decide the same request, and
     /// records it (metrics, audit record) under `ask.face`.
     pub async fn authorise(&self, ask: Ask) -> Answer {
-        let (span, trace) = super::request_span("authorise", self, &ask.trace_headers, true);
+        let (span, trace) =
+            super::request_span(super::Asker::Authoriser, self, &ask.trace_headers, true);
         let mut record = Record::new(
             ask.face,
             (Arc::clone(&self.name), self.site.policy.jurisdiction),
