@@ -429,8 +429,20 @@ fn run_serve(path: &Path) -> ExitCode {
     let torn = audit_log
         .as_ref()
         .and_then(|log| Some((log.path(), log.torn_set_aside()?.to_owned())));
-    // Held until `serve` returns: dropping it writes the queued log lines.
-    let _log = crate::telemetry::init_with_audit(audit_log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_UNAVAILABLE, &format!("cannot start the runtime: {e}")),
+    };
+    // Held until `serve` returns: dropping it writes the queued log lines and sends the last
+    // batch of traces, which the exporter does on the runtime (so it is made first, on it,
+    // and dropped before it).
+    let _log = {
+        let _on_runtime = runtime.enter();
+        crate::telemetry::init_with_audit(audit_log)
+    };
     if let Some((file, aside)) = torn {
         // Start-up goes on: the chain continues from the last intact record, and its next
         // record names the set-aside file (`audit verify` reports it).
@@ -440,13 +452,6 @@ fn run_serve(path: &Path) -> ExitCode {
             "the audit log's last line was torn (a write cut short: a full disk, a crash); its bytes were moved aside and the chain goes on from the last intact record"
         );
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return fail(EXIT_UNAVAILABLE, &format!("cannot start the runtime: {e}")),
-    };
     match runtime.block_on(crate::app::run(path, config)) {
         Ok(()) => ExitCode::SUCCESS,
         // What start refuses is the configuration or a file it names (trust list, register,
@@ -758,6 +763,7 @@ fn site_decision(
         host: None,
         chain: Ok(chain),
         peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        trace_headers: http::HeaderMap::new(),
     }));
     let mut out = serde_json::json!({
         "site": site.name(),

@@ -374,6 +374,10 @@ fn question<'s, B>(
             host,
             chain,
             peer: client_of(h, conn.peer),
+            trace_headers: crate::gateway::trace_headers(
+                h.iter()
+                    .map(|(name, value)| (name.as_str(), value.as_bytes())),
+            ),
         },
     ))
 }

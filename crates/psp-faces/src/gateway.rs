@@ -38,6 +38,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method};
 use hyper::{Request, Response};
 use time::OffsetDateTime;
+use tracing::Instrument;
 
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_chain;
@@ -48,10 +49,13 @@ use crate::server::{
     new_request_id, source_key,
 };
 use crate::service::{Call, CheckService, Checked, Site};
+use crate::telemetry::trace_context::{SystemIds, TraceContext};
 
-pub use ask::{Answer, Ask};
+pub use ask::{Answer, Ask, trace_headers};
 use budget::UpstreamBudget;
-pub use config::{Dialect, GatewayConfig, GatewayConfigError, IdentitySource, UnderscoreHeaders};
+pub use config::{
+    Dialect, GatewayConfig, GatewayConfigError, IdentitySource, TraceContextMode, UnderscoreHeaders,
+};
 pub use dialect::{Failure, OverloadScope, refusal_status};
 pub use forward::UpstreamError;
 use forward::{ForwardError, Hop, Upstream};
@@ -116,6 +120,8 @@ pub struct GatewayState {
     /// Their `Allow` header, for the 405.
     allow_header: HeaderValue,
     underscores: UnderscoreHeaders,
+    /// `gateway.trace_context`: whose `traceparent` is continued.
+    trace_context: TraceContextMode,
     /// Calls in flight to the upstream, in total and per PSP.
     budget: Arc<UpstreamBudget>,
     /// Parsed client certificate chains by the SHA-256 of their DER, shared by the
@@ -284,6 +290,7 @@ impl GatewayState {
             allowed_methods,
             allow_header,
             underscores: g.headers_with_underscores,
+            trace_context: g.trace_context,
             budget: Arc::new(UpstreamBudget::new(
                 g.upstream_max_requests,
                 g.upstream_max_requests_per_psp,
@@ -411,6 +418,22 @@ impl GatewayState {
     fn route(&self, method: &Method, path: &NormalisedPath) -> Option<&Route> {
         self.routes.iter().find(|r| r.matches(method, path))
     }
+
+    /// Whether the peer at `ip` is one of `trusted_proxies`.
+    fn is_trusted(&self, ip: IpAddr) -> bool {
+        self.trusted_proxies.iter().any(|c| c.contains(ip))
+    }
+
+    /// The request's trace: the caller's, when `gateway.trace_context` believes this caller
+    /// and its `traceparent` is well formed, else a new one; with the gateway's own span.
+    fn trace_of(&self, headers: &http::HeaderMap, peer_trusted: bool) -> TraceContext {
+        let believe = match self.trace_context {
+            TraceContextMode::Accept => true,
+            TraceContextMode::FromTrustedProxies => peer_trusted,
+            TraceContextMode::Ignore => false,
+        };
+        TraceContext::for_request(headers, believe, &SystemIds)
+    }
 }
 
 /// The host of a `Host` value or an authority, lowercased, without port, userinfo or a
@@ -527,6 +550,7 @@ fn misdirected<B>(
         new_request_id(),
         (req.method().clone(), req.uri().path().to_owned()),
         site.default_dialect,
+        site.trace_of(req.headers(), site.is_trusted(conn.peer.ip())),
     );
     let failure = Failure::Misdirected(named.unwrap_or_default());
     let response = refusal(site, &record, &failure);
@@ -552,14 +576,21 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + Sync + 'static,
     B::Error: Into<BodyError>,
 {
+    let peer_trusted = state.is_trusted(conn.peer.ip());
+    let (span, trace) = request_span(Asker::Proxy, &state, req.headers(), peer_trusted);
     let mut record = Record::new(
         "gateway",
         (Arc::clone(&state.name), state.site.policy.jurisdiction),
         new_request_id(),
         (req.method().clone(), req.uri().path().to_owned()),
         state.default_dialect,
+        trace,
     );
-    let (response, failure) = match phases(&state, req, &conn, &mut record).await {
+    span.record("check_id", record.check_id.as_str());
+    let phased = phases(&state, req, &conn, peer_trusted, &mut record)
+        .instrument(span)
+        .await;
+    let (response, failure) = match phased {
         Ok(forwarded) => (forwarded, None),
         Err(failure) => (refusal(&state, &record, &failure), Some(failure)),
     };
@@ -567,11 +598,49 @@ where
     response
 }
 
+/// Who asks: a request to the built-in proxy, or an external authoriser's question.
+#[derive(Debug, Clone, Copy)]
+enum Asker {
+    Proxy,
+    Authoriser,
+}
+
+/// The request's span (exported over OTLP when on: `telemetry::otlp`) and its trace, which
+/// the span joins.
+fn request_span(
+    asker: Asker,
+    state: &GatewayState,
+    headers: &http::HeaderMap,
+    peer_trusted: bool,
+) -> (tracing::Span, TraceContext) {
+    let mut trace = state.trace_of(headers, peer_trusted);
+    // One `trace_span!` per name: a span's name is part of its static callsite.
+    let span = match asker {
+        Asker::Authoriser => tracing::trace_span!(
+            target: "psp_trace",
+            "authorise",
+            otel.kind = "server",
+            site = &*state.name,
+            check_id = tracing::field::Empty
+        ),
+        Asker::Proxy => tracing::trace_span!(
+            target: "psp_trace",
+            "gateway request",
+            otel.kind = "server",
+            site = &*state.name,
+            check_id = tracing::field::Empty
+        ),
+    };
+    crate::telemetry::otlp::adopt(&span, &mut trace);
+    (span, trace)
+}
+
 /// The phases, in order; the first that refuses ends the request.
 async fn phases<B>(
     state: &GatewayState,
     req: Request<B>,
     conn: &Connection,
+    peer_trusted: bool,
     record: &mut Record,
 ) -> Result<Response<Body>, Failure>
 where
@@ -580,10 +649,6 @@ where
 {
     admit(state, &req, conn)?;
     let (path, required) = route(state, &req, record)?;
-    let peer_trusted = state
-        .trusted_proxies
-        .iter()
-        .any(|c| c.contains(conn.peer.ip()));
     let (identity, certificate) = identify(state, &req, conn, peer_trusted).await?;
     let permit = decide(state, &identity, certificate, &path, required, record).await?;
     let hop = Hop {
@@ -750,8 +815,9 @@ where
         .budget
         .take(&psp)
         .map_err(Failure::UpstreamOverloaded)?;
-    let (upstream_req, body_failed) = forward::prepare(upstream, req, path, hop, strip, headers)
-        .map_err(|e| forward_failure(e, record))?;
+    let (upstream_req, body_failed) =
+        forward::prepare(upstream, req, path, hop, strip, headers, &record.trace)
+            .map_err(|e| forward_failure(e, record))?;
     Ok((upstream_req, body_failed, ticket))
 }
 
@@ -766,8 +832,10 @@ async fn forward(
         record.trouble = Some(Trouble::Build("the site has no upstream".to_owned()));
         return Err(Failure::UpstreamUnavailable);
     };
+    let span = tracing::trace_span!(target: "psp_trace", "upstream call", otel.kind = "client");
     upstream
         .send(upstream_req, body_failed)
+        .instrument(span)
         .await
         .map_err(|e| forward_failure(e, record))
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use time::OffsetDateTime;
+use tracing::Instrument;
 
 use crate::cert::PspCertificate;
 use crate::check::{
@@ -356,6 +357,17 @@ impl CheckService {
         let validity_ttl = self.ttl_for(&certificate, now);
         let revocation = &self.revocation;
         let this = self;
+        // Exported over OTLP when on (telemetry::otlp): the check, and on a miss its
+        // revocation fetch and register lookup.
+        let span = tracing::trace_span!(
+            target: "psp_trace",
+            "certificate check",
+            cache = tracing::field::Empty
+        );
+        let revocation_span =
+            tracing::trace_span!(target: "psp_trace", parent: &span, "revocation");
+        let register_span =
+            tracing::trace_span!(target: "psp_trace", parent: &span, "register lookup");
         let entry = self
             .cache
             .entry(key)
@@ -371,10 +383,13 @@ impl CheckService {
                     registers: &data.registers,
                 };
                 let resolution = check::resolve_issuer(&input, snapshots.trust);
-                let evidence =
-                    path_evidence(revocation, input, &data.trust, &resolution, now).await;
-                let mut report = check::report(&input, snapshots, &resolution, &evidence);
+                let evidence = path_evidence(revocation, input, &data.trust, &resolution, now)
+                    .instrument(revocation_span)
+                    .await;
+                let mut report = register_span
+                    .in_scope(|| check::report(&input, snapshots, &resolution, &evidence));
                 this.fca_home(&mut report, &certificate, &data.registers, jurisdiction)
+                    .instrument(register_span)
                     .await;
                 let mut ttl = evidence_ttl(validity_ttl, &evidence, now);
                 // Never past the NextUpdate of the list that approved the issuer.
@@ -390,7 +405,9 @@ impl CheckService {
                     ttl,
                 }
             })
+            .instrument(span.clone())
             .await;
+        span.record("cache", if entry.is_fresh() { "miss" } else { "hit" });
         // Fresh: this call ran the check (or waited for the one that did); otherwise a hit.
         crate::telemetry::metrics::metrics()
             .result_cache

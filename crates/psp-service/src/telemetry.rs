@@ -4,6 +4,8 @@
 
 pub mod audit;
 pub mod metrics;
+pub mod otlp;
+pub mod trace_context;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -19,6 +21,9 @@ use tracing_subscriber::{EnvFilter, Layer};
 #[must_use = "dropping the guard stops the log writer"]
 pub struct LogGuard {
     _writer: Option<tracing_appender::non_blocking::WorkerGuard>,
+    /// The trace exporter, when `OTEL_EXPORTER_OTLP_*` turned it on: dropped after the
+    /// writer, it sends its last batch.
+    _traces: Option<otlp::TraceExport>,
 }
 
 /// Lines queued for the log writer at most; past it, a request waits for the writer (no
@@ -35,18 +40,40 @@ const LOG_WRITE_BUFFER: usize = 64 * 1024;
 /// system call serves many lines, instead of one per line on the request path. No line is
 /// dropped (a full queue makes callers wait), and the queue is written out when the guard is
 /// dropped. The chained audit file ([`audit`]) is written and flushed per record as before.
+///
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) set, the spans of
+/// [`otlp::SPAN_TARGET`] are also exported over OTLP/HTTP ([`otlp`]); called on a tokio
+/// runtime then. An exporter that cannot be set up is reported and left off (the gateway's
+/// work does not depend on it).
 pub fn init_with_audit(audit_log: Option<Arc<audit::AuditLog>>) -> LogGuard {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let audit_layer = audit_log.map(|log| {
         audit::install(log.clone());
         AuditLayer { log }
     });
-    let registry = tracing_subscriber::registry().with(audit_layer);
+    let (traces, trace_error) = match otlp::TraceExport::from_env() {
+        Ok(traces) => (traces, None),
+        Err(e) => (None, Some(e)),
+    };
+    let registry = tracing_subscriber::registry()
+        .with(audit_layer)
+        .with(traces.as_ref().map(|t| t.layer()));
+    let report = |traces: &Option<otlp::TraceExport>| {
+        if let Some(e) = &trace_error {
+            tracing::error!(error = %e, "traces are not exported");
+        } else if traces.is_some() {
+            tracing::info!("traces are exported over OTLP/HTTP");
+        }
+    };
     if std::io::stderr().is_terminal() {
         let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
         // Already installed (tests start several servers in one process): keep the first.
         drop(registry.with(fmt.with_filter(filter)).try_init());
-        return LogGuard { _writer: None };
+        report(&traces);
+        return LogGuard {
+            _writer: None,
+            _traces: traces,
+        };
     }
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
@@ -61,11 +88,18 @@ pub fn init_with_audit(audit_log: Option<Arc<audit::AuditLog>>) -> LogGuard {
         .json()
         .flatten_event(true);
     match registry.with(fmt.with_filter(filter)).try_init() {
-        Ok(()) => LogGuard {
-            _writer: Some(guard),
-        },
+        Ok(()) => {
+            report(&traces);
+            LogGuard {
+                _writer: Some(guard),
+                _traces: traces,
+            }
+        }
         // Already installed: keep the first, and let this writer go.
-        Err(_) => LogGuard { _writer: None },
+        Err(_) => LogGuard {
+            _writer: None,
+            _traces: None,
+        },
     }
 }
 

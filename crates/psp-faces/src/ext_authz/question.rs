@@ -168,6 +168,24 @@ pub(crate) fn ask(
         host: Some(http.host.clone()).filter(|h| !h.is_empty()),
         chain,
         peer: source_address(attributes).unwrap_or(caller),
+        trace_headers: crate::gateway::trace_headers(
+            http.headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_bytes()))
+                .chain(
+                    http.header_map
+                        .iter()
+                        .flat_map(|map| &map.headers)
+                        .map(|header| {
+                            let value = if header.raw_value.is_empty() {
+                                header.value.as_bytes()
+                            } else {
+                                header.raw_value.as_slice()
+                            };
+                            (header.key.as_str(), value)
+                        }),
+                ),
+        ),
     })
 }
 
@@ -513,6 +531,49 @@ mod tests {
         )
         .expect("ask");
         assert_eq!((no_source.peer, no_source.host), (caller, None));
+    }
+
+    #[test]
+    fn the_trace_headers_are_read_from_either_form_and_a_repeat_across_them_stays_visible() {
+        use crate::telemetry::trace_context::{TraceParent, TraceParentError};
+        const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let caller = SocketAddr::from(([10, 0, 0, 1], 5000));
+        let ask_of = |h: &HttpRequest| {
+            super::ask(
+                &AttributeContext::default(),
+                h,
+                &config(CertificateSource::Peer, None),
+                caller,
+            )
+            .expect("ask")
+        };
+        let mut h = http("GET", "/", "");
+        h.headers = HashMap::from([
+            ("traceparent".to_owned(), TP.to_owned()),
+            ("tracestate".to_owned(), "congo=t61rcWkgMzE".to_owned()),
+            ("x-other".to_owned(), "1".to_owned()),
+        ]);
+        let ask = ask_of(&h);
+        assert_eq!(ask.trace_headers.len(), 2, "only the trace headers");
+        let parsed = TraceParent::from_headers(&ask.trace_headers).expect("accepted");
+        assert_eq!(
+            parsed.map(|p| p.trace_id.to_string()).as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        // The same name in the raw list too: two values, which the gateway refuses (which one
+        // the client sent is not known).
+        h.header_map = Some(HeaderMap {
+            headers: vec![HeaderValue {
+                key: "Traceparent".into(),
+                raw_value: b"00-11111111111111111111111111111111-2222222222222222-01".to_vec(),
+                ..HeaderValue::default()
+            }],
+        });
+        let ask = ask_of(&h);
+        assert_eq!(
+            TraceParent::from_headers(&ask.trace_headers),
+            Err(TraceParentError::Repeated)
+        );
     }
 
     #[test]

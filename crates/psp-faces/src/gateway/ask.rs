@@ -38,6 +38,31 @@ pub struct Ask {
     pub chain: Result<Vec<Vec<u8>>, String>,
     /// The client's address as the authoriser reports it, else the authoriser's own.
     pub peer: SocketAddr,
+    /// The request's `traceparent` and `tracestate` fields as the authoriser passed them
+    /// ([`trace_headers`]); empty: none. The authoriser is a caller the face already admitted,
+    /// so under `from-trusted-proxies` they are believed as under `accept`.
+    pub trace_headers: HeaderMap,
+}
+
+/// The `traceparent` and `tracestate` fields of `(name, value)` pairs (any case), each
+/// value that is one, for [`Ask::trace_headers`]; a repeated `traceparent` stays repeated,
+/// so that it is refused.
+pub fn trace_headers<'a>(fields: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> HeaderMap {
+    use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
+    let mut out = HeaderMap::new();
+    for (name, value) in fields {
+        let name = if name.eq_ignore_ascii_case(TRACEPARENT.as_str()) {
+            TRACEPARENT
+        } else if name.eq_ignore_ascii_case(TRACESTATE.as_str()) {
+            TRACESTATE
+        } else {
+            continue;
+        };
+        if let Ok(value) = HeaderValue::from_bytes(value) {
+            out.append(name, value);
+        }
+    }
+    out
 }
 
 /// The answer to an [`Ask`].
@@ -76,15 +101,25 @@ impl GatewayState {
     /// Decides `ask` for this site, as the built-in proxy would decide the same request, and
     /// records it (metrics, audit record) under `ask.face`.
     pub async fn authorise(&self, ask: Ask) -> Answer {
+        let (span, trace) =
+            super::request_span(super::Asker::Authoriser, self, &ask.trace_headers, true);
         let mut record = Record::new(
             ask.face,
             (Arc::clone(&self.name), self.site.policy.jurisdiction),
             new_request_id(),
             (ask.method.clone(), path_of(&ask.target).to_owned()),
             self.default_dialect,
+            trace,
         );
+        span.record("check_id", record.check_id.as_str());
         let conn = ConnInfo::new(ask.peer, None);
-        match self.authorise_phases(ask, &mut record).await {
+        let phased = {
+            use tracing::Instrument;
+            self.authorise_phases(ask, &mut record)
+                .instrument(span)
+                .await
+        };
+        match phased {
             Ok(set) => {
                 let (auth_number, services) = match &record.decided {
                     Some(d) => (

@@ -129,6 +129,25 @@ pub struct GatewayConfig {
     /// than an eighth of the default total.
     #[serde(default = "default_upstream_max_requests_per_psp")]
     pub upstream_max_requests_per_psp: usize,
+    /// Whose W3C `traceparent` (and `tracestate`) the gateway continues: any caller's
+    /// (`accept`, the default), only a trusted proxy's (`from-trusted-proxies`), or nobody's
+    /// (`ignore`). Otherwise, and for a malformed one, a new trace starts. The upstream always
+    /// receives the gateway's own `traceparent`, never the caller's as is.
+    #[serde(default)]
+    pub trace_context: TraceContextMode,
+}
+
+/// `gateway.trace_context`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceContextMode {
+    /// Any caller's well-formed `traceparent` continues its trace.
+    #[default]
+    Accept,
+    /// Only `trusted_proxies`' (the bank's edge): a PSP cannot choose the trace id.
+    FromTrustedProxies,
+    /// Every request starts a new trace.
+    Ignore,
 }
 
 fn default_methods() -> Vec<String> {

@@ -25,6 +25,7 @@ use super::path::NormalisedPath;
 use crate::policy::Permit;
 use crate::server::{Body, BodyError};
 use crate::service::Checked;
+use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE, TraceContext};
 
 /// Hop-by-hop headers (RFC 9110 section 7.6.1), plus `proxy-connection` and
 /// `proxy-authorization`, which only concern the hop to this gateway.
@@ -320,7 +321,8 @@ pub(super) struct Identity<'a> {
 }
 
 /// Rewrites an inbound request for the upstream: URI (on the normalised `path`), hop-by-hop,
-/// spoofable and override headers, `X-Forwarded-*`, and the identity of the permit. The flag
+/// spoofable and override headers, `X-Forwarded-*`, the identity of the permit, and the
+/// gateway's `traceparent` and `tracestate` in place of the caller's. The flag
 /// returned with it is set if the inbound body fails while it is forwarded.
 pub(super) fn prepare(
     upstream: &Upstream,
@@ -329,6 +331,7 @@ pub(super) fn prepare(
     hop: &Hop,
     strip: Strip<'_>,
     identity: Identity<'_>,
+    trace: &TraceContext,
 ) -> Result<(Request<Body>, BodyFailed), ForwardError> {
     let names = strip.names;
     let (mut parts, body) = req.into_parts();
@@ -357,6 +360,9 @@ pub(super) fn prepare(
 
     forwarded_headers(h, hop, original_host);
     identity_headers(h, names, identity);
+    // The caller's `traceparent` and `tracestate` never go on as they are: the upstream's
+    // parent is the gateway's span (a malformed or unbelieved one was replaced by a new trace).
+    trace.write_to(h);
     let failed = BodyFailed::default();
     let flag = failed.clone();
     let body = body
@@ -544,6 +550,8 @@ fn is_protected(name: &str, strip: &Strip<'_>) -> bool {
         || listed(strip.configured)
         || listed(&[X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST])
         || name == header::FORWARDED.as_str()
+        || name == TRACEPARENT.as_str()
+        || name == TRACESTATE.as_str()
         || name == header::HOST.as_str()
         || CLIENT_CERT_PREFIXES.iter().any(|p| name.starts_with(p))
         || strip.names.all().into_iter().any(|n| n.as_str() == name)

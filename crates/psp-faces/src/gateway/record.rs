@@ -13,6 +13,7 @@ use super::dialect::Failure;
 use crate::server::ConnInfo;
 use crate::service::Checked;
 use crate::telemetry::metrics::{FaceLabels, OutcomeLabels, ScopeLabels, metrics};
+use crate::telemetry::trace_context::TraceContext;
 
 /// What the phases learned of one request.
 pub(super) struct Record {
@@ -22,6 +23,9 @@ pub(super) struct Record {
     pub(super) site: Arc<str>,
     pub(super) jurisdiction: crate::country::CountryCode,
     pub(super) check_id: String,
+    /// The request's W3C trace (the caller's or a new one) and the gateway's span in it: the
+    /// audit record and the access line link the check id to its trace id.
+    pub(super) trace: TraceContext,
     started: Instant,
     pub(super) method: Method,
     /// The path as received (the normalised one is in `decided`, once there is one).
@@ -73,12 +77,14 @@ impl Record {
         check_id: String,
         (method, path): (Method, String),
         dialect: Dialect,
+        trace: TraceContext,
     ) -> Self {
         Record {
             face,
             site: site.0,
             jurisdiction: site.1,
             check_id,
+            trace,
             started: Instant::now(),
             method,
             path,
@@ -149,6 +155,9 @@ pub(super) fn log(record: &Record, conn: &ConnInfo, failure: Option<&Failure>, s
         face = record.face,
         site = &*record.site,
         check_id = %record.check_id,
+        trace_id = %record.trace.trace_id,
+        span_id = %record.trace.span_id,
+        traceparent = record.trace.inbound.label(),
         peer = %conn.peer,
         method = %record.method,
         path = %record.path,
@@ -168,6 +177,7 @@ fn audit_decision(record: &Record, decided: &Decided, conn: &ConnInfo) {
         tracing::warn!(
             target: "audit",
             check_id = %record.check_id,
+            trace_id = %record.trace.trace_id,
             auth_number = report.auth_number.as_deref().unwrap_or(""),
             reason = decided.reason,
             "report-only: would have refused, forwarding"
@@ -178,6 +188,7 @@ fn audit_decision(record: &Record, decided: &Decided, conn: &ConnInfo) {
         face = record.face,
         site = &*record.site,
         check_id = %record.check_id,
+        trace_id = %record.trace.trace_id,
         peer = %conn.peer,
         resumed = conn.tls.as_ref().is_some_and(|t| t.resumed),
         fingerprint = %decided.fingerprint,
@@ -210,6 +221,7 @@ fn audit_refusal(record: &Record, conn: &ConnInfo, failure: &Failure) {
         face = record.face,
         site = &*record.site,
         check_id = %record.check_id,
+        trace_id = %record.trace.trace_id,
         peer = %conn.peer,
         method = %record.method,
         path = %record.path,
@@ -241,26 +253,26 @@ fn log_trouble(record: &Record) {
     let kind = match &record.trouble {
         None => return,
         Some(Trouble::Body(detail)) => {
-            tracing::info!(check_id = %check_id, error = %detail, "the request body could not be read");
+            tracing::info!(check_id = %check_id, trace_id = %record.trace.trace_id, error = %detail, "the request body could not be read");
             return;
         }
         Some(Trouble::FormBody(detail)) => {
-            tracing::info!(check_id = %check_id, error = %detail, "the form body could not be read");
+            tracing::info!(check_id = %check_id, trace_id = %record.trace.trace_id, error = %detail, "the form body could not be read");
             return;
         }
         Some(Trouble::Build(detail)) => {
-            tracing::error!(check_id = %check_id, error = %detail, "cannot build the upstream request");
+            tracing::error!(check_id = %check_id, trace_id = %record.trace.trace_id, error = %detail, "cannot build the upstream request");
             "request"
         }
         Some(Trouble::Upstream {
             kind,
             detail: Some(detail),
         }) => {
-            tracing::warn!(check_id = %check_id, error = %detail, "upstream unavailable");
+            tracing::warn!(check_id = %check_id, trace_id = %record.trace.trace_id, error = %detail, "upstream unavailable");
             kind
         }
         Some(Trouble::Upstream { kind, detail: None }) => {
-            tracing::warn!(check_id = %check_id, "upstream timed out");
+            tracing::warn!(check_id = %check_id, trace_id = %record.trace.trace_id, "upstream timed out");
             kind
         }
     };
