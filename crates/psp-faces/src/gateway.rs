@@ -392,6 +392,10 @@ impl GatewayState {
     /// an HTTP/2 connection made for one site must not carry a request for another). A
     /// request that names no host is the connection's site's.
     fn misdirected<B>(&self, req: &Request<B>) -> Option<String> {
+        if self.host_names.is_empty() {
+            // A site that names no hosts answers to any: nothing to read.
+            return None;
+        }
         let named = request_host(req)?;
         (!self.answers_to(&named)).then_some(named)
     }
@@ -511,7 +515,11 @@ where
     B::Error: Into<BodyError>,
 {
     let tls = conn.tls.as_ref();
-    let host = request_host(&req);
+    // Over TLS the server name chooses the site; only a plain listener reads the host.
+    let host = match tls {
+        Some(_) => None,
+        None => request_host(&req),
+    };
     let site = sites.for_connection(
         listen,
         tls.and_then(|t| t.server_name.as_deref()),

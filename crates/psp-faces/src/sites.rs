@@ -61,6 +61,8 @@ impl Sites {
     /// - on a plain listener (a load balancer in front terminated TLS), the site that names
     ///   the request's host, or the default site.
     ///
+    /// `host` is read only on a plain listener (`tls` false).
+    ///
     /// Whether the request's own host agrees with the site chosen is the site's check
     /// (421 in its dialect).
     pub fn for_connection(
