@@ -6,46 +6,12 @@
 
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use common::in_memory;
+use common::log_capture::capture;
 use common::test_pki::test_config;
 use common::upstream;
 use http::StatusCode;
 use psp_gateway::telemetry::metrics::{FaceLabels, RequestLabels, metrics};
-
-/// Everything written through the capture, as text.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("capture").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    /// The lines with `message`.
-    fn lines(&self, message: &str) -> Vec<String> {
-        let text = String::from_utf8_lossy(&self.0.lock().expect("capture")).into_owned();
-        text.lines()
-            .filter(|l| l.contains(&format!("\"message\":\"{message}\"")))
-            .map(str::to_owned)
-            .collect()
-    }
-
-    fn count(&self, message: &str) -> usize {
-        let text = String::from_utf8_lossy(&self.0.lock().expect("capture")).into_owned();
-        text.lines()
-            .filter(|l| l.contains(&format!("\"message\":\"{message}\"")))
-            .count()
-    }
-}
 
 fn requests(route: &str, decision: &str, reason: &str) -> u64 {
     metrics()
@@ -71,15 +37,7 @@ fn rate_limited() -> u64 {
 
 #[tokio::test(flavor = "current_thread")]
 async fn each_request_is_logged_once_and_a_flood_past_the_rate_writes_no_audit_line() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
+    let (captured, _guard) = capture();
 
     let up = upstream::start().await;
     let faces = in_memory::faces(&test_config(|t| {
@@ -169,7 +127,7 @@ async fn each_request_is_logged_once_and_a_flood_past_the_rate_writes_no_audit_l
     assert_eq!(audited.len(), 3);
     for line in audited {
         assert!(
-            line.contains("\"site\":\"default\"") && line.contains("\"face\":\"gateway\""),
+            line["fields"]["site"] == "default" && line["fields"]["face"] == "gateway",
             "{line}"
         );
     }

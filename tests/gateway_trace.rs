@@ -8,11 +8,10 @@
 
 mod common;
 
-use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 
 use common::in_memory;
+use common::log_capture::capture;
 use common::test_pki::test_config;
 use common::upstream;
 use http::StatusCode;
@@ -21,44 +20,6 @@ use http::StatusCode;
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_PARENT: &str = "00f067aa0ba902b7";
 const CLIENT_TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("capture").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    /// The lines with `message`, parsed.
-    fn lines(&self, message: &str) -> Vec<serde_json::Value> {
-        let text = String::from_utf8_lossy(&self.0.lock().expect("capture")).into_owned();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["fields"]["message"] == message)
-            .collect()
-    }
-}
-
-/// Logs captured as JSON lines for the rest of the calling thread's test.
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(move || writer.clone())
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
-    (captured, guard)
-}
 
 /// The sandbox gateway in front of `up`, with `extra` in its `[gateway]` section.
 fn faces_with(up: &upstream::Upstream, extra: &str) -> psp_gateway::app::Faces {

@@ -5,6 +5,7 @@ pub mod edge_proxies;
 pub mod ext_authz_client;
 pub mod forge;
 pub mod in_memory;
+pub mod log_capture;
 pub mod openapi;
 pub mod redis;
 pub mod service;
