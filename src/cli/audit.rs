@@ -365,17 +365,28 @@ fn table_row(record: &AuditRecord) -> [String; 7] {
 }
 
 /// A cell as a terminal shows it safely: control characters (an escape sequence in a
-/// hostile authorisation number, a newline that would forge a row) written as escapes.
+/// hostile authorisation number, a newline that would forge a row) and the Unicode
+/// bidirectional controls (which would show a cell's text in another order, Trojan Source
+/// style) written as escapes.
 fn terminal_safe(text: &str) -> String {
     text.chars()
         .map(|c| {
-            if c.is_control() {
+            if c.is_control() || is_bidi_control(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
             }
         })
         .collect()
+}
+
+/// Unicode's explicit directional formatting characters (UAX #9 §2: embeddings, overrides,
+/// isolates and the marks).
+fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
 }
 
 /// The records as an aligned table, a header first.
@@ -690,6 +701,7 @@ table{border-collapse:collapse;margin:1em 0}\
 th,td{border:1px solid #bbb;padding:.25em .6em;text-align:left}\
 td.n{text-align:right}\
 .permit{fill:#2e7d32}.refuse{fill:#c62828}.report-only{fill:#f9a825}\
+.key-permit{color:#2e7d32}.key-refuse{color:#c62828}.key-report-only{color:#f9a825}\
 .ok{color:#2e7d32}.failed{color:#c62828;font-weight:bold}";
 
 fn rfc3339(t: OffsetDateTime) -> String {
@@ -753,7 +765,12 @@ fn render_decisions(html: &mut String, tally: &Tally) {
     } else {
         html.push_str(&bar_chart(&tally.per_day()));
         html.push_str(
-            "<table id=\"by-day\">\n<tr><th>Day</th><th>Decision</th><th>Reason</th><th>Count</th></tr>\n",
+            "<p>Bars, from the bottom: <span class=\"key-permit\">&#9632; permit</span>, \
+<span class=\"key-report-only\">&#9632; report-only</span>, \
+<span class=\"key-refuse\">&#9632; refuse</span>.</p>\n",
+        );
+        html.push_str(
+            "<table id=\"by-day\">\n<tr><th>Day (UTC)</th><th>Decision</th><th>Reason</th><th>Count</th></tr>\n",
         );
         for ((day, decision, reason), n) in &tally.by_day {
             let _ = writeln!(
@@ -983,5 +1000,6 @@ mod tests {
     #[test]
     fn control_characters_do_not_reach_the_terminal() {
         assert_eq!(terminal_safe("PSD\x1b[31mX\nY"), "PSD\\u{1b}[31mX\\nY");
+        assert_eq!(terminal_safe("A\u{202E}B"), "A\\u{202e}B");
     }
 }
