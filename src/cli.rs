@@ -13,6 +13,7 @@ use crate::cert::input::decode_certificate_chain;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod audit;
 mod trust;
 
 use crate::config::Config;

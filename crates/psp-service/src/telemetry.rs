@@ -3,6 +3,7 @@
 //! with `[audit] file`, they also go to a chained audit log ([`audit`]).
 
 pub mod audit;
+pub mod merkle;
 pub mod metrics;
 pub mod otlp;
 pub mod trace_context;
