@@ -202,14 +202,80 @@ mod tests {
         }
     }
 
+    /// The public key of a verifier key `name+hash+base64(type || key)`.
+    fn from_verifier_key(vkey: &str) -> PublicKey {
+        use base64::Engine as _;
+        let material = vkey.splitn(3, '+').nth(2).unwrap();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(material)
+            .unwrap();
+        match bytes[0] {
+            0x01 => PublicKey::from_raw(Alg::EdDsa, &bytes[1..]).unwrap(),
+            0x02 => PublicKey::from_spki_der(&bytes[1..]).unwrap(),
+            other => panic!("signature type {other}"),
+        }
+    }
+
     #[test]
-    fn the_spec_example_note_verifies_with_its_go_verifier_key() {
-        // c2sp.org/signed-note's example is signed by Go's note package with an Ed25519 key
-        // whose verifier key is not published there; its shape is checked instead.
-        let note = "Ognuno sta solo sul cuor della terra\ntrafitto da un raggio di sole:\n\ned è subito sera.\n\n\u{2014} quasimodo.example/salvatore NnugSzTjtVAewIS+Z/iJhUPeFDkO/5QQ2i5ddnGITLlC+EhfLW9oJKONrMouFSQU0xMcXxj99ihAQwaqP3ZekRwNtIc=\n";
-        let other = key(Alg::EdDsa).public();
-        let err = note_verify(note, "quasimodo.example/salvatore", &other).unwrap_err();
-        assert!(matches!(err, NoteError::NoSignatureFromKey { .. }), "{err}");
+    fn go_sumdb_notes_example_is_reproduced_byte_for_byte() {
+        // golang.org/x/mod/sumdb/note's package example: its signer key
+        // `PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz` holds
+        // the Ed25519 seed after the type byte 0x01. Ed25519 is deterministic, so our note
+        // must be Go's to the byte, and Go's verifier key ours.
+        use base64::Engine as _;
+        let seed = base64::engine::general_purpose::STANDARD
+            .decode("AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz")
+            .unwrap();
+        // PKCS#8 v1 of an Ed25519 seed (RFC 8410 §7).
+        let mut pkcs8 = vec![
+            0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22,
+            0x04, 0x20,
+        ];
+        pkcs8.extend_from_slice(&seed[1..]);
+        let key = SigningKey::from_pkcs8_der(&pkcs8).unwrap();
+        let text = "If you think cryptography is the answer to your problem,\n\
+                    then you don't know what your problem is.\n";
+        let note = format!(
+            "{text}\n\u{2014} PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n"
+        );
+        assert_eq!(note_sign(&key, "PeterNeumann", text).unwrap(), note);
+        let vkey = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW";
+        assert_eq!(verifier_key("PeterNeumann", &key.public()).unwrap(), vkey);
+        assert_eq!(
+            note_verify(&note, "PeterNeumann", &from_verifier_key(vkey)),
+            Ok(text.to_owned())
+        );
+    }
+
+    #[test]
+    fn real_ecdsa_checkpoints_of_rekor_and_the_pixel_log_verify() {
+        // transparency-dev/formats, note/note_verifier_test.go: Sigstore's Rekor and Google's
+        // Pixel 6 transparency log, ECDSA P-256 keys and checkpoints signed by them.
+        let cases = [
+            (
+                "rekor.sigstore.dev",
+                "rekor.sigstore.dev+c0d23d6a+AjBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABNhtmPtrWm3U1eQXBogSMdGvXwBcK5AW5i0hrZLOC96l+smGNM7nwZ4QvFK/4sueRoVj//QP22Ni4Qt9DPfkWLc=",
+                "Rekor\n798034\nf+7CoKgXKE/tNys9TTXcr/ad6U/K3xvznmzew9y6SP0=\n",
+                "wNI9ajBEAiARInWIWyCdyG27CO6LPnPekyw20qO0YJfoaPaowGp/XgIgc+qEHS3+GKVClgqq20uDLet7MCoTURUCRdxwWBHHufk=",
+            ),
+            (
+                "pixel6_transparency_log",
+                "pixel6_transparency_log+91c16e30+AjBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABN+4x0Jk1yTwvLFI9A4NDdGZcX0aiWVdWM5XJVy0M4VWD3AvyW5Q6Hs9A0mcDkpUoYgn+KKPNzFC0H3nN3q6JQ8=",
+                "DEFAULT\n10\nbsWRucJU5xJPHb5eBdOm6+DM+VelCZBuvtI3sHERJ9Y=\n",
+                "kcFuMDBFAiEAhqMAP8P6qf6QxtUJhzMhbN+MbZ9dwfUHzGQJmffJHtoCIGD0cNe47dHWBoPwYdgBCepB06/+g5O1FmYjXl06owL4",
+            ),
+        ];
+        for (name, vkey, text, signature) in cases {
+            let key = from_verifier_key(vkey);
+            assert_eq!(verifier_key(name, &key).unwrap(), vkey);
+            let note = format!("{text}\n\u{2014} {name} {signature}\n");
+            assert_eq!(note_verify(&note, name, &key), Ok(text.to_owned()));
+            let tampered = note.replacen('\n', "0\n", 1);
+            assert!(matches!(
+                note_verify(&tampered, name, &key),
+                Err(NoteError::BadSignature { .. })
+            ));
+        }
     }
 
     #[test]
