@@ -592,6 +592,95 @@ mod tests {
         assert_eq!(key.public(), public);
     }
 
+    // Throwaway keys written by `openssl genpkey` (OpenSSL 3.0), then `openssl ec` (SEC 1),
+    // `openssl pkcs8 -topk8` (encrypted) and `openssl pkey -pubout`: the files an operator
+    // will actually hand the gateway.
+    const OPENSSL_P256: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgcPOG8I31gg9nmkf7
+PCmnGwGHI9HOixcnIFPzWcMVmTuhRANCAAQlCWW0cx7iDuDuoIQWLabTYkLDq1vD
+R9l/35CPMeTsUD6NczG6/TxgGttsVCF5DPKYJ26nc4Z2oab0CWA/iDPD
+-----END PRIVATE KEY-----
+";
+    const OPENSSL_P256_PUBLIC: &str = "-----BEGIN PUBLIC KEY-----
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEJQlltHMe4g7g7qCEFi2m02JCw6tb
+w0fZf9+QjzHk7FA+jXMxuv08YBrbbFQheQzymCdup3OGdqGm9AlgP4gzww==
+-----END PUBLIC KEY-----
+";
+    const OPENSSL_P256_SEC1: &str = "-----BEGIN EC PRIVATE KEY-----
+MHcCAQEEIHDzhvCN9YIPZ5pH+zwppxsBhyPRzosXJyBT81nDFZk7oAoGCCqGSM49
+AwEHoUQDQgAEJQlltHMe4g7g7qCEFi2m02JCw6tbw0fZf9+QjzHk7FA+jXMxuv08
+YBrbbFQheQzymCdup3OGdqGm9AlgP4gzww==
+-----END EC PRIVATE KEY-----
+";
+    const OPENSSL_P256_ENCRYPTED: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----
+MIHsMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAgvGJoY+y4+4AICCAAw
+DAYIKoZIhvcNAgkFADAdBglghkgBZQMEASoEEDI9oWKHG0f+7rUOuc6xh04EgZCg
+BRkJHn1HxoAPjCEvBYUEis/UsStRvL1dbsWsRSmZmN6brbAWxM/6SUY72g+M5VzF
+3bQYz3HnJeuQXKuoL7MXSDMcpqvqNk1NsP5oOQVPrbTTjDRCY9FeUv/gTYc+qXUT
+4ADc0rOCRRdxmwMEgMwG8H2z6sTvjxS3YtX5jNzfa2n+1IkSJh6pjEUzy1JC57c=
+-----END ENCRYPTED PRIVATE KEY-----
+";
+    const OPENSSL_P384: &str = "-----BEGIN PRIVATE KEY-----
+MIG2AgEAMBAGByqGSM49AgEGBSuBBAAiBIGeMIGbAgEBBDBITKXVFT6MPJD+v6Fs
+glvMj/zE/kFeKiRuctKskIFVmNtdhCjrH10JoLrDl6wXpnyhZANiAASsTGWkWDEp
+cwAf3WTMSkiIav6Zlb+RPWuGn67RdZFQcatLEf0fNhuPEvVDBbxr7/3x0ILGVtiT
+UtbE9b8A0ym7fBLbKQteNhhsnIG6TulfG4ukMiqShfLgU5AURw7RMT0=
+-----END PRIVATE KEY-----
+";
+    const OPENSSL_ED25519: &str = "-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEIPvf3C875dTooRoTqoUJTNWeXI1/N0IqL77xZj0SrkmF
+-----END PRIVATE KEY-----
+";
+    const OPENSSL_RSA_1024: &str = "-----BEGIN PRIVATE KEY-----
+MIICdgIBADANBgkqhkiG9w0BAQEFAASCAmAwggJcAgEAAoGBAMWNiHwcv43xIUyE
+AFCFabTKvTwacWVPuYErqXZKYmlmX8W7qrz9AoUPew8cjGgYztdCr835R+RTrA6p
+/h1Ck6J7UqwtJyXWZzq0OiUeszQCQi5zy7g0rwJEUKZ++q5lpv+M/K0yHPsc6z+y
+ncTRWJdcyZQgolWjb+VZMdPCszZtAgMBAAECgYBiBjuOEhm+jcKPHASn77sm2V6S
+nzBbK/cJMCgTKQ+x6vlkvR0YT5bbfXX7ZpgI4x5nU5C2bJYOprH+SL1tuWZVXwRF
+QuRvJYHEV8sLwAbeG0KYbzX60oYr5sD/XZeak5UNMXc+oPhWuT/yFFV9Ev3jgiML
+hosGlXrKSxYkfz/CpQJBAOeRrMTYk4kYoj1ga32YAUTA3z5YLtvri+t/rJ9W9iBH
+n5Jl+x4+jTZMjbBfMo8beoF83yBuGMhljHVInSqQpVsCQQDaZSIlj1Y2iHdXS4/9
+9plGttHqGiFbdro5AUuhgOg2QriwHvT1i4Ey++iuCaBy4dBAOe8oKNx4h/e3HzZ5
+HbXXAkBjRzgb2IJAF5iO2cSbvsxkbpAHSYUlcfG10DHwyjaRFkPaXvBvQgAGlIF2
+aQnjArPdyexbGfh0Cd1S9wOymPrbAkEAuMIEIEhhxCKw6332ZACB7Svu7CCNBcas
+hltNM2VNjdHmUsDttOj/NTWdw9ZLEcVtm1gntg7TbXiBnT7fo5j54wJAUiaNzDO5
+vp8mFU9NHpdmGRk8QveN/VR2iCu5olM9oUDG61hLc9O8qrho+0eEv5K8YK0ZeRon
+dyU8ZXQahGSkYg==
+-----END PRIVATE KEY-----
+";
+
+    #[test]
+    fn keys_written_by_openssl_load_or_are_refused_by_name() {
+        let p256 = SigningKey::from_pem(OPENSSL_P256).expect("OpenSSL's P-256 PKCS#8 loads");
+        assert_eq!(p256.alg(), Alg::Es256);
+        assert_eq!(Ok(p256.public()), PublicKey::from_pem(OPENSSL_P256_PUBLIC));
+        let ed =
+            SigningKey::from_pem(OPENSSL_ED25519).expect("OpenSSL's Ed25519 PKCS#8 (v1) loads");
+        assert_eq!(ed.alg(), Alg::EdDsa);
+        assert_eq!(
+            refusal(OPENSSL_P256_SEC1),
+            KeyError::NotPkcs8 {
+                label: "EC PRIVATE KEY".to_owned()
+            }
+        );
+        assert_eq!(
+            refusal(OPENSSL_P256_ENCRYPTED),
+            KeyError::Encrypted {
+                label: "ENCRYPTED PRIVATE KEY".to_owned()
+            }
+        );
+        assert_eq!(
+            refusal(OPENSSL_P384),
+            KeyError::UnsupportedAlgorithm {
+                found: "an EC key on P-384 (secp384r1)".to_owned()
+            }
+        );
+        assert_eq!(
+            refusal(OPENSSL_RSA_1024).to_string(),
+            "the key is an RSA key; only ECDSA P-256 (ES256) and Ed25519 (EdDSA) are supported"
+        );
+    }
+
     #[test]
     fn text_around_the_pem_block_and_crlf_line_ends_are_accepted() {
         let pem = SigningKey::generate_pem(Alg::Es256);
