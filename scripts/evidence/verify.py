@@ -38,7 +38,10 @@ class Refused(Exception):
 
 def verify_jws(jwks_file, payload_file, token):
     with open(jwks_file, encoding="utf-8") as f:
-        keyset = jwk.JWKSet.from_json(f.read())
+        try:
+            keyset = jwk.JWKSet.from_json(f.read())
+        except Exception as e:  # jwcrypto raises several types for a malformed set.
+            raise Refused(f"the JWK set: {type(e).__name__}: {e}") from e
     for key in keyset:
         kid = key.get("kid")
         if kid != key.thumbprint():
@@ -113,7 +116,10 @@ def verify_note(pem_file, name, note_file):
         if not line.startswith(prefix) or line.count(b" ") != 2:
             raise Refused(f"malformed signature line {line!r}")
         line_name, blob = line[len(prefix) :].split(b" ")
-        blob = base64.b64decode(blob, validate=True)
+        try:
+            blob = base64.b64decode(blob, validate=True)
+        except ValueError as e:
+            raise Refused(f"the signature of line {line!r} is not base64") from e
         if line_name.decode() != name or blob[:4] != key_id:
             continue
         if not signature_verifies(public, text, blob[4:]):
