@@ -15,7 +15,7 @@ pub use psp_cert::{cert, country, hex};
 pub use psp_check::{check, policy};
 pub use psp_faces::{admin, api, ext_authz, forward_auth, gateway, sandbox, sites};
 pub use psp_server as server;
-pub use psp_service::{bounded, fetch, register, revocation, service, telemetry, trust};
+pub use psp_service::{bounded, evidence, fetch, register, revocation, service, telemetry, trust};
 
 pub mod app;
 pub mod cli;

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Verifies psp-gateway's evidence signatures with code no one here wrote.
+
+    verify.py jws JWKS_FILE PAYLOAD_FILE JWS_STRING
+        A detached JWS with an unencoded payload (RFC 7515 appendix F + RFC 7797), with
+        jwcrypto. Every key of the JWKS must have its RFC 7638 thumbprint as its kid.
+
+    verify.py note PUBKEY_PEM NAME NOTE_FILE
+        A C2SP signed note (https://c2sp.org/signed-note) with pyca/cryptography only:
+        Ed25519 (type 0x01) or ECDSA P-256 (type 0x02, as transparency-dev/witness).
+
+Prints `valid` and exits 0, or prints `refused: <why>` and exits 1. Usage errors exit 2.
+The packages are pinned in scripts/evidence/requirements.txt (scripts/test installs them
+into target/evidence-venv).
+"""
+
+import base64
+import hashlib
+import json
+import sys
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from jwcrypto import jwk, jws
+
+# The only algorithms evidence is signed with; jwcrypto's default list also allows HS256,
+# RS256 and more, which an algorithm-substitution token would otherwise be tried under.
+ALLOWED_ALGS = ["ES256", "EdDSA"]
+
+# c2sp.org/signed-note: verifiers "MUST accept at least up to 16 signatures".
+MAX_NOTE_SIGNATURES = 16
+
+
+class Refused(Exception):
+    """The evidence does not verify; the message says why."""
+
+
+def verify_jws(jwks_file, payload_file, token):
+    with open(jwks_file, encoding="utf-8") as f:
+        try:
+            keyset = jwk.JWKSet.from_json(f.read())
+        except Exception as e:  # jwcrypto raises several types for a malformed set.
+            raise Refused(f"the JWK set: {type(e).__name__}: {e}") from e
+    for key in keyset:
+        kid = key.get("kid")
+        if kid != key.thumbprint():
+            raise Refused(f"kid {kid!r} is not the key's RFC 7638 thumbprint {key.thumbprint()!r}")
+    with open(payload_file, "rb") as f:
+        payload = f.read()
+    token_jws = jws.JWS()
+    token_jws.allowed_algs = ALLOWED_ALGS
+    try:
+        token_jws.deserialize(token)
+        header = token_jws.jose_header
+    except Exception as e:  # jwcrypto raises several types for a malformed token.
+        raise Refused(f"{type(e).__name__}: {e}") from e
+    # RFC 7797 section 6: only an unencoded payload that the header marks critical.
+    if header.get("b64") is not False or "b64" not in header.get("crit", []):
+        raise Refused("the header is not b64:false with crit [b64]")
+    try:
+        token_jws.verify(keyset, detached_payload=payload)
+    except Exception as e:
+        log = "; ".join(token_jws.verifylog or [])
+        raise Refused(f"{type(e).__name__}: {e} [{log}]") from e
+
+
+def note_key_id(name, public):
+    if isinstance(public, ed25519.Ed25519PublicKey):
+        raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return hashlib.sha256(name.encode() + b"\n" + b"\x01" + raw).digest()[:4]
+    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return hashlib.sha256(der).digest()[:4]
+
+
+def signature_verifies(public, text, signature):
+    try:
+        if isinstance(public, ed25519.Ed25519PublicKey):
+            public.verify(signature, text)
+        else:
+            public.verify(signature, text, ec.ECDSA(hashes.SHA256()))
+        return True
+    except InvalidSignature:
+        return False
+
+
+def verify_note(pem_file, name, note_file):
+    with open(pem_file, "rb") as f:
+        public = serialization.load_pem_public_key(f.read())
+    if isinstance(public, ec.EllipticCurvePublicKey):
+        if not isinstance(public.curve, ec.SECP256R1):
+            raise Refused(f"an ECDSA key on {public.curve.name}, not P-256")
+    elif not isinstance(public, ed25519.Ed25519PublicKey):
+        raise Refused(f"a {type(public).__name__}, neither Ed25519 nor ECDSA P-256")
+    with open(note_file, "rb") as f:
+        note = f.read()
+    try:
+        note.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Refused("the note is not UTF-8") from e
+    if any(b < 0x20 and b != 0x0A for b in note):
+        raise Refused("the note contains a control character")
+    if not note.endswith(b"\n"):
+        raise Refused("the note does not end in a newline")
+    split = note.rfind(b"\n\n")
+    if split < 0:
+        raise Refused("the note has no blank line before its signatures")
+    text, signatures = note[: split + 1], note[split + 2 :]
+    lines = signatures[:-1].split(b"\n")
+    if len(lines) > MAX_NOTE_SIGNATURES:
+        raise Refused(f"more than {MAX_NOTE_SIGNATURES} signatures")
+    key_id = note_key_id(name, public)
+    verified = False
+    for line in lines:
+        prefix = "\u2014 ".encode()
+        if not line.startswith(prefix) or line.count(b" ") != 2:
+            raise Refused(f"malformed signature line {line!r}")
+        line_name, blob = line[len(prefix) :].split(b" ")
+        try:
+            blob = base64.b64decode(blob, validate=True)
+        except ValueError as e:
+            raise Refused(f"the signature of line {line!r} is not base64") from e
+        if line_name.decode() != name or blob[:4] != key_id:
+            continue
+        if not signature_verifies(public, text, blob[4:]):
+            raise Refused(f"the signature of {name} ({key_id.hex()}) does not verify")
+        verified = True
+    if not verified:
+        raise Refused(f"no signature from {name} with key ID {key_id.hex()}")
+
+
+def main(argv):
+    if len(argv) == 5 and argv[1] == "jws":
+        check = lambda: verify_jws(argv[2], argv[3], argv[4])
+    elif len(argv) == 5 and argv[1] == "note":
+        check = lambda: verify_note(argv[2], argv[3], argv[4])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    try:
+        check()
+    except Refused as e:
+        print(f"refused: {e}")
+        return 1
+    print("valid")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,338 @@
+//! The evidence signatures checked by verifiers no one here wrote: detached JWS with an
+//! unencoded payload by jwcrypto, signed notes by pyca/cryptography alone
+//! (`scripts/evidence/verify.py`, pinned in `scripts/evidence/requirements.txt`, installed by
+//! scripts/test into `target/evidence-venv`).
+//!
+//! Each "it verifies" is next to the attacks on it (a tampered payload, another key, `alg:
+//! none`, algorithm substitution, a forged kid), and each attack must be refused by both
+//! verifiers, for the reason the test names: a verifier that says no for the wrong reason
+//! would hide a bug behind a passing test.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use psp_gateway::evidence::{
+    Alg, JwkError, Jwks, JwsError, JwsVerified, NoteError, PublicKey, SigningKey, note_sign,
+    note_verify, sign_detached, verify_detached,
+};
+use serde_json::{Value, json};
+
+/// A fixed signing time: 2025-11-24T16:00:00Z.
+const IAT: i64 = 1_764_000_000;
+
+const NOTE_NAME: &str = "psp-gateway.example/evidence";
+
+/// The interpreter with jwcrypto and cryptography; never skipped, as a test that passes
+/// because its verifier is missing proves nothing.
+fn python() -> PathBuf {
+    let python = std::env::var_os("PSP_EVIDENCE_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/evidence-venv/bin/python"),
+        PathBuf::from,
+    );
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/test, which installs the evidence verifier \
+         (scripts/evidence/requirements.txt) there; or set PSP_EVIDENCE_PYTHON",
+        python.display()
+    );
+    python
+}
+
+/// A directory of its own for one test's files, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("psp-evidence-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create the scratch directory");
+        Scratch(dir)
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, bytes).expect("write a scratch file");
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// verify.py's verdict: `Ok` for `valid`, `Err(why)` for `refused: why`. Anything else
+/// (a crash, a usage error) fails the test.
+fn verify_py(args: &[&OsStr]) -> Result<(), String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/evidence/verify.py");
+    let output = Command::new(python())
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run scripts/evidence/verify.py");
+    let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    match (output.status.code(), stdout.strip_prefix("refused: ")) {
+        (Some(0), None) if stdout == "valid" => Ok(()),
+        (Some(1), Some(why)) => Err(why.to_owned()),
+        _ => panic!(
+            "verify.py did not give a verdict ({}): stdout {stdout:?}, stderr {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    }
+}
+
+/// jwcrypto's verdict on `jws` over `payload` with `jwks_json`.
+fn jwcrypto(scratch: &Scratch, jwks_json: &str, payload: &[u8], jws: &str) -> Result<(), String> {
+    let jwks = scratch.write("jwks.json", jwks_json.as_bytes());
+    let payload = scratch.write("payload", payload);
+    verify_py(&[
+        "jws".as_ref(),
+        jwks.as_os_str(),
+        payload.as_os_str(),
+        jws.as_ref(),
+    ])
+}
+
+/// pyca/cryptography's verdict on `note` for `public` under `name`.
+fn cryptography(
+    scratch: &Scratch,
+    public: &PublicKey,
+    name: &str,
+    note: &str,
+) -> Result<(), String> {
+    let pem = scratch.write("key.pem", public.to_pem().as_bytes());
+    let note = scratch.write("note", note.as_bytes());
+    verify_py(&[
+        "note".as_ref(),
+        pem.as_os_str(),
+        name.as_ref(),
+        note.as_os_str(),
+    ])
+}
+
+fn key(alg: Alg) -> SigningKey {
+    SigningKey::from_pem(&SigningKey::generate_pem(alg)).expect("a generated key loads")
+}
+
+/// A detached JWS of any `header` and `signature`.
+fn hand_built(header: &Value, signature: &[u8]) -> String {
+    format!(
+        "{}..{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(signature)
+    )
+}
+
+/// The RFC 7797 signing input of `header` over `payload`.
+fn signing_input(header: &Value, payload: &[u8]) -> Vec<u8> {
+    [
+        URL_SAFE_NO_PAD.encode(header.to_string()).as_bytes(),
+        b".",
+        payload,
+    ]
+    .concat()
+}
+
+fn header(alg: &str, kid: &str) -> Value {
+    json!({"alg": alg, "kid": kid, "b64": false, "crit": ["b64"], "iat": IAT})
+}
+
+/// jwcrypto's log line for key `kid` found but its signature not verifying.
+fn signature_failed(kid: &str) -> String {
+    format!("Key [{kid}] failed: [InvalidJWSSignature('Verification failed')]")
+}
+
+/// jwcrypto's log line for key `kid` found but the header's alg not allowed (verify.py
+/// allows ES256 and EdDSA only).
+fn alg_not_allowed(kid: &str) -> String {
+    format!("Key [{kid}] failed: [InvalidJWSOperation('Algorithm not allowed')]")
+}
+
+/// Raw bytes, dots and a newline: an unencoded payload must survive all of them.
+const PAYLOAD: &[u8] = b"{\"psp\":\"PSDGB-FCA-123456\",\"decision\":\"allow\"}\n.\xff\x00";
+
+#[test]
+fn detached_jws_of_both_algorithms_verify_with_jwcrypto() {
+    let scratch = Scratch::new("jws-valid");
+    let (es, ed) = (key(Alg::Es256), key(Alg::EdDsa));
+    // A published set in rotation: both keys, each found by its kid. verify.py also checks
+    // that every kid is jwcrypto's RFC 7638 thumbprint, which cross-checks ours for EC.
+    let jwks = Jwks::new([es.public(), ed.public()]);
+    for signer in [&es, &ed] {
+        let jws = sign_detached(signer, PAYLOAD, IAT);
+        assert_eq!(
+            verify_detached(&jwks, &jws, PAYLOAD),
+            Ok(JwsVerified {
+                kid: signer.kid(),
+                alg: signer.alg(),
+                iat: IAT
+            })
+        );
+        assert_eq!(
+            jwcrypto(&scratch, &jwks.to_json(), PAYLOAD, &jws),
+            Ok(()),
+            "{}",
+            signer.alg()
+        );
+    }
+}
+
+#[test]
+fn a_tampered_payload_is_refused_by_both() {
+    let scratch = Scratch::new("jws-tampered");
+    for alg in [Alg::Es256, Alg::EdDsa] {
+        let signer = key(alg);
+        let jwks = Jwks::new([signer.public()]);
+        let jws = sign_detached(&signer, PAYLOAD, IAT);
+        let tampered = b"{\"psp\":\"PSDGB-FCA-123456\",\"decision\":\"deny\"}\n.\xff\x00";
+        assert_eq!(
+            verify_detached(&jwks, &jws, tampered),
+            Err(JwsError::BadSignature { kid: signer.kid() })
+        );
+        let why = jwcrypto(&scratch, &jwks.to_json(), tampered, &jws).unwrap_err();
+        assert!(
+            why.contains(&signature_failed(&signer.kid())),
+            "{alg}: {why}"
+        );
+    }
+}
+
+#[test]
+fn a_jws_checked_against_another_keys_jwks_is_refused_by_both() {
+    let scratch = Scratch::new("jws-wrong-key");
+    for alg in [Alg::Es256, Alg::EdDsa] {
+        let (signer, other) = (key(alg), key(alg));
+        let jwks = Jwks::new([other.public()]);
+        let jws = sign_detached(&signer, PAYLOAD, IAT);
+        assert_eq!(
+            verify_detached(&jwks, &jws, PAYLOAD),
+            Err(JwsError::KidUnknown { kid: signer.kid() })
+        );
+        let why = jwcrypto(&scratch, &jwks.to_json(), PAYLOAD, &jws).unwrap_err();
+        assert!(
+            why.contains(&format!("Key ID {} not in key set", signer.kid())),
+            "{alg}: {why}"
+        );
+    }
+}
+
+#[test]
+fn a_jwks_whose_kid_is_not_the_thumbprint_is_refused_by_both() {
+    // Someone who can edit the published set points the signer's kid at their own key.
+    let scratch = Scratch::new("jws-forged-kid");
+    let (signer, attacker) = (key(Alg::EdDsa), key(Alg::EdDsa));
+    let mut jwk = attacker.public().to_jwk();
+    jwk["kid"] = json!(signer.kid());
+    let forged_set = json!({"keys": [jwk]}).to_string();
+    assert!(matches!(
+        Jwks::from_json(&forged_set),
+        Err(JwkError::KidMismatch { kid, .. }) if kid == signer.kid()
+    ));
+    // The attacker's signature under the signer's kid: jwcrypto alone would accept it with
+    // the forged set, so verify.py checks every kid against jwcrypto's thumbprint.
+    let claims = header("EdDSA", &signer.kid());
+    let jws = hand_built(&claims, &attacker.sign(&signing_input(&claims, PAYLOAD)));
+    let why = jwcrypto(&scratch, &forged_set, PAYLOAD, &jws).unwrap_err();
+    assert!(why.contains("thumbprint"), "{why}");
+}
+
+#[test]
+fn alg_none_is_refused_by_both() {
+    let scratch = Scratch::new("jws-none");
+    let signer = key(Alg::Es256);
+    let jwks = Jwks::new([signer.public()]);
+    let unsigned = hand_built(&header("none", &signer.kid()), b"");
+    assert_eq!(
+        verify_detached(&jwks, &unsigned, PAYLOAD),
+        Err(JwsError::AlgNone)
+    );
+    let why = jwcrypto(&scratch, &jwks.to_json(), PAYLOAD, &unsigned).unwrap_err();
+    assert!(why.contains(&alg_not_allowed(&signer.kid())), "{why}");
+}
+
+#[test]
+fn algorithm_substitution_is_refused_by_both() {
+    let scratch = Scratch::new("jws-alg-swap");
+    let ed = key(Alg::EdDsa);
+    let jwks = Jwks::new([ed.public()]);
+
+    // A genuine Ed25519 signature under a header that claims ES256 for the Ed25519 key.
+    let claims_es256 = header("ES256", &ed.kid());
+    let swapped = hand_built(
+        &claims_es256,
+        &ed.sign(&signing_input(&claims_es256, PAYLOAD)),
+    );
+    assert_eq!(
+        verify_detached(&jwks, &swapped, PAYLOAD),
+        Err(JwsError::AlgMismatch {
+            header: Alg::Es256,
+            key: Alg::EdDsa,
+            kid: ed.kid()
+        })
+    );
+    // jwcrypto finds the key by kid and fails the Ed25519 signature under ES256.
+    let why = jwcrypto(&scratch, &jwks.to_json(), PAYLOAD, &swapped).unwrap_err();
+    assert!(why.contains(&signature_failed(&ed.kid())), "{why}");
+
+    // The classic: HS256 keyed with the public key's bytes, which an attacker knows.
+    let claims_hs256 = header("HS256", &ed.kid());
+    let mac_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, ed.public().raw());
+    let mac = ring::hmac::sign(&mac_key, &signing_input(&claims_hs256, PAYLOAD));
+    let hs256 = hand_built(&claims_hs256, mac.as_ref());
+    assert_eq!(
+        verify_detached(&jwks, &hs256, PAYLOAD),
+        Err(JwsError::AlgUnsupported {
+            alg: "HS256".to_owned()
+        })
+    );
+    let why = jwcrypto(&scratch, &jwks.to_json(), PAYLOAD, &hs256).unwrap_err();
+    assert!(why.contains(&alg_not_allowed(&ed.kid())), "{why}");
+}
+
+#[test]
+fn signed_notes_of_both_algorithms_verify_with_pyca_cryptography() {
+    let scratch = Scratch::new("note-valid");
+    let text = "psp-gateway.example/evidence\n7\nqINS1GRFhWHwdkUeqLEoP4yEMkTBBrxhEcqd1K4uo+s=\n";
+    for alg in [Alg::Es256, Alg::EdDsa] {
+        let signer = key(alg);
+        let note = note_sign(&signer, NOTE_NAME, text).unwrap();
+        assert_eq!(
+            note_verify(&note, NOTE_NAME, &signer.public()),
+            Ok(text.to_owned())
+        );
+        assert_eq!(
+            cryptography(&scratch, &signer.public(), NOTE_NAME, &note),
+            Ok(()),
+            "{alg}"
+        );
+    }
+}
+
+#[test]
+fn a_tampered_note_and_a_note_checked_with_another_key_are_refused_by_both() {
+    let scratch = Scratch::new("note-refused");
+    let text = "psp-gateway.example/evidence\n7\nqINS1GRFhWHwdkUeqLEoP4yEMkTBBrxhEcqd1K4uo+s=\n";
+    for alg in [Alg::Es256, Alg::EdDsa] {
+        let (signer, other) = (key(alg), key(alg));
+        let note = note_sign(&signer, NOTE_NAME, text).unwrap();
+
+        let tampered = note.replacen("\n7\n", "\n8\n", 1);
+        assert!(matches!(
+            note_verify(&tampered, NOTE_NAME, &signer.public()),
+            Err(NoteError::BadSignature { .. })
+        ));
+        let why = cryptography(&scratch, &signer.public(), NOTE_NAME, &tampered).unwrap_err();
+        assert!(why.contains("does not verify"), "{alg}: {why}");
+
+        assert!(matches!(
+            note_verify(&note, NOTE_NAME, &other.public()),
+            Err(NoteError::NoSignatureFromKey { .. })
+        ));
+        let why = cryptography(&scratch, &other.public(), NOTE_NAME, &note).unwrap_err();
+        assert!(why.contains("no signature from"), "{alg}: {why}");
+    }
+}
