@@ -21,6 +21,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::admin::{self, AdminState};
 use crate::api::{self, ApiState};
 use crate::config::Config;
+use crate::evidence::{Evidence, PublicKey, SigningKey};
 use crate::forward_auth::{self, ForwardAuthState};
 use crate::gateway::GatewayState;
 use crate::server::{self, Handler, NewConnection, ServerCertificate, SharedState, TlsFiles};
@@ -85,6 +86,8 @@ pub enum StartError {
     },
     #[error("gateway: {0}")]
     Gateway(String),
+    #[error("evidence: {0}")]
+    Evidence(String),
     #[error("site `{site}`: {message}")]
     Site { site: String, message: String },
     #[error("register fetch: {0}")]
@@ -152,6 +155,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let reloadable = Reloadable {
         restart_only: restart_only(&config),
         echo: echo_addr,
+        evidence: faces.evidence.clone(),
         api_certificate: faces.api_certificate,
         site_certificates: faces.site_certificates,
         sites: Arc::clone(&sites),
@@ -537,6 +541,8 @@ pub struct Faces {
     /// The gRPC external authorisation listener's TLS, when `[ext_authz.tls]` is set.
     pub ext_authz_tls: Option<TlsAcceptor>,
     pub admin: Option<Arc<AdminState>>,
+    /// The evidence keys, when `[evidence]` is configured.
+    pub evidence: Option<Arc<Evidence>>,
 }
 
 impl Faces {
@@ -553,6 +559,8 @@ struct Reloadable {
     restart_only: Vec<(&'static str, String)>,
     /// The sandbox echo upstream's address, for a rebuilt gateway.
     echo: Option<SocketAddr>,
+    /// The evidence keys (restart only): a rebuilt gateway signs with them.
+    evidence: Option<Arc<Evidence>>,
     api_certificate: Option<Arc<ServerCertificate>>,
     site_certificates: Vec<(String, Arc<ServerCertificate>)>,
     sites: Arc<ArcSwap<Sites>>,
@@ -634,6 +642,7 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
         ),
         ("sandbox", format!("{:?}", config.sandbox)),
         ("audit", format!("{:?}", config.audit)),
+        ("evidence", format!("{:?}", config.evidence)),
         ("danger", format!("{:?}", config.danger)),
     ]
 }
@@ -655,6 +664,7 @@ pub fn build_faces(
         }
         None => (None, None),
     };
+    let evidence = evidence(config)?;
     let api = config.api.as_ref().map(|api| {
         let state = ApiState::new(
             api,
@@ -662,7 +672,8 @@ pub fn build_faces(
             config.checks.error_link_base.clone(),
             service.clone(),
         )
-        .with_audit(config.registers.clone(), config.base_dir.clone());
+        .with_audit(config.registers.clone(), config.base_dir.clone())
+        .with_evidence(evidence.clone());
         Arc::new(match shared_state {
             Some(shared) => state.with_shared_state(api, shared.clone()),
             None => state,
@@ -691,7 +702,7 @@ pub fn build_faces(
         None => None,
     };
     let sites = Arc::new(Sites::new(
-        site_states(config, service.clone(), echo)?
+        site_states(config, service.clone(), echo, evidence.clone())?
             .into_iter()
             .map(Arc::new)
             .collect(),
@@ -706,7 +717,8 @@ pub fn build_faces(
                     .as_deref(),
                 service,
             )
-            .map_err(|e| StartError::Sandbox(e.to_string()))?;
+            .map_err(|e| StartError::Sandbox(e.to_string()))?
+            .with_evidence(evidence.clone());
             Some(Arc::new(match shared_state {
                 Some(shared) => admin.with_shared_state(shared.clone()),
                 None => admin,
@@ -724,7 +736,32 @@ pub fn build_faces(
         forward_auth,
         ext_authz_tls,
         admin,
+        evidence,
     })
+}
+
+/// The evidence keys of `[evidence]`: the signing key (PKCS#8, P-256 or Ed25519) and the
+/// earlier public keys still published; an unreadable or unsupported key stops the start.
+pub fn evidence(config: &Config) -> Result<Option<Arc<Evidence>>, StartError> {
+    let Some(e) = &config.evidence else {
+        return Ok(None);
+    };
+    let path = config.resolve(&e.signing_key);
+    let key = SigningKey::from_pem_file(&path)
+        .map_err(|err| StartError::Evidence(format!("signing_key {}: {err}", path.display())))?;
+    let mut previous = Vec::new();
+    for p in &e.previous_keys {
+        let path = config.resolve(p);
+        previous.push(PublicKey::from_pem_file(&path).map_err(|err| {
+            StartError::Evidence(format!("previous_keys {}: {err}", path.display()))
+        })?);
+    }
+    Ok(Some(Arc::new(Evidence::new(
+        key,
+        previous,
+        e.forward_signature,
+        config.sha256.clone(),
+    ))))
 }
 
 /// The connection to Redis of `[shared_state]`, when configured: the password read from its
@@ -816,6 +853,7 @@ fn site_states(
     config: &Config,
     service: Arc<CheckService>,
     echo: Option<SocketAddr>,
+    evidence: Option<Arc<Evidence>>,
 ) -> Result<Vec<GatewayState>, StartError> {
     config
         .sites()
@@ -831,6 +869,7 @@ fn site_states(
                 report_only: config.danger.gateway_report_only,
                 forward_unmatched_routes: config.danger.forward_unmatched_routes,
                 error_link_base: config.checks.error_link_base.clone(),
+                evidence: evidence.clone(),
             };
             GatewayState::new(g, around, service.clone()).map_err(|e| match &g.name {
                 Some(site) => StartError::Site {
@@ -1016,7 +1055,7 @@ fn reload_blocking(
     // The rebuilt sites keep the clients' counts (when a site's rate limit is unchanged) and
     // the parsed client chains.
     let sites = Sites::new(
-        site_states(&config, service.clone(), parts.echo)
+        site_states(&config, service.clone(), parts.echo, parts.evidence.clone())
             .map_err(|e| fail(e.into()))?
             .into_iter()
             .map(Arc::new)
@@ -1039,6 +1078,9 @@ fn reload_blocking(
         }
     }
     parts.sites.store(Arc::new(sites));
+    if let Some(evidence) = &parts.evidence {
+        evidence.set_config_sha256(config.sha256.clone());
+    }
     service.replace_fca(fca);
     record_register_history(&config.data_sources());
     Ok((generation, watched_files(config_path, &config)))

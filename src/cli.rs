@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod audit;
+mod evidence;
 mod trust;
 
 use crate::config::Config;
@@ -90,6 +91,11 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Signed answers and decisions (docs/evidence.md).
+    Evidence {
+        #[command(subcommand)]
+        command: EvidenceCommand,
+    },
     /// Trusted-list commands (LOTL sources).
     Trust {
         #[command(subcommand)]
@@ -100,11 +106,28 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum AuditCommand {
     /// Check the hash chain of audit log files, oldest first (rotated files before the
-    /// current one). Exit 0 when unbroken, 65 naming the first broken line.
-    Verify {
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
+    /// current one); with --checkpoints, every signed checkpoint (a truncated tail, a replaced
+    /// file); with --since, that the log extends an older checkpoint; with --proof, one
+    /// record's inclusion proof. Exit 0 when it holds, 65 naming what does not.
+    Verify(evidence::VerifyArgs),
+    /// Print the inclusion proof of one record against the first checkpoint covering it.
+    Prove(evidence::ProveArgs),
+    /// Set a torn final record aside and record the repair in the chain.
+    Repair {
+        /// The audit file.
+        file: PathBuf,
     },
+    /// Print the audit records that match, as JSON lines or a table.
+    Query(audit::QueryArgs),
+    /// Write a self-contained HTML report of a period's decisions.
+    Report(audit::ReportArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum EvidenceCommand {
+    /// Verify a signed answer of /v1/psp/eidas (its x-jws-signature over its body) or a
+    /// signed decision against the JWKS. Exit 0 when it verifies, 65 saying why not.
+    Verify(evidence::EvidenceVerifyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -288,9 +311,16 @@ pub fn run() -> ExitCode {
             }
             Err((code, message)) => fail(code, &message),
         },
-        Command::Audit {
-            command: AuditCommand::Verify { files },
-        } => run_audit_verify(&files),
+        Command::Audit { command } => match command {
+            AuditCommand::Verify(args) => evidence::run_verify(&args),
+            AuditCommand::Prove(args) => evidence::run_prove(&args),
+            AuditCommand::Repair { file } => evidence::run_repair(&file),
+            AuditCommand::Query(args) => audit::run_query(&args),
+            AuditCommand::Report(args) => evidence::run_report(&args),
+        },
+        Command::Evidence {
+            command: EvidenceCommand::Verify(args),
+        } => evidence::run_evidence_verify(&args),
         Command::Trust { command } => run_trust(command),
         Command::Sandbox {
             command: SandboxCommand::Generate { out },
@@ -415,8 +445,21 @@ fn run_serve(path: &Path) -> ExitCode {
     let audit_log = match &config.audit {
         Some(a) => {
             let file = config.resolve(&a.file);
-            match crate::telemetry::audit::AuditLog::open(&file) {
-                Ok(log) => Some(Arc::new(log)),
+            let options = match audit_options(&config, a) {
+                Ok(o) => o,
+                Err(e) => return fail(EXIT_BAD_CONFIG, &e),
+            };
+            match crate::telemetry::audit::AuditLog::open_with(&file, options) {
+                Ok(log) => {
+                    let log = Arc::new(log);
+                    if let Err(e) = crate::telemetry::audit::AuditLog::start(&log) {
+                        return fail(
+                            EXIT_UNAVAILABLE,
+                            &format!("audit log: cannot start its sync thread: {e}"),
+                        );
+                    }
+                    Some(log)
+                }
                 Err(e) => {
                     return fail(
                         EXIT_CANT_CREATE,
@@ -453,7 +496,15 @@ fn run_serve(path: &Path) -> ExitCode {
             "the audit log's last line was torn (a write cut short: a full disk, a crash); its bytes were moved aside and the chain goes on from the last intact record"
         );
     }
-    match runtime.block_on(crate::app::run(path, config)) {
+    let served = runtime.block_on(crate::app::run(path, config));
+    if let Some(log) = crate::telemetry::audit::global()
+        && let Err(e) = log.close()
+    {
+        eprintln!(
+            "psp-gateway: audit log: the last records could not be synced and checkpointed: {e}"
+        );
+    }
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         // What start refuses is the configuration or a file it names (trust list, register,
         // TLS key), except a listener that cannot bind or a register that cannot be fetched.
@@ -463,6 +514,35 @@ fn run_serve(path: &Path) -> ExitCode {
         }
         Err(e) => fail(EXIT_BAD_CONFIG, &e.to_string()),
     }
+}
+
+/// How `[audit]` asks the log to be kept: its sync interval and write-failure policy, and
+/// its checkpoints signed with the `[evidence]` key.
+fn audit_options(
+    config: &Config,
+    a: &crate::config::AuditConfig,
+) -> Result<crate::telemetry::audit::Options, String> {
+    let checkpoints = match (&a.checkpoints, &config.evidence) {
+        (Some(file), Some(e)) => {
+            let key_path = config.resolve(&e.signing_key);
+            let key = crate::evidence::SigningKey::from_pem_file(&key_path)
+                .map_err(|err| format!("evidence: signing_key {}: {err}", key_path.display()))?;
+            Some(crate::telemetry::audit::checkpoint::CheckpointSpec {
+                file: config.resolve(file),
+                copy: a.checkpoint_copy.as_deref().map(|p| config.resolve(p)),
+                every_records: a.checkpoint_records,
+                every: Duration::from_secs(a.checkpoint_seconds),
+                origin: a.origin.clone(),
+                key: Arc::new(key),
+            })
+        }
+        _ => None,
+    };
+    Ok(crate::telemetry::audit::Options {
+        sync_interval: Duration::from_millis(a.sync_interval_ms),
+        on_write_failure: a.on_write_failure,
+        checkpoints,
+    })
 }
 
 fn fail(code: u8, message: &str) -> ExitCode {
@@ -1034,6 +1114,41 @@ fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
     }
     if faces.admin.is_some() {
         summary.push_str("\nadmin listener: configured, its files load");
+    }
+    if let Some(evidence) = &faces.evidence {
+        summary.push_str(&format!(
+            "\nevidence: signing with {} key {}; {} public key(s) published at {}{}",
+            evidence.key().alg(),
+            evidence.key().kid(),
+            evidence.jwks().keys().len(),
+            crate::admin::JWKS_PATH,
+            if evidence.forward_signature {
+                "; decisions forwarded to the upstream"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(a) = &config.audit {
+        audit_options(&config, a).map_err(crate::app::StartError::Evidence)?;
+        summary.push_str(&format!(
+            "\naudit log: {} (synced every {} ms, {} on a write failure){}",
+            config.resolve(&a.file).display(),
+            a.sync_interval_ms,
+            match a.on_write_failure {
+                crate::telemetry::audit::WriteFailurePolicy::FailClosed => "fail_closed",
+                crate::telemetry::audit::WriteFailurePolicy::FailOpen => "fail_open",
+            },
+            match &a.checkpoints {
+                Some(c) => format!(
+                    "; checkpoints signed every {} records or {} s to {}",
+                    a.checkpoint_records,
+                    a.checkpoint_seconds,
+                    config.resolve(c).display()
+                ),
+                None => String::new(),
+            }
+        ));
     }
     // Redis is not contacted (it may be down while the configuration is right); what serve
     // reads at start is: the password and the CA file.

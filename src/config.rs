@@ -64,6 +64,10 @@ pub struct Config {
     /// absent.
     #[serde(default)]
     pub audit: Option<AuditConfig>,
+    /// Signed answers, decisions and checkpoints (docs/evidence.md); nothing is signed when
+    /// absent.
+    #[serde(default)]
+    pub evidence: Option<EvidenceConfig>,
     /// Redis for the counters the replicas of a fleet share (docs/replicas.md); per-process
     /// counters when absent.
     #[serde(default)]
@@ -71,14 +75,73 @@ pub struct Config {
     /// The directory relative paths are resolved against (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// The SHA-256 (hex) of the configuration text: signed decisions name it.
+    #[serde(skip)]
+    pub sha256: String,
 }
 
-/// `[audit]`: where the chained audit log is appended.
+/// `[audit]`: where the chained audit log is appended, how it is made durable, and where its
+/// signed checkpoints go (docs/evidence.md).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditConfig {
     /// The file (relative to this file); reopened on SIGHUP, so logrotate can move it.
     pub file: PathBuf,
+    /// The most time between a record's write and its `fsync` (records are synced in
+    /// batches by a thread of their own).
+    #[serde(default = "default_audit_sync_ms")]
+    pub sync_interval_ms: u64,
+    /// What requests get while a record cannot be written (a full disk, a read-only file
+    /// system): `fail_closed` (503 until the log is writable again) or `fail_open` (served,
+    /// each lost record counted).
+    #[serde(default)]
+    pub on_write_failure: crate::telemetry::audit::WriteFailurePolicy,
+    /// The file the signed checkpoints are appended to (needs `[evidence] signing_key`).
+    pub checkpoints: Option<PathBuf>,
+    /// A second file each checkpoint is also appended to (another volume, a mounted share).
+    pub checkpoint_copy: Option<PathBuf>,
+    /// A checkpoint after this many records at most…
+    #[serde(default = "default_checkpoint_records")]
+    pub checkpoint_records: u64,
+    /// …and this many seconds at most after a record.
+    #[serde(default = "default_checkpoint_seconds")]
+    pub checkpoint_seconds: u64,
+    /// The log's name in its checkpoints (the signed note's origin line and key name).
+    #[serde(default = "default_audit_origin")]
+    pub origin: String,
+}
+
+fn default_audit_sync_ms() -> u64 {
+    100
+}
+
+fn default_checkpoint_records() -> u64 {
+    1000
+}
+
+fn default_checkpoint_seconds() -> u64 {
+    60
+}
+
+fn default_audit_origin() -> String {
+    "psp-gateway.invalid/audit".to_owned()
+}
+
+/// `[evidence]`: the key that signs the endpoint's answers, the gateway's decisions and the
+/// audit log's checkpoints, and the public keys published beside it (docs/evidence.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceConfig {
+    /// The signing key: a PKCS#8 PEM file, ECDSA P-256 or Ed25519.
+    pub signing_key: PathBuf,
+    /// Earlier public keys (SPKI PEM files) still published in the JWKS after a rotation, so
+    /// that what they signed still verifies.
+    #[serde(default)]
+    pub previous_keys: Vec<PathBuf>,
+    /// Forward each permitted call's signed decision to the upstream, in
+    /// `x-psp-decision-jws`.
+    #[serde(default)]
+    pub forward_signature: bool,
 }
 
 /// Sandbox features. Off unless configured; the repository's `gateway.toml` turns it on.
@@ -479,6 +542,7 @@ impl Config {
             message: e.to_string().trim_end().to_owned(),
         })?;
         config.base_dir = base_dir;
+        config.sha256 = crate::hex::lower(&crate::hex::sha256(text.as_bytes()));
         config.validate().map_err(|e| ConfigError::Invalid {
             path: path.to_owned(),
             message: e.to_string(),
@@ -504,8 +568,10 @@ impl Config {
             limits: LimitsConfig::default(),
             danger: DangerConfig::default(),
             audit: None,
+            evidence: None,
             shared_state: None,
             base_dir: PathBuf::new(),
+            sha256: String::new(),
         }
     }
 
@@ -675,6 +741,7 @@ impl Config {
             f.validate(&sites)?;
         }
         self.validate_limits()?;
+        self.validate_audit()?;
         if self.checks.valid_jurisdictions.is_empty() {
             return Err(Invalid::NoJurisdictions);
         }
@@ -684,6 +751,36 @@ impl Config {
                 return Err(Invalid::DuplicateSource(s.name.clone()));
             }
             self.validate_trust_source(s)?;
+        }
+        Ok(())
+    }
+
+    /// `[audit]`: positive intervals, and a key to sign checkpoints with.
+    fn validate_audit(&self) -> Result<(), Invalid> {
+        let Some(a) = &self.audit else {
+            return Ok(());
+        };
+        for (name, value) in [
+            ("audit.sync_interval_ms", a.sync_interval_ms),
+            ("audit.checkpoint_records", a.checkpoint_records),
+            ("audit.checkpoint_seconds", a.checkpoint_seconds),
+        ] {
+            if value == 0 {
+                return Err(Invalid::NotPositive(name));
+            }
+        }
+        if a.checkpoints.is_some() && self.evidence.is_none() {
+            return Err(Invalid::CheckpointsUnsigned);
+        }
+        if a.checkpoint_copy.is_some() && a.checkpoints.is_none() {
+            return Err(Invalid::CheckpointCopyAlone);
+        }
+        if a.origin.is_empty()
+            || a.origin
+                .chars()
+                .any(|c| c.is_whitespace() || c == '+' || c.is_control())
+        {
+            return Err(Invalid::BadOrigin(a.origin.clone()));
         }
         Ok(())
     }
@@ -1049,6 +1146,19 @@ enum Invalid {
     /// A connection timeout is zero.
     #[error("limits.first_request_timeout_ms and limits.idle_timeout_ms must be positive")]
     ZeroConnectionTimeout,
+    /// Checkpoints without a key to sign them.
+    #[error(
+        "audit.checkpoints needs [evidence] signing_key: a checkpoint is worth what its signature is"
+    )]
+    CheckpointsUnsigned,
+    /// A copy of checkpoints that are not written.
+    #[error("audit.checkpoint_copy needs audit.checkpoints")]
+    CheckpointCopyAlone,
+    /// An origin a signed note cannot carry.
+    #[error(
+        "audit.origin `{0}`: a checkpoint's origin is a non-empty name without spaces or `+` (a schema-less URL such as bank.example/psp-gateway)"
+    )]
+    BadOrigin(String),
     /// `checks.valid_jurisdictions` is empty.
     #[error("checks.valid_jurisdictions must name at least one jurisdiction")]
     NoJurisdictions,

@@ -211,6 +211,7 @@ fn every_api_error() -> Vec<ApiError> {
             retry_after_secs: 1,
         },
         ApiError::SharedStateUnavailable,
+        ApiError::AuditUnavailable,
         ApiError::ParameterMissing("eidas"),
         ApiError::ParameterInvalid {
             name: "jurisdiction",
@@ -231,6 +232,7 @@ fn every_api_error() -> Vec<ApiError> {
             | ApiError::LoginAttemptsExceeded { .. }
             | ApiError::Busy { .. }
             | ApiError::SharedStateUnavailable
+            | ApiError::AuditUnavailable
             | ApiError::ParameterMissing(_)
             | ApiError::ParameterInvalid { .. }
             | ApiError::JurisdictionInvalid(_)

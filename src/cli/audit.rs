@@ -569,6 +569,12 @@ pub struct ReportArgs {
     /// The HTML file to write.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub out: PathBuf,
+    /// The checkpoint file: the checkpoints of the period are verified and shown.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub checkpoints: Option<PathBuf>,
+    /// The public keys the checkpoints are verified with (JWKS or PEM).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
 }
 
 /// What the report counts, gathered in one pass over the records of the period.

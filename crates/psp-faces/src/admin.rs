@@ -28,7 +28,12 @@ pub struct AdminState {
     responder: Option<SandboxResponder>,
     /// Redis for the shared counters, when configured (`/readyz` says whether it answers).
     shared_state: Option<Arc<crate::server::SharedState>>,
+    /// The evidence keys, when configured: their JWKS is served.
+    evidence: Option<Arc<crate::evidence::Evidence>>,
 }
+
+/// Where the public keys of `[evidence]` are served (RFC 8615 well-known location).
+pub const JWKS_PATH: &str = "/.well-known/jwks.json";
 
 /// Largest request body read (an OCSP request is a few hundred bytes; RFC 6960 requests
 /// with several CertIDs stay under a few KB).
@@ -49,7 +54,14 @@ impl AdminState {
             service,
             responder,
             shared_state: None,
+            evidence: None,
         })
+    }
+
+    /// Serves the public keys of `evidence` at [`JWKS_PATH`].
+    pub fn with_evidence(mut self, evidence: Option<Arc<crate::evidence::Evidence>>) -> AdminState {
+        self.evidence = evidence;
+        self
     }
 
     /// `/readyz` reports whether the shared counters' Redis answers (`sharedState`).
@@ -75,6 +87,22 @@ where
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/metrics" => metrics_response(&state.service),
         "/readyz" => readiness_response(&state.service, state.shared_state.as_deref()),
+        JWKS_PATH => match &state.evidence {
+            Some(evidence) => {
+                let mut r = Response::new(full(evidence.jwks_json()));
+                let h = r.headers_mut();
+                h.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/jwk-set+json"),
+                );
+                h.insert(
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("max-age=300"),
+                );
+                r
+            }
+            None => text(StatusCode::NOT_FOUND, "no [evidence] key is configured\n"),
+        },
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
@@ -144,6 +172,14 @@ fn readiness_response(
     // Every register file within its age budget.
     let wall = std::time::SystemTime::now();
     problems.extend(data.registers.stale_files(wall));
+    // A log that refuses requests (fail_closed) takes the replica out of the balancer.
+    let audit = crate::telemetry::audit::global();
+    if crate::telemetry::audit::refusing_requests() {
+        problems.push(
+            "the audit log cannot be written (on_write_failure = fail_closed): requests get 503"
+                .to_owned(),
+        );
+    }
     let mut body = serde_json::json!({
         "ready": problems.is_empty(),
         "problems": problems,
@@ -161,6 +197,10 @@ fn readiness_response(
         }),
         "loadedAt": crate::trust::rfc3339(data.loaded_at),
     });
+    if let (Some(log), Some(fields)) = (audit, body.as_object_mut()) {
+        let state = if log.writable() { "ok" } else { "failing" };
+        fields.insert("auditLog".to_owned(), state.into());
+    }
     if let (Some(shared), Some(fields)) = (shared, body.as_object_mut()) {
         let state = if shared.is_up() { "ok" } else { "degraded" };
         fields.insert("sharedState".to_owned(), state.into());

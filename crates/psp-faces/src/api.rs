@@ -90,6 +90,8 @@ pub struct ApiState {
     pub error_link_base: String,
     /// The register configuration audits read the history of (`with_audit`).
     pub audit_registers: Option<(crate::register::RegisterConfig, std::path::PathBuf)>,
+    /// `[evidence]`: every answer's body is signed (`x-jws-signature`).
+    pub evidence: Option<Arc<crate::evidence::Evidence>>,
 }
 
 /// The request limiter `[api] rate_limit` configures: in Redis when `shared` is given, per
@@ -168,8 +170,38 @@ impl ApiState {
             max_eidas_header_bytes: api.max_eidas_header_bytes,
             error_link_base,
             audit_registers: None,
+            evidence: None,
         }
     }
+
+    /// Signs every answer's body with `evidence` (`x-jws-signature`, a detached JWS).
+    pub fn with_evidence(mut self, evidence: Option<Arc<crate::evidence::Evidence>>) -> ApiState {
+        self.evidence = evidence;
+        self
+    }
+}
+
+/// The header that carries an answer's detached signature (as UK Open Banking's).
+pub const JWS_SIGNATURE: http::HeaderName = http::HeaderName::from_static("x-jws-signature");
+
+/// `response` with its body signed: the body is collected (every answer of this face is
+/// one buffer already) and a detached JWS over its exact bytes is added.
+async fn signed(evidence: &crate::evidence::Evidence, response: Response<Body>) -> Response<Body> {
+    use http_body_util::BodyExt;
+    let (mut parts, body) = response.into_parts();
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        // A buffer does not fail; were it to, no answer is better than an unsigned one.
+        Err(_) => {
+            let mut failed = Response::new(crate::server::full(bytes::Bytes::new()));
+            *failed.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            return failed;
+        }
+    };
+    if let Ok(v) = http::HeaderValue::from_str(&evidence.sign_body(&bytes)) {
+        parts.headers.insert(JWS_SIGNATURE, v);
+    }
+    Response::from_parts(parts, crate::server::full(bytes))
 }
 
 /// Handles one request. The endpoint reads no request body (`GET` only), so any body type
@@ -191,8 +223,22 @@ pub async fn handle<B>(
         forwarded.into_iter(),
         &state.trusted_proxies,
     );
+    let response = answer(&state, &req, source, &request_id).await;
+    match &state.evidence {
+        Some(evidence) => signed(evidence, response).await,
+        None => response,
+    }
+}
+
+/// The answer to one request, counted and logged.
+async fn answer<B>(
+    state: &ApiState,
+    req: &Request<B>,
+    source: IpAddr,
+    request_id: &str,
+) -> Response<Body> {
     let metrics = crate::telemetry::metrics::metrics();
-    match respond(&state, &req, source, &request_id).await {
+    match respond(state, req, source, request_id).await {
         Ok(response) => {
             metrics.request("api", "", "", "answered", "");
             response
@@ -216,7 +262,7 @@ pub async fn handle<B>(
                 code = e.code(),
                 "check endpoint refused a request"
             );
-            e.response(&request_id, &state.error_link_base)
+            e.response(request_id, &state.error_link_base)
         }
     }
 }
@@ -254,6 +300,9 @@ async fn respond<B>(
         return Err(ApiError::MethodNotAllowed);
     }
     let (auth, caller) = caller(state, req.headers(), source_key).await?;
+    if crate::telemetry::audit::refusing_requests() {
+        return Err(ApiError::AuditUnavailable);
+    }
     let mut params = check_params(state, req, &auth, &caller)?;
     let fingerprint = crate::hex::sha256(&params.der);
 

@@ -29,6 +29,7 @@ mod forward;
 mod overrides;
 pub mod path;
 mod record;
+mod signed;
 pub mod tls;
 
 use std::net::IpAddr;
@@ -128,6 +129,8 @@ pub struct GatewayState {
     /// connections that present the same chain (a PSP opens many): each connection holds a
     /// reference, not a copy, and a new connection skips the parse.
     identities: moka::future::Cache<[u8; 32], Arc<PeerIdentity>>,
+    /// The signed decisions, when `[evidence]` is configured.
+    decisions: Option<Arc<signed::Decisions>>,
 }
 
 /// The name of the one site a `[gateway]` section configures.
@@ -152,6 +155,8 @@ pub struct Surroundings {
     /// `danger.forward_unmatched_routes`.
     pub forward_unmatched_routes: bool,
     pub error_link_base: String,
+    /// `[evidence]`: decisions are signed with it.
+    pub evidence: Option<Arc<crate::evidence::Evidence>>,
 }
 
 /// Why the gateway cannot be set up from its configuration.
@@ -299,7 +304,19 @@ impl GatewayState {
                 .max_capacity(IDENTITY_CACHE_ENTRIES)
                 .time_to_idle(IDENTITY_CACHE_IDLE)
                 .build(),
+            decisions: around.evidence.map(|e| Arc::new(signed::Decisions::new(e))),
         })
+    }
+
+    /// The signed decision's header for the upstream, when `[evidence] forward_signature`
+    /// asks for it.
+    fn forwarded_decision(&self, record: &Record) -> Option<HeaderValue> {
+        self.decisions
+            .as_ref()
+            .filter(|d| d.evidence().forward_signature)
+            .and(record.decided.as_ref())
+            .and_then(|d| d.signed.as_ref())
+            .and_then(|s| s.header.clone())
     }
 
     /// Keeps what a reload must not reset from `previous`: the clients' counts when the rate
@@ -318,6 +335,10 @@ impl GatewayState {
             self.budget = Arc::clone(&previous.budget);
         }
         self.identities = previous.identities.clone();
+        if let (Some(_), Some(theirs)) = (&self.decisions, &previous.decisions) {
+            // Signed decisions name the configuration's hash: a changed one signs anew.
+            self.decisions = Some(Arc::clone(theirs));
+        }
         self
     }
 
@@ -746,6 +767,9 @@ async fn decide(
     required: ServiceSet,
     record: &mut Record,
 ) -> Result<Permit<Checked>, Failure> {
+    if crate::telemetry::audit::refusing_requests() {
+        return Err(Failure::AuditUnavailable);
+    }
     let fingerprint = certificate.fingerprint_hex();
     let call = Call {
         certificate,
@@ -761,6 +785,26 @@ async fn decide(
         },
         Err(r) => ("refuse", r.reason.code()),
     };
+    let signed = match &state.decisions {
+        Some(decisions) => Some(
+            decisions
+                .get(
+                    &state.service,
+                    signed::Facts {
+                        site: &state.name,
+                        jurisdiction: state.site.policy.jurisdiction,
+                        route: &record.route,
+                        required,
+                        fingerprint: &fingerprint,
+                        checked: &decision.checked,
+                        verdict,
+                        reason,
+                    },
+                )
+                .await,
+        ),
+        None => None,
+    };
     record.decided = Some(Decided {
         fingerprint,
         path: path.as_str().to_owned(),
@@ -768,6 +812,7 @@ async fn decide(
         verdict,
         reason,
         check_time: decision.check_time,
+        signed,
     });
     decision.outcome.map_err(Failure::Refused)
 }
@@ -808,6 +853,7 @@ where
         permit,
         certificate: identity.certificate_header.as_ref(),
         check_id: &record.check_id,
+        decision: state.forwarded_decision(record),
     };
     let strip = forward::Strip {
         names: &state.names,
@@ -876,7 +922,7 @@ fn refusal(state: &GatewayState, record: &Record, failure: &Failure) -> Response
                 .headers_mut()
                 .insert(http::header::ALLOW, state.allow_header.clone());
         }
-        Failure::UpstreamOverloaded(_) => {
+        Failure::UpstreamOverloaded(_) | Failure::AuditUnavailable => {
             response.headers_mut().insert(
                 http::header::RETRY_AFTER,
                 HeaderValue::from_static(OVERLOADED_RETRY_AFTER_SECS),

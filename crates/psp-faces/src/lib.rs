@@ -10,7 +10,7 @@
 use psp_cert::{cert, country, hex};
 use psp_check::{check, policy};
 use psp_server as server;
-use psp_service::{register, revocation, service, telemetry, trust};
+use psp_service::{evidence, register, revocation, service, telemetry, trust};
 
 pub mod admin;
 pub mod api;

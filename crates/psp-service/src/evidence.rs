@@ -16,7 +16,10 @@ mod key;
 mod note;
 
 pub use jwk::{JwkError, Jwks, MAX_JWKS_BYTES};
-pub use jws::{JwsError, JwsVerified, MAX_HEADER_BYTES, sign_detached, verify_detached};
+pub use jws::{
+    JwsError, JwsVerified, MAX_HEADER_BYTES, sign_compact, sign_detached, verify_compact,
+    verify_detached,
+};
 pub use key::{KeyError, PublicKey, SigningKey};
 pub use note::{MAX_NOTE_SIGNATURES, NoteError, note_key_id, note_sign, note_verify, verifier_key};
 
@@ -69,3 +72,97 @@ fn b64url_decode(text: &str) -> Option<Vec<u8>> {
         .decode(text)
         .ok()
 }
+
+/// The process's evidence keys (`[evidence]`): the key that signs, the JWKS published at
+/// `/.well-known/jwks.json` (its public key and the previous ones still accepted), and the
+/// SHA-256 of the configuration in force, which every signed decision names.
+pub struct Evidence {
+    key: std::sync::Arc<SigningKey>,
+    jwks: Jwks,
+    jwks_json: bytes::Bytes,
+    /// Forward each permitted call's signed decision to the upstream.
+    pub forward_signature: bool,
+    config_sha256: arc_swap::ArcSwap<String>,
+}
+
+impl Evidence {
+    /// The signing key, the earlier public keys still published, and the configuration's
+    /// hash. A previous key with the signing key's own thumbprint is published once.
+    pub fn new(
+        key: SigningKey,
+        previous: Vec<PublicKey>,
+        forward_signature: bool,
+        config_sha256: String,
+    ) -> Evidence {
+        let mut keys = vec![key.public()];
+        for k in previous {
+            if keys.iter().all(|have| have.kid() != k.kid()) {
+                keys.push(k);
+            }
+        }
+        let jwks = Jwks::new(keys);
+        let jwks_json = bytes::Bytes::from(jwks.to_json());
+        Evidence {
+            key: std::sync::Arc::new(key),
+            jwks,
+            jwks_json,
+            forward_signature,
+            config_sha256: arc_swap::ArcSwap::from_pointee(config_sha256),
+        }
+    }
+
+    pub fn key(&self) -> &std::sync::Arc<SigningKey> {
+        &self.key
+    }
+
+    pub fn jwks(&self) -> &Jwks {
+        &self.jwks
+    }
+
+    /// The JWKS as served.
+    pub fn jwks_json(&self) -> bytes::Bytes {
+        self.jwks_json.clone()
+    }
+
+    /// The detached signature of a response body (`x-jws-signature`), dated now.
+    pub fn sign_body(&self, body: &[u8]) -> String {
+        sign_detached(
+            &self.key,
+            body,
+            time::OffsetDateTime::now_utc().unix_timestamp(),
+        )
+    }
+
+    /// A signed decision: a compact JWS of `payload` (JSON), typed `psp-decision+json`.
+    pub fn sign_decision(&self, payload: &[u8]) -> String {
+        sign_compact(
+            &self.key,
+            DECISION_TYPE,
+            payload,
+            time::OffsetDateTime::now_utc().unix_timestamp(),
+        )
+    }
+
+    /// The SHA-256 (hex) of the configuration in force.
+    pub fn config_sha256(&self) -> std::sync::Arc<String> {
+        self.config_sha256.load_full()
+    }
+
+    /// A reload put another configuration in force.
+    pub fn set_config_sha256(&self, sha256: String) {
+        self.config_sha256.store(std::sync::Arc::new(sha256));
+    }
+}
+
+impl std::fmt::Debug for Evidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evidence")
+            .field("key", &self.key)
+            .field("published", &self.jwks.keys().len())
+            .field("forward_signature", &self.forward_signature)
+            .finish()
+    }
+}
+
+/// The `typ` of a signed decision's JWS header.
+pub const DECISION_TYPE: &str = "psp-decision+json";

@@ -26,6 +26,8 @@ pub enum ApiError {
     /// A shared counter could not be read within its budget (Redis is away) and its failure
     /// mode is `closed` (`[shared_state]`).
     SharedStateUnavailable,
+    /// The audit log cannot take the check's record and its policy is `fail_closed`.
+    AuditUnavailable,
     /// Every password-verification slot stayed busy (`api.max_concurrent_password_checks`).
     Busy { retry_after_secs: u64 },
     /// A required parameter is absent (`jurisdiction`, `eidas`, `fi_reference_id`).
@@ -86,6 +88,12 @@ impl ApiError {
                 "shared_state_unavailable",
                 "The shared request counters cannot be reached; retry after 1 s".to_owned(),
             ),
+            ApiError::AuditUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "audit_log_unavailable",
+                "The check cannot be recorded in the audit log now, so none is answered; retry after 1 s"
+                    .to_owned(),
+            ),
             ApiError::Busy { retry_after_secs } => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_busy",
@@ -144,8 +152,9 @@ impl ApiError {
             | ApiError::Busy { retry_after_secs } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             }
-            ApiError::SharedStateUnavailable => {
-                // The circuit to Redis is retried after half a second (`server::shared`).
+            ApiError::SharedStateUnavailable | ApiError::AuditUnavailable => {
+                // The circuit to Redis is retried after half a second (`server::shared`); the
+                // audit log every `sync_interval_ms`.
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(1u64));
             }
             ApiError::NotFound

@@ -179,6 +179,7 @@ impl GatewayState {
                 permit: &permit,
                 certificate: identity.certificate_header.as_ref(),
                 check_id: &record.check_id,
+                decision: self.forwarded_decision(record),
             },
         );
         Ok(set)

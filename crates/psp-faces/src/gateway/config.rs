@@ -249,6 +249,8 @@ pub struct IdentityHeaderNames {
     pub check_id: String,
     /// Report-only mode: the reason the call would have been refused.
     pub report_only: String,
+    /// The signed decision (`[evidence] forward_signature`): a compact JWS.
+    pub decision: String,
 }
 
 impl Default for IdentityHeaderNames {
@@ -260,12 +262,13 @@ impl Default for IdentityHeaderNames {
             certificate: "x-psp-certificate".into(),
             check_id: "x-psp-check-id".into(),
             report_only: "x-psp-report-only-rejection".into(),
+            decision: "x-psp-decision-jws".into(),
         }
     }
 }
 
 impl IdentityHeaderNames {
-    pub fn all(&self) -> [&str; 6] {
+    pub fn all(&self) -> [&str; 7] {
         [
             &self.auth_number,
             &self.name,
@@ -273,6 +276,7 @@ impl IdentityHeaderNames {
             &self.certificate,
             &self.check_id,
             &self.report_only,
+            &self.decision,
         ]
     }
 
@@ -291,6 +295,7 @@ impl IdentityHeaderNames {
             certificate: parse(&self.certificate)?,
             check_id: parse(&self.check_id)?,
             report_only: parse(&self.report_only)?,
+            decision: parse(&self.decision)?,
         })
     }
 }
@@ -304,10 +309,11 @@ pub struct IdentityHeaders {
     pub certificate: HeaderName,
     pub check_id: HeaderName,
     pub report_only: HeaderName,
+    pub decision: HeaderName,
 }
 
 impl IdentityHeaders {
-    pub fn all(&self) -> [&HeaderName; 6] {
+    pub fn all(&self) -> [&HeaderName; 7] {
         [
             &self.auth_number,
             &self.name,
@@ -315,6 +321,7 @@ impl IdentityHeaders {
             &self.certificate,
             &self.check_id,
             &self.report_only,
+            &self.decision,
         ]
     }
 }

@@ -54,6 +54,9 @@ pub enum Failure {
     /// The upstream's budget of calls in flight is spent, in total or for this PSP
     /// (`gateway.upstream_max_requests`, `gateway.upstream_max_requests_per_psp`).
     UpstreamOverloaded(OverloadScope),
+    /// The audit log cannot take the call's record and its policy is `fail_closed`: nothing
+    /// passes that the log does not hold.
+    AuditUnavailable,
     /// No route matches the path and method.
     RouteUnknown,
     /// The request body could not be read while it was forwarded (malformed chunking, a
@@ -181,6 +184,13 @@ impl Failure {
                 }
                 .to_owned(),
             ),
+            Failure::AuditUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "SERVICE_UNAVAILABLE",
+                "audit_log_unavailable",
+                "The gateway cannot record this call in its audit log now, so it lets nothing through"
+                    .to_owned(),
+            ),
             Failure::RequestBodyInvalid => (
                 StatusCode::BAD_REQUEST,
                 "FORMAT_ERROR",
@@ -277,6 +287,7 @@ fn ob_code(failure: &Failure, bg: &'static str) -> String {
         Failure::RouteUnknown => "UK.OBIE.Resource.NotFound".to_owned(),
         Failure::UpstreamUnavailable
         | Failure::UpstreamTimeout
+        | Failure::AuditUnavailable
         | Failure::UpstreamOverloaded(_) => "UK.OBIE.UnexpectedError".to_owned(),
         Failure::Refused(_) | Failure::RateLimited { .. } | Failure::MethodRefused(_) => {
             format!("PSPGW.{bg}")
@@ -311,6 +322,7 @@ mod tests {
             Failure::HeaderNameRefused("x_a".into()),
             Failure::FormBodyTooLarge,
             Failure::UpstreamOverloaded(OverloadScope::Total),
+            Failure::AuditUnavailable,
             Failure::RouteUnknown,
             Failure::RequestBodyInvalid,
             Failure::UpstreamUnavailable,
@@ -329,6 +341,7 @@ mod tests {
                 | Failure::HeaderNameRefused(_)
                 | Failure::FormBodyTooLarge
                 | Failure::UpstreamOverloaded(_)
+                | Failure::AuditUnavailable
                 | Failure::RouteUnknown
                 | Failure::RequestBodyInvalid
                 | Failure::UpstreamUnavailable

@@ -318,6 +318,8 @@ pub(super) struct Identity<'a> {
     /// ([`url_encoded_pem`]), made once per client chain.
     pub certificate: Option<&'a HeaderValue>,
     pub check_id: &'a str,
+    /// The signed decision, when it is forwarded (`[evidence] forward_signature`).
+    pub decision: Option<HeaderValue>,
 }
 
 /// Rewrites an inbound request for the upstream: URI (on the normalised `path`), hop-by-hop,
@@ -423,6 +425,7 @@ pub(super) fn identity_headers(h: &mut HeaderMap, names: &IdentityHeaders, ident
         permit,
         certificate,
         check_id,
+        decision,
     } = identity;
     let report = permit.report();
     if let Some(auth) = &report.auth_number {
@@ -446,6 +449,9 @@ pub(super) fn identity_headers(h: &mut HeaderMap, names: &IdentityHeaders, ident
     }
     if let Some(value) = certificate {
         h.insert(names.certificate.clone(), value.clone());
+    }
+    if let Some(value) = decision {
+        h.insert(names.decision.clone(), value);
     }
 }
 

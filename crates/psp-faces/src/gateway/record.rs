@@ -52,6 +52,8 @@ pub(super) struct Decided {
     /// The refusal's code (`""` for a permit).
     pub(super) reason: &'static str,
     pub(super) check_time: Duration,
+    /// The signed decision, when `[evidence]` is configured.
+    pub(super) signed: Option<Arc<super::signed::SignedDecision>>,
 }
 
 /// An error met while forwarding, or reading the body for it.
@@ -193,6 +195,7 @@ fn audit_decision(record: &Record, decided: &Decided, conn: &ConnInfo) {
         resumed = conn.tls.as_ref().is_some_and(|t| t.resumed),
         fingerprint = %decided.fingerprint,
         auth_number = report.auth_number.as_deref().unwrap_or(""),
+        psp_name = report.psp_subject_name.as_deref().unwrap_or(""),
         jurisdiction = %record.jurisdiction,
         method = %record.method,
         path = decided.path.as_str(),
@@ -203,6 +206,7 @@ fn audit_decision(record: &Record, decided: &Decided, conn: &ConnInfo) {
         evidence = %report.revocation_evidence(),
         decision = decided.verdict,
         reason = decided.reason,
+        decision_id = decided.signed.as_ref().map_or("", |s| s.id.as_str()),
         "gateway decision"
     );
 }
@@ -240,6 +244,7 @@ fn audit_refusal(record: &Record, conn: &ConnInfo, failure: &Failure) {
             | Failure::RateLimited { .. }
             | Failure::RequestBodyInvalid
             | Failure::RouteUnknown
+            | Failure::AuditUnavailable
             | Failure::UpstreamUnavailable
             | Failure::UpstreamTimeout => "",
         },

@@ -124,6 +124,9 @@ const SERVER_IPS: &[IpAddr] = &[
 ];
 
 /// Written next to the keys.
+/// The sandbox's evidence signing key (ECDSA P-256, PKCS#8), relative to the PKI directory.
+pub const EVIDENCE_KEY: &str = "evidence/sandbox-signing.key";
+
 const README: &str = "\
 # Sandbox PKI (generated: do not edit)
 
@@ -140,6 +143,9 @@ certificates or keys, outside the sandbox.
 - `psp/`: one PSP certificate and key per sandbox scenario (`valid`, `revoked`, `tampered`, …).
 - `server/`: the gateway's TLS server certificate for `localhost`, `127.0.0.1` and `::1`,
   and the CA that signed it.
+- `evidence/sandbox-signing.key`: the key (ECDSA P-256) that signs the sandbox's answers,
+  decisions and audit checkpoints (`[evidence]`); its public key is served at
+  `http://127.0.0.1:9090/.well-known/jwks.json`.
 ";
 
 /// A CA once built: what signs its children, and what the manifest says about it.
@@ -162,7 +168,7 @@ pub fn generate(out_dir: &Path) -> Result<Manifest, SandboxError> {
 /// [`BASE_URL`]: tests run the responder on an ephemeral port.
 pub fn generate_with_base_url(out_dir: &Path, base_url: &str) -> Result<Manifest, SandboxError> {
     let urls = Urls(base_url.trim_end_matches('/'));
-    for dir in ["ca", "psp", "server"] {
+    for dir in ["ca", "psp", "server", "evidence"] {
         let path = out_dir.join(dir);
         std::fs::create_dir_all(&path).map_err(|source| SandboxError::Write { path, source })?;
     }
@@ -206,6 +212,12 @@ pub fn generate_with_base_url(out_dir: &Path, base_url: &str) -> Result<Manifest
     let json = serde_json::to_string_pretty(&manifest).map_err(SandboxError::ManifestEncode)?;
     write_file(out_dir, MANIFEST_FILE, format!("{json}\n").as_bytes())?;
     write_file(out_dir, "README.md", README.as_bytes())?;
+    // The key that signs the sandbox's answers, decisions and checkpoints ([evidence]).
+    write_file(
+        out_dir,
+        EVIDENCE_KEY,
+        crate::evidence::SigningKey::generate_pem(crate::evidence::Alg::Es256).as_bytes(),
+    )?;
     Ok(manifest)
 }
 

@@ -11,19 +11,68 @@
 //! A torn final line (a write cut short) is set aside at start ([`AuditLog::open`]); a failed
 //! write is counted in `psp_gateway_audit_write_failures_total`.
 //!
-//! What the chain cannot show: lines cut from the end of the last file (nothing follows
-//! them), or from the start of the first file given. Ship the file off the host as it grows
-//! (the usual log pipeline) and keep the last `seq` and hash seen to close both gaps.
+//! What the chain alone cannot show: lines cut from the end of the last file (nothing follows
+//! them), or a whole file replaced by a new, internally consistent chain. Signed checkpoints
+//! close both gaps ([`checkpoint`]): the records are also the leaves of an RFC 9162 Merkle
+//! tree, and every `checkpoint_records` records or `checkpoint_seconds` a C2SP signed note of
+//! the tree's size and root is appended to a checkpoint file (and a copy elsewhere), so
+//! `audit verify --checkpoints` finds a truncated tail or a replaced file, `audit prove`
+//! gives one record's inclusion proof, and an older checkpoint proves that today's log
+//! extends it ([`proof`]).
 //!
-//! Every record is written with one `write` call on a file opened for appending, so it
-//! reaches the operating system at once.
+//! Durability: every record is written with one `write` call on a file opened for appending,
+//! so it reaches the operating system at once; a thread of its own ([`AuditLog::start`])
+//! `fsync`s what was written at most `sync_interval` later, signs the checkpoints, notices a
+//! file removed while open, and finds out when a failing log can be written again. While
+//! records cannot be written, [`WriteFailurePolicy`] says what requests get
+//! ([`refusing_requests`]).
+
+pub mod checkpoint;
+pub mod proof;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
+
+use self::checkpoint::{CheckpointSpec, Tree};
+
+/// What requests get while audit records cannot be written (`[audit] on_write_failure`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteFailurePolicy {
+    /// 503 with the face's error body until a record can be written again: nothing is let
+    /// through that the log does not hold.
+    #[default]
+    FailClosed,
+    /// Served; each record that cannot be written is counted
+    /// (`psp_gateway_audit_write_failures_total`) and the log reports it once written again.
+    FailOpen,
+}
+
+/// How an audit log is made durable and checkpointed.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The most time between a record's write and its `fsync`.
+    pub sync_interval: Duration,
+    pub on_write_failure: WriteFailurePolicy,
+    /// Signed checkpoints, when configured.
+    pub checkpoints: Option<CheckpointSpec>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            sync_interval: Duration::from_millis(100),
+            on_write_failure: WriteFailurePolicy::FailClosed,
+            checkpoints: None,
+        }
+    }
+}
 
 /// The hash of "no previous line": the chain of a brand-new log starts from it.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -36,6 +85,14 @@ struct State {
     file: File,
     seq: u64,
     prev: String,
+    /// The first record written to the open file (to name what a removed file held).
+    file_first_seq: u64,
+    /// Records written since the last `fsync`.
+    dirty: bool,
+    /// Records that could not be written since the log last took one.
+    failed_writes: u64,
+    /// The Merkle tree over every record, when checkpoints are configured.
+    tree: Option<Tree>,
 }
 
 /// An open, chained audit log.
@@ -43,6 +100,9 @@ pub struct AuditLog {
     state: Mutex<State>,
     /// Where a torn final line was moved when the log was opened.
     torn_set_aside: Option<PathBuf>,
+    options: Options,
+    /// Whether the last write succeeded (read without the lock by every request).
+    writable: AtomicBool,
 }
 
 impl AuditLog {
@@ -52,6 +112,14 @@ impl AuditLog {
     /// back to the last intact record, and a record saying so (`audit_torn_line_set_aside`,
     /// with the new file's name, length and SHA-256) is the next link of the chain.
     pub fn open(path: &Path) -> io::Result<AuditLog> {
+        AuditLog::open_with(path, Options::default())
+    }
+
+    /// [`AuditLog::open`] with durability and checkpoint options. With checkpoints, the
+    /// Merkle tree is taken up from the last checkpoint and the records after it in the
+    /// file ([`checkpoint::resume`]); a file that ends before the last checkpoint (records
+    /// removed from its end) is refused, naming both sizes.
+    pub fn open_with(path: &Path, options: Options) -> io::Result<AuditLog> {
         let tail = read_tail(path)?;
         let mut set_aside = None;
         let (seq, prev, needs_newline) = match &tail {
@@ -87,6 +155,10 @@ impl AuditLog {
                 }
             }
         };
+        let (seq, prev, tree) = match &options.checkpoints {
+            Some(spec) => checkpoint::resume(spec, path, seq, prev)?,
+            None => (seq, prev, None),
+        };
         let mut file = open_append(path)?;
         if needs_newline {
             // An intact last record without its line end: end it, so the next record starts
@@ -99,9 +171,16 @@ impl AuditLog {
                 file,
                 seq,
                 prev,
+                file_first_seq: seq + 1,
+                dirty: false,
+                failed_writes: 0,
+                tree,
             }),
             torn_set_aside: set_aside.as_ref().map(|a| a.file.clone()),
+            options,
+            writable: AtomicBool::new(true),
         };
+        crate::telemetry::metrics::metrics().audit_writable.set(1);
         if let Some(aside) = set_aside {
             crate::telemetry::metrics::metrics().audit_torn_lines.inc();
             let mut fields = Map::new();
@@ -109,23 +188,22 @@ impl AuditLog {
             fields.insert("torn_file".into(), aside.file.display().to_string().into());
             fields.insert("torn_bytes".into(), aside.bytes.into());
             fields.insert("torn_sha256".into(), aside.sha256.into());
-            fields.insert(
-                "time".into(),
-                time::OffsetDateTime::now_utc()
-                    .format(&time::format_description::well_known::Rfc3339)
-                    .unwrap_or_default()
-                    .into(),
-            );
+            fields.insert("time".into(), now_rfc3339().into());
             log.append(fields)?;
         }
         Ok(log)
     }
 
     /// Appends one record with `fields` (after `seq` and `prev`). A write that fails (a full
-    /// disk) is counted (`psp_gateway_audit_write_failures_total`), and the file is cut back to
-    /// its last whole record so that a part-written line cannot join the next one.
+    /// disk) is counted (`psp_gateway_audit_write_failures_total`), the log is marked not
+    /// writable (the write-failure policy applies until a write succeeds), and the file is cut
+    /// back to its last whole record so that a part-written line cannot join the next one.
     pub fn append(&self, fields: Map<String, Value>) -> io::Result<()> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.append_locked(&mut state, fields)
+    }
+
+    fn append_locked(&self, state: &mut State, fields: Map<String, Value>) -> io::Result<()> {
         let seq = state.seq + 1;
         let line = render(seq, &state.prev, fields);
         let mut bytes = line.clone().into_bytes();
@@ -145,6 +223,10 @@ impl AuditLog {
             crate::telemetry::metrics::metrics()
                 .audit_write_failures
                 .inc();
+            state.failed_writes += 1;
+            if self.writable.swap(false, Ordering::AcqRel) {
+                crate::telemetry::metrics::metrics().audit_writable.set(0);
+            }
             if let Some(before) = before
                 && state.file.metadata().is_ok_and(|m| m.len() > before)
             {
@@ -156,14 +238,164 @@ impl AuditLog {
         }
         state.seq = seq;
         state.prev = crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
+        state.dirty = true;
+        if let Some(tree) = &mut state.tree {
+            tree.push(line.as_bytes());
+        }
         Ok(())
     }
 
-    /// Opens the file again (after a rotation moved it away); the chain goes on.
+    /// Opens the file again (after a rotation moved it away); the chain goes on. With
+    /// checkpoints, the records written so far are synced and checkpointed first, so that a
+    /// new file always starts right after a checkpoint (a restart takes the tree up from it).
     pub fn reopen(&self) -> io::Result<()> {
+        self.sync_and_checkpoint(true)?;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.file = open_append(&state.path)?;
+        state.file_first_seq = state.seq + 1;
         Ok(())
+    }
+
+    /// Whether the last write succeeded.
+    pub fn writable(&self) -> bool {
+        self.writable.load(Ordering::Acquire)
+    }
+
+    /// Whether requests are to be refused now: the log cannot be written and its policy is
+    /// `fail_closed`.
+    pub fn refusing(&self) -> bool {
+        self.options.on_write_failure == WriteFailurePolicy::FailClosed && !self.writable()
+    }
+
+    /// Starts the thread that keeps `log` durable ([`AuditLog::tick`] every
+    /// `sync_interval`); it stops when the last other reference to the log is dropped.
+    pub fn start(log: &Arc<AuditLog>) -> io::Result<()> {
+        let weak: Weak<AuditLog> = Arc::downgrade(log);
+        let interval = log.options.sync_interval;
+        std::thread::Builder::new()
+            .name("psp-gateway-audit".to_owned())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(interval);
+                    let Some(log) = weak.upgrade() else { return };
+                    log.tick();
+                }
+            })
+            .map(drop)
+    }
+
+    /// One round of the durability thread: a failing log is tried again (a record saying
+    /// how many were lost), a file removed while open is replaced (a record naming what it
+    /// held), written records are `fsync`ed, and a checkpoint is signed when one is due.
+    pub fn tick(&self) {
+        if !self.writable() {
+            self.try_recover();
+        }
+        self.replace_if_removed();
+        if let Err(e) = self.sync_and_checkpoint(false) {
+            // Not through tracing: an audit event would come back here.
+            eprintln!(
+                "psp-gateway: audit log {}: cannot sync or checkpoint: {e}",
+                self.path().display()
+            );
+        }
+    }
+
+    /// Writes the record that says the log takes records again, and how many it lost.
+    fn try_recover(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let lost = state.failed_writes;
+        let mut fields = Map::new();
+        fields.insert("message".into(), "audit_log_writable_again".into());
+        fields.insert("records_lost".into(), lost.into());
+        fields.insert("time".into(), now_rfc3339().into());
+        if self.append_locked(&mut state, fields).is_ok() {
+            state.failed_writes = 0;
+            self.writable.store(true, Ordering::Release);
+            crate::telemetry::metrics::metrics().audit_writable.set(1);
+            eprintln!(
+                "psp-gateway: audit log {} takes records again; {lost} could not be written",
+                state.path.display()
+            );
+        }
+    }
+
+    /// A file removed while open takes records no one will read: open a new one at the
+    /// path, and begin it with a record naming the records the removed file held.
+    fn replace_if_removed(&self) {
+        use std::os::unix::fs::MetadataExt;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let removed = state
+            .file
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.nlink() == 0);
+        if !removed {
+            return;
+        }
+        let Ok(file) = open_append(&state.path) else {
+            return;
+        };
+        state.file = file;
+        let (first, last) = (state.file_first_seq, state.seq);
+        state.file_first_seq = last + 1;
+        let lost = (last + 1).saturating_sub(first);
+        crate::telemetry::metrics::metrics()
+            .audit_records_lost
+            .inc_by(lost);
+        let mut fields = Map::new();
+        fields.insert("message".into(), "audit_file_removed_while_open".into());
+        fields.insert("first_seq_lost".into(), first.into());
+        fields.insert("last_seq_lost".into(), last.into());
+        fields.insert("records_lost".into(), lost.into());
+        fields.insert("time".into(), now_rfc3339().into());
+        let _ = self.append_locked(&mut state, fields);
+        eprintln!(
+            "psp-gateway: audit log {} was removed while open: records {first} to {last} were in it; a new file goes on with the chain",
+            state.path.display()
+        );
+    }
+
+    /// `fsync`s what was written, then, when one is due (or `force`d), signs and appends a
+    /// checkpoint of the records synced.
+    fn sync_and_checkpoint(&self, force: bool) -> io::Result<()> {
+        let (file, due) = {
+            let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let state = &mut *guard;
+            let due = match (&state.tree, &self.options.checkpoints) {
+                (Some(tree), Some(spec)) => tree.due(spec, force, state.seq, &state.prev),
+                _ => None,
+            };
+            if !state.dirty && due.is_none() {
+                return Ok(());
+            }
+            state.dirty = false;
+            (state.file.try_clone()?, due)
+        };
+        // Outside the lock: requests go on writing while the disk syncs.
+        file.sync_data()?;
+        let (Some(head), Some(spec)) = (due, &self.options.checkpoints) else {
+            return Ok(());
+        };
+        let written = checkpoint::write(spec, &head);
+        let outcome = if written.is_ok() { "written" } else { "failed" };
+        crate::telemetry::metrics::metrics()
+            .audit_checkpoints
+            .get_or_create(&crate::telemetry::metrics::OutcomeOnly {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        if written.is_ok() {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(tree) = &mut state.tree {
+                tree.checkpointed(head.size);
+            }
+        }
+        written
+    }
+
+    /// Syncs and checkpoints what was written (at shutdown).
+    pub fn close(&self) -> io::Result<()> {
+        self.sync_and_checkpoint(true)
     }
 
     /// The file a torn final line was moved to when the log was opened, if there was one.
@@ -178,6 +410,12 @@ impl AuditLog {
             .path
             .clone()
     }
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 /// One record as a line: `seq`, `prev`, then the fields (in the map's order).
@@ -370,6 +608,11 @@ pub struct Verified {
 /// (`parse_record`), linked to the record before it (`check_link`), a torn-line record noted,
 /// and hashed for the next.
 pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
+    verify_with(files, |_, _| {})
+}
+
+/// [`verify`], handing each record's `seq` and line (without its line end) to `each`.
+pub fn verify_with(files: &[PathBuf], mut each: impl FnMut(u64, &str)) -> Result<Verified, Broken> {
     let mut out = Verified {
         records: 0,
         first_seq: None,
@@ -404,6 +647,7 @@ pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
                     record["torn_sha256"].as_str().unwrap_or("?"),
                 ));
             }
+            each(seq, &line);
             let hash = crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
             expected = Some((seq + 1, hash.clone()));
             out.records += 1;
@@ -538,6 +782,12 @@ pub fn reopen() -> io::Result<()> {
         Some(log) => log.reopen(),
         None => Ok(()),
     }
+}
+
+/// Whether requests are to be refused now because the process's audit log cannot take their
+/// records (`fail_closed`; [`AuditLog::refusing`]). `false` without an audit log.
+pub fn refusing_requests() -> bool {
+    GLOBAL.get().is_some_and(|log| log.refusing())
 }
 
 /// The process's audit log, if there is one.

@@ -39,6 +39,11 @@ pub struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeOnly {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FaceLabels {
     pub face: String,
 }
@@ -98,6 +103,14 @@ pub struct Metrics {
     pub audit_write_failures: Counter,
     /// Torn final audit lines set aside at start (a write was cut short before).
     pub audit_torn_lines: Counter,
+    /// Audit records lost after they were written: in a file removed while open.
+    pub audit_records_lost: Counter,
+    /// 1 while the audit log takes records, 0 while its writes fail.
+    pub audit_writable: Gauge<i64>,
+    /// Signed checkpoints of the audit log, by outcome (`written`, `failed`).
+    pub audit_checkpoints: Family<OutcomeOnly, Counter>,
+    /// Decisions signed (once per cached decision, not per request).
+    pub decisions_signed: Counter,
     /// Decisions of shared counters taken by the failure mode because Redis did not answer
     /// within the budget (`[shared_state]`), by counter kind and mode.
     pub shared_state_fallbacks: Family<FallbackLabels, Counter>,
@@ -211,6 +224,30 @@ impl Metrics {
             "Torn final lines of the audit file set aside at start (moved to <file>.torn-<time>)",
             audit_torn_lines.clone(),
         );
+        let audit_records_lost = Counter::default();
+        registry.register(
+            "psp_gateway_audit_records_lost",
+            "Audit records written to a file that was then removed while open (its records are gone from the disk)",
+            audit_records_lost.clone(),
+        );
+        let audit_writable = Gauge::<i64>::default();
+        registry.register(
+            "psp_gateway_audit_writable",
+            "1 while the audit log takes records, 0 while its writes fail (fail_closed: requests get 503)",
+            audit_writable.clone(),
+        );
+        let audit_checkpoints = Family::<OutcomeOnly, Counter>::default();
+        registry.register(
+            "psp_gateway_audit_checkpoints",
+            "Signed checkpoints of the audit log, by outcome (written, failed)",
+            audit_checkpoints.clone(),
+        );
+        let decisions_signed = Counter::default();
+        registry.register(
+            "psp_gateway_decisions_signed",
+            "Gateway decisions signed (once per cached decision, not per request)",
+            decisions_signed.clone(),
+        );
         let shared_state_fallbacks = Family::<FallbackLabels, Counter>::default();
         registry.register(
             "psp_gateway_shared_state_fallbacks",
@@ -229,6 +266,10 @@ impl Metrics {
             shared_state_up,
             audit_write_failures,
             audit_torn_lines,
+            audit_records_lost,
+            audit_writable,
+            audit_checkpoints,
+            decisions_signed,
             limiter_evictions,
             client_chains,
             upstream_in_flight,

@@ -1,0 +1,314 @@
+//! What an auditor checks with the signed checkpoints ([`super::checkpoint`]): that the log
+//! files hold every record each checkpoint was signed over, unchanged ([`check`]); that
+//! today's log extends a checkpoint kept from before ([`since`], with an RFC 9162
+//! consistency proof); and that one record is in the log, without the log ([`prove`],
+//! [`verify_inclusion`]).
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Deserialize, Serialize};
+
+use super::checkpoint::{self, Checkpoint, CheckpointLine};
+use super::{Broken, Verified};
+use crate::evidence::PublicKey;
+use crate::telemetry::merkle::{self, Hash};
+
+/// Why a log does not stand up to its checkpoints: each case its own, as `audit verify`
+/// reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Finding {
+    /// The chain itself breaks (an edited, removed or reordered record, a missing file).
+    #[error("{0}")]
+    Chain(Broken),
+    /// The files do not start at record 1: the tree cannot be computed.
+    #[error(
+        "the first file given starts at record {0}: give every file from the first (oldest first) to check checkpoints"
+    )]
+    NotFromStart(u64),
+    /// A checkpoint whose signature does not verify with any key given.
+    #[error(
+        "checkpoint {index} ({size} records): its signature does not verify with the keys given ({why})"
+    )]
+    BadSignature {
+        index: usize,
+        size: u64,
+        why: String,
+    },
+    /// Fewer records than a signed checkpoint says: the tail was cut.
+    #[error(
+        "truncated: checkpoint {index} was signed over {size} records{}, and the files hold {records}",
+        time.as_ref().map(|t| format!(" at {t}")).unwrap_or_default()
+    )]
+    Truncated {
+        index: usize,
+        size: u64,
+        time: Option<String>,
+        records: u64,
+    },
+    /// The first `size` records are not those a checkpoint was signed over.
+    #[error(
+        "replaced or rewritten: the first {size} records are not the ones checkpoint {index} was signed over{} (its root does not match)",
+        time.as_ref().map(|t| format!(" at {t}")).unwrap_or_default()
+    )]
+    RootMismatch {
+        index: usize,
+        size: u64,
+        time: Option<String>,
+    },
+    /// Records after the last checkpoint: nothing signed covers them yet.
+    #[error(
+        "records {first} to {last} are after the last checkpoint ({covered} records): no signature covers them (appended later, or the log is still being written: the next checkpoint comes within checkpoint_seconds; --allow-tail accepts them)"
+    )]
+    Uncovered { covered: u64, first: u64, last: u64 },
+    /// No checkpoint to check against.
+    #[error("no checkpoint given")]
+    NoCheckpoint,
+}
+
+/// What a log that stands up to its checkpoints covers.
+#[derive(Debug, Clone)]
+pub struct Covered {
+    pub chain: Verified,
+    /// Checkpoints verified, and the size of the last.
+    pub checkpoints: usize,
+    pub covered: u64,
+    /// Records after the last checkpoint (accepted with `allow_tail`).
+    pub tail: u64,
+}
+
+/// The leaf hashes of every record of `files` (oldest first, from record 1), with the
+/// chain checked on the way.
+pub fn leaves(files: &[PathBuf]) -> Result<(Verified, Vec<Hash>), Finding> {
+    let mut leaves = Vec::new();
+    let chain = super::verify_with(files, |_, line| {
+        leaves.push(merkle::leaf_hash(line.as_bytes()))
+    })
+    .map_err(Finding::Chain)?;
+    if chain.starts_mid_chain {
+        return Err(Finding::NotFromStart(chain.first_seq.unwrap_or(0)));
+    }
+    Ok((chain, leaves))
+}
+
+/// Verifies a checkpoint note with any of `keys` and reads it.
+pub fn open_note(note: &str, keys: &[PublicKey]) -> Result<Checkpoint, String> {
+    let origin = note
+        .split('\n')
+        .next()
+        .filter(|o| !o.is_empty())
+        .ok_or("the note has no origin line")?;
+    let mut why = String::from("no key given");
+    for key in keys {
+        match crate::evidence::note_verify(note, origin, key) {
+            Ok(text) => return checkpoint::parse_text(&text),
+            Err(e) => why = e.to_string(),
+        }
+    }
+    Err(why)
+}
+
+/// Checks `files` against every checkpoint in `lines`: each verifies with one of `keys`, the
+/// files hold at least its size of records, and the root of that many is its root. Records
+/// after the last checkpoint are refused unless `allow_tail`.
+pub fn check(
+    files: &[PathBuf],
+    lines: &[CheckpointLine],
+    keys: &[PublicKey],
+    allow_tail: bool,
+) -> Result<Covered, Finding> {
+    if lines.is_empty() {
+        return Err(Finding::NoCheckpoint);
+    }
+    let (chain, leaves) = leaves(files)?;
+    let records = leaves.len() as u64;
+    let mut covered = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let index = i + 1;
+        let c = open_note(&line.note, keys).map_err(|why| Finding::BadSignature {
+            index,
+            size: line.size,
+            why,
+        })?;
+        if c.size > records {
+            return Err(Finding::Truncated {
+                index,
+                size: c.size,
+                time: c.time,
+                records,
+            });
+        }
+        if merkle::root(&leaves[..c.size as usize]) != c.root {
+            return Err(Finding::RootMismatch {
+                index,
+                size: c.size,
+                time: c.time,
+            });
+        }
+        covered = covered.max(c.size);
+    }
+    if covered < records && !allow_tail {
+        return Err(Finding::Uncovered {
+            covered,
+            first: covered + 1,
+            last: records,
+        });
+    }
+    Ok(Covered {
+        chain,
+        checkpoints: lines.len(),
+        covered,
+        tail: records - covered,
+    })
+}
+
+/// A checkpoint kept from before, or a checkpoint file's line: the signed note in either.
+pub fn note_of(kept: &str) -> String {
+    match serde_json::from_str::<CheckpointLine>(kept.trim()) {
+        Ok(line) => line.note,
+        Err(_) => kept.to_owned(),
+    }
+}
+
+/// What [`since`] found: today's log extends the old checkpoint.
+#[derive(Debug, Clone, Serialize)]
+pub struct Extends {
+    pub old_size: u64,
+    pub new_size: u64,
+    /// The RFC 9162 consistency proof from the old tree to today's (base64 hashes), checked.
+    pub proof: Vec<String>,
+}
+
+/// Checks that today's log (`files`, from record 1) extends the kept checkpoint `old`: the
+/// first `old.size` records have `old`'s root, and a consistency proof from it to today's
+/// tree verifies.
+pub fn since(files: &[PathBuf], old: &str, keys: &[PublicKey]) -> Result<Extends, Finding> {
+    let old = open_note(&note_of(old), keys).map_err(|why| Finding::BadSignature {
+        index: 0,
+        size: 0,
+        why,
+    })?;
+    let (_, leaves) = leaves(files)?;
+    let records = leaves.len() as u64;
+    if old.size > records {
+        return Err(Finding::Truncated {
+            index: 0,
+            size: old.size,
+            time: old.time,
+            records,
+        });
+    }
+    let new_root = merkle::root(&leaves);
+    let proof = merkle::consistency_proof(&leaves, old.size, records);
+    if merkle::verify_consistency(old.size, records, &old.root, &new_root, &proof).is_err() {
+        return Err(Finding::RootMismatch {
+            index: 0,
+            size: old.size,
+            time: old.time,
+        });
+    }
+    Ok(Extends {
+        old_size: old.size,
+        new_size: records,
+        proof: proof.iter().map(|h| STANDARD.encode(h)).collect(),
+    })
+}
+
+/// One record and the proof that it is in the tree a signed checkpoint states: all a
+/// supervisor needs to check it without the log.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InclusionProof {
+    /// The record's line, exactly as in the log.
+    pub record: String,
+    /// Its position in the tree (its `seq` − 1).
+    pub index: u64,
+    pub tree_size: u64,
+    /// RFC 9162 inclusion path, base64 hashes.
+    pub proof: Vec<String>,
+    /// The signed checkpoint of `tree_size` records.
+    pub checkpoint: String,
+}
+
+/// The inclusion proof of record `seq` against the first checkpoint in `lines` that covers it.
+pub fn prove(
+    files: &[PathBuf],
+    lines: &[CheckpointLine],
+    seq: u64,
+) -> Result<InclusionProof, String> {
+    let mut record = None;
+    let mut leaves = Vec::new();
+    let chain = super::verify_with(files, |s, line| {
+        leaves.push(merkle::leaf_hash(line.as_bytes()));
+        if s == seq {
+            record = Some(line.to_owned());
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    if chain.starts_mid_chain {
+        return Err(Finding::NotFromStart(chain.first_seq.unwrap_or(0)).to_string());
+    }
+    let record = record.ok_or_else(|| format!("record {seq} is not in the files given"))?;
+    let line = lines
+        .iter()
+        .find(|l| l.size >= seq)
+        .ok_or_else(|| format!("no checkpoint covers record {seq} yet"))?;
+    if line.size > leaves.len() as u64 {
+        return Err(Finding::Truncated {
+            index: 0,
+            size: line.size,
+            time: Some(line.time.clone()),
+            records: leaves.len() as u64,
+        }
+        .to_string());
+    }
+    let tree = &leaves[..line.size as usize];
+    let proof = merkle::inclusion_proof(tree, seq - 1, line.size);
+    Ok(InclusionProof {
+        record,
+        index: seq - 1,
+        tree_size: line.size,
+        proof: proof.iter().map(|h| STANDARD.encode(h)).collect(),
+        checkpoint: line.note.clone(),
+    })
+}
+
+/// Checks an inclusion proof with the public keys only: the checkpoint's signature, its size,
+/// the record's `seq`, and the path from the record's leaf to the signed root.
+pub fn verify_inclusion(p: &InclusionProof, keys: &[PublicKey]) -> Result<Checkpoint, String> {
+    let c = open_note(&p.checkpoint, keys)?;
+    if c.size != p.tree_size {
+        return Err(format!(
+            "the proof is for a tree of {} records, the checkpoint states {}",
+            p.tree_size, c.size
+        ));
+    }
+    let record: serde_json::Value =
+        serde_json::from_str(&p.record).map_err(|e| format!("the record is not JSON: {e}"))?;
+    if record["seq"].as_u64() != Some(p.index + 1) {
+        return Err(format!(
+            "the record's seq is not {} (its position in the tree plus one)",
+            p.index + 1
+        ));
+    }
+    let proof: Vec<Hash> = p
+        .proof
+        .iter()
+        .map(|h| {
+            STANDARD
+                .decode(h)
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| format!("`{h}` is not a base64 SHA-256 hash"))
+        })
+        .collect::<Result<_, _>>()?;
+    merkle::verify_inclusion(
+        p.index,
+        p.tree_size,
+        &merkle::leaf_hash(p.record.as_bytes()),
+        &proof,
+        &c.root,
+    )
+    .map_err(|e| format!("the record is not in the signed tree: {e}"))?;
+    Ok(c)
+}

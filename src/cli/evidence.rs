@@ -1,0 +1,342 @@
+//! The evidence commands: `audit verify` (the chain, and with `--checkpoints` the signed
+//! checkpoints, `--since` an older checkpoint, `--proof` one record's inclusion proof),
+//! `audit prove`, `audit repair`, and `evidence verify` (a signed answer or decision).
+//! docs/evidence.md walks an auditor through them.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use super::{EXIT_DATA_ERR, EXIT_NO_INPUT, EXIT_USAGE, fail};
+use crate::evidence::{Jwks, PublicKey};
+use crate::telemetry::audit::{self, checkpoint, proof};
+
+/// `audit verify`'s arguments.
+#[derive(Debug, clap::Args)]
+pub(super) struct VerifyArgs {
+    /// The audit files, oldest first (rotated files before the current one).
+    #[arg(required_unless_present = "proof")]
+    pub(super) files: Vec<PathBuf>,
+    /// The checkpoint file: every checkpoint in it must verify and match the files.
+    #[arg(long, value_name = "FILE")]
+    pub(super) checkpoints: Option<PathBuf>,
+    /// The public keys: the JWKS from /.well-known/jwks.json, or a PEM public key.
+    #[arg(long, value_name = "FILE")]
+    pub(super) key: Option<PathBuf>,
+    /// A checkpoint kept from before (its signed note, or its checkpoint-file line): the
+    /// files must extend it.
+    #[arg(long, value_name = "FILE")]
+    pub(super) since: Option<PathBuf>,
+    /// An inclusion proof from `audit prove`, checked without the log.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["files", "checkpoints", "since"])]
+    pub(super) proof: Option<PathBuf>,
+    /// Accept records after the last checkpoint (a log still being written).
+    #[arg(long)]
+    pub(super) allow_tail: bool,
+}
+
+/// `audit prove`'s arguments.
+#[derive(Debug, clap::Args)]
+pub(super) struct ProveArgs {
+    /// The record's `seq`.
+    pub(super) seq: u64,
+    /// The audit files, oldest first, from the first record.
+    #[arg(required = true)]
+    pub(super) files: Vec<PathBuf>,
+    /// The checkpoint file.
+    #[arg(long, value_name = "FILE")]
+    pub(super) checkpoints: PathBuf,
+}
+
+/// `evidence verify`'s arguments.
+#[derive(Debug, clap::Args)]
+pub(super) struct EvidenceVerifyArgs {
+    /// The public keys: the JWKS from /.well-known/jwks.json.
+    #[arg(long, value_name = "FILE")]
+    pub(super) jwks: PathBuf,
+    /// A detached signature (the x-jws-signature header of a /v1/psp/eidas answer)…
+    #[arg(long, value_name = "JWS", requires = "body")]
+    pub(super) signature: Option<String>,
+    /// …over this body, byte for byte.
+    #[arg(long, value_name = "FILE")]
+    pub(super) body: Option<PathBuf>,
+    /// A signed decision (the `decision_jws` of an audit record, or the x-psp-decision-jws
+    /// header an upstream received): its payload is printed once it verifies.
+    #[arg(long, value_name = "JWS", conflicts_with_all = ["signature", "body"])]
+    pub(super) decision: Option<String>,
+}
+
+/// Reads public keys: a JWKS (`{"keys":[…]}`) or PEM public keys.
+pub(super) fn load_keys(path: &Path) -> Result<Vec<PublicKey>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if text.trim_start().starts_with('{') {
+        let jwks = Jwks::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(jwks.keys().to_vec());
+    }
+    PublicKey::from_pem(&text)
+        .map(|k| vec![k])
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `audit verify`.
+pub(super) fn run_verify(args: &VerifyArgs) -> ExitCode {
+    if args.checkpoints.is_none() && args.since.is_none() && args.proof.is_none() {
+        return super::run_audit_verify(&args.files);
+    }
+    let Some(key) = &args.key else {
+        return fail(
+            EXIT_USAGE,
+            "--checkpoints, --since and --proof need --key (the JWKS or a PEM public key)",
+        );
+    };
+    let keys = match load_keys(key) {
+        Ok(k) => k,
+        Err(e) => return fail(EXIT_NO_INPUT, &e),
+    };
+    if let Some(path) = &args.proof {
+        return verify_proof(path, &keys);
+    }
+    if let Some(cp) = &args.checkpoints {
+        let lines = match checkpoint::read_all(cp) {
+            Ok(l) => l,
+            Err(e) => return fail(EXIT_NO_INPUT, &format!("{}: {e}", cp.display())),
+        };
+        match proof::check(&args.files, &lines, &keys, args.allow_tail) {
+            Ok(c) => {
+                println!(
+                    "audit log verified against {} signed checkpoint(s): {} records, the first {} covered by the last checkpoint{}",
+                    c.checkpoints,
+                    c.chain.records,
+                    c.covered,
+                    if c.tail > 0 {
+                        format!(
+                            "; {} after it not yet covered (accepted: --allow-tail)",
+                            c.tail
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            Err(e) => return finding(e),
+        }
+    }
+    if let Some(old) = &args.since {
+        let text = match std::fs::read_to_string(old) {
+            Ok(t) => t,
+            Err(e) => return fail(EXIT_NO_INPUT, &format!("{}: {e}", old.display())),
+        };
+        match proof::since(&args.files, &text, &keys) {
+            Ok(x) => println!(
+                "the log extends the checkpoint of {} records: it holds {} records, and the RFC 9162 consistency proof from {} to {} verifies ({} hashes)",
+                x.old_size,
+                x.new_size,
+                x.old_size,
+                x.new_size,
+                x.proof.len()
+            ),
+            Err(e) => return finding(e),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn finding(e: proof::Finding) -> ExitCode {
+    match &e {
+        proof::Finding::Chain(b) if b.line == 0 => fail(EXIT_NO_INPUT, &format!("audit log: {b}")),
+        _ => fail(EXIT_DATA_ERR, &format!("audit log not verified: {e}")),
+    }
+}
+
+fn verify_proof(path: &Path, keys: &[PublicKey]) -> ExitCode {
+    let parsed = std::fs::read_to_string(path)
+        .map_err(|e| (EXIT_NO_INPUT, format!("{}: {e}", path.display())))
+        .and_then(|t| {
+            serde_json::from_str::<proof::InclusionProof>(&t).map_err(|e| {
+                (
+                    EXIT_DATA_ERR,
+                    format!("{}: not an inclusion proof: {e}", path.display()),
+                )
+            })
+        });
+    let p = match parsed {
+        Ok(p) => p,
+        Err((code, e)) => return fail(code, &e),
+    };
+    match proof::verify_inclusion(&p, keys) {
+        Ok(c) => {
+            println!(
+                "record {} is in the log `{}` of {} records, as its signed checkpoint states",
+                p.index + 1,
+                c.origin,
+                c.size
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(EXIT_DATA_ERR, &format!("inclusion proof not verified: {e}")),
+    }
+}
+
+/// `audit prove`: prints the inclusion proof of one record as JSON.
+pub(super) fn run_prove(args: &ProveArgs) -> ExitCode {
+    let lines = match checkpoint::read_all(&args.checkpoints) {
+        Ok(l) => l,
+        Err(e) => {
+            return fail(
+                EXIT_NO_INPUT,
+                &format!("{}: {e}", args.checkpoints.display()),
+            );
+        }
+    };
+    if args.seq == 0 {
+        return fail(EXIT_USAGE, "records are numbered from 1");
+    }
+    match proof::prove(&args.files, &lines, args.seq) {
+        Ok(p) => {
+            println!("{}", serde_json::to_string_pretty(&p).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(EXIT_DATA_ERR, &e),
+    }
+}
+
+/// `audit report`: the report, with the period's checkpoints verified against the files
+/// (every checkpoint signed in the period, and the first one after it).
+pub(super) fn run_report(args: &super::audit::ReportArgs) -> ExitCode {
+    let statuses = match (&args.checkpoints, &args.key) {
+        (Some(cp), Some(key)) => {
+            let lines = match checkpoint::read_all(cp) {
+                Ok(l) => l,
+                Err(e) => return fail(EXIT_NO_INPUT, &format!("{}: {e}", cp.display())),
+            };
+            let keys = match load_keys(key) {
+                Ok(k) => k,
+                Err(e) => return fail(EXIT_NO_INPUT, &e),
+            };
+            checkpoint_statuses(args, &lines, &keys)
+        }
+        _ => Vec::new(),
+    };
+    super::audit::run_report(args, &statuses)
+}
+
+fn checkpoint_statuses(
+    args: &super::audit::ReportArgs,
+    lines: &[checkpoint::CheckpointLine],
+    keys: &[PublicKey],
+) -> Vec<super::audit::CheckpointStatus> {
+    use time::format_description::well_known::Rfc3339;
+    let leaves = proof::leaves(&args.files);
+    let mut out = Vec::new();
+    for line in lines {
+        let Ok(time) = time::OffsetDateTime::parse(&line.time, &Rfc3339) else {
+            continue;
+        };
+        let after = args.to.is_some_and(|to| time > to);
+        if args.from.is_some_and(|from| time < from) {
+            continue;
+        }
+        let (verified, detail) = match (proof::open_note(&line.note, keys), &leaves) {
+            (Err(why), _) => (false, format!("signature not verified: {why}")),
+            (Ok(_), Err(e)) => (false, e.to_string()),
+            (Ok(c), Ok((_, leaves))) if c.size > leaves.len() as u64 => (
+                false,
+                format!(
+                    "truncated: signed over {} records, the files hold {}",
+                    c.size,
+                    leaves.len()
+                ),
+            ),
+            (Ok(c), Ok((_, leaves))) => {
+                if crate::telemetry::merkle::root(&leaves[..c.size as usize]) == c.root {
+                    (
+                        true,
+                        format!(
+                            "signature and root of the first {} records verified",
+                            c.size
+                        ),
+                    )
+                } else {
+                    (
+                        false,
+                        format!(
+                            "the first {} records are not those it was signed over",
+                            c.size
+                        ),
+                    )
+                }
+            }
+        };
+        out.push(super::audit::CheckpointStatus {
+            size: line.size,
+            time,
+            verified,
+            detail,
+        });
+        if after {
+            break;
+        }
+    }
+    out
+}
+
+/// `audit repair`: sets a torn final record aside (as `serve` does at start) and appends the
+/// record saying so; a file without one is left as it is.
+pub(super) fn run_repair(file: &Path) -> ExitCode {
+    if !file.exists() {
+        return fail(EXIT_NO_INPUT, &format!("{}: no such file", file.display()));
+    }
+    match audit::AuditLog::open(file) {
+        Ok(log) => {
+            match log.torn_set_aside() {
+                Some(aside) => println!(
+                    "a torn final record was moved to {}; the file ends with the record saying so, and the chain goes on",
+                    aside.display()
+                ),
+                None => println!("no torn final record: nothing to repair"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(EXIT_DATA_ERR, &format!("{}: {e}", file.display())),
+    }
+}
+
+/// `evidence verify`.
+pub(super) fn run_evidence_verify(args: &EvidenceVerifyArgs) -> ExitCode {
+    let jwks = match std::fs::read_to_string(&args.jwks)
+        .map_err(|e| e.to_string())
+        .and_then(|t| Jwks::from_json(&t).map_err(|e| e.to_string()))
+    {
+        Ok(j) => j,
+        Err(e) => return fail(EXIT_NO_INPUT, &format!("{}: {e}", args.jwks.display())),
+    };
+    if let (Some(signature), Some(body)) = (&args.signature, &args.body) {
+        let payload = match std::fs::read(body) {
+            Ok(b) => b,
+            Err(e) => return fail(EXIT_NO_INPUT, &format!("{}: {e}", body.display())),
+        };
+        return match crate::evidence::verify_detached(&jwks, signature, &payload) {
+            Ok(v) => {
+                println!(
+                    "signature verified: {} by key {}, signed at {}",
+                    v.alg, v.kid, v.iat
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(EXIT_DATA_ERR, &format!("signature not verified: {e}")),
+        };
+    }
+    if let Some(decision) = &args.decision {
+        return match crate::evidence::verify_compact(&jwks, decision) {
+            Ok((v, payload)) => {
+                eprintln!("decision verified: {} by key {}", v.alg, v.kid);
+                println!("{}", String::from_utf8_lossy(&payload));
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(EXIT_DATA_ERR, &format!("decision not verified: {e}")),
+        };
+    }
+    fail(
+        EXIT_USAGE,
+        "give --signature and --body (a signed answer) or --decision (a signed decision)",
+    )
+}
