@@ -930,12 +930,14 @@ async fn every_error_status_answers_as_documented() {
     // Every (status, code) of the document except the rate limits, the busy refusal and the
     // internal error was produced over HTTP here; the rate limits are produced in the tests
     // below, the busy refusal in tests/exhaustion.rs, the shared-state refusal in
-    // tests/shared_state.rs (it needs Redis), all of them from the table below.
+    // tests/shared_state.rs (it needs Redis), the audit log's refusal in tests/audit_log.rs
+    // (it needs a disk that fails), all of them from the table below.
     let mut expected = doc.endpoint_codes("/v1/psp/eidas");
     expected.remove(&(429, "rate_limit_exceeded".to_owned()));
     expected.remove(&(429, "login_attempts_exceeded".to_owned()));
     expected.remove(&(503, "server_busy".to_owned()));
     expected.remove(&(503, "shared_state_unavailable".to_owned()));
+    expected.remove(&(503, "audit_log_unavailable".to_owned()));
     expected.remove(&(500, "internal_error".to_owned()));
     // A conforming HTTP client cannot send an ambiguous head: tests/limits.rs writes one by
     // hand to the endpoint and checks the answer.

@@ -29,6 +29,11 @@ impl Drop for Serve {
 }
 
 fn serve(dir: &Path, audit: &Path) -> Serve {
+    serve_with(dir, audit, "")
+}
+
+/// [`serve`] with more `[audit]` settings.
+fn serve_with(dir: &Path, audit: &Path, settings: &str) -> Serve {
     let root = root().display().to_string();
     let text = std::fs::read_to_string(common::root().join("gateway.toml"))
         .expect("gateway.toml")
@@ -44,7 +49,10 @@ fn serve(dir: &Path, audit: &Path) -> Serve {
     let config = dir.join("gateway.toml");
     std::fs::write(
         &config,
-        format!("{text}\n[audit]\nfile = \"{}\"\n", audit.display()),
+        format!(
+            "{text}\n[audit]\nfile = \"{}\"\n{settings}\n",
+            audit.display()
+        ),
     )
     .expect("write config");
     let stderr = dir.join("serve.stderr");
@@ -60,8 +68,15 @@ fn serve(dir: &Path, audit: &Path) -> Serve {
     Serve { child, api, admin }
 }
 
-/// One check through the endpoint, over a plain HTTP/1.1 socket.
+/// One check through the endpoint, over a plain HTTP/1.1 socket, which must be answered.
 fn check(api: SocketAddr, name: &str) -> String {
+    let (eidas, answer) = check_answer(api, name);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    eidas
+}
+
+/// One check through the endpoint: the certificate sent and the whole answer.
+fn check_answer(api: SocketAddr, name: &str) -> (String, String) {
     use std::io::{Read, Write};
     let pem = std::fs::read(root().join(format!("certs/psp/{name}.pem"))).expect("cert");
     let der = psp_gateway::cert::PspCertificate::parse(&pem)
@@ -76,8 +91,7 @@ fn check(api: SocketAddr, name: &str) -> String {
     .expect("write");
     let mut out = String::new();
     s.read_to_string(&mut out).expect("read");
-    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    eidas
+    (eidas, out)
 }
 
 fn verify(files: &[&Path]) -> Output {
@@ -277,10 +291,14 @@ fn a_torn_final_audit_line_does_not_stop_serve_and_verify_still_reports_it() {
 }
 
 #[test]
-fn a_full_disk_loses_no_audit_record_silently() {
+fn a_full_disk_under_fail_open_loses_no_audit_record_silently() {
     let dir = scratch_named("audit_log_full");
     // /dev/full: every write fails with ENOSPC, as on a full disk.
-    let serve = serve(&dir, Path::new("/dev/full"));
+    let serve = serve_with(
+        &dir,
+        Path::new("/dev/full"),
+        "on_write_failure = \"fail_open\"",
+    );
     check(serve.api, "valid");
     check(serve.api, "expired");
     let metrics = get(serve.admin, "/metrics");
@@ -293,5 +311,36 @@ fn a_full_disk_loses_no_audit_record_silently() {
         stderr.matches("cannot append to the audit log").count(),
         2,
         "each lost record is logged: {stderr}"
+    );
+    assert!(
+        metrics.contains("psp_gateway_audit_writable 0"),
+        "the log is reported not writable: {metrics}"
+    );
+}
+
+#[test]
+fn a_full_disk_under_fail_closed_answers_nothing_the_log_does_not_hold() {
+    let dir = scratch_named("audit_log_full_closed");
+    let serve = serve(&dir, Path::new("/dev/full"));
+    // The check's own record cannot be written: its answer is not given either.
+    for name in ["valid", "expired"] {
+        let (_, answer) = check_answer(serve.api, name);
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(
+            answer.contains("\"code\":\"audit_log_unavailable\""),
+            "{answer}"
+        );
+        assert!(
+            answer.to_ascii_lowercase().contains("retry-after: 1"),
+            "{answer}"
+        );
+    }
+    let ready = get(serve.admin, "/readyz");
+    assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
+    assert!(ready.contains("the audit log cannot be written"), "{ready}");
+    let metrics = get(serve.admin, "/metrics");
+    assert!(
+        metrics.contains("psp_gateway_audit_writable 0"),
+        "{metrics}"
     );
 }

@@ -11,6 +11,7 @@ use std::path::Path;
 const PLACES: &[(&str, &str, &str)] = &[
     ("src/config.rs", "Config", ""),
     ("src/config.rs", "AuditConfig", "audit."),
+    ("src/config.rs", "EvidenceConfig", "evidence."),
     ("src/config.rs", "SandboxConfig", "sandbox."),
     ("src/config.rs", "ChecksConfig", "checks."),
     ("src/config.rs", "TrustConfig", "trust."),

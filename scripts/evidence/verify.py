@@ -5,6 +5,15 @@
         A detached JWS with an unencoded payload (RFC 7515 appendix F + RFC 7797), with
         jwcrypto. Every key of the JWKS must have its RFC 7638 thumbprint as its kid.
 
+    verify.py compact JWKS_FILE JWS_STRING
+        A compact JWS with its payload (a signed gateway decision), with jwcrypto; the
+        payload is printed on stderr once it verifies.
+
+    verify.py root SIZE AUDIT_FILE...
+        The RFC 9162 Merkle tree root (base64) of the first SIZE records of the audit files
+        (oldest first), with hashlib alone: leaf = SHA-256(0x00 || line without its end),
+        node = SHA-256(0x01 || left || right). Prints the root, not `valid`.
+
     verify.py note PUBKEY_PEM NAME NOTE_FILE
         A C2SP signed note (https://c2sp.org/signed-note) with pyca/cryptography only:
         Ed25519 (type 0x01) or ECDSA P-256 (type 0x02, as transparency-dev/witness).
@@ -63,6 +72,32 @@ def verify_jws(jwks_file, payload_file, token):
     except Exception as e:
         log = "; ".join(token_jws.verifylog or [])
         raise Refused(f"{type(e).__name__}: {e} [{log}]") from e
+
+
+def load_keyset(jwks_file):
+    with open(jwks_file, encoding="utf-8") as f:
+        try:
+            keyset = jwk.JWKSet.from_json(f.read())
+        except Exception as e:  # jwcrypto raises several types for a malformed set.
+            raise Refused(f"the JWK set: {type(e).__name__}: {e}") from e
+    for key in keyset:
+        kid = key.get("kid")
+        if kid != key.thumbprint():
+            raise Refused(f"kid {kid!r} is not the key's RFC 7638 thumbprint {key.thumbprint()!r}")
+    return keyset
+
+
+def verify_compact(jwks_file, token):
+    keyset = load_keyset(jwks_file)
+    token_jws = jws.JWS()
+    token_jws.allowed_algs = ALLOWED_ALGS
+    try:
+        token_jws.deserialize(token)
+        token_jws.verify(keyset)
+    except Exception as e:
+        log = "; ".join(token_jws.verifylog or [])
+        raise Refused(f"{type(e).__name__}: {e} [{log}]") from e
+    print(token_jws.payload.decode("utf-8"), file=sys.stderr)
 
 
 def note_key_id(name, public):
@@ -129,9 +164,41 @@ def verify_note(pem_file, name, note_file):
         raise Refused(f"no signature from {name} with key ID {key_id.hex()}")
 
 
+def merkle_root(leaves):
+    """RFC 9162 section 2.1.1 MTH, on leaf hashes."""
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    if len(leaves) == 1:
+        return leaves[0]
+    k = 1
+    while k * 2 < len(leaves):
+        k *= 2
+    return hashlib.sha256(b"\x01" + merkle_root(leaves[:k]) + merkle_root(leaves[k:])).digest()
+
+
+def print_root(size, files):
+    leaves = []
+    for name in files:
+        with open(name, "rb") as f:
+            for line in f.read().split(b"\n"):
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+                if line:
+                    leaves.append(hashlib.sha256(b"\x00" + line).digest())
+    if size > len(leaves):
+        print(f"refused: the files hold {len(leaves)} records, fewer than {size}")
+        return 1
+    print(base64.b64encode(merkle_root(leaves[:size])).decode())
+    return 0
+
+
 def main(argv):
+    if len(argv) >= 4 and argv[1] == "root":
+        return print_root(int(argv[2]), argv[3:])
     if len(argv) == 5 and argv[1] == "jws":
         check = lambda: verify_jws(argv[2], argv[3], argv[4])
+    elif len(argv) == 4 and argv[1] == "compact":
+        check = lambda: verify_compact(argv[2], argv[3])
     elif len(argv) == 5 and argv[1] == "note":
         check = lambda: verify_note(argv[2], argv[3], argv[4])
     else:

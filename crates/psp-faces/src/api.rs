@@ -92,6 +92,10 @@ pub struct ApiState {
     pub audit_registers: Option<(crate::register::RegisterConfig, std::path::PathBuf)>,
     /// `[evidence]`: every answer's body is signed (`x-jws-signature`).
     pub evidence: Option<Arc<crate::evidence::Evidence>>,
+    /// Signatures of recent bodies by their SHA-256, with the second they were made in: a
+    /// cached result is answered with the same bytes many times a second, and signing them
+    /// again within the same second would sign the same statement (body and `iat`) again.
+    signatures: moka::future::Cache<[u8; 32], (i64, http::HeaderValue)>,
 }
 
 /// The request limiter `[api] rate_limit` configures: in Redis when `shared` is given, per
@@ -171,6 +175,10 @@ impl ApiState {
             error_link_base,
             audit_registers: None,
             evidence: None,
+            signatures: moka::future::Cache::builder()
+                .max_capacity(SIGNATURES_KEPT)
+                .time_to_live(std::time::Duration::from_secs(2))
+                .build(),
         }
     }
 
@@ -181,12 +189,20 @@ impl ApiState {
     }
 }
 
+/// Bodies whose signature is kept for reuse within its second.
+const SIGNATURES_KEPT: u64 = 10_000;
+
 /// The header that carries an answer's detached signature (as UK Open Banking's).
 pub const JWS_SIGNATURE: http::HeaderName = http::HeaderName::from_static("x-jws-signature");
 
 /// `response` with its body signed: the body is collected (every answer of this face is
-/// one buffer already) and a detached JWS over its exact bytes is added.
-async fn signed(evidence: &crate::evidence::Evidence, response: Response<Body>) -> Response<Body> {
+/// one buffer already) and a detached JWS over its exact bytes is added, made in this second
+/// (reused when the same bytes were signed in this second already).
+async fn signed(
+    state: &ApiState,
+    evidence: &crate::evidence::Evidence,
+    response: Response<Body>,
+) -> Response<Body> {
     use http_body_util::BodyExt;
     let (mut parts, body) = response.into_parts();
     let bytes = match body.collect().await {
@@ -198,7 +214,19 @@ async fn signed(evidence: &crate::evidence::Evidence, response: Response<Body>) 
             return failed;
         }
     };
-    if let Ok(v) = http::HeaderValue::from_str(&evidence.sign_body(&bytes)) {
+    let digest = crate::hex::sha256(&bytes);
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let signature = match state.signatures.get(&digest).await {
+        Some((second, value)) if second == now => Some(value),
+        _ => {
+            let value = http::HeaderValue::from_str(&evidence.sign_body_at(&bytes, now)).ok();
+            if let Some(value) = &value {
+                state.signatures.insert(digest, (now, value.clone())).await;
+            }
+            value
+        }
+    };
+    if let Some(v) = signature {
         parts.headers.insert(JWS_SIGNATURE, v);
     }
     Response::from_parts(parts, crate::server::full(bytes))
@@ -225,7 +253,7 @@ pub async fn handle<B>(
     );
     let response = answer(&state, &req, source, &request_id).await;
     match &state.evidence {
-        Some(evidence) => signed(evidence, response).await,
+        Some(evidence) => signed(&state, evidence, response).await,
         None => response,
     }
 }
@@ -348,6 +376,10 @@ async fn respond<B>(
         })
         .observe(started.elapsed().as_secs_f64());
     log_check(request_id, &caller, source, &params, &fingerprint, &report);
+    if crate::telemetry::audit::refusing_requests() {
+        // This answer's own record could not be written: it is not given either.
+        return Err(ApiError::AuditUnavailable);
+    }
     let body = report.wire_json(&state.error_link_base).map_err(|e| {
         tracing::error!(request_id = %request_id, error = %e, "cannot serialise a check result");
         ApiError::Internal

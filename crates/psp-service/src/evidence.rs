@@ -126,11 +126,12 @@ impl Evidence {
 
     /// The detached signature of a response body (`x-jws-signature`), dated now.
     pub fn sign_body(&self, body: &[u8]) -> String {
-        sign_detached(
-            &self.key,
-            body,
-            time::OffsetDateTime::now_utc().unix_timestamp(),
-        )
+        self.sign_body_at(body, time::OffsetDateTime::now_utc().unix_timestamp())
+    }
+
+    /// The detached signature of a response body, dated `iat` (seconds since the epoch).
+    pub fn sign_body_at(&self, body: &[u8], iat: i64) -> String {
+        sign_detached(&self.key, body, iat)
     }
 
     /// A signed decision: a compact JWS of `payload` (JSON), typed `psp-decision+json`.

@@ -201,6 +201,18 @@ impl AuditLog {
     pub fn append(&self, fields: Map<String, Value>) -> io::Result<()> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.append_locked(&mut state, fields)
+            .inspect_err(|_| self.record_lost(&mut state))
+    }
+
+    /// A record could not be written: counted, and the log is not writable until one is.
+    fn record_lost(&self, state: &mut State) {
+        crate::telemetry::metrics::metrics()
+            .audit_write_failures
+            .inc();
+        state.failed_writes += 1;
+        if self.writable.swap(false, Ordering::AcqRel) {
+            crate::telemetry::metrics::metrics().audit_writable.set(0);
+        }
     }
 
     fn append_locked(&self, state: &mut State, fields: Map<String, Value>) -> io::Result<()> {
@@ -220,13 +232,6 @@ impl AuditLog {
             .write_all(&bytes)
             .and_then(|()| state.file.flush())
         {
-            crate::telemetry::metrics::metrics()
-                .audit_write_failures
-                .inc();
-            state.failed_writes += 1;
-            if self.writable.swap(false, Ordering::AcqRel) {
-                crate::telemetry::metrics::metrics().audit_writable.set(0);
-            }
             if let Some(before) = before
                 && state.file.metadata().is_ok_and(|m| m.len() > before)
             {
@@ -301,7 +306,8 @@ impl AuditLog {
         }
     }
 
-    /// Writes the record that says the log takes records again, and how many it lost.
+    /// Writes the record that says the log takes records again, and how many it lost. A
+    /// failed attempt is no record lost: it is only tried again at the next tick.
     fn try_recover(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let lost = state.failed_writes;
@@ -348,7 +354,9 @@ impl AuditLog {
         fields.insert("last_seq_lost".into(), last.into());
         fields.insert("records_lost".into(), lost.into());
         fields.insert("time".into(), now_rfc3339().into());
-        let _ = self.append_locked(&mut state, fields);
+        if self.append_locked(&mut state, fields).is_err() {
+            self.record_lost(&mut state);
+        }
         eprintln!(
             "psp-gateway: audit log {} was removed while open: records {first} to {last} were in it; a new file goes on with the chain",
             state.path.display()
@@ -371,8 +379,11 @@ impl AuditLog {
             state.dirty = false;
             (state.file.try_clone()?, due)
         };
-        // Outside the lock: requests go on writing while the disk syncs.
-        file.sync_data()?;
+        // Outside the lock: requests go on writing while the disk syncs. A pipe or a device
+        // (`/dev/stderr`) has nothing to sync.
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            file.sync_data()?;
+        }
         let (Some(head), Some(spec)) = (due, &self.options.checkpoints) else {
             return Ok(());
         };
@@ -923,6 +934,36 @@ mod tests {
             "{:?}",
             v.torn_lines_set_aside
         );
+    }
+
+    #[test]
+    fn a_failed_write_makes_a_fail_closed_log_refuse_and_a_fail_open_one_not() {
+        for (policy, refusing) in [
+            (WriteFailurePolicy::FailClosed, true),
+            (WriteFailurePolicy::FailOpen, false),
+        ] {
+            let options = Options {
+                on_write_failure: policy,
+                ..Options::default()
+            };
+            let log = AuditLog::open_with(Path::new("/dev/full"), options).expect("open");
+            assert!(log.writable() && !log.refusing());
+            assert!(log.append(record(1)).is_err());
+            assert!(!log.writable());
+            assert_eq!(log.refusing(), refusing, "{policy:?}");
+            // The durability thread's attempts fail too, and count no record.
+            let failures = crate::telemetry::metrics::metrics()
+                .audit_write_failures
+                .get();
+            log.tick();
+            assert!(!log.writable());
+            assert_eq!(
+                crate::telemetry::metrics::metrics()
+                    .audit_write_failures
+                    .get(),
+                failures
+            );
+        }
     }
 
     #[test]
