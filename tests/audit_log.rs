@@ -313,7 +313,7 @@ fn a_full_disk_under_fail_open_loses_no_audit_record_silently() {
         "each lost record is logged: {stderr}"
     );
     assert!(
-        metrics.contains("psp_gateway_audit_writable 0"),
+        metrics.contains("psp_gateway_audit_failing 1"),
         "the log is reported not writable: {metrics}"
     );
 }
@@ -339,8 +339,5 @@ fn a_full_disk_under_fail_closed_answers_nothing_the_log_does_not_hold() {
     assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
     assert!(ready.contains("the audit log cannot be written"), "{ready}");
     let metrics = get(serve.admin, "/metrics");
-    assert!(
-        metrics.contains("psp_gateway_audit_writable 0"),
-        "{metrics}"
-    );
+    assert!(metrics.contains("psp_gateway_audit_failing 1"), "{metrics}");
 }

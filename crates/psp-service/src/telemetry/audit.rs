@@ -180,7 +180,7 @@ impl AuditLog {
             options,
             writable: AtomicBool::new(true),
         };
-        crate::telemetry::metrics::metrics().audit_writable.set(1);
+        crate::telemetry::metrics::metrics().audit_failing.set(0);
         if let Some(aside) = set_aside {
             crate::telemetry::metrics::metrics().audit_torn_lines.inc();
             let mut fields = Map::new();
@@ -211,7 +211,7 @@ impl AuditLog {
             .inc();
         state.failed_writes += 1;
         if self.writable.swap(false, Ordering::AcqRel) {
-            crate::telemetry::metrics::metrics().audit_writable.set(0);
+            crate::telemetry::metrics::metrics().audit_failing.set(1);
         }
     }
 
@@ -318,7 +318,7 @@ impl AuditLog {
         if self.append_locked(&mut state, fields).is_ok() {
             state.failed_writes = 0;
             self.writable.store(true, Ordering::Release);
-            crate::telemetry::metrics::metrics().audit_writable.set(1);
+            crate::telemetry::metrics::metrics().audit_failing.set(0);
             eprintln!(
                 "psp-gateway: audit log {} takes records again; {lost} could not be written",
                 state.path.display()
@@ -388,13 +388,11 @@ impl AuditLog {
             return Ok(());
         };
         let written = checkpoint::write(spec, &head);
-        let outcome = if written.is_ok() { "written" } else { "failed" };
-        crate::telemetry::metrics::metrics()
-            .audit_checkpoints
-            .get_or_create(&crate::telemetry::metrics::OutcomeOnly {
-                outcome: outcome.to_owned(),
-            })
-            .inc();
+        let m = crate::telemetry::metrics::metrics();
+        match &written {
+            Ok(()) => m.audit_checkpoints.inc(),
+            Err(_) => m.audit_checkpoint_failures.inc(),
+        };
         if written.is_ok() {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(tree) = &mut state.tree {

@@ -39,11 +39,6 @@ pub struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeOnly {
-    pub outcome: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FaceLabels {
     pub face: String,
 }
@@ -105,10 +100,12 @@ pub struct Metrics {
     pub audit_torn_lines: Counter,
     /// Audit records lost after they were written: in a file removed while open.
     pub audit_records_lost: Counter,
-    /// 1 while the audit log takes records, 0 while its writes fail.
-    pub audit_writable: Gauge<i64>,
-    /// Signed checkpoints of the audit log, by outcome (`written`, `failed`).
-    pub audit_checkpoints: Family<OutcomeOnly, Counter>,
+    /// 1 while the audit log's writes fail, 0 while it takes records (or there is none).
+    pub audit_failing: Gauge<i64>,
+    /// Signed checkpoints of the audit log written.
+    pub audit_checkpoints: Counter,
+    /// Signed checkpoints of the audit log that could not be written.
+    pub audit_checkpoint_failures: Counter,
     /// Decisions signed (once per cached decision, not per request).
     pub decisions_signed: Counter,
     /// Decisions of shared counters taken by the failure mode because Redis did not answer
@@ -230,17 +227,23 @@ impl Metrics {
             "Audit records written to a file that was then removed while open (its records are gone from the disk)",
             audit_records_lost.clone(),
         );
-        let audit_writable = Gauge::<i64>::default();
+        let audit_failing = Gauge::<i64>::default();
         registry.register(
-            "psp_gateway_audit_writable",
-            "1 while the audit log takes records, 0 while its writes fail (fail_closed: requests get 503)",
-            audit_writable.clone(),
+            "psp_gateway_audit_failing",
+            "1 while the audit log's writes fail (fail_closed: checks and gateway calls get 503), 0 while it takes records or there is none",
+            audit_failing.clone(),
         );
-        let audit_checkpoints = Family::<OutcomeOnly, Counter>::default();
+        let audit_checkpoints = Counter::default();
         registry.register(
             "psp_gateway_audit_checkpoints",
-            "Signed checkpoints of the audit log, by outcome (written, failed)",
+            "Signed checkpoints of the audit log written",
             audit_checkpoints.clone(),
+        );
+        let audit_checkpoint_failures = Counter::default();
+        registry.register(
+            "psp_gateway_audit_checkpoint_failures",
+            "Signed checkpoints of the audit log that could not be written (its records are covered by the next one written)",
+            audit_checkpoint_failures.clone(),
         );
         let decisions_signed = Counter::default();
         registry.register(
@@ -267,8 +270,9 @@ impl Metrics {
             audit_write_failures,
             audit_torn_lines,
             audit_records_lost,
-            audit_writable,
+            audit_failing,
             audit_checkpoints,
+            audit_checkpoint_failures,
             decisions_signed,
             limiter_evictions,
             client_chains,
