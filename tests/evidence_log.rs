@@ -564,7 +564,44 @@ fn since_an_old_checkpoint_proves_the_log_extends_it_and_refuses_rewritten_histo
     expect(
         &o,
         65,
-        &["replaced or rewritten: the first 5 records are not the ones", "(its root does not match)"],
+        &[
+            "replaced or rewritten: the first 5 records are not the ones the checkpoint kept from before (--since) was signed over at ",
+            "(its root does not match)",
+        ],
+    );
+    // Checked with the attacker's key, the kept checkpoint is refused by its signature.
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        b.log.as_os_str(),
+        "--since".as_ref(),
+        old.as_os_str(),
+        "--key".as_ref(),
+        jwks_file(&s, "attacker.json", &attacker).as_os_str(),
+    ]);
+    expect(
+        &o,
+        65,
+        &["the checkpoint kept from before (--since): its signature does not verify with the keys given (the note has no signature from"],
+    );
+    // A log cut below the kept checkpoint.
+    write_lines(&b.log, &l[..3]);
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        b.log.as_os_str(),
+        "--since".as_ref(),
+        old.as_os_str(),
+        "--key".as_ref(),
+        b.jwks.as_os_str(),
+    ]);
+    expect(
+        &o,
+        65,
+        &[
+            "truncated: the checkpoint kept from before (--since) was signed over 5 records at ",
+            ", and the files hold 3",
+        ],
     );
 }
 
