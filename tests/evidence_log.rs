@@ -818,3 +818,33 @@ fn a_restart_goes_on_from_the_last_checkpoint_and_a_file_cut_below_it_does_not_o
     );
     assert!(e.contains("records were removed from its end"), "{e}");
 }
+
+#[test]
+fn a_checkpoint_line_torn_by_a_crash_does_not_swallow_the_next_checkpoint() {
+    let s = Scratch::new("torn-checkpoint");
+    let key = key(Alg::Es256);
+    let (log, cp) = (s.path("audit.jsonl"), s.path("checkpoints.jsonl"));
+    let audit = open(&log, Some(spec(&cp, &key)));
+    append(&audit, 1, 12);
+    drop(audit);
+    // A crash while the checkpoint of 12 was being written: part of its line, no line end.
+    let mut bytes = std::fs::read(&cp).expect("read");
+    bytes.extend_from_slice(b"{\"size\":12,\"time\":\"2026-");
+    std::fs::write(&cp, &bytes).expect("write");
+    // The restart takes the tree up from the last whole checkpoint (10) and the records.
+    let audit = open(&log, Some(spec(&cp, &key)));
+    append(&audit, 13, RECORDS);
+    audit.close().expect("close");
+    drop(audit);
+    let text = std::fs::read_to_string(&cp).expect("read");
+    let whole: Vec<u64> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<CheckpointLine>(l).ok())
+        .map(|c| c.size)
+        .collect();
+    assert_eq!(whole, [5, 10, 15, 20, 23], "{text}");
+    // The torn line stays, named (not read as a checkpoint, nor passed over in silence).
+    let jwks = jwks_file(&s, "jwks.json", &key);
+    let o = verify(&[&log], &cp, &jwks, &[]);
+    expect(&o, 66, &["checkpoints.jsonl line 3: not a checkpoint"]);
+}
