@@ -417,6 +417,13 @@ fn a_missing_file_in_a_rotation_sequence_is_named() {
         65,
         &["audit.jsonl: line 1: seq 17 where 9 was expected: a record is missing or out of order"],
     );
+    // The oldest file left out: the tree cannot be computed, and that is said.
+    let o = verify(&[&log], &cp, &jwks, &[]);
+    expect(
+        &o,
+        65,
+        &["the first file given starts at record 17: give every file from the first"],
+    );
     // Named as given, it is a file that cannot be read.
     let o = verify(&[&oldest, &middle, &log], &cp, &jwks, &[]);
     expect(&o, 66, &["audit.jsonl.1", "cannot read"]);
@@ -686,6 +693,41 @@ fn an_inclusion_proof_verifies_and_a_tampered_one_does_not() {
         &["inclusion proof not verified: the record is not in the signed tree"],
     );
 
+    // The tree size it claims.
+    let mut p = proof.clone();
+    p["tree_size"] = json!(23);
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &["the proof is for a tree of 23 records, the checkpoint states 10"],
+    );
+    // A position past the signed tree (the record's seq moved with it): refused.
+    let mut p = proof.clone();
+    p["index"] = json!(u64::MAX - 1);
+    p["record"] = json!(
+        proof["record"]
+            .as_str()
+            .expect("record")
+            .replacen("{\"seq\":7,", &format!("{{\"seq\":{},", u64::MAX), 1)
+    );
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &["inclusion proof not verified: the record's position 18446744073709551614 is past the signed tree of 10 records"],
+    );
+
+    // The largest position there is: refused, no overflow (it was a panic, exit 101).
+    let mut p = proof.clone();
+    p["index"] = json!(u64::MAX);
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &["inclusion proof not verified: the record's position 18446744073709551615 is past the signed tree of 10 records"],
+    );
+
     // One bit of one hash of the path.
     let mut p = proof.clone();
     let h = p["proof"][0].as_str().expect("a hash").to_owned();
@@ -797,6 +839,31 @@ fn a_restart_goes_on_from_the_last_checkpoint_and_a_file_cut_below_it_does_not_o
     let jwks = jwks_file(&s, "jwks.json", &key);
     let o = verify(&[&log], &cp, &jwks, &[]);
     expect(&o, 0, &["23 records, the first 23 covered by the last checkpoint"]);
+
+    // A file replaced by another chain of as many records: the log does not start on it.
+    let original = lines(&log);
+    let other = s.path("other.jsonl");
+    let forger = open(&other, None);
+    for i in 1..=RECORDS {
+        forger.append(fields(i, "FORGED")).expect("append");
+    }
+    drop(forger);
+    std::fs::rename(&other, &log).expect("replace");
+    let e = AuditLog::open_with(
+        &log,
+        Options {
+            checkpoints: Some(spec(&cp, &key)),
+            ..Options::default()
+        },
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        e.contains("record 23 is not the record checkpoint 23 was signed over: the file was replaced"),
+        "{e}"
+    );
+    write_lines(&log, &original);
 
     // The file's tail cut below the last checkpoint: the log does not start on it.
     let mut l = lines(&log);

@@ -297,6 +297,13 @@ pub fn verify_inclusion(p: &InclusionProof, keys: &[PublicKey]) -> Result<Checkp
             p.tree_size, c.size
         ));
     }
+    // Before `index + 1` is computed: a position in the tree is below its size.
+    if p.index >= p.tree_size {
+        return Err(format!(
+            "the record's position {} is past the signed tree of {} records",
+            p.index, p.tree_size
+        ));
+    }
     let record: serde_json::Value =
         serde_json::from_str(&p.record).map_err(|e| format!("the record is not JSON: {e}"))?;
     if record["seq"].as_u64() != Some(p.index + 1) {
