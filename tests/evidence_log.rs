@@ -528,6 +528,21 @@ fn since_an_old_checkpoint_proves_the_log_extends_it_and_refuses_rewritten_histo
         b.jwks.as_os_str(),
     ]);
     expect(&o, 0, &["consistency proof from 5 to 23 verifies"]);
+    // The last checkpoint kept: the log holds no more, and nothing less.
+    let newest = s.write(
+        "kept-newest.json",
+        lines(&b.checkpoints).last().expect("a checkpoint").as_bytes(),
+    );
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        b.log.as_os_str(),
+        "--since".as_ref(),
+        newest.as_os_str(),
+        "--key".as_ref(),
+        b.jwks.as_os_str(),
+    ]);
+    expect(&o, 0, &["consistency proof from 23 to 23 verifies (0 hashes)"]);
 
     // The attacker edits record 3, recomputes the whole chain, and replaces the checkpoint
     // file with checkpoints of the rewritten log signed with a key of their own.
