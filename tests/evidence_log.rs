@@ -30,7 +30,8 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(test: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("psp-evidence-log-{}-{test}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("psp-evidence-log-{}-{test}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the scratch directory");
         Scratch(dir)
@@ -155,7 +156,11 @@ fn line_hash(line: &str) -> String {
 fn with_prev(line: &str, prev: &str) -> String {
     let v: Value = serde_json::from_str(line).expect("a record");
     let old = v["prev"].as_str().expect("prev");
-    line.replacen(&format!("\"prev\":\"{old}\""), &format!("\"prev\":\"{prev}\""), 1)
+    line.replacen(
+        &format!("\"prev\":\"{old}\""),
+        &format!("\"prev\":\"{prev}\""),
+        1,
+    )
 }
 
 /// An attacker's rewrite: every `prev` recomputed, so the chain holds again.
@@ -234,12 +239,17 @@ fn an_untouched_log_verifies_across_a_rotation_and_says_how_many_records_are_cov
     let sizes: Vec<u64> = checkpoint_lines(&cp).iter().map(|c| c.size).collect();
     assert_eq!(sizes, [5, 10, 12, 17, 22, 23]);
 
-    for keys in [jwks_file(&s, "jwks.json", &key), pem_file(&s, "key.pem", &key)] {
+    for keys in [
+        jwks_file(&s, "jwks.json", &key),
+        pem_file(&s, "key.pem", &key),
+    ] {
         let o = verify(&[&rotated, &log], &cp, &keys, &[]);
         expect(
             &o,
             0,
-            &["against 6 signed checkpoint(s): 23 records, the first 23 covered by the last checkpoint"],
+            &[
+                "against 6 signed checkpoint(s): 23 records, the first 23 covered by the last checkpoint",
+            ],
         );
     }
     // Files given newest first break the chain.
@@ -275,7 +285,9 @@ fn an_edited_record_is_named() {
     expect(
         &o,
         65,
-        &["replaced or rewritten: the first 23 records are not the ones checkpoint 5 was signed over"],
+        &[
+            "replaced or rewritten: the first 23 records are not the ones checkpoint 5 was signed over",
+        ],
     );
 }
 
@@ -329,9 +341,7 @@ fn a_forged_record_after_the_last_checkpoint_is_refused_unless_the_tail_is_allow
     expect(
         &o,
         65,
-        &[
-            "records 24 to 24 are after the last checkpoint (23 records): no signature covers them",
-        ],
+        &["records 24 to 24 are after the last checkpoint (23 records): no signature covers them"],
     );
     let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &["--allow-tail"]);
     expect(
@@ -497,10 +507,7 @@ fn since_an_old_checkpoint_proves_the_log_extends_it_and_refuses_rewritten_histo
     let s = Scratch::new("since");
     let b = build(&s, Alg::EdDsa);
     // The auditor kept the first checkpoint line (5 records) off the host.
-    let old = s.write(
-        "kept-checkpoint.json",
-        lines(&b.checkpoints)[0].as_bytes(),
-    );
+    let old = s.write("kept-checkpoint.json", lines(&b.checkpoints)[0].as_bytes());
     let o = verify(
         &[&b.log],
         &b.checkpoints,
@@ -531,7 +538,10 @@ fn since_an_old_checkpoint_proves_the_log_extends_it_and_refuses_rewritten_histo
     // The last checkpoint kept: the log holds no more, and nothing less.
     let newest = s.write(
         "kept-newest.json",
-        lines(&b.checkpoints).last().expect("a checkpoint").as_bytes(),
+        lines(&b.checkpoints)
+            .last()
+            .expect("a checkpoint")
+            .as_bytes(),
     );
     let o = psp_gateway(&[
         "audit".as_ref(),
@@ -542,7 +552,11 @@ fn since_an_old_checkpoint_proves_the_log_extends_it_and_refuses_rewritten_histo
         "--key".as_ref(),
         b.jwks.as_os_str(),
     ]);
-    expect(&o, 0, &["consistency proof from 23 to 23 verifies (0 hashes)"]);
+    expect(
+        &o,
+        0,
+        &["consistency proof from 23 to 23 verifies (0 hashes)"],
+    );
 
     // The attacker edits record 3, recomputes the whole chain, and replaces the checkpoint
     // file with checkpoints of the rewritten log signed with a key of their own.
@@ -563,7 +577,11 @@ fn since_an_old_checkpoint_proves_the_log_extends_it_and_refuses_rewritten_histo
         forger.tick();
     }
     forger.close().expect("close");
-    assert_eq!(lines(&s.path("forged.jsonl")), l, "the forger's log is the rewritten one");
+    assert_eq!(
+        lines(&s.path("forged.jsonl")),
+        l,
+        "the forger's log is the rewritten one"
+    );
     std::fs::rename(&forged_cp, &b.checkpoints).expect("replace the checkpoints");
 
     // The replaced checkpoints are not signed by the gateway's key.
@@ -604,7 +622,9 @@ fn since_an_old_checkpoint_proves_the_log_extends_it_and_refuses_rewritten_histo
     expect(
         &o,
         65,
-        &["the checkpoint kept from before (--since): its signature does not verify with the keys given (the note has no signature from"],
+        &[
+            "the checkpoint kept from before (--since): its signature does not verify with the keys given (the note has no signature from",
+        ],
     );
     // A log cut below the kept checkpoint.
     write_lines(&b.log, &l[..3]);
@@ -659,7 +679,10 @@ fn an_inclusion_proof_verifies_and_a_tampered_one_does_not() {
     let b = build(&s, Alg::Es256);
     let proof = prove(&s, &b, 7);
     assert_eq!(proof["index"], 6);
-    assert_eq!(proof["tree_size"], 10, "the first checkpoint that covers record 7");
+    assert_eq!(
+        proof["tree_size"], 10,
+        "the first checkpoint that covers record 7"
+    );
     assert_eq!(proof["record"].as_str(), Some(lines(&b.log)[6].as_str()));
     let o = verify_proof(&s, &proof, &b.jwks);
     expect(
@@ -695,12 +718,11 @@ fn an_inclusion_proof_verifies_and_a_tampered_one_does_not() {
     // Its position and the seq in its text, both moved: the path does not lead to the root.
     let mut p = proof.clone();
     p["index"] = json!(7);
-    p["record"] = json!(
-        proof["record"]
-            .as_str()
-            .expect("record")
-            .replacen("{\"seq\":7,", "{\"seq\":8,", 1)
-    );
+    p["record"] = json!(proof["record"].as_str().expect("record").replacen(
+        "{\"seq\":7,",
+        "{\"seq\":8,",
+        1
+    ));
     let o = verify_proof(&s, &p, &b.jwks);
     expect(
         &o,
@@ -720,17 +742,18 @@ fn an_inclusion_proof_verifies_and_a_tampered_one_does_not() {
     // A position past the signed tree (the record's seq moved with it): refused.
     let mut p = proof.clone();
     p["index"] = json!(u64::MAX - 1);
-    p["record"] = json!(
-        proof["record"]
-            .as_str()
-            .expect("record")
-            .replacen("{\"seq\":7,", &format!("{{\"seq\":{},", u64::MAX), 1)
-    );
+    p["record"] = json!(proof["record"].as_str().expect("record").replacen(
+        "{\"seq\":7,",
+        &format!("{{\"seq\":{},", u64::MAX),
+        1
+    ));
     let o = verify_proof(&s, &p, &b.jwks);
     expect(
         &o,
         65,
-        &["inclusion proof not verified: the record's position 18446744073709551614 is past the signed tree of 10 records"],
+        &[
+            "inclusion proof not verified: the record's position 18446744073709551614 is past the signed tree of 10 records",
+        ],
     );
 
     // The largest position there is: refused, no overflow (it was a panic, exit 101).
@@ -740,7 +763,9 @@ fn an_inclusion_proof_verifies_and_a_tampered_one_does_not() {
     expect(
         &o,
         65,
-        &["inclusion proof not verified: the record's position 18446744073709551615 is past the signed tree of 10 records"],
+        &[
+            "inclusion proof not verified: the record's position 18446744073709551615 is past the signed tree of 10 records",
+        ],
     );
 
     // One bit of one hash of the path.
@@ -774,7 +799,11 @@ fn python() -> PathBuf {
         return PathBuf::from(p);
     }
     let venv = Path::new("evidence-venv/bin/python");
-    let mut candidates = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join(venv)];
+    let mut candidates = vec![
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(venv),
+    ];
     if let Some(target) = Path::new(env!("CARGO_BIN_EXE_psp-gateway"))
         .parent()
         .and_then(Path::parent)
@@ -800,7 +829,12 @@ fn verify_py_note(s: &Scratch, key: &SigningKey, name: &str, note: &str) -> Resu
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/evidence/verify.py");
     let output = Command::new(python())
         .arg(script)
-        .args(["note".as_ref(), pem.as_os_str(), name.as_ref(), file.as_os_str()])
+        .args([
+            "note".as_ref(),
+            pem.as_os_str(),
+            name.as_ref(),
+            file.as_os_str(),
+        ])
         .output()
         .expect("run scripts/evidence/verify.py");
     let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
@@ -820,9 +854,15 @@ fn the_last_checkpoint_verifies_with_an_independent_verifier_for_both_algorithms
     for alg in [Alg::Es256, Alg::EdDsa] {
         let s = Scratch::new(&format!("python-{}", alg.jws_name()));
         let b = build(&s, alg);
-        let last = checkpoint_lines(&b.checkpoints).pop().expect("a checkpoint");
+        let last = checkpoint_lines(&b.checkpoints)
+            .pop()
+            .expect("a checkpoint");
         assert_eq!(last.size, RECORDS);
-        assert_eq!(verify_py_note(&s, &b.key, ORIGIN, &last.note), Ok(()), "{alg:?}");
+        assert_eq!(
+            verify_py_note(&s, &b.key, ORIGIN, &last.note),
+            Ok(()),
+            "{alg:?}"
+        );
 
         // The size changed in the text: refused.
         let tampered = last.note.replacen("\n23\n", "\n24\n", 1);
@@ -853,7 +893,11 @@ fn a_restart_goes_on_from_the_last_checkpoint_and_a_file_cut_below_it_does_not_o
     assert_eq!(sizes, [5, 10, 12, 17, 22, 23]);
     let jwks = jwks_file(&s, "jwks.json", &key);
     let o = verify(&[&log], &cp, &jwks, &[]);
-    expect(&o, 0, &["23 records, the first 23 covered by the last checkpoint"]);
+    expect(
+        &o,
+        0,
+        &["23 records, the first 23 covered by the last checkpoint"],
+    );
 
     // A file replaced by another chain of as many records: the log does not start on it.
     let original = lines(&log);
@@ -875,7 +919,9 @@ fn a_restart_goes_on_from_the_last_checkpoint_and_a_file_cut_below_it_does_not_o
     .expect("refused")
     .to_string();
     assert!(
-        e.contains("record 23 is not the record checkpoint 23 was signed over: the file was replaced"),
+        e.contains(
+            "record 23 is not the record checkpoint 23 was signed over: the file was replaced"
+        ),
         "{e}"
     );
     write_lines(&log, &original);
