@@ -199,7 +199,22 @@ fn append_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     {
         std::fs::create_dir_all(dir)?;
     }
-    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+    let mut f = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)?;
+    // A line cut short by a crash (no line end): the next checkpoint starts a line of its
+    // own instead of being joined to it (and lost with it).
+    let len = f.metadata()?.len();
+    if len > 0 {
+        let mut last = [0u8; 1];
+        f.seek(SeekFrom::Start(len - 1))?;
+        f.read_exact(&mut last)?;
+        if last[0] != b'\n' {
+            f.write_all(b"\n")?;
+        }
+    }
     f.write_all(bytes)?;
     f.sync_data()
 }

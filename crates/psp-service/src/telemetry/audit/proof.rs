@@ -27,9 +27,11 @@ pub enum Finding {
         "the first file given starts at record {0}: give every file from the first (oldest first) to check checkpoints"
     )]
     NotFromStart(u64),
-    /// A checkpoint whose signature does not verify with any key given.
+    /// A checkpoint whose signature does not verify with any key given (`index` 0: the
+    /// checkpoint kept from before, `--since`, whose size is not known).
     #[error(
-        "checkpoint {index} ({size} records): its signature does not verify with the keys given ({why})"
+        "{}: its signature does not verify with the keys given ({why})",
+        if *index == 0 { which(*index) } else { format!("checkpoint {index} ({size} records)") }
     )]
     BadSignature {
         index: usize,
@@ -38,7 +40,8 @@ pub enum Finding {
     },
     /// Fewer records than a signed checkpoint says: the tail was cut.
     #[error(
-        "truncated: checkpoint {index} was signed over {size} records{}, and the files hold {records}",
+        "truncated: {} was signed over {size} records{}, and the files hold {records}",
+        which(*index),
         time.as_ref().map(|t| format!(" at {t}")).unwrap_or_default()
     )]
     Truncated {
@@ -49,7 +52,8 @@ pub enum Finding {
     },
     /// The first `size` records are not those a checkpoint was signed over.
     #[error(
-        "replaced or rewritten: the first {size} records are not the ones checkpoint {index} was signed over{} (its root does not match)",
+        "replaced or rewritten: the first {size} records are not the ones {} was signed over{} (its root does not match)",
+        which(*index),
         time.as_ref().map(|t| format!(" at {t}")).unwrap_or_default()
     )]
     RootMismatch {
@@ -65,6 +69,15 @@ pub enum Finding {
     /// No checkpoint to check against.
     #[error("no checkpoint given")]
     NoCheckpoint,
+}
+
+/// How a finding names its checkpoint: by its place in the checkpoint file (from 1), or,
+/// `index` 0, the one kept from before (`--since`).
+fn which(index: usize) -> String {
+    match index {
+        0 => "the checkpoint kept from before (--since)".to_owned(),
+        i => format!("checkpoint {i}"),
+    }
 }
 
 /// What a log that stands up to its checkpoints covers.
@@ -249,13 +262,14 @@ pub fn prove(
         return Err(Finding::NotFromStart(chain.first_seq.unwrap_or(0)).to_string());
     }
     let record = record.ok_or_else(|| format!("record {seq} is not in the files given"))?;
-    let line = lines
+    let (i, line) = lines
         .iter()
-        .find(|l| l.size >= seq)
+        .enumerate()
+        .find(|(_, l)| l.size >= seq)
         .ok_or_else(|| format!("no checkpoint covers record {seq} yet"))?;
     if line.size > leaves.len() as u64 {
         return Err(Finding::Truncated {
-            index: 0,
+            index: i + 1,
             size: line.size,
             time: Some(line.time.clone()),
             records: leaves.len() as u64,
@@ -281,6 +295,13 @@ pub fn verify_inclusion(p: &InclusionProof, keys: &[PublicKey]) -> Result<Checkp
         return Err(format!(
             "the proof is for a tree of {} records, the checkpoint states {}",
             p.tree_size, c.size
+        ));
+    }
+    // Before `index + 1` is computed: a position in the tree is below its size.
+    if p.index >= p.tree_size {
+        return Err(format!(
+            "the record's position {} is past the signed tree of {} records",
+            p.index, p.tree_size
         ));
     }
     let record: serde_json::Value =

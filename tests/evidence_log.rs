@@ -1,0 +1,985 @@
+//! The audit log against an attacker (issue 26 §2): a real log with signed checkpoints is
+//! written in-process (`AuditLog` with a `CheckpointSpec`), its files are tampered with as
+//! an attacker with write access to them would, and `psp-gateway audit verify` (the binary)
+//! must name each case: exit status and message. Inclusion proofs (`audit prove`) verify,
+//! and a tampered one does not; the checkpoints' signed notes verify with an independent
+//! verifier (scripts/evidence/verify.py, pyca/cryptography); a restart goes on from the
+//! last checkpoint, and a file cut below it does not open.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use psp_gateway::evidence::{Alg, Jwks, SigningKey, note_sign};
+use psp_gateway::hex;
+use psp_gateway::telemetry::audit::checkpoint::{CheckpointLine, CheckpointSpec};
+use psp_gateway::telemetry::audit::{AuditLog, GENESIS, Options};
+use serde_json::{Map, Value, json};
+
+const ORIGIN: &str = "psp-gateway.test/audit";
+/// Records in the logs built here, and how often a checkpoint is signed.
+const RECORDS: u64 = 23;
+const EVERY: u64 = 5;
+
+/// A directory of its own for one test's files, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("psp-evidence-log-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the scratch directory");
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, bytes).expect("write a scratch file");
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn key(alg: Alg) -> Arc<SigningKey> {
+    Arc::new(SigningKey::from_pem(&SigningKey::generate_pem(alg)).expect("a generated key loads"))
+}
+
+/// The key file an auditor is given: the JWKS as /.well-known/jwks.json serves it.
+fn jwks_file(s: &Scratch, name: &str, key: &SigningKey) -> PathBuf {
+    s.write(name, Jwks::new([key.public()]).to_json().as_bytes())
+}
+
+/// The key file as a PEM public key.
+fn pem_file(s: &Scratch, name: &str, key: &SigningKey) -> PathBuf {
+    s.write(name, key.public().to_pem().as_bytes())
+}
+
+fn spec(checkpoints: &Path, key: &Arc<SigningKey>) -> CheckpointSpec {
+    CheckpointSpec {
+        file: checkpoints.to_owned(),
+        copy: None,
+        every_records: EVERY,
+        // Never due by time here: the tests decide when checkpoints are signed.
+        every: Duration::from_secs(3600),
+        origin: ORIGIN.to_owned(),
+        key: Arc::clone(key),
+    }
+}
+
+fn open(path: &Path, spec: Option<CheckpointSpec>) -> AuditLog {
+    AuditLog::open_with(
+        path,
+        Options {
+            checkpoints: spec,
+            ..Options::default()
+        },
+    )
+    .expect("the audit log opens")
+}
+
+/// Record `i`'s fields (as a check's record, with a fixed time).
+fn fields(i: u64, tag: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("auth_number".into(), json!(format!("PSDXX-{tag}-{i:06}")));
+    m.insert("message".into(), json!("check"));
+    m.insert("time".into(), json!("2026-11-25T12:00:00Z"));
+    m.insert("verdict".into(), json!("allow"));
+    m
+}
+
+/// Appends records `from..=to`, each followed by what the sync thread does (`tick`).
+fn append(log: &AuditLog, from: u64, to: u64) {
+    for i in from..=to {
+        log.append(fields(i, "TEST")).expect("append");
+        log.tick();
+    }
+}
+
+/// A log of [`RECORDS`] records in `audit.jsonl`, checkpointed every [`EVERY`] records and
+/// at close, in `checkpoints.jsonl`.
+struct Built {
+    log: PathBuf,
+    checkpoints: PathBuf,
+    key: Arc<SigningKey>,
+    jwks: PathBuf,
+}
+
+fn build(s: &Scratch, alg: Alg) -> Built {
+    let key = key(alg);
+    let (log, checkpoints) = (s.path("audit.jsonl"), s.path("checkpoints.jsonl"));
+    let audit = open(&log, Some(spec(&checkpoints, &key)));
+    append(&audit, 1, RECORDS);
+    audit.close().expect("close");
+    let jwks = jwks_file(s, "jwks.json", &key);
+    Built {
+        log,
+        checkpoints,
+        key,
+        jwks,
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .expect("read")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    std::fs::write(path, text).expect("write");
+}
+
+/// The hash the next record's `prev` holds: SHA-256, hex, of the line without its end.
+fn line_hash(line: &str) -> String {
+    hex::lower(&hex::sha256(line.as_bytes()))
+}
+
+/// `line` with its `prev` replaced (the writer puts `seq` then `prev` first).
+fn with_prev(line: &str, prev: &str) -> String {
+    let v: Value = serde_json::from_str(line).expect("a record");
+    let old = v["prev"].as_str().expect("prev");
+    line.replacen(
+        &format!("\"prev\":\"{old}\""),
+        &format!("\"prev\":\"{prev}\""),
+        1,
+    )
+}
+
+/// An attacker's rewrite: every `prev` recomputed, so the chain holds again.
+fn rechain(lines: &[String]) -> Vec<String> {
+    let mut prev = GENESIS.to_owned();
+    lines
+        .iter()
+        .map(|l| {
+            let l = with_prev(l, &prev);
+            prev = line_hash(&l);
+            l
+        })
+        .collect()
+}
+
+fn checkpoint_lines(path: &Path) -> Vec<CheckpointLine> {
+    lines(path)
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("a checkpoint line"))
+        .collect()
+}
+
+fn psp_gateway<S: AsRef<OsStr>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// `audit verify FILES --checkpoints CP --key KEY [extra…]`.
+fn verify(files: &[&Path], checkpoints: &Path, key: &Path, extra: &[&str]) -> Output {
+    let mut args: Vec<&OsStr> = vec!["audit".as_ref(), "verify".as_ref()];
+    args.extend(files.iter().map(|f| f.as_os_str()));
+    args.extend([
+        "--checkpoints".as_ref(),
+        checkpoints.as_os_str(),
+        "--key".as_ref(),
+        key.as_os_str(),
+    ]);
+    args.extend(extra.iter().map(|e| OsStr::new(*e)));
+    psp_gateway(&args)
+}
+
+/// The exit status is `code` and stdout (0) or stderr (otherwise) contains each of `says`.
+#[track_caller]
+fn expect(o: &Output, code: i32, says: &[&str]) {
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    let text = if code == 0 { &stdout } else { &stderr };
+    for s in says {
+        assert!(
+            text.contains(s),
+            "{s:?} not said; stdout: {stdout}\nstderr: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_untouched_log_verifies_across_a_rotation_and_says_how_many_records_are_covered() {
+    let s = Scratch::new("untouched");
+    let key = key(Alg::Es256);
+    let (log, cp) = (s.path("audit.jsonl"), s.path("checkpoints.jsonl"));
+    let audit = open(&log, Some(spec(&cp, &key)));
+    append(&audit, 1, 12);
+    // A rotation: the file moved away, the log reopened (SIGHUP); a checkpoint of the 12.
+    let rotated = s.path("audit.jsonl.1");
+    std::fs::rename(&log, &rotated).expect("rotate");
+    audit.reopen().expect("reopen");
+    append(&audit, 13, RECORDS);
+    audit.close().expect("close");
+    let sizes: Vec<u64> = checkpoint_lines(&cp).iter().map(|c| c.size).collect();
+    assert_eq!(sizes, [5, 10, 12, 17, 22, 23]);
+
+    for keys in [
+        jwks_file(&s, "jwks.json", &key),
+        pem_file(&s, "key.pem", &key),
+    ] {
+        let o = verify(&[&rotated, &log], &cp, &keys, &[]);
+        expect(
+            &o,
+            0,
+            &[
+                "against 6 signed checkpoint(s): 23 records, the first 23 covered by the last checkpoint",
+            ],
+        );
+    }
+    // Files given newest first break the chain.
+    let o = verify(&[&log, &rotated], &cp, &s.path("jwks.json"), &[]);
+    expect(&o, 65, &["seq 1 where 24 was expected"]);
+}
+
+#[test]
+fn an_edited_record_is_named() {
+    let s = Scratch::new("edited");
+    let b = build(&s, Alg::Es256);
+    let mut l = lines(&b.log);
+    // Record 7: one field's value changed, still valid JSON.
+    l[6] = l[6].replace("\"verdict\":\"allow\"", "\"verdict\":\"deny\"");
+    assert!(serde_json::from_str::<Value>(&l[6]).is_ok());
+    write_lines(&b.log, &l);
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &[
+            "audit.jsonl: line 8: prev is not the hash of the record before it: that record was edited",
+        ],
+    );
+
+    // The last record has no record after it to name it: its checkpoint does.
+    let mut l = lines(&b.log);
+    l[6] = l[6].replace("\"verdict\":\"deny\"", "\"verdict\":\"allow\"");
+    let last = l.len() - 1;
+    l[last] = l[last].replace("\"verdict\":\"allow\"", "\"verdict\":\"deny\"");
+    write_lines(&b.log, &l);
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &[
+            "replaced or rewritten: the first 23 records are not the ones checkpoint 5 was signed over",
+        ],
+    );
+}
+
+#[test]
+fn a_removed_record_is_named() {
+    let s = Scratch::new("removed");
+    let b = build(&s, Alg::Es256);
+    let mut l = lines(&b.log);
+    l.remove(6);
+    write_lines(&b.log, &l);
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &["audit.jsonl: line 7: seq 8 where 7 was expected: a record is missing or out of order"],
+    );
+}
+
+#[test]
+fn reordered_records_are_named() {
+    let s = Scratch::new("reordered");
+    let b = build(&s, Alg::Es256);
+    let mut l = lines(&b.log);
+    l.swap(6, 7);
+    write_lines(&b.log, &l);
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &["audit.jsonl: line 7: seq 8 where 7 was expected: a record is missing or out of order"],
+    );
+}
+
+#[test]
+fn a_forged_record_after_the_last_checkpoint_is_refused_unless_the_tail_is_allowed() {
+    let s = Scratch::new("appended");
+    let b = build(&s, Alg::Es256);
+    let mut l = lines(&b.log);
+    // The chain is right: `prev` is the hash of the last line, as the writer computes it.
+    let prev = line_hash(l.last().expect("records"));
+    let forged = format!(
+        "{{\"seq\":24,\"prev\":\"{prev}\",\"auth_number\":\"PSDXX-FORGED-000024\",\"message\":\"check\",\"time\":\"2026-11-25T12:00:00Z\",\"verdict\":\"allow\"}}"
+    );
+    l.push(forged);
+    write_lines(&b.log, &l);
+    // The chain alone holds.
+    let o = psp_gateway(&["audit".as_ref(), "verify".as_ref(), b.log.as_os_str()]);
+    expect(&o, 0, &["audit chain unbroken: 24 records"]);
+
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &["records 24 to 24 are after the last checkpoint (23 records): no signature covers them"],
+    );
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &["--allow-tail"]);
+    expect(
+        &o,
+        0,
+        &[
+            "24 records, the first 23 covered by the last checkpoint; 1 after it not yet covered (accepted: --allow-tail)",
+        ],
+    );
+}
+
+#[test]
+fn a_truncated_tail_is_named_with_the_checkpoint_size_and_the_records_held() {
+    let s = Scratch::new("truncated");
+    let b = build(&s, Alg::Es256);
+    let mut l = lines(&b.log);
+    l.truncate(20);
+    write_lines(&b.log, &l);
+    // The chain alone cannot see it.
+    let o = psp_gateway(&["audit".as_ref(), "verify".as_ref(), b.log.as_os_str()]);
+    expect(&o, 0, &["audit chain unbroken: 20 records"]);
+
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &[
+            "truncated: checkpoint 5 was signed over 23 records at ",
+            ", and the files hold 20",
+        ],
+    );
+}
+
+#[test]
+fn a_replaced_file_with_a_consistent_chain_of_the_same_length_is_a_root_mismatch() {
+    let s = Scratch::new("replaced");
+    let b = build(&s, Alg::Es256);
+    // Another log, no checkpoints, the same number of records, other contents.
+    let other = s.path("other.jsonl");
+    let forger = open(&other, None);
+    for i in 1..=RECORDS {
+        forger.append(fields(i, "FORGED")).expect("append");
+    }
+    drop(forger);
+    std::fs::rename(&other, &b.log).expect("replace");
+    assert_eq!(lines(&b.log).len() as u64, RECORDS);
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &[
+            "replaced or rewritten: the first 5 records are not the ones checkpoint 1 was signed over",
+            "(its root does not match)",
+        ],
+    );
+}
+
+#[test]
+fn a_missing_file_in_a_rotation_sequence_is_named() {
+    let s = Scratch::new("missing");
+    let key = key(Alg::EdDsa);
+    let (log, cp) = (s.path("audit.jsonl"), s.path("checkpoints.jsonl"));
+    let audit = open(&log, Some(spec(&cp, &key)));
+    // Two rotations (as logrotate does: .1 becomes .2, the current file .1).
+    append(&audit, 1, 8);
+    std::fs::rename(&log, s.path("audit.jsonl.1")).expect("rotate");
+    audit.reopen().expect("reopen");
+    append(&audit, 9, 16);
+    std::fs::rename(s.path("audit.jsonl.1"), s.path("audit.jsonl.2")).expect("rotate");
+    std::fs::rename(&log, s.path("audit.jsonl.1")).expect("rotate");
+    audit.reopen().expect("reopen");
+    append(&audit, 17, RECORDS);
+    audit.close().expect("close");
+    let jwks = jwks_file(&s, "jwks.json", &key);
+    let (oldest, middle) = (s.path("audit.jsonl.2"), s.path("audit.jsonl.1"));
+    let o = verify(&[&oldest, &middle, &log], &cp, &jwks, &[]);
+    expect(&o, 0, &["23 records, the first 23 covered"]);
+
+    std::fs::remove_file(&middle).expect("remove");
+    let o = verify(&[&oldest, &log], &cp, &jwks, &[]);
+    expect(
+        &o,
+        65,
+        &["audit.jsonl: line 1: seq 17 where 9 was expected: a record is missing or out of order"],
+    );
+    // The oldest file left out: the tree cannot be computed, and that is said.
+    let o = verify(&[&log], &cp, &jwks, &[]);
+    expect(
+        &o,
+        65,
+        &["the first file given starts at record 17: give every file from the first"],
+    );
+    // Named as given, it is a file that cannot be read.
+    let o = verify(&[&oldest, &middle, &log], &cp, &jwks, &[]);
+    expect(&o, 66, &["audit.jsonl.1", "cannot read"]);
+}
+
+#[test]
+fn a_forged_checkpoint_or_the_wrong_key_is_refused() {
+    let s = Scratch::new("forged-checkpoint");
+    let b = build(&s, Alg::Es256);
+    let original = lines(&b.checkpoints);
+    let mut last: CheckpointLine = serde_json::from_str(&original[4]).expect("a checkpoint");
+    let text = last.note.split("\n\n").next().expect("text").to_owned() + "\n";
+
+    // The same text, signed by another key under the same name.
+    let attacker = key(Alg::Es256);
+    last.note = note_sign(&attacker, ORIGIN, &text).expect("sign");
+    let mut forged = original.clone();
+    forged[4] = serde_json::to_string(&last).expect("json");
+    write_lines(&b.checkpoints, &forged);
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &[
+            "checkpoint 5 (23 records): its signature does not verify with the keys given",
+            "the note has no signature from psp-gateway.test/audit with key ID",
+        ],
+    );
+
+    // The root edited, the real signature kept.
+    let mut edited: CheckpointLine = serde_json::from_str(&original[4]).expect("a checkpoint");
+    let root = edited.note.lines().nth(2).expect("root").to_owned();
+    let mut bytes = STANDARD.decode(&root).expect("base64");
+    bytes[0] ^= 1;
+    edited.note = edited.note.replacen(&root, &STANDARD.encode(bytes), 1);
+    let mut forged = original.clone();
+    forged[4] = serde_json::to_string(&edited).expect("json");
+    write_lines(&b.checkpoints, &forged);
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &[
+            "checkpoint 5 (23 records): its signature does not verify with the keys given",
+            "does not verify over the note text",
+        ],
+    );
+
+    // The untouched checkpoints, checked with another key's file (JWKS or PEM).
+    write_lines(&b.checkpoints, &original);
+    for wrong in [
+        jwks_file(&s, "wrong.json", &attacker),
+        pem_file(&s, "wrong.pem", &key(Alg::EdDsa)),
+    ] {
+        let o = verify(&[&b.log], &b.checkpoints, &wrong, &[]);
+        expect(
+            &o,
+            65,
+            &[
+                "checkpoint 1 (5 records): its signature does not verify with the keys given",
+                "the note has no signature from",
+            ],
+        );
+    }
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(&o, 0, &["23 records"]);
+}
+
+#[test]
+fn since_an_old_checkpoint_proves_the_log_extends_it_and_refuses_rewritten_history() {
+    let s = Scratch::new("since");
+    let b = build(&s, Alg::EdDsa);
+    // The auditor kept the first checkpoint line (5 records) off the host.
+    let old = s.write("kept-checkpoint.json", lines(&b.checkpoints)[0].as_bytes());
+    let o = verify(
+        &[&b.log],
+        &b.checkpoints,
+        &b.jwks,
+        &["--since", old.to_str().expect("utf-8")],
+    );
+    expect(
+        &o,
+        0,
+        &[
+            "23 records, the first 23 covered",
+            "the log extends the checkpoint of 5 records: it holds 23 records, and the RFC 9162 consistency proof from 5 to 23 verifies",
+        ],
+    );
+    // The kept note alone (not the checkpoint-file line) does as well.
+    let note: CheckpointLine = serde_json::from_str(&lines(&b.checkpoints)[0]).expect("cp");
+    let old_note = s.write("kept-note", note.note.as_bytes());
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        b.log.as_os_str(),
+        "--since".as_ref(),
+        old_note.as_os_str(),
+        "--key".as_ref(),
+        b.jwks.as_os_str(),
+    ]);
+    expect(&o, 0, &["consistency proof from 5 to 23 verifies"]);
+    // The last checkpoint kept: the log holds no more, and nothing less.
+    let newest = s.write(
+        "kept-newest.json",
+        lines(&b.checkpoints)
+            .last()
+            .expect("a checkpoint")
+            .as_bytes(),
+    );
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        b.log.as_os_str(),
+        "--since".as_ref(),
+        newest.as_os_str(),
+        "--key".as_ref(),
+        b.jwks.as_os_str(),
+    ]);
+    expect(
+        &o,
+        0,
+        &["consistency proof from 23 to 23 verifies (0 hashes)"],
+    );
+
+    // The attacker edits record 3, recomputes the whole chain, and replaces the checkpoint
+    // file with checkpoints of the rewritten log signed with a key of their own.
+    let mut l = lines(&b.log);
+    l[2] = l[2].replace("\"verdict\":\"allow\"", "\"verdict\":\"deny\"");
+    let l = rechain(&l);
+    write_lines(&b.log, &l);
+    let o = psp_gateway(&["audit".as_ref(), "verify".as_ref(), b.log.as_os_str()]);
+    expect(&o, 0, &["audit chain unbroken: 23 records"]);
+    let attacker = key(Alg::EdDsa);
+    let forged_cp = s.path("forged-checkpoints.jsonl");
+    let forger = open(&s.path("forged.jsonl"), Some(spec(&forged_cp, &attacker)));
+    for line in &l {
+        let mut v: Map<String, Value> = serde_json::from_str(line).expect("record");
+        v.remove("seq");
+        v.remove("prev");
+        forger.append(v).expect("append");
+        forger.tick();
+    }
+    forger.close().expect("close");
+    assert_eq!(
+        lines(&s.path("forged.jsonl")),
+        l,
+        "the forger's log is the rewritten one"
+    );
+    std::fs::rename(&forged_cp, &b.checkpoints).expect("replace the checkpoints");
+
+    // The replaced checkpoints are not signed by the gateway's key.
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &["checkpoint 1 (5 records): its signature does not verify with the keys given"],
+    );
+    // And the checkpoint the auditor kept is not extended by the rewritten log.
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        b.log.as_os_str(),
+        "--since".as_ref(),
+        old.as_os_str(),
+        "--key".as_ref(),
+        b.jwks.as_os_str(),
+    ]);
+    expect(
+        &o,
+        65,
+        &[
+            "replaced or rewritten: the first 5 records are not the ones the checkpoint kept from before (--since) was signed over at ",
+            "(its root does not match)",
+        ],
+    );
+    // Checked with the attacker's key, the kept checkpoint is refused by its signature.
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        b.log.as_os_str(),
+        "--since".as_ref(),
+        old.as_os_str(),
+        "--key".as_ref(),
+        jwks_file(&s, "attacker.json", &attacker).as_os_str(),
+    ]);
+    expect(
+        &o,
+        65,
+        &[
+            "the checkpoint kept from before (--since): its signature does not verify with the keys given (the note has no signature from",
+        ],
+    );
+    // A log cut below the kept checkpoint.
+    write_lines(&b.log, &l[..3]);
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        b.log.as_os_str(),
+        "--since".as_ref(),
+        old.as_os_str(),
+        "--key".as_ref(),
+        b.jwks.as_os_str(),
+    ]);
+    expect(
+        &o,
+        65,
+        &[
+            "truncated: the checkpoint kept from before (--since) was signed over 5 records at ",
+            ", and the files hold 3",
+        ],
+    );
+}
+
+fn prove(s: &Scratch, b: &Built, seq: u64) -> Value {
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "prove".as_ref(),
+        seq.to_string().as_ref(),
+        b.log.as_os_str(),
+        "--checkpoints".as_ref(),
+        b.checkpoints.as_os_str(),
+    ]);
+    expect(&o, 0, &[]);
+    let _ = s;
+    serde_json::from_slice(&o.stdout).expect("the proof is JSON")
+}
+
+fn verify_proof(s: &Scratch, proof: &Value, key: &Path) -> Output {
+    let file = s.write("proof.json", proof.to_string().as_bytes());
+    psp_gateway(&[
+        "audit".as_ref(),
+        "verify".as_ref(),
+        "--proof".as_ref(),
+        file.as_os_str(),
+        "--key".as_ref(),
+        key.as_os_str(),
+    ])
+}
+
+#[test]
+fn an_inclusion_proof_verifies_and_a_tampered_one_does_not() {
+    let s = Scratch::new("inclusion");
+    let b = build(&s, Alg::Es256);
+    let proof = prove(&s, &b, 7);
+    assert_eq!(proof["index"], 6);
+    assert_eq!(
+        proof["tree_size"], 10,
+        "the first checkpoint that covers record 7"
+    );
+    assert_eq!(proof["record"].as_str(), Some(lines(&b.log)[6].as_str()));
+    let o = verify_proof(&s, &proof, &b.jwks);
+    expect(
+        &o,
+        0,
+        &["record 7 is in the log `psp-gateway.test/audit` of 10 records"],
+    );
+
+    // The record's text.
+    let mut p = proof.clone();
+    p["record"] = json!(
+        proof["record"]
+            .as_str()
+            .expect("record")
+            .replace("\"verdict\":\"allow\"", "\"verdict\":\"deny\"")
+    );
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &["inclusion proof not verified: the record is not in the signed tree"],
+    );
+
+    // Its position.
+    let mut p = proof.clone();
+    p["index"] = json!(7);
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &["inclusion proof not verified: the record's seq is not 8"],
+    );
+    // Its position and the seq in its text, both moved: the path does not lead to the root.
+    let mut p = proof.clone();
+    p["index"] = json!(7);
+    p["record"] = json!(proof["record"].as_str().expect("record").replacen(
+        "{\"seq\":7,",
+        "{\"seq\":8,",
+        1
+    ));
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &["inclusion proof not verified: the record is not in the signed tree"],
+    );
+
+    // The tree size it claims.
+    let mut p = proof.clone();
+    p["tree_size"] = json!(23);
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &["the proof is for a tree of 23 records, the checkpoint states 10"],
+    );
+    // A position past the signed tree (the record's seq moved with it): refused.
+    let mut p = proof.clone();
+    p["index"] = json!(u64::MAX - 1);
+    p["record"] = json!(proof["record"].as_str().expect("record").replacen(
+        "{\"seq\":7,",
+        &format!("{{\"seq\":{},", u64::MAX),
+        1
+    ));
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &[
+            "inclusion proof not verified: the record's position 18446744073709551614 is past the signed tree of 10 records",
+        ],
+    );
+
+    // The largest position there is: refused, no overflow (it was a panic, exit 101).
+    let mut p = proof.clone();
+    p["index"] = json!(u64::MAX);
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &[
+            "inclusion proof not verified: the record's position 18446744073709551615 is past the signed tree of 10 records",
+        ],
+    );
+
+    // One bit of one hash of the path.
+    let mut p = proof.clone();
+    let h = p["proof"][0].as_str().expect("a hash").to_owned();
+    let mut bytes = STANDARD.decode(&h).expect("base64");
+    bytes[31] ^= 0x80;
+    p["proof"][0] = json!(STANDARD.encode(bytes));
+    let o = verify_proof(&s, &p, &b.jwks);
+    expect(
+        &o,
+        65,
+        &["inclusion proof not verified: the record is not in the signed tree"],
+    );
+
+    // Another key.
+    let other = jwks_file(&s, "other.json", &key(Alg::Es256));
+    let o = verify_proof(&s, &proof, &other);
+    expect(
+        &o,
+        65,
+        &["inclusion proof not verified: the note has no signature from psp-gateway.test/audit"],
+    );
+}
+
+/// The interpreter with pyca/cryptography; never skipped, as a test that passes because
+/// its verifier is missing proves nothing. Looked for as tests/evidence_interop.rs does,
+/// then in the target directory the binary was built in (a worktree sharing one).
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("PSP_EVIDENCE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new("evidence-venv/bin/python");
+    let mut candidates = vec![
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(venv),
+    ];
+    if let Some(target) = Path::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .parent()
+        .and_then(Path::parent)
+    {
+        candidates.push(target.join(venv));
+    }
+    candidates
+        .iter()
+        .find(|p| p.exists())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "no evidence verifier at {candidates:?}: run scripts/test, which installs it \
+                 (scripts/evidence/requirements.txt); or set PSP_EVIDENCE_PYTHON"
+            )
+        })
+}
+
+/// verify.py's verdict on `note` for the public key of `key` under `name`.
+fn verify_py_note(s: &Scratch, key: &SigningKey, name: &str, note: &str) -> Result<(), String> {
+    let pem = pem_file(s, "note-key.pem", key);
+    let file = s.write("note", note.as_bytes());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/evidence/verify.py");
+    let output = Command::new(python())
+        .arg(script)
+        .args([
+            "note".as_ref(),
+            pem.as_os_str(),
+            name.as_ref(),
+            file.as_os_str(),
+        ])
+        .output()
+        .expect("run scripts/evidence/verify.py");
+    let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    match (output.status.code(), stdout.strip_prefix("refused: ")) {
+        (Some(0), None) if stdout == "valid" => Ok(()),
+        (Some(1), Some(why)) => Err(why.to_owned()),
+        _ => panic!(
+            "verify.py did not give a verdict ({}): stdout {stdout:?}, stderr {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    }
+}
+
+#[test]
+fn the_last_checkpoint_verifies_with_an_independent_verifier_for_both_algorithms() {
+    for alg in [Alg::Es256, Alg::EdDsa] {
+        let s = Scratch::new(&format!("python-{}", alg.jws_name()));
+        let b = build(&s, alg);
+        let last = checkpoint_lines(&b.checkpoints)
+            .pop()
+            .expect("a checkpoint");
+        assert_eq!(last.size, RECORDS);
+        assert_eq!(
+            verify_py_note(&s, &b.key, ORIGIN, &last.note),
+            Ok(()),
+            "{alg:?}"
+        );
+
+        // The size changed in the text: refused.
+        let tampered = last.note.replacen("\n23\n", "\n24\n", 1);
+        assert_ne!(tampered, last.note);
+        let why = verify_py_note(&s, &b.key, ORIGIN, &tampered).expect_err("refused");
+        assert!(
+            why.starts_with(&format!("the signature of {ORIGIN} ("))
+                && why.ends_with("does not verify"),
+            "{alg:?}: {why}"
+        );
+        // Another key under the same name: refused.
+        let why = verify_py_note(&s, &key(alg), ORIGIN, &last.note).expect_err("refused");
+        assert!(
+            why.starts_with(&format!("no signature from {ORIGIN} with key ID")),
+            "{alg:?}: {why}"
+        );
+    }
+}
+
+#[test]
+fn a_restart_goes_on_from_the_last_checkpoint_and_a_file_cut_below_it_does_not_open() {
+    let s = Scratch::new("restart");
+    let key = key(Alg::Es256);
+    let (log, cp) = (s.path("audit.jsonl"), s.path("checkpoints.jsonl"));
+    let audit = open(&log, Some(spec(&cp, &key)));
+    append(&audit, 1, 12);
+    audit.close().expect("close");
+    drop(audit);
+    // Started again with the same checkpoints.
+    let audit = open(&log, Some(spec(&cp, &key)));
+    append(&audit, 13, RECORDS);
+    audit.close().expect("close");
+    drop(audit);
+    let sizes: Vec<u64> = checkpoint_lines(&cp).iter().map(|c| c.size).collect();
+    assert_eq!(sizes, [5, 10, 12, 17, 22, 23]);
+    let jwks = jwks_file(&s, "jwks.json", &key);
+    let o = verify(&[&log], &cp, &jwks, &[]);
+    expect(
+        &o,
+        0,
+        &["23 records, the first 23 covered by the last checkpoint"],
+    );
+
+    // A file replaced by another chain of as many records: the log does not start on it.
+    let original = lines(&log);
+    let other = s.path("other.jsonl");
+    let forger = open(&other, None);
+    for i in 1..=RECORDS {
+        forger.append(fields(i, "FORGED")).expect("append");
+    }
+    drop(forger);
+    std::fs::rename(&other, &log).expect("replace");
+    let e = AuditLog::open_with(
+        &log,
+        Options {
+            checkpoints: Some(spec(&cp, &key)),
+            ..Options::default()
+        },
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        e.contains(
+            "record 23 is not the record checkpoint 23 was signed over: the file was replaced"
+        ),
+        "{e}"
+    );
+    write_lines(&log, &original);
+
+    // The file's tail cut below the last checkpoint: the log does not start on it.
+    let mut l = lines(&log);
+    l.truncate(20);
+    write_lines(&log, &l);
+    let e = AuditLog::open_with(
+        &log,
+        Options {
+            checkpoints: Some(spec(&cp, &key)),
+            ..Options::default()
+        },
+    )
+    .err()
+    .expect("refused");
+    let e = e.to_string();
+    assert!(
+        e.contains("the file ends at record 20, but checkpoint 23"),
+        "{e}"
+    );
+    assert!(e.contains("records were removed from its end"), "{e}");
+}
+
+#[test]
+fn a_checkpoint_line_torn_by_a_crash_does_not_swallow_the_next_checkpoint() {
+    let s = Scratch::new("torn-checkpoint");
+    let key = key(Alg::Es256);
+    let (log, cp) = (s.path("audit.jsonl"), s.path("checkpoints.jsonl"));
+    let audit = open(&log, Some(spec(&cp, &key)));
+    append(&audit, 1, 12);
+    drop(audit);
+    // A crash while the checkpoint of 12 was being written: part of its line, no line end.
+    let mut bytes = std::fs::read(&cp).expect("read");
+    bytes.extend_from_slice(b"{\"size\":12,\"time\":\"2026-");
+    std::fs::write(&cp, &bytes).expect("write");
+    // The restart takes the tree up from the last whole checkpoint (10) and the records.
+    let audit = open(&log, Some(spec(&cp, &key)));
+    append(&audit, 13, RECORDS);
+    audit.close().expect("close");
+    drop(audit);
+    let text = std::fs::read_to_string(&cp).expect("read");
+    let whole: Vec<u64> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<CheckpointLine>(l).ok())
+        .map(|c| c.size)
+        .collect();
+    assert_eq!(whole, [5, 10, 15, 20, 23], "{text}");
+    // The torn line stays, named (not read as a checkpoint, nor passed over in silence).
+    let jwks = jwks_file(&s, "jwks.json", &key);
+    let o = verify(&[&log], &cp, &jwks, &[]);
+    expect(&o, 66, &["checkpoints.jsonl line 3: not a checkpoint"]);
+}
