@@ -77,6 +77,7 @@ fn spec(checkpoints: &Path, key: &Arc<SigningKey>) -> CheckpointSpec {
         every: Duration::from_secs(3600),
         origin: ORIGIN.to_owned(),
         key: Arc::clone(key),
+        previous: Vec::new(),
     }
 }
 
@@ -981,5 +982,57 @@ fn a_checkpoint_line_torn_by_a_crash_does_not_swallow_the_next_checkpoint() {
     // The torn line stays, named (not read as a checkpoint, nor passed over in silence).
     let jwks = jwks_file(&s, "jwks.json", &key);
     let o = verify(&[&log], &cp, &jwks, &[]);
-    expect(&o, 66, &["checkpoints.jsonl line 3: not a checkpoint"]);
+    expect(&o, 65, &["checkpoints.jsonl line 3: not a checkpoint"]);
+}
+
+#[test]
+fn after_a_key_rotation_the_log_goes_on_when_the_old_key_is_among_the_previous_keys() {
+    let s = Scratch::new("rotation");
+    let (old, new) = (key(Alg::Es256), key(Alg::EdDsa));
+    let (log, cp) = (s.path("audit.jsonl"), s.path("checkpoints.jsonl"));
+    let audit = open(&log, Some(spec(&cp, &old)));
+    append(&audit, 1, 12);
+    audit.close().expect("close");
+    drop(audit);
+
+    // The new key alone does not vouch for the last checkpoint: the log does not start.
+    let e = AuditLog::open_with(
+        &log,
+        Options {
+            checkpoints: Some(spec(&cp, &new)),
+            ..Options::default()
+        },
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        e.contains("does not verify with the signing key or a previous key"),
+        "{e}"
+    );
+
+    // With the old public key among the previous keys, it goes on, signing with the new.
+    let mut rotated = spec(&cp, &new);
+    rotated.previous = vec![old.public()];
+    let audit = open(&log, Some(rotated));
+    append(&audit, 13, RECORDS);
+    audit.close().expect("close");
+    drop(audit);
+    // A JWKS with both keys verifies every checkpoint, old and new.
+    let both = s.path("both.json");
+    std::fs::write(
+        &both,
+        psp_gateway::evidence::Jwks::new([old.public(), new.public()]).to_json(),
+    )
+    .expect("write");
+    let o = verify(&[&log], &cp, &both, &[]);
+    expect(
+        &o,
+        0,
+        &["23 records, the first 23 covered by the last checkpoint"],
+    );
+    // The new key alone does not verify the old checkpoints.
+    let only_new = jwks_file(&s, "new.json", &new);
+    let o = verify(&[&log], &cp, &only_new, &[]);
+    expect(&o, 65, &["does not verify with the keys given"]);
 }

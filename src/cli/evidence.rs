@@ -98,7 +98,7 @@ pub(super) fn run_verify(args: &VerifyArgs) -> ExitCode {
     if let Some(cp) = &args.checkpoints {
         let lines = match checkpoint::read_all(cp) {
             Ok(l) => l,
-            Err(e) => return fail(EXIT_NO_INPUT, &format!("{}: {e}", cp.display())),
+            Err(e) => return checkpoints_unreadable(cp, &e),
         };
         match proof::check(&args.files, &lines, &keys, args.allow_tail) {
             Ok(c) => {
@@ -138,6 +138,16 @@ pub(super) fn run_verify(args: &VerifyArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// A checkpoint file that cannot be read (66) or holds a line that is no checkpoint (65).
+fn checkpoints_unreadable(path: &Path, e: &std::io::Error) -> ExitCode {
+    let code = if e.kind() == std::io::ErrorKind::InvalidData {
+        EXIT_DATA_ERR
+    } else {
+        EXIT_NO_INPUT
+    };
+    fail(code, &format!("{}: {e}", path.display()))
 }
 
 fn finding(e: proof::Finding) -> ExitCode {
@@ -180,12 +190,7 @@ fn verify_proof(path: &Path, keys: &[PublicKey]) -> ExitCode {
 pub(super) fn run_prove(args: &ProveArgs) -> ExitCode {
     let lines = match checkpoint::read_all(&args.checkpoints) {
         Ok(l) => l,
-        Err(e) => {
-            return fail(
-                EXIT_NO_INPUT,
-                &format!("{}: {e}", args.checkpoints.display()),
-            );
-        }
+        Err(e) => return checkpoints_unreadable(&args.checkpoints, &e),
     };
     if args.seq == 0 {
         return fail(EXIT_USAGE, "records are numbered from 1");
@@ -206,7 +211,7 @@ pub(super) fn run_report(args: &super::audit::ReportArgs) -> ExitCode {
         (Some(cp), Some(key)) => {
             let lines = match checkpoint::read_all(cp) {
                 Ok(l) => l,
-                Err(e) => return fail(EXIT_NO_INPUT, &format!("{}: {e}", cp.display())),
+                Err(e) => return checkpoints_unreadable(cp, &e),
             };
             let keys = match load_keys(key) {
                 Ok(k) => k,

@@ -35,6 +35,9 @@ pub struct CheckpointSpec {
     /// The origin line and the note's key name.
     pub origin: String,
     pub key: Arc<SigningKey>,
+    /// Earlier keys (`[evidence] previous_keys`): the last checkpoint, signed before a
+    /// rotation, is taken up when one of them verifies it.
+    pub previous: Vec<crate::evidence::PublicKey>,
 }
 
 impl std::fmt::Debug for CheckpointSpec {
@@ -293,14 +296,15 @@ pub(super) fn resume(
                     format!("{}: last checkpoint: {e}", spec.file.display()),
                 )
             })?;
-            let signed = crate::evidence::note_verify(&line.note, &spec.origin, &spec.key.public())
-                .ok()
+            let signed = std::iter::once(spec.key.public())
+                .chain(spec.previous.iter().cloned())
+                .find_map(|key| crate::evidence::note_verify(&line.note, &spec.origin, &key).ok())
                 .and_then(|text| parse_text(&text).ok());
             match signed {
                 Some(c) if c.size == line.size && c.root == frontier.root() => {}
                 _ => {
                     return refuse(format!(
-                        "the last checkpoint in {} does not verify with the signing key, or its tree does not match its signed root",
+                        "the last checkpoint in {} does not verify with the signing key or a previous key ([evidence] previous_keys), or its tree does not match its signed root",
                         spec.file.display()
                     ));
                 }
