@@ -169,5 +169,38 @@ fn crl(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, certificate_parse, check_miss, check_cached, crl);
+/// What evidence costs: a detached signature of a check answer's body (once per body and
+/// second), a signed decision (once per decision), and the verification a client does.
+fn evidence(c: &mut Criterion) {
+    use psp_gateway::evidence::{
+        Alg, Jwks, SigningKey, sign_compact, sign_detached, verify_detached,
+    };
+    let body = vec![b'x'; 1024];
+    let decision = vec![b'y'; 1500];
+    let mut g = c.benchmark_group("evidence");
+    for alg in [Alg::Es256, Alg::EdDsa] {
+        let key = SigningKey::from_pem(&SigningKey::generate_pem(alg)).expect("key");
+        let jwks = Jwks::new([key.public()]);
+        g.bench_function(format!("sign_answer_1k_{alg}"), |b| {
+            b.iter(|| sign_detached(&key, &body, 1_764_000_000))
+        });
+        g.bench_function(format!("sign_decision_{alg}"), |b| {
+            b.iter(|| sign_compact(&key, "psp-decision+json", &decision, 1_764_000_000))
+        });
+        let jws = sign_detached(&key, &body, 1_764_000_000);
+        g.bench_function(format!("verify_answer_1k_{alg}"), |b| {
+            b.iter(|| verify_detached(&jwks, &jws, &body).expect("verifies"))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    certificate_parse,
+    check_miss,
+    check_cached,
+    crl,
+    evidence
+);
 criterion_main!(benches);
