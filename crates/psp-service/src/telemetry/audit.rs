@@ -254,7 +254,14 @@ impl AuditLog {
     /// checkpoints, the records written so far are synced and checkpointed first, so that a
     /// new file always starts right after a checkpoint (a restart takes the tree up from it).
     pub fn reopen(&self) -> io::Result<()> {
-        self.sync_and_checkpoint(true)?;
+        if let Err(e) = self.sync_and_checkpoint(true) {
+            // The rotation goes on (the disk may be filling up); a restart before the next
+            // checkpoint finds the records between in the rotated file (docs/evidence.md).
+            eprintln!(
+                "psp-gateway: audit log {}: no checkpoint before the rotation: {e}",
+                self.path().display()
+            );
+        }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.file = open_append(&state.path)?;
         state.file_first_seq = state.seq + 1;
@@ -381,8 +388,17 @@ impl AuditLog {
         };
         // Outside the lock: requests go on writing while the disk syncs. A pipe or a device
         // (`/dev/stderr`) has nothing to sync.
-        if file.metadata().is_ok_and(|m| m.is_file()) {
-            file.sync_data()?;
+        if file.metadata().is_ok_and(|m| m.is_file())
+            && let Err(e) = file.sync_data()
+        {
+            // Written records may not be on the disk: the log is failing (fail_closed refuses
+            // requests) until a record is written and synced again.
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.dirty = true;
+            if self.writable.swap(false, Ordering::AcqRel) {
+                crate::telemetry::metrics::metrics().audit_failing.set(1);
+            }
+            return Err(e);
         }
         let (Some(head), Some(spec)) = (due, &self.options.checkpoints) else {
             return Ok(());
