@@ -204,6 +204,19 @@ impl AuditLog {
     }
 
     fn append_locked(&self, state: &mut State, fields: Map<String, Value>) -> io::Result<()> {
+        self.write_locked(state, fields, true)
+    }
+
+    /// Writes one record. A failure marks the log not writable; when `counted`, the record
+    /// is also counted as lost (`failed_writes`, `psp_gateway_audit_write_failures_total`).
+    /// The recovery note is not: it is written again at the next tick, so nothing is lost
+    /// when it fails, and counting it would make `records_lost` grow with the outage's length.
+    fn write_locked(
+        &self,
+        state: &mut State,
+        fields: Map<String, Value>,
+        counted: bool,
+    ) -> io::Result<()> {
         let seq = state.seq + 1;
         let line = render(seq, &state.prev, fields);
         let mut bytes = line.clone().into_bytes();
@@ -220,10 +233,12 @@ impl AuditLog {
             .write_all(&bytes)
             .and_then(|()| state.file.flush())
         {
-            crate::telemetry::metrics::metrics()
-                .audit_write_failures
-                .inc();
-            state.failed_writes += 1;
+            if counted {
+                crate::telemetry::metrics::metrics()
+                    .audit_write_failures
+                    .inc();
+                state.failed_writes += 1;
+            }
             if self.writable.swap(false, Ordering::AcqRel) {
                 crate::telemetry::metrics::metrics().audit_writable.set(0);
             }
@@ -309,7 +324,7 @@ impl AuditLog {
         fields.insert("message".into(), "audit_log_writable_again".into());
         fields.insert("records_lost".into(), lost.into());
         fields.insert("time".into(), now_rfc3339().into());
-        if self.append_locked(&mut state, fields).is_ok() {
+        if self.write_locked(&mut state, fields, false).is_ok() {
             state.failed_writes = 0;
             self.writable.store(true, Ordering::Release);
             crate::telemetry::metrics::metrics().audit_writable.set(1);
@@ -966,5 +981,37 @@ mod tests {
         log.append(record(3)).expect("append");
         let v = verify(std::slice::from_ref(&path)).expect("verifies");
         assert_eq!((v.records, v.last_seq), (2, Some(2)));
+    }
+
+    #[test]
+    fn failed_recovery_attempts_are_not_counted_as_lost_records() {
+        let dir = scratch("recovery");
+        let path = dir.join("audit.jsonl");
+        let log = AuditLog::open(&path).expect("open");
+        log.append(record(1)).expect("append");
+        let real = std::mem::replace(
+            &mut log.state.lock().expect("lock").file,
+            OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .expect("/dev/full"),
+        );
+        assert!(log.append(record(2)).is_err());
+        assert!(!log.writable());
+        // The disk stays full for three ticks: the recovery note fails each time.
+        for _ in 0..3 {
+            log.tick();
+        }
+        assert!(!log.writable());
+        assert_eq!(log.state.lock().expect("lock").failed_writes, 1);
+        log.state.lock().expect("lock").file = real;
+        log.tick();
+        assert!(log.writable());
+        let last: Value = serde_json::from_str(lines(&path).last().expect("a line")).expect("JSON");
+        assert_eq!(last["message"], "audit_log_writable_again");
+        assert_eq!(
+            last["records_lost"], 1,
+            "the one lost record, not the attempts"
+        );
     }
 }
