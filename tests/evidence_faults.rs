@@ -4,8 +4,9 @@
 //! - a SIGKILL under load, then `audit verify` / `audit repair` and a restart on the same
 //!   file whose checkpoints still verify;
 //! - a full disk (a small tmpfs filled up), under `fail_closed` and `fail_open`;
-//! - a read-only file system (see [`a_read_only_file_system_refuses_the_start_naming_the_file`]
-//!   for why it is tested at start);
+//! - a read-only file system: Linux refuses to remount it read-only under the open log
+//!   (EBUSY), so serve is started on one (it refuses, naming the file), and a read-only
+//!   directory is met at a rotation's reopen and at the replacement of a removed file;
 //! - the log file removed while open.
 //!
 //! The mount tests need root (CI runs them as root): without it they fail saying so.
@@ -361,17 +362,23 @@ struct Tmpfs {
 
 impl Tmpfs {
     fn mount(dir: &Path, size: &str) -> Tmpfs {
+        Tmpfs::mount_with(dir, &format!("size={size}"))
+    }
+
+    /// A tmpfs with mount options `opts` (`size=256k`, `ro`), over what `dir` held.
+    fn mount_with(dir: &Path, opts: &str) -> Tmpfs {
+        let size = opts;
         std::fs::create_dir_all(dir).expect("mount point");
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
             .arg(dir)
             .output()
             .expect("mount runs");
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
             panic!(
-                "this test mounts a tmpfs to fill a file system, which needs root (CI runs it as root; \
-                 uid here: {}): `mount -t tmpfs -o size={size} tmpfs {}` failed: {err}",
+                "this test mounts a tmpfs (to fill a file system or make one read-only), which needs \
+                 root (CI runs it as root; uid here: {}): `mount -t tmpfs -o {size} tmpfs {}` failed: {err}",
                 current_uid(),
                 dir.display()
             );
@@ -843,5 +850,157 @@ fn a_log_file_removed_while_open_is_replaced_naming_what_it_held() {
         let v = audit(&["verify", file.to_str().expect("path")]);
         assert_eq!(v.status.code(), Some(0), "{policy}: {}", show(&v));
         drop(serve);
+    }
+}
+
+/// Sends `signal` (`-HUP`) to the serve process.
+fn signal(serve: &Serve, signal: &str) {
+    let pid = serve.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+}
+
+/// The read-only file system that can happen under a running log: logrotate moved the file
+/// away and the directory is read-only when serve reopens it on SIGHUP (here a read-only
+/// tmpfs mounted over the directory). The reopen fails with an error; the records go on in
+/// the moved file (still open), so none is lost and requests are served under both
+/// policies; a later SIGHUP, once the directory is writable, starts the new file, and the
+/// chain runs across both.
+#[test]
+fn a_read_only_directory_at_rotation_keeps_the_records_in_the_moved_file() {
+    for policy in ["fail_closed", "fail_open"] {
+        let dir = scratch(&format!("ro-rotate-{policy}"));
+        let mnt = Tmpfs::mount(&dir.join("mnt"), "256k");
+        let file = mnt.dir.join("audit.jsonl");
+        let rotated = mnt.dir.join("audit.jsonl.1");
+        let serve = serve(&dir, &audit_section(&file, policy, None), "s");
+        let config = psp_client();
+        let valid = eidas("valid");
+        assert_eq!(try_gateway(serve.gateway, &config).expect("gw").status, 200);
+        assert_eq!(try_check(serve.api, &valid).expect("check").status, 200);
+        std::fs::rename(&file, &rotated).expect("rotate");
+        let over = Tmpfs::mount_with(&mnt.dir, "ro,size=64k");
+        signal(&serve, "-HUP");
+        until_blocking(Duration::from_secs(5), || {
+            serve
+                .stderr()
+                .contains("cannot reopen the audit log")
+                .then_some(())
+        })
+        .unwrap_or_else(|| panic!("{policy}: no error about the reopen: {}", serve.stderr()));
+        let text = serve.stderr();
+        assert!(text.contains("Read-only file system"), "{text}");
+        for _ in 0..3 {
+            assert_eq!(try_gateway(serve.gateway, &config).expect("gw").status, 200);
+            assert_eq!(try_check(serve.api, &valid).expect("check").status, 200);
+        }
+        assert_eq!(metric(serve.admin, "psp_gateway_audit_writable"), 1.0);
+        assert_eq!(
+            metric(serve.admin, "psp_gateway_audit_write_failures_total"),
+            0.0
+        );
+        drop(over);
+        let kept = records(&rotated);
+        assert!(
+            kept.len() >= 8,
+            "{policy}: the records went on in the moved file: {kept:#?}"
+        );
+        signal(&serve, "-HUP");
+        until_blocking(Duration::from_secs(5), || file.exists().then_some(()))
+            .expect("the new file after the second SIGHUP");
+        assert_eq!(try_check(serve.api, &valid).expect("check").status, 200);
+        let new = until_blocking(Duration::from_secs(5), || {
+            let r = records(&file);
+            (!r.is_empty()).then_some(r)
+        })
+        .expect("a record in the new file");
+        assert_eq!(
+            new[0]["seq"].as_u64(),
+            records(&rotated)
+                .last()
+                .and_then(|r| r["seq"].as_u64())
+                .map(|s| s + 1)
+        );
+        let v = audit(&[
+            "verify",
+            rotated.to_str().expect("path"),
+            file.to_str().expect("path"),
+        ]);
+        assert_eq!(v.status.code(), Some(0), "{policy}: {}", show(&v));
+        drop(serve);
+        drop(mnt);
+    }
+}
+
+/// The log file removed while the directory cannot take a new one (a read-only tmpfs mounted
+/// over it before the next tick). The records written meanwhile go to the removed file, which
+/// no one will read: under fail_closed the log must refuse requests until a new file can be
+/// opened (nothing let through that the log does not hold), under fail_open it must say so;
+/// in both, the note in the new file names every record the removed file took.
+#[test]
+fn a_removed_log_that_cannot_be_replaced_refuses_under_fail_closed() {
+    for policy in ["fail_closed", "fail_open"] {
+        let dir = scratch(&format!("removed-ro-{policy}"));
+        let mnt = Tmpfs::mount(&dir.join("mnt"), "256k");
+        let file = mnt.dir.join("audit.jsonl");
+        let mut section = audit_section(&file, policy, None);
+        // Time to mount over the directory before the tick notices the removal.
+        section = section.replace("sync_interval_ms = 20", "sync_interval_ms = 400");
+        let serve = serve(&dir, &section, "s");
+        let config = psp_client();
+        let valid = eidas("valid");
+        assert_eq!(try_gateway(serve.gateway, &config).expect("gw").status, 200);
+        assert_eq!(try_check(serve.api, &valid).expect("check").status, 200);
+        std::fs::remove_file(&file).expect("remove");
+        let over = Tmpfs::mount_with(&mnt.dir, "ro,size=64k");
+        // Two ticks at least: the removal is noticed and the new file cannot be opened.
+        std::thread::sleep(Duration::from_millis(1000));
+        let text = serve.stderr();
+        assert!(
+            text.contains("removed while open") && text.contains("Read-only file system"),
+            "{policy}: an error saying the removed file cannot be replaced: {text}"
+        );
+        assert_eq!(
+            metric(serve.admin, "psp_gateway_audit_writable"),
+            0.0,
+            "{policy}"
+        );
+        let g = try_gateway(serve.gateway, &config).expect("gw");
+        let c = try_check(serve.api, &valid).expect("check");
+        if policy == "fail_closed" {
+            assert_eq!(g.status, 503, "{}", g.body);
+            assert_eq!(c.status, 503, "{}", c.body);
+            assert_eq!(get(serve.admin, "/readyz").status, 503);
+        } else {
+            assert_eq!(g.status, 200, "{}", g.body);
+            assert_eq!(c.status, 200, "{}", c.body);
+        }
+        drop(over);
+        let first = until_blocking(Duration::from_secs(5), || records(&file).into_iter().next())
+            .unwrap_or_else(|| panic!("{policy}: no new file within 5 s:\n{}", serve.stderr()));
+        assert_eq!(first["message"], "audit_file_removed_while_open", "{first}");
+        // Every record the removed file took, those written after the removal included.
+        let seq = first["seq"].as_u64().expect("seq");
+        assert_eq!(first["first_seq_lost"], 1, "{first}");
+        assert_eq!(first["last_seq_lost"], seq - 1, "{first}");
+        assert_eq!(first["records_lost"], seq - 1, "{first}");
+        assert_eq!(
+            metric(serve.admin, "psp_gateway_audit_records_lost_total"),
+            (seq - 1) as f64
+        );
+        until_blocking(Duration::from_secs(5), || {
+            (metric(serve.admin, "psp_gateway_audit_writable") == 1.0).then_some(())
+        })
+        .expect("writable again");
+        assert_eq!(try_gateway(serve.gateway, &config).expect("gw").status, 200);
+        let v = audit(&["verify", file.to_str().expect("path")]);
+        assert_eq!(v.status.code(), Some(0), "{policy}: {}", show(&v));
+        drop(serve);
+        drop(mnt);
     }
 }

@@ -303,10 +303,10 @@ impl AuditLog {
     /// how many were lost), a file removed while open is replaced (a record naming what it
     /// held), written records are `fsync`ed, and a checkpoint is signed when one is due.
     pub fn tick(&self) {
+        self.replace_if_removed();
         if !self.writable() {
             self.try_recover();
         }
-        self.replace_if_removed();
         if let Err(e) = self.sync_and_checkpoint(false) {
             // Not through tracing: an audit event would come back here.
             eprintln!(
@@ -319,6 +319,10 @@ impl AuditLog {
     /// Writes the record that says the log takes records again, and how many it lost.
     fn try_recover(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if removed(&state.file) {
+            // Not into a file no one will read: [`Self::replace_if_removed`] first.
+            return;
+        }
         let lost = state.failed_writes;
         let mut fields = Map::new();
         fields.insert("message".into(), "audit_log_writable_again".into());
@@ -337,18 +341,27 @@ impl AuditLog {
 
     /// A file removed while open takes records no one will read: open a new one at the
     /// path, and begin it with a record naming the records the removed file held.
+    /// When no new file can be opened (a read-only or full file system), the log is not
+    /// writable until one can: the records written meanwhile go to the removed file, and the
+    /// record that starts the new file names them with the others.
     fn replace_if_removed(&self) {
-        use std::os::unix::fs::MetadataExt;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let removed = state
-            .file
-            .metadata()
-            .is_ok_and(|m| m.is_file() && m.nlink() == 0);
-        if !removed {
+        if !removed(&state.file) {
             return;
         }
-        let Ok(file) = open_append(&state.path) else {
-            return;
+        let file = match open_append(&state.path) {
+            Ok(file) => file,
+            Err(e) => {
+                if self.writable.swap(false, Ordering::AcqRel) {
+                    crate::telemetry::metrics::metrics().audit_writable.set(0);
+                    eprintln!(
+                        "psp-gateway: audit log {} was removed while open, and no new file can be opened there: {e}; records from {} on are in the removed file until one can",
+                        state.path.display(),
+                        state.file_first_seq
+                    );
+                }
+                return;
+            }
         };
         state.file = file;
         let (first, last) = (state.file_first_seq, state.seq);
@@ -425,6 +438,12 @@ impl AuditLog {
             .path
             .clone()
     }
+}
+
+/// Whether `file` was removed (unlinked) while open.
+fn removed(file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 0)
 }
 
 fn now_rfc3339() -> String {
