@@ -948,18 +948,28 @@ fn a_removed_log_that_cannot_be_replaced_refuses_under_fail_closed() {
         let dir = scratch(&format!("removed-ro-{policy}"));
         let mnt = Tmpfs::mount(&dir.join("mnt"), "256k");
         let file = mnt.dir.join("audit.jsonl");
-        let mut section = audit_section(&file, policy, None);
-        // Time to mount over the directory before the tick notices the removal.
-        section = section.replace("sync_interval_ms = 20", "sync_interval_ms = 400");
-        let serve = serve(&dir, &section, "s");
+        let serve = serve(&dir, &audit_section(&file, policy, None), "s");
         let config = psp_client();
         let valid = eidas("valid");
         assert_eq!(try_gateway(serve.gateway, &config).expect("gw").status, 200);
         assert_eq!(try_check(serve.api, &valid).expect("check").status, 200);
-        std::fs::remove_file(&file).expect("remove");
+        // The read-only tmpfs goes over the directory first, then the file is removed through
+        // a handle on the directory beneath (/proc/self/fd/N): no tick can come in between.
+        let beneath = std::fs::File::open(&mnt.dir).expect("the directory");
         let over = Tmpfs::mount_with(&mnt.dir, "ro,size=64k");
-        // Two ticks at least: the removal is noticed and the new file cannot be opened.
-        std::thread::sleep(Duration::from_millis(1000));
+        {
+            use std::os::fd::AsRawFd;
+            std::fs::remove_file(format!("/proc/self/fd/{}/audit.jsonl", beneath.as_raw_fd()))
+                .expect("remove beneath the read-only mount");
+        }
+        drop(beneath);
+        // Ticks (every 20 ms): the removal is noticed and the new file cannot be opened.
+        until_blocking(Duration::from_secs(5), || {
+            serve
+                .stderr()
+                .contains("no new file can be opened")
+                .then_some(())
+        });
         let text = serve.stderr();
         assert!(
             text.contains("removed while open") && text.contains("Read-only file system"),
