@@ -54,11 +54,10 @@ impl Serve {
             .status()
             .expect("kill");
         assert!(sent.success());
-        let status = until_blocking(Duration::from_secs(10), || {
+        until_blocking(Duration::from_secs(10), || {
             self.child.try_wait().expect("try_wait")
         })
-        .expect("serve exits within 10 s of SIGTERM");
-        status
+        .expect("serve exits within 10 s of SIGTERM")
     }
 
     fn stderr(&self) -> String {
