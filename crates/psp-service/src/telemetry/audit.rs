@@ -215,6 +215,9 @@ impl AuditLog {
         }
     }
 
+    /// Writes one record. A failure is its caller's to count: a record lost is
+    /// ([`Self::record_lost`]), a failed recovery note is not (it is written again at the next
+    /// tick, and counting it would make `records_lost` grow with the outage's length).
     fn append_locked(&self, state: &mut State, fields: Map<String, Value>) -> io::Result<()> {
         let seq = state.seq + 1;
         let line = render(seq, &state.prev, fields);
@@ -263,7 +266,15 @@ impl AuditLog {
             );
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.file = open_append(&state.path)?;
+        state.file = open_append(&state.path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{}: {e}; the records go on in the file moved away",
+                    state.path.display()
+                ),
+            )
+        })?;
         state.file_first_seq = state.seq + 1;
         Ok(())
     }
@@ -300,10 +311,10 @@ impl AuditLog {
     /// how many were lost), a file removed while open is replaced (a record naming what it
     /// held), written records are `fsync`ed, and a checkpoint is signed when one is due.
     pub fn tick(&self) {
+        self.replace_if_removed();
         if !self.writable() {
             self.try_recover();
         }
-        self.replace_if_removed();
         if let Err(e) = self.sync_and_checkpoint(false) {
             // Not through tracing: an audit event would come back here.
             eprintln!(
@@ -317,6 +328,10 @@ impl AuditLog {
     /// failed attempt is no record lost: it is only tried again at the next tick.
     fn try_recover(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if removed(&state.file) {
+            // Not into a file no one will read: [`Self::replace_if_removed`] first.
+            return;
+        }
         let lost = state.failed_writes;
         let mut fields = Map::new();
         fields.insert("message".into(), "audit_log_writable_again".into());
@@ -335,18 +350,27 @@ impl AuditLog {
 
     /// A file removed while open takes records no one will read: open a new one at the
     /// path, and begin it with a record naming the records the removed file held.
+    /// When no new file can be opened (a read-only or full file system), the log is not
+    /// writable until one can: the records written meanwhile go to the removed file, and the
+    /// record that starts the new file names them with the others.
     fn replace_if_removed(&self) {
-        use std::os::unix::fs::MetadataExt;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let removed = state
-            .file
-            .metadata()
-            .is_ok_and(|m| m.is_file() && m.nlink() == 0);
-        if !removed {
+        if !removed(&state.file) {
             return;
         }
-        let Ok(file) = open_append(&state.path) else {
-            return;
+        let file = match open_append(&state.path) {
+            Ok(file) => file,
+            Err(e) => {
+                if self.writable.swap(false, Ordering::AcqRel) {
+                    crate::telemetry::metrics::metrics().audit_failing.set(1);
+                    eprintln!(
+                        "psp-gateway: audit log {} was removed while open, and no new file can be opened there: {e}; records from {} on are in the removed file until one can",
+                        state.path.display(),
+                        state.file_first_seq
+                    );
+                }
+                return;
+            }
         };
         state.file = file;
         let (first, last) = (state.file_first_seq, state.seq);
@@ -435,6 +459,12 @@ impl AuditLog {
             .path
             .clone()
     }
+}
+
+/// Whether `file` was removed (unlinked) while open.
+fn removed(file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 0)
 }
 
 fn now_rfc3339() -> String {
@@ -1021,5 +1051,37 @@ mod tests {
         log.append(record(3)).expect("append");
         let v = verify(std::slice::from_ref(&path)).expect("verifies");
         assert_eq!((v.records, v.last_seq), (2, Some(2)));
+    }
+
+    #[test]
+    fn failed_recovery_attempts_are_not_counted_as_lost_records() {
+        let dir = scratch("recovery");
+        let path = dir.join("audit.jsonl");
+        let log = AuditLog::open(&path).expect("open");
+        log.append(record(1)).expect("append");
+        let real = std::mem::replace(
+            &mut log.state.lock().expect("lock").file,
+            OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .expect("/dev/full"),
+        );
+        assert!(log.append(record(2)).is_err());
+        assert!(!log.writable());
+        // The disk stays full for three ticks: the recovery note fails each time.
+        for _ in 0..3 {
+            log.tick();
+        }
+        assert!(!log.writable());
+        assert_eq!(log.state.lock().expect("lock").failed_writes, 1);
+        log.state.lock().expect("lock").file = real;
+        log.tick();
+        assert!(log.writable());
+        let last: Value = serde_json::from_str(lines(&path).last().expect("a line")).expect("JSON");
+        assert_eq!(last["message"], "audit_log_writable_again");
+        assert_eq!(
+            last["records_lost"], 1,
+            "the one lost record, not the attempts"
+        );
     }
 }
