@@ -341,3 +341,66 @@ fn a_full_disk_under_fail_closed_answers_nothing_the_log_does_not_hold() {
     let metrics = get(serve.admin, "/metrics");
     assert!(metrics.contains("psp_gateway_audit_failing 1"), "{metrics}");
 }
+
+#[test]
+fn audit_repair_sets_a_torn_last_record_aside_and_records_the_repair_in_the_chain() {
+    let dir = scratch_named("audit_log_repair");
+    let audit = dir.join("audit.jsonl");
+    let log = psp_gateway::telemetry::audit::AuditLog::open(&audit).expect("open");
+    for i in 0..3 {
+        let mut fields = serde_json::Map::new();
+        fields.insert("message".into(), format!("record {i}").into());
+        log.append(fields).expect("append");
+    }
+    drop(log);
+    // A write cut short by a crash.
+    let mut bytes = std::fs::read(&audit).expect("read");
+    bytes.extend_from_slice(b"{\"seq\":4,\"prev\":\"ab");
+    std::fs::write(&audit, &bytes).expect("write");
+    let before = verify(&[&audit]);
+    assert_eq!(before.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&before.stderr).contains("torn"));
+
+    let repair = Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(["audit", "repair"])
+        .arg(&audit)
+        .output()
+        .expect("runs");
+    assert_eq!(repair.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&repair.stdout).contains("a torn final record was moved to"));
+    let after = verify(&[&audit]);
+    assert_eq!(
+        after.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&after.stderr)
+    );
+    let text = std::fs::read_to_string(&audit).expect("read");
+    let last: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a line")).expect("JSON");
+    assert_eq!(last["seq"], 4, "the repair is the next link of the chain");
+    assert_eq!(last["message"], "audit_torn_line_set_aside");
+    let aside = last["torn_file"]
+        .as_str()
+        .expect("the file the bytes went to");
+    assert_eq!(
+        std::fs::read(aside).expect("kept"),
+        b"{\"seq\":4,\"prev\":\"ab",
+        "the torn bytes are kept as evidence"
+    );
+    // A second repair finds nothing to do and changes nothing.
+    let again = Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(["audit", "repair"])
+        .arg(&audit)
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to repair"));
+    assert_eq!(std::fs::read_to_string(&audit).expect("read"), text);
+    // A missing file is a missing input.
+    let missing = Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(["audit", "repair"])
+        .arg(dir.join("nope.jsonl"))
+        .output()
+        .expect("runs");
+    assert_eq!(missing.status.code(), Some(66));
+}
