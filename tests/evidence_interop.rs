@@ -8,9 +8,10 @@
 //! verifiers, for the reason the test names: a verifier that says no for the wrong reason
 //! would hide a bug behind a passing test.
 
+mod common;
+
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -24,22 +25,6 @@ use serde_json::{Value, json};
 const IAT: i64 = 1_764_000_000;
 
 const NOTE_NAME: &str = "psp-gateway.example/evidence";
-
-/// The interpreter with jwcrypto and cryptography; never skipped, as a test that passes
-/// because its verifier is missing proves nothing.
-fn python() -> PathBuf {
-    let python = std::env::var_os("PSP_EVIDENCE_PYTHON").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/evidence-venv/bin/python"),
-        PathBuf::from,
-    );
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/test, which installs the evidence verifier \
-         (scripts/evidence/requirements.txt) there; or set PSP_EVIDENCE_PYTHON",
-        python.display()
-    );
-    python
-}
 
 /// A directory of its own for one test's files, removed when the test ends.
 struct Scratch(PathBuf);
@@ -64,25 +49,9 @@ impl Drop for Scratch {
     }
 }
 
-/// verify.py's verdict: `Ok` for `valid`, `Err(why)` for `refused: why`. Anything else
-/// (a crash, a usage error) fails the test.
+/// verify.py's verdict: `Ok` for `valid`, `Err(why)` for `refused: why`.
 fn verify_py(args: &[&OsStr]) -> Result<(), String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/evidence/verify.py");
-    let output = Command::new(python())
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("run scripts/evidence/verify.py");
-    let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    match (output.status.code(), stdout.strip_prefix("refused: ")) {
-        (Some(0), None) if stdout == "valid" => Ok(()),
-        (Some(1), Some(why)) => Err(why.to_owned()),
-        _ => panic!(
-            "verify.py did not give a verdict ({}): stdout {stdout:?}, stderr {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        ),
-    }
+    common::evidence_py::verdict(args).map(drop)
 }
 
 /// jwcrypto's verdict on `jws` over `payload` with `jwks_json`.

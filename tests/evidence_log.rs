@@ -6,6 +6,8 @@
 //! verifier (scripts/evidence/verify.py, pyca/cryptography); a restart goes on from the
 //! last checkpoint, and a file cut below it does not open.
 
+mod common;
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -792,62 +794,17 @@ fn an_inclusion_proof_verifies_and_a_tampered_one_does_not() {
     );
 }
 
-/// The interpreter with pyca/cryptography; never skipped, as a test that passes because
-/// its verifier is missing proves nothing. Looked for as tests/evidence_interop.rs does,
-/// then in the target directory the binary was built in (a worktree sharing one).
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("PSP_EVIDENCE_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new("evidence-venv/bin/python");
-    let mut candidates = vec![
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(venv),
-    ];
-    if let Some(target) = Path::new(env!("CARGO_BIN_EXE_psp-gateway"))
-        .parent()
-        .and_then(Path::parent)
-    {
-        candidates.push(target.join(venv));
-    }
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "no evidence verifier at {candidates:?}: run scripts/test, which installs it \
-                 (scripts/evidence/requirements.txt); or set PSP_EVIDENCE_PYTHON"
-            )
-        })
-}
-
 /// verify.py's verdict on `note` for the public key of `key` under `name`.
 fn verify_py_note(s: &Scratch, key: &SigningKey, name: &str, note: &str) -> Result<(), String> {
     let pem = pem_file(s, "note-key.pem", key);
     let file = s.write("note", note.as_bytes());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/evidence/verify.py");
-    let output = Command::new(python())
-        .arg(script)
-        .args([
-            "note".as_ref(),
-            pem.as_os_str(),
-            name.as_ref(),
-            file.as_os_str(),
-        ])
-        .output()
-        .expect("run scripts/evidence/verify.py");
-    let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    match (output.status.code(), stdout.strip_prefix("refused: ")) {
-        (Some(0), None) if stdout == "valid" => Ok(()),
-        (Some(1), Some(why)) => Err(why.to_owned()),
-        _ => panic!(
-            "verify.py did not give a verdict ({}): stdout {stdout:?}, stderr {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        ),
-    }
+    common::evidence_py::verdict(&[
+        "note".as_ref(),
+        pem.as_os_str(),
+        name.as_ref(),
+        file.as_os_str(),
+    ])
+    .map(drop)
 }
 
 #[test]

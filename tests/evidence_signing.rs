@@ -25,34 +25,10 @@ use serde_json::{Value, json};
 
 const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94";
 
-/// The interpreter with jwcrypto (scripts/test installs it); never skipped.
-fn python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/evidence-venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/test, which installs the evidence verifier there",
-        python.display()
-    );
-    python
-}
-
 /// jwcrypto's verdict on `args` (`verify.py` modes): `Ok(stderr)` for `valid`, else the
 /// reason it refused.
 fn jwcrypto(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/evidence/verify.py"))
-        .args(args)
-        .output()
-        .expect("run verify.py");
-    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    match (out.status.code(), stdout.strip_prefix("refused: ")) {
-        (Some(0), None) if stdout == "valid" => Ok(String::from_utf8_lossy(&out.stderr).into()),
-        (Some(1), Some(why)) => Err(why.to_owned()),
-        _ => panic!(
-            "verify.py failed: {stdout} {}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
+    common::evidence_py::verdict(args)
 }
 
 fn scratch(name: &str) -> PathBuf {

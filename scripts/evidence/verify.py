@@ -46,15 +46,7 @@ class Refused(Exception):
 
 
 def verify_jws(jwks_file, payload_file, token):
-    with open(jwks_file, encoding="utf-8") as f:
-        try:
-            keyset = jwk.JWKSet.from_json(f.read())
-        except Exception as e:  # jwcrypto raises several types for a malformed set.
-            raise Refused(f"the JWK set: {type(e).__name__}: {e}") from e
-    for key in keyset:
-        kid = key.get("kid")
-        if kid != key.thumbprint():
-            raise Refused(f"kid {kid!r} is not the key's RFC 7638 thumbprint {key.thumbprint()!r}")
+    keyset = load_keyset(jwks_file)
     with open(payload_file, "rb") as f:
         payload = f.read()
     token_jws = jws.JWS()

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod edge_proxies;
+pub mod evidence_py;
 pub mod ext_authz_client;
 pub mod forge;
 pub mod in_memory;

@@ -124,43 +124,13 @@ pub fn verify_detached(jwks: &Jwks, jws: &str, payload: &[u8]) -> Result<JwsVeri
     let header = decode_header(header_b64)?;
     let header_alg = header_alg(&header)?;
     check_crit_and_b64(&header)?;
-    let kid = header
-        .get("kid")
-        .and_then(Value::as_str)
-        .ok_or(JwsError::KidMissing)?;
-    let key = jwks.get(kid).ok_or_else(|| JwsError::KidUnknown {
-        kid: kid.to_owned(),
-    })?;
-    if header_alg != key.alg() {
-        return Err(JwsError::AlgMismatch {
-            header: header_alg,
-            key: key.alg(),
-            kid: kid.to_owned(),
-        });
-    }
-    let iat = header
-        .get("iat")
-        .and_then(Value::as_i64)
-        .ok_or(JwsError::IatMissing)?;
-    let signature = b64url_decode(signature_b64).ok_or(JwsError::SignatureNotBase64Url)?;
-    // Both ES256 (RFC 7518 §3.4: r || s, 32 bytes each) and Ed25519 are 64 bytes.
-    if signature.len() != 64 {
-        return Err(JwsError::SignatureLength {
-            alg: key.alg(),
-            len: signature.len(),
-            expected: 64,
-        });
-    }
-    if !key.verify(&signing_input(header_b64, payload), &signature) {
-        return Err(JwsError::BadSignature {
-            kid: kid.to_owned(),
-        });
-    }
-    Ok(JwsVerified {
-        kid: kid.to_owned(),
-        alg: key.alg(),
-        iat,
-    })
+    verified_by(
+        jwks,
+        &header,
+        header_alg,
+        signature_b64,
+        &signing_input(header_b64, payload),
+    )
 }
 
 /// Signs `payload` as a compact JWS with the payload inside (RFC 7515 §7.1), for a signed
@@ -201,6 +171,22 @@ pub fn verify_compact(jwks: &Jwks, jws: &str) -> Result<(JwsVerified, Vec<u8>), 
             member: member.to_owned(),
         });
     }
+    let input = [header_b64.as_bytes(), b".", payload_b64.as_bytes()].concat();
+    let verified = verified_by(jwks, &header, header_alg, signature_b64, &input)?;
+    let payload = b64url_decode(payload_b64).ok_or(JwsError::SignatureNotBase64Url)?;
+    Ok((verified, payload))
+}
+
+/// The checks every JWS shares once its header is read: the key its `kid` names, that key's
+/// own algorithm (not the header's: no algorithm substitution), an `iat`, and a signature of
+/// the algorithm's length that verifies over `input`.
+fn verified_by(
+    jwks: &Jwks,
+    header: &Map<String, Value>,
+    header_alg: Alg,
+    signature_b64: &str,
+    input: &[u8],
+) -> Result<JwsVerified, JwsError> {
     let kid = header
         .get("kid")
         .and_then(Value::as_str)
@@ -220,6 +206,7 @@ pub fn verify_compact(jwks: &Jwks, jws: &str) -> Result<(JwsVerified, Vec<u8>), 
         .and_then(Value::as_i64)
         .ok_or(JwsError::IatMissing)?;
     let signature = b64url_decode(signature_b64).ok_or(JwsError::SignatureNotBase64Url)?;
+    // Both ES256 (RFC 7518 §3.4: r || s, 32 bytes each) and Ed25519 are 64 bytes.
     if signature.len() != 64 {
         return Err(JwsError::SignatureLength {
             alg: key.alg(),
@@ -227,21 +214,16 @@ pub fn verify_compact(jwks: &Jwks, jws: &str) -> Result<(JwsVerified, Vec<u8>), 
             expected: 64,
         });
     }
-    let input = [header_b64.as_bytes(), b".", payload_b64.as_bytes()].concat();
-    if !key.verify(&input, &signature) {
+    if !key.verify(input, &signature) {
         return Err(JwsError::BadSignature {
             kid: kid.to_owned(),
         });
     }
-    let payload = b64url_decode(payload_b64).ok_or(JwsError::SignatureNotBase64Url)?;
-    Ok((
-        JwsVerified {
-            kid: kid.to_owned(),
-            alg: key.alg(),
-            iat,
-        },
-        payload,
-    ))
+    Ok(JwsVerified {
+        kid: kid.to_owned(),
+        alg: key.alg(),
+        iat,
+    })
 }
 
 /// The header and signature of `header..signature`.
