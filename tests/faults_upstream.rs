@@ -48,6 +48,7 @@ const ROUTES: [(&str, &str); 2] = [
 /// - `reset-response`: a head announcing 1,000 bytes, 100 of them, then a reset;
 /// - `slow-headers`: the head 2 s late (after the gateway's timeout), then a normal answer;
 /// - `stall-body`: a head announcing 1,000 bytes, 10 of them, then nothing for a minute;
+/// - `steady-drip`: ten body bytes, one every 300 ms (3 s in all, no silence of 1 s);
 /// - `garbage-status`: a status line that is not HTTP, then closes;
 /// - `bad-chunked`: a chunked head, then a chunk size that is not hexadecimal, then closes;
 /// - `keepalive-close`: a normal keep-alive answer, then the socket closed at once;
@@ -154,6 +155,19 @@ async fn connection(mut stream: TcpStream, log: Arc<Mutex<Vec<String>>>) {
                 let _ = stream.write_all(&answer).await;
                 tokio::time::sleep(Duration::from_secs(60)).await;
                 return;
+            }
+            "steady-drip" => {
+                // Ten bytes, one every 300 ms: 3 s in all, never 1 s of silence.
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n")
+                    .await;
+                for _ in 0..10 {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    if stream.write_all(b"d").await.is_err() {
+                        return;
+                    }
+                }
+                Ok(())
             }
             "garbage-status" => {
                 let _ = stream
@@ -462,6 +476,50 @@ async fn response_headers_later_than_the_upstream_timeout_are_504_within_it() {
 #[tokio::test]
 async fn a_response_body_that_stalls_after_its_head_is_cut_off_within_the_timeout() {
     body_fault("stall-body").await;
+}
+
+/// The bound on a stalled body is on silence, not on the whole: a body that takes three
+/// times the timeout but never pauses for as long arrives whole.
+#[tokio::test]
+async fn a_slow_but_steady_response_body_is_not_cut_off() {
+    let up = faulty().await;
+    let faces = gateway_to(up.addr);
+    let started = Instant::now();
+    let listen = faces
+        .gateway()
+        .and_then(|g| g.listen())
+        .expect("a gateway listener");
+    let response = tokio::time::timeout(
+        BOUND,
+        psp_gateway::gateway::handle_on(
+            &faces.sites,
+            listen,
+            in_memory::request("GET", "/v1/accounts/steady-drip"),
+            in_memory::connection(Some(in_memory::chain_of("valid"))),
+        ),
+    )
+    .await
+    .expect("a head within the bound");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = tokio::time::timeout(
+        Duration::from_secs(3) + BOUND,
+        response.into_body().collect(),
+    )
+    .await
+    .expect("the body within its 3 s and the bound")
+    .expect("a whole body")
+    .to_bytes();
+    eprintln!(
+        "steady-drip: {} bytes in {:?}",
+        body.len(),
+        started.elapsed()
+    );
+    assert_eq!(&body[..], b"dddddddddd");
+    assert!(
+        started.elapsed() > UPSTREAM_TIMEOUT * 2,
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
