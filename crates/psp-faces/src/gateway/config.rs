@@ -58,8 +58,9 @@ pub struct GatewayConfig {
     /// Connect timeout to the upstream. 2 s: the upstream is on the bank's network.
     #[serde(default = "default_upstream_connect_ms")]
     pub upstream_connect_timeout_ms: u64,
-    /// Time for the upstream to send response headers. 30 s: PSD2 APIs answer within
-    /// seconds; the Berlin Group and UK OB profiles expect well under 30 s.
+    /// Time for the upstream to send response headers, and the longest silence within its
+    /// response body (then cut off). 30 s: PSD2 APIs answer within seconds; the Berlin Group
+    /// and UK OB profiles expect well under 30 s.
     #[serde(default = "default_upstream_timeout_ms")]
     pub upstream_timeout_ms: u64,
     /// Where the PSP's certificate comes from: the TLS handshake, or a header set by a

@@ -270,9 +270,10 @@ impl Upstream {
         };
         let (mut parts, body) = response.into_parts();
         remove_hop_by_hop(&mut parts.headers);
+        let body = body.map_err(|e| Box::new(e) as BodyError).boxed();
         Ok(Response::from_parts(
             parts,
-            body.map_err(|e| Box::new(e) as BodyError).boxed(),
+            IdleBounded::new(body, self.timeout).boxed(),
         ))
     }
 
@@ -289,6 +290,75 @@ impl Upstream {
             .authority(self.authority.clone())
             .path_and_query(pq)
             .build()
+    }
+}
+
+/// The upstream's response body, cut off with an error when the upstream sends nothing for
+/// `idle` while the gateway waits for it (`gateway.upstream_timeout_ms`): the head is already
+/// with the client, so a stalled body could otherwise hold the client's request, the upstream
+/// connection and the budget's ticket for good. Only time spent waiting on the upstream
+/// counts: the clock starts when the body is polled, not while a slow client reads.
+struct IdleBounded {
+    inner: Body,
+    idle: Duration,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    waiting: bool,
+}
+
+impl IdleBounded {
+    fn new(inner: Body, idle: Duration) -> IdleBounded {
+        IdleBounded {
+            inner,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+            waiting: false,
+        }
+    }
+}
+
+impl hyper::body::Body for IdleBounded {
+    type Data = bytes::Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::future::Future;
+        use std::task::Poll;
+        let this = self.get_mut();
+        if !this.waiting {
+            let at = tokio::time::Instant::now() + this.idle;
+            this.deadline.as_mut().reset(at);
+            this.waiting = true;
+        }
+        match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.waiting = false;
+                Poll::Ready(frame)
+            }
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    this.waiting = false;
+                    Poll::Ready(Some(Err(Box::new(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "the upstream sent nothing of its response body for {} ms",
+                            this.idle.as_millis()
+                        ),
+                    )) as BodyError)))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
