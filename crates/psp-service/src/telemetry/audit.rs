@@ -117,7 +117,7 @@ impl AuditLog {
 
     /// [`AuditLog::open`] with durability and checkpoint options. With checkpoints, the
     /// Merkle tree is taken up from the last checkpoint and the records after it in the
-    /// file ([`checkpoint::resume`]); a file that ends before the last checkpoint (records
+    /// file (`checkpoint::resume`); a file that ends before the last checkpoint (records
     /// removed from its end) is refused, naming both sizes.
     pub fn open_with(path: &Path, options: Options) -> io::Result<AuditLog> {
         let tail = read_tail(path)?;
