@@ -278,6 +278,9 @@ pub async fn serve_connections(
         link_base,
     });
 
+    // Accept failures in a row (descriptors used up): logged when they start and when they
+    // end, not at every retry.
+    let mut failing: u64 = 0;
     loop {
         if *shutdown.borrow() {
             break;
@@ -291,10 +294,20 @@ pub async fn serve_connections(
         };
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok(x) => x,
+                Ok(x) => {
+                    if failing > 0 {
+                        tracing::warn!(failures = failing, "accepting connections again");
+                        failing = 0;
+                    }
+                    x
+                }
                 Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
+                    // Out of file descriptors and the like: back off instead of spinning,
+                    // and say so once, not every 50 ms.
+                    if failing == 0 {
+                        tracing::error!(error = %e, "accept failed: new connections wait in the backlog until it succeeds (retried every 50 ms)");
+                    }
+                    failing += 1;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
