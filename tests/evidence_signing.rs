@@ -436,6 +436,10 @@ async fn the_signed_decision_goes_upstream_when_asked_and_a_psp_cannot_forge_it(
         request
             .headers_mut()
             .append("X-PSP-Decision-JWS", "forged".parse().expect("value"));
+        // The spelling a WSGI or CGI upstream reads as the same header.
+        request
+            .headers_mut()
+            .append("x_psp_decision_jws", "forged".parse().expect("value"));
         let answer = in_memory::gateway(&faces, in_memory::chain_of("valid"), request).await;
         assert_eq!(answer.status, StatusCode::OK);
         let received = up
@@ -451,6 +455,10 @@ async fn the_signed_decision_goes_upstream_when_asked_and_a_psp_cannot_forge_it(
             .iter()
             .map(|v| v.to_str().expect("ascii"))
             .collect();
+        assert!(
+            received.headers.get("x_psp_decision_jws").is_none(),
+            "the underscore spelling never reaches the upstream"
+        );
         if forward {
             assert_eq!(values.len(), 1, "exactly the gateway's own: {values:?}");
             let payload = decision_payload(values[0]);
