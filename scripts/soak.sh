@@ -6,7 +6,8 @@
 # Not in CI (it is bounded by its duration, but long). Everything on loopback:
 # - the release sandbox (gateway.toml: two sites, the check endpoint, the admin listener,
 #   [evidence]) with an audit file and signed checkpoints, forwarding to an nginx upstream;
-# - four loads at once, each a bounded oha run per 10-second tick:
+# - four loads at once, each a bounded oha run per tick (9 s of load, then sampling), ticks
+#   repeated until the duration has passed:
 #     A. keep-alive mTLS gateway calls by the `valid` PSP            (expected 200)
 #     B. a new TLS connection per call by the `unauthorised` PSP     (expected 403)
 #     C. check endpoint calls with the right password                (expected 200)
@@ -14,8 +15,9 @@
 # - and, while they run: a reload every minute (SIGHUP: configuration and reference data), a
 #   register file touched every 2 minutes (the file watcher reloads), the upstream restarted
 #   every 3 minutes (A may get 502 in that tick only).
-# Every tick it records the server's RSS, open descriptors and threads, and each load's
-# requests and unexpected statuses, in soak.csv; at the end it verifies the audit log against
+# Every tick it records the server's RSS, open descriptors and threads, the argon2 memory the
+# password checks hold (psp_gateway_password_check_memory_bytes), and each load's requests
+# and unexpected statuses, in soak.csv; at the end it verifies the audit log against
 # its checkpoints and draws soak.png (gnuplot). Exit 1 on any unexpected status, connection
 # error or audit failure.
 set -euo pipefail
@@ -168,10 +170,11 @@ print(total, unexpected, "; ".join(notes).replace(",", " "))
 PY
 }
 
-ticks=$((minutes * 6))
-echo "elapsed_s,rss_kb,fds,threads,requests,unexpected,action,notes" >"$out/soak.csv"
+echo "elapsed_s,rss_kb,fds,threads,password_memory_kb,requests,unexpected,action,notes" >"$out/soak.csv"
 start=$(date +%s)
-for tick in $(seq 1 "$ticks"); do
+tick=0
+while (($(date +%s) - start < minutes * 60)); do
+  tick=$((tick + 1))
   action=""
   restart=0
   loads=()
@@ -204,10 +207,12 @@ for tick in $(seq 1 "$ticks"); do
   rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$server/status")
   threads=$(awk '/^Threads:/ {print $2}' "/proc/$server/status")
   fds=$(find "/proc/$server/fd" -mindepth 1 -maxdepth 1 | wc -l)
+  argon=$(curl -s "http://127.0.0.1:$admin/metrics" |
+    awk '/^psp_gateway_password_check_memory_bytes / {printf "%d", $2 / 1024}')
   read -r requests unexpected notes < <(tally "$restart")
-  echo "$(($(date +%s) - start)),$rss,$fds,$threads,$requests,$unexpected,$action,$notes" >>"$out/soak.csv"
-  printf '%5ss rss %6s kB fds %4s threads %3s requests %6s unexpected %s %s %s\n' \
-    "$(($(date +%s) - start))" "$rss" "$fds" "$threads" "$requests" "$unexpected" "$action" "$notes"
+  echo "$(($(date +%s) - start)),$rss,$fds,$threads,${argon:-},$requests,$unexpected,$action,$notes" >>"$out/soak.csv"
+  printf '%5ss rss %6s kB fds %4s threads %3s argon2 %6s kB requests %6s unexpected %s %s %s\n' \
+    "$(($(date +%s) - start))" "$rss" "$fds" "$threads" "${argon:-}" "$requests" "$unexpected" "$action" "$notes"
 done
 
 kill -TERM "$server"
@@ -231,6 +236,7 @@ set yrange [0:*]
 set y2range [0:*]
 set key bottom right
 plot "$out/soak.csv" every ::1 using (\$1/60):(\$2/1024) with lines lw 2 title "RSS (MB)", \
+     "" every ::1 using (\$1/60):(\$5/1024) with lines lw 2 title "argon2 buffers held (MB)", \
      "" every ::1 using (\$1/60):3 axes x1y2 with lines lw 2 title "open descriptors", \
      "" every ::1 using (\$1/60):4 axes x1y2 with lines title "threads"
 PLOT
@@ -240,11 +246,13 @@ import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 n = len(rows)
 warm = rows[min(n - 1, max(1, n // 10))]
-def at(r): return f"RSS {int(r['rss_kb']) / 1024:.1f} MB, {r['fds']} descriptors, {r['threads']} threads (at {r['elapsed_s']} s)"
+def at(r): return f"RSS {int(r['rss_kb']) / 1024:.1f} MB (argon2 buffers {int(r['password_memory_kb'] or 0) / 1024:.1f} MB), {r['fds']} descriptors, {r['threads']} threads (at {r['elapsed_s']} s)"
 print("start:        ", at(rows[0]))
 print("after warm-up:", at(warm))
 print("end:          ", at(rows[-1]))
 print("max RSS after warm-up: %.1f MB" % (max(int(r["rss_kb"]) for r in rows[n // 10:]) / 1024))
+rest = [(int(r["rss_kb"]) - int(r["password_memory_kb"] or 0)) / 1024 for r in rows[n // 10:]]
+print("RSS less the argon2 buffers after warm-up: %.1f to %.1f MB" % (min(rest), max(rest)))
 print("requests:", sum(int(r["requests"]) for r in rows), " unexpected:", sum(int(r["unexpected"]) for r in rows))
 if sum(int(r["unexpected"]) for r in rows):
     sys.exit(1)

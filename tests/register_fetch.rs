@@ -199,7 +199,7 @@ async fn the_published_zip_is_fetched_verified_and_stored_and_bad_downloads_keep
         let leftovers: Vec<_> = std::fs::read_dir(&dir)
             .expect("dir")
             .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".download"))
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty(), "{what}: temporary files left behind");
     }

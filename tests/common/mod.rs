@@ -7,6 +7,7 @@ pub mod ext_authz_client;
 pub mod forge;
 pub mod in_memory;
 pub mod log_capture;
+pub mod lotl_world;
 pub mod openapi;
 pub mod redis;
 pub mod service;

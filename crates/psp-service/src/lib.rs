@@ -15,6 +15,7 @@ use psp_cert::{cert, country, hex};
 use psp_check::{check, policy};
 
 pub mod bounded;
+pub mod durable;
 pub mod evidence;
 pub mod fetch;
 pub mod register;

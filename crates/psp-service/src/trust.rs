@@ -520,9 +520,9 @@ fn accept_cached_lotl(
         Some("EU"),
         cache.lotl_path().display().to_string(),
     );
-    let Some(bytes) = cache
-        .read_lotl()
-        .map_err(|e| cache_err(cache.lotl_path(), e))?
+    let Some((bytes, pivots)) = cache
+        .read_lotl_and_pivots()
+        .map_err(|e| cache_err(cache.dir().to_owned(), e))?
     else {
         status.problem = Some(format!(
             "no LOTL fetched yet from {} (run `psp-gateway trust fetch`, or wait for serve's first refresh)",
@@ -531,9 +531,6 @@ fn accept_cached_lotl(
         trust.record_list(status);
         return Ok(None);
     };
-    let pivots = cache
-        .read_pivots()
-        .map_err(|e| cache_err(cache.dir().to_owned(), e))?;
     let verified = match lotl::verify_lotl(&bytes, &pinned, &pivots) {
         Ok(v) => v,
         Err(e) => {

@@ -176,7 +176,58 @@ struct Slots {
     /// verified before): a flood of first attempts from many fresh addresses can take every
     /// other slot, but not this one, since taking it needs the password.
     reserved: Arc<Semaphore>,
-    memory: Arc<Mutex<Vec<Vec<Block>>>>,
+    memory: Arc<Buffers>,
+}
+
+/// The slots' argon2 working memory: a free list of buffers (one per slot), each grown to
+/// the hash's memory cost the first time a verification uses it, then kept. The bytes held
+/// are `psp_gateway_password_check_memory_bytes`: a step of 19 MiB the first time two (or
+/// three) verifications overlap, bounded by the slots (docs/hardening.md, "The soak").
+struct Buffers {
+    free: Mutex<Vec<Vec<Block>>>,
+    bytes: AtomicU64,
+}
+
+impl Buffers {
+    fn new(count: usize) -> Buffers {
+        Buffers {
+            free: Mutex::new((0..count).map(|_| Vec::new()).collect()),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// A free buffer (a permit guarantees one; the empty fallback only guards against a bug).
+    fn take(&self) -> Vec<Block> {
+        self.free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// Gives `buffer` back, counting what it grew by since it was taken with `capacity`.
+    fn give(&self, buffer: Vec<Block>, capacity: usize) {
+        let grown =
+            (buffer.capacity().saturating_sub(capacity) * std::mem::size_of::<Block>()) as u64;
+        if grown > 0 {
+            self.bytes.fetch_add(grown, Ordering::Relaxed);
+            crate::telemetry::metrics::metrics()
+                .password_check_memory
+                .inc_by(grown as i64);
+        }
+        self.free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(buffer);
+    }
+}
+
+impl Drop for Buffers {
+    fn drop(&mut self) {
+        crate::telemetry::metrics::metrics()
+            .password_check_memory
+            .dec_by(self.bytes.load(Ordering::Relaxed) as i64);
+    }
 }
 
 impl Slots {
@@ -185,7 +236,7 @@ impl Slots {
         Slots {
             permits: Arc::new(Semaphore::new(slots)),
             reserved: Arc::new(Semaphore::new(1)),
-            memory: Arc::new(Mutex::new((0..=slots).map(|_| Vec::new()).collect())),
+            memory: Arc::new(Buffers::new(slots + 1)),
         }
     }
 }
@@ -633,16 +684,10 @@ impl Authenticator {
                 Some(account) => (account.password_hash.as_str(), true),
                 None => (dummy.as_str(), false),
             };
-            // A permit guarantees a free buffer; the fallback only guards against a bug.
-            let mut memory = pool
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .pop()
-                .unwrap_or_default();
+            let mut memory = pool.take();
+            let capacity = memory.capacity();
             let verified = verify_in(password.as_bytes(), hash, &mut memory);
-            pool.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(memory);
+            pool.give(memory, capacity);
             verified && known
         })
         .await
@@ -903,6 +948,7 @@ mod tests {
             let mut buffers: Vec<usize> = auth
                 .slots
                 .memory
+                .free
                 .lock()
                 .expect("pool")
                 .iter()

@@ -271,15 +271,10 @@ async fn store_checked(
 ) -> Result<(PathBuf, usize), FetchEbaError> {
     // Loaded in full from a temporary file next to the target before it replaces anything.
     let target = base_dir.join(&file.path);
-    let dir = target.parent().unwrap_or(Path::new(".")).to_owned();
-    let tmp = dir.join(format!(
-        ".{}.{}.download",
-        target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
+    let tmp = crate::durable::temporary(&target).map_err(|source| FetchEbaError::Write {
+        path: target.clone(),
+        source,
+    })?;
     let check_config = RegisterConfig {
         files: vec![RegisterFileConfig {
             path: tmp.clone(),
@@ -307,14 +302,16 @@ fn write_load_replace(
     check_config: &RegisterConfig,
 ) -> Result<usize, FetchEbaError> {
     let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(tmp.parent().unwrap_or(Path::new(".")))?;
         let mut f = std::fs::File::create(tmp)?;
         std::io::Write::write_all(&mut f, zip)?;
         f.sync_all()
     };
-    write().map_err(|source| FetchEbaError::Write {
-        path: tmp.to_owned(),
-        source,
+    write().map_err(|source| {
+        let _ = std::fs::remove_file(tmp);
+        FetchEbaError::Write {
+            path: tmp.to_owned(),
+            source,
+        }
     })?;
     let loaded = crate::register::load(check_config, Path::new("/"));
     let entities = match loaded {
@@ -328,12 +325,9 @@ fn write_load_replace(
             return Err(FetchEbaError::Refused(e));
         }
     };
-    std::fs::rename(tmp, target).map_err(|source| {
-        let _ = std::fs::remove_file(tmp);
-        FetchEbaError::Replace {
-            path: target.to_owned(),
-            source,
-        }
+    crate::durable::commit(tmp, target).map_err(|source| FetchEbaError::Replace {
+        path: target.to_owned(),
+        source,
     })?;
     Ok(entities)
 }

@@ -151,9 +151,7 @@ impl History {
             let copy = format!("{sha256}.{extension}");
             let target = self.dir.join(&copy);
             if !target.exists() {
-                let tmp = self.dir.join(format!(".{copy}.{}.tmp", std::process::id()));
-                std::fs::copy(&path, &tmp)?;
-                std::fs::rename(&tmp, &target)?;
+                crate::durable::copy_atomic(&path, &target)?;
             }
             index.entries.push(Entry {
                 file: path,
@@ -182,11 +180,7 @@ impl History {
         }
         if changed {
             let json = serde_json::to_vec_pretty(&index).map_err(io::Error::other)?;
-            let tmp = self
-                .dir
-                .join(format!(".index.json.{}.tmp", std::process::id()));
-            std::fs::write(&tmp, json)?;
-            std::fs::rename(&tmp, self.index_path())?;
+            crate::durable::write_atomic(&self.index_path(), &json)?;
         }
         Ok(())
     }

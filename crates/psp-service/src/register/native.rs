@@ -121,29 +121,18 @@ pub fn read_native_file(path: &Path) -> Result<NativeFile, RegisterLoadError> {
     Ok(native)
 }
 
-/// Writes a native file: to `path` + `.tmp`, then renamed over `path`, so a reader never sees
-/// half a file.
+/// Writes a native file whole ([`crate::durable`]): a reader never sees half a file.
 pub fn write_native_file(path: &Path, native: &NativeFile) -> Result<(), RegisterLoadError> {
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp_name);
-    let write_err = |source| RegisterLoadError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    let written = (|| {
-        let file = File::create(&tmp)?;
+    crate::durable::write_atomic_with(path, |file| {
         let mut out = BufWriter::new(file);
         serde_json::to_writer_pretty(&mut out, native).map_err(std::io::Error::other)?;
         out.write_all(b"\n")?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        // Best effort: leave no half-written temporary file behind.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map_err(write_err)
+        out.flush()
+    })
+    .map_err(|source| RegisterLoadError::Write {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Checks an NCA id (`CC-NCA`) against the register's country.

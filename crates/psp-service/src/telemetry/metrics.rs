@@ -114,6 +114,9 @@ pub struct Metrics {
     /// 1 while the shared state (Redis) answered the last call, 0 after a failure; absent
     /// from the meaning when `[shared_state]` is not configured (stays 0).
     pub shared_state_up: Gauge<i64>,
+    /// Bytes of argon2 working memory the endpoint's password-check slots hold (each slot's
+    /// buffer grows to the hashes' memory cost on first use and is kept).
+    pub password_check_memory: Gauge<i64>,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -263,8 +266,15 @@ impl Metrics {
             "1 while the shared state (Redis) answers within the budget, 0 when degraded (or not configured)",
             shared_state_up.clone(),
         );
+        let password_check_memory = Gauge::<i64>::default();
+        registry.register(
+            "psp_gateway_password_check_memory_bytes",
+            "Bytes of argon2 working memory held by the check endpoint's password-check slots (grown on first use, kept; at most api.max_concurrent_password_checks + 1 buffers)",
+            password_check_memory.clone(),
+        );
         Metrics {
             registry,
+            password_check_memory,
             shared_state_fallbacks,
             shared_state_up,
             audit_write_failures,

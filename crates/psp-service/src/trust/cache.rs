@@ -4,7 +4,8 @@
 //! ```text
 //! <cache_dir>/<source name>/
 //! ├─ lotl.xml             the LOTL as last accepted
-//! ├─ pivots/00.xml …      the pivots that carried trust to it, oldest first
+//! ├─ pivots/<id>/00.xml … the pivots that carried trust to it, oldest first, where <id>
+//! │                       is the first 16 hex digits of the SHA-256 of that lotl.xml
 //! ├─ lists/CZ.xml …       each territory's list as last accepted
 //! ├─ sequences.json       the highest TSLSequenceNumber accepted per document
 //! └─ fetch-log.json       the last attempt per document: when, whether, why not
@@ -15,19 +16,25 @@
 //! list put in place of the stored one (a restored backup, a copied file) is not used. It
 //! only ever rises.
 //!
-//! Only [`super::refresh`] writes here, and only what verified; every file is written to a
-//! temporary name in the same directory and renamed over the old one, so a reader sees the
-//! old file or the new one, never a part. Every load verifies the files again (they are
-//! data on a disk, not proof).
+//! Only [`super::refresh`] writes here, and only what verified; every file is replaced whole
+//! ([`crate::durable`]), so a reader sees the old file or the new one, never a part. Every
+//! load verifies the files again (they are data on a disk, not proof).
+//!
+//! A LOTL and its pivots are one unit: the pivots are written first, under the new LOTL's
+//! id, then `lotl.xml` is replaced (the one step that switches), then the other ids are
+//! removed. A process killed at any point leaves a `lotl.xml` whose pivots are complete
+//! (`tests/faults_refresh.rs` kills `trust fetch` at random points). Pivots directly under
+//! `pivots/` (the layout before ids) are read for a LOTL without an id directory.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read as _, Write as _};
+use std::io::{self, Read as _};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use super::tsl::MAX_TSL_BYTES;
+use crate::durable::write_atomic;
 
 /// One LOTL source's directory.
 #[derive(Debug, Clone)]
@@ -94,6 +101,12 @@ impl SourceCache {
         self.dir.join("pivots")
     }
 
+    /// The directory of the pivots that verified `lotl`.
+    fn pivots_of(&self, lotl: &[u8]) -> PathBuf {
+        let id = crate::hex::lower(&crate::hex::sha256(lotl));
+        self.pivots_dir().join(&id[..16])
+    }
+
     /// The file of a territory's list; `None` for a territory that is not a code.
     pub fn list_path(&self, territory: &str) -> Option<PathBuf> {
         is_territory_code(territory)
@@ -141,24 +154,35 @@ impl SourceCache {
         read_optional(&self.lotl_path())
     }
 
-    /// The stored pivots, oldest first, each with its file path as its name.
-    pub fn read_pivots(&self) -> io::Result<Vec<(String, Vec<u8>)>> {
-        let dir = self.pivots_dir();
-        let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .map(|e| e.map(|e| e.path()))
-                .collect::<io::Result<Vec<_>>>()?
-                .into_iter()
-                .filter(|p| p.extension().is_some_and(|e| e == "xml"))
-                .collect(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        files.sort();
-        files
-            .into_iter()
-            .map(|p| Ok((p.display().to_string(), read_capped(&p)?)))
-            .collect()
+    /// The stored LOTL and the pivots that verified it (oldest first, each named by its file
+    /// path); `None` if no LOTL was stored yet. Read again when a refresh replaced the LOTL
+    /// between the two reads.
+    pub fn read_lotl_and_pivots(&self) -> io::Result<Option<(Vec<u8>, Pivots)>> {
+        let mut attempts = 0;
+        loop {
+            let Some(lotl) = self.read_lotl()? else {
+                return Ok(None);
+            };
+            let dir = self.pivots_of(&lotl);
+            if dir.is_dir() {
+                let pivots = read_xml_files(&dir)?;
+                // Still the LOTL those pivots belong to (not replaced, and its pivots removed,
+                // while they were read)?
+                if dir.is_dir() {
+                    return Ok(Some((lotl, pivots)));
+                }
+            } else if self.read_lotl()?.as_deref() == Some(lotl.as_slice()) {
+                // No id directory: stored before ids, or without pivots.
+                return Ok(Some((lotl, read_xml_files(&self.pivots_dir())?)));
+            }
+            attempts += 1;
+            if attempts == 3 {
+                return Err(io::Error::other(format!(
+                    "{} changed three times while it was read",
+                    self.lotl_path().display()
+                )));
+            }
+        }
     }
 
     /// The stored list of a territory, `None` if none was stored yet.
@@ -169,23 +193,54 @@ impl SourceCache {
         }
     }
 
-    /// Stores an accepted LOTL and the pivots that verified it (replacing the old ones).
+    /// Stores an accepted LOTL and the pivots that verified it (replacing the old ones): the
+    /// pivots under the new LOTL's id, then `lotl.xml`, then the old pivots removed (see the
+    /// module documentation).
     pub fn store_lotl(&self, lotl: &[u8], pivots: &[Vec<u8>]) -> io::Result<()> {
-        let dir = self.pivots_dir();
-        let staged = self.dir.join("pivots.new");
-        let _ = std::fs::remove_dir_all(&staged);
-        std::fs::create_dir_all(&staged)?;
+        let generation = self.write_pivots(lotl, pivots)?;
+        write_atomic(&self.lotl_path(), lotl)?;
+        self.remove_pivots_except(&generation);
+        Ok(())
+    }
+
+    /// Step 1 of [`SourceCache::store_lotl`]: `pivots` written and synced under `lotl`'s id
+    /// (anything there before, a part left by a process killed while writing it, removed
+    /// first). Returns the directory.
+    fn write_pivots(&self, lotl: &[u8], pivots: &[Vec<u8>]) -> io::Result<PathBuf> {
+        let generation = self.pivots_of(lotl);
+        match std::fs::remove_dir_all(&generation) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        std::fs::create_dir_all(&generation)?;
         for (i, bytes) in pivots.iter().enumerate() {
-            write_atomic(&staged.join(format!("{i:02}.xml")), bytes)?;
+            write_atomic(&generation.join(format!("{i:02}.xml")), bytes)?;
         }
-        let old = self.dir.join("pivots.old");
-        let _ = std::fs::remove_dir_all(&old);
-        if dir.exists() {
-            std::fs::rename(&dir, &old)?;
+        crate::durable::sync_dir(&generation)?;
+        crate::durable::sync_dir(&self.pivots_dir())?;
+        Ok(generation)
+    }
+
+    /// Step 3 of [`SourceCache::store_lotl`]: every other entry of `pivots/` removed (older
+    /// LOTLs' pivots, parts left by killed writers, pivots stored before ids). Best effort:
+    /// what is left is never read for the stored LOTL.
+    fn remove_pivots_except(&self, generation: &Path) {
+        let Ok(entries) = std::fs::read_dir(self.pivots_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path == generation {
+                continue;
+            }
+            let _ = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
         }
-        std::fs::rename(&staged, &dir)?;
-        let _ = std::fs::remove_dir_all(&old);
-        write_atomic(&self.lotl_path(), lotl)
+        let _ = crate::durable::sync_dir(&self.pivots_dir());
     }
 
     /// Stores an accepted national list.
@@ -214,20 +269,26 @@ impl SourceCache {
     }
 }
 
-/// Writes `bytes` to a temporary file next to `path`, syncs it and renames it over `path`.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+/// Pivots: each one's file path and bytes.
+pub type Pivots = Vec<(String, Vec<u8>)>;
+
+/// The `*.xml` files of `dir` in name order, read; none if `dir` does not exist.
+fn read_xml_files(dir: &Path) -> io::Result<Pivots> {
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.map(|e| e.path()))
+            .collect::<io::Result<Vec<_>>>()?
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "xml"))
+            .collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| Ok((p.display().to_string(), read_capped(&p)?)))
+        .collect()
 }
 
 fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
@@ -265,22 +326,88 @@ mod tests {
         }
     }
 
+    fn scratch(name: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("psp-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        root
+    }
+
+    /// The stored LOTL with its pivots' contents.
+    fn stored(c: &SourceCache) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
+        c.read_lotl_and_pivots()
+            .expect("read")
+            .map(|(lotl, pivots)| (lotl, pivots.into_iter().map(|(_, b)| b).collect()))
+    }
+
+    fn unit(lotl: &[u8], pivots: &[&[u8]]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
+        Some((lotl.to_vec(), pivots.iter().map(|p| p.to_vec()).collect()))
+    }
+
     #[test]
     fn a_stored_lotl_replaces_the_old_one_and_its_pivots_whole() {
-        let root = std::env::temp_dir().join(format!("psp-cache-test-{}", std::process::id()));
+        let root = scratch("replace");
         let c = SourceCache::new(&root, "eu");
-        assert_eq!(c.read_lotl().expect("read"), None);
+        assert_eq!(stored(&c), None);
         c.store_lotl(b"one", &[b"p0".to_vec(), b"p1".to_vec()])
             .expect("store");
-        assert_eq!(c.read_lotl().expect("read").as_deref(), Some(&b"one"[..]));
-        let pivots = c.read_pivots().expect("pivots");
-        assert_eq!(
-            pivots.iter().map(|(_, b)| b.as_slice()).collect::<Vec<_>>(),
-            [&b"p0"[..], &b"p1"[..]]
-        );
+        assert_eq!(stored(&c), unit(b"one", &[b"p0", b"p1"]));
         c.store_lotl(b"two", &[]).expect("store again");
-        assert_eq!(c.read_lotl().expect("read").as_deref(), Some(&b"two"[..]));
-        assert!(c.read_pivots().expect("pivots").is_empty());
+        assert_eq!(stored(&c), unit(b"two", &[]));
+        // Only the stored LOTL's pivots are left.
+        let left: Vec<_> = std::fs::read_dir(c.pivots_dir())
+            .expect("pivots")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        assert_eq!(left, [c.pivots_of(b"two")]);
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
+
+    /// A process killed at each point of `store_lotl` leaves a LOTL with its own pivots:
+    /// after step 1 (the new pivots written) the old unit, after step 2 (`lotl.xml`
+    /// replaced) the new one, before the old pivots are removed. A part of a pivot directory
+    /// left by a killed writer is replaced by the next store of that LOTL.
+    #[test]
+    fn a_store_cut_short_at_any_step_leaves_a_lotl_with_its_own_pivots() {
+        let root = scratch("steps");
+        let c = SourceCache::new(&root, "eu");
+        c.store_lotl(b"old", &[b"k0 to k1".to_vec()])
+            .expect("store");
+
+        // Killed after step 1.
+        c.write_pivots(b"new", &[b"k1 to k2".to_vec(), b"k2 to k3".to_vec()])
+            .expect("step 1");
+        assert_eq!(stored(&c), unit(b"old", &[b"k0 to k1"]));
+
+        // Killed after step 2.
+        write_atomic(&c.lotl_path(), b"new").expect("step 2");
+        assert_eq!(stored(&c), unit(b"new", &[b"k1 to k2", b"k2 to k3"]));
+
+        // A writer of "newer" killed half-way through its pivots: the stored unit is
+        // unchanged, and storing "newer" again replaces the part.
+        let part = c.pivots_of(b"newer");
+        std::fs::create_dir_all(&part).expect("part");
+        std::fs::write(part.join("00.xml"), b"half of a piv").expect("part");
+        std::fs::write(part.join("07.xml"), b"stray").expect("part");
+        assert_eq!(stored(&c), unit(b"new", &[b"k1 to k2", b"k2 to k3"]));
+        c.store_lotl(b"newer", &[b"whole".to_vec()]).expect("store");
+        assert_eq!(stored(&c), unit(b"newer", &[b"whole"]));
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
+
+    /// Pivots stored before ids (directly in `pivots/`) are still read for a LOTL stored
+    /// then, and removed by the next store.
+    #[test]
+    fn pivots_stored_before_ids_are_read_then_replaced() {
+        let root = scratch("legacy");
+        let c = SourceCache::new(&root, "eu");
+        std::fs::create_dir_all(c.pivots_dir()).expect("dir");
+        std::fs::write(c.pivots_dir().join("00.xml"), b"p0").expect("write");
+        std::fs::write(c.pivots_dir().join("01.xml"), b"p1").expect("write");
+        std::fs::write(c.lotl_path(), b"stored before ids").expect("write");
+        assert_eq!(stored(&c), unit(b"stored before ids", &[b"p0", b"p1"]));
+        c.store_lotl(b"next", &[]).expect("store");
+        assert_eq!(stored(&c), unit(b"next", &[]));
+        assert!(!c.pivots_dir().join("00.xml").exists());
         std::fs::remove_dir_all(&root).expect("clean up");
     }
 }

@@ -619,8 +619,7 @@ async fn off_workers<T: Send + 'static>(
 
 /// The stored LOTL, if it still verifies against the pinned keys and its stored pivots.
 fn cached_lotl(cache: &SourceCache, pinned: &[lotl::Fingerprint]) -> Option<TrustedList> {
-    let bytes = cache.read_lotl().ok()??;
-    let pivots = cache.read_pivots().ok()?;
+    let (bytes, pivots) = cache.read_lotl_and_pivots().ok()??;
     lotl::verify_lotl(&bytes, pinned, &pivots)
         .ok()
         .map(|v| v.lotl.list)
