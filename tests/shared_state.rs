@@ -494,6 +494,38 @@ async fn a_counter_key_expires_by_itself_within_one_period_and_holds_nothing_els
     running.stop().await;
 }
 
+/// Redis's clock stepped back an hour (issue 27) leaves every stored time an hour ahead of
+/// `TIME`: the same as moving the stored times an hour on, which is what this test does (a
+/// steady clock never writes a time more than a period ahead). A client is then held at
+/// most one period, not an hour and more.
+#[tokio::test]
+async fn a_redis_clock_stepped_back_an_hour_holds_a_client_at_most_one_period() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let running = replica(&redis, 3, "").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    let (reply, _) = call(api, &valid).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let key = format!("test-{}:requests:127.0.0.1", std::process::id());
+    let tat: u64 = redis.cli(&["GET", &key]).parse().expect("microseconds");
+    let stepped = (tat + 3_600_000_000).to_string();
+    assert_eq!(redis.cli(&["SET", &key, &stepped, "PX", "4000000"]), "OK");
+    let (reply, _) = call(api, &valid).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = reply.headers["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("whole seconds");
+    // One cell (300 s / 3 = 100 s) past the period's end at most: before the clamp, 3,700 s.
+    assert!(
+        (1..=100).contains(&retry),
+        "Retry-After {retry} s after a step back of an hour"
+    );
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn failed_logins_spread_over_three_replicas_hit_one_quota() {
     let _serial = SERIAL.lock().await;

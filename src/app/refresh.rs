@@ -108,23 +108,22 @@ pub(super) async fn refresh_trust(
                 .iter()
                 .filter(|l| l.role != crate::trust::ListRole::Configured)
         };
+        let earliest = lotl_lists()
+            .filter_map(|l| l.usable_until)
+            .filter(|u| *u > now)
+            .min();
         let wait = if first && lotl_lists().any(|l| l.problem_at(now).is_some()) {
             Duration::ZERO
         } else {
-            crate::fetch::next_wait(
-                refresher.settings().refresh_interval,
-                lotl_lists()
-                    .filter_map(|l| l.usable_until)
-                    .filter(|u| *u > now)
-                    .min(),
-                now,
-            )
+            crate::fetch::next_wait(refresher.settings().refresh_interval, earliest, now)
         };
         first = false;
         drop(data);
         tracing::debug!(wait_secs = wait.as_secs(), "next trusted-list refresh");
+        // The wall clock is read again every minute: one stepped past NextUpdate brings the
+        // round forward (fetch::wait_for_refresh).
         tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
+            _ = crate::fetch::wait_for_refresh(wait, earliest, OffsetDateTime::now_utc) => {}
             _ = shutdown.changed() => return,
         }
         // The sources in force now: the configuration may have been reloaded while waiting.

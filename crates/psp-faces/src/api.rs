@@ -338,7 +338,12 @@ async fn respond<B>(
     // A certificate asked about again is answered from the cache by its fingerprint, without
     // parsing it again (the same bytes parsed the same way the first time).
     let cached = match params.at {
-        None => state.service.cached(fingerprint, params.jurisdiction).await,
+        None => {
+            state
+                .service
+                .cached(fingerprint, params.jurisdiction, OffsetDateTime::now_utc())
+                .await
+        }
         Some(_) => None,
     };
     let report = match cached {

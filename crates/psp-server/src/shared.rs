@@ -236,6 +236,9 @@ local cell = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
+-- A steady clock never leaves tat more than a period ahead; Redis's clock stepped back did:
+-- hold the client no longer than a period.
+if tat > now + period then tat = now + period end
 local next_tat = tat + cell
 local allowed_at = next_tat - period
 if allowed_at > now then
@@ -252,9 +255,13 @@ return {1, 0}
 const LEDGER_FUNCTIONS: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local function load(k)
+local function load(k, period)
   local v = redis.call('HMGET', k, 'u', 'l')
-  return tonumber(v[1] or '0'), tonumber(v[2] or '0')
+  local u, l = tonumber(v[1] or '0'), tonumber(v[2] or '0')
+  -- Redis's clock stepped back: nothing lies further ahead than a steady clock leaves it.
+  if u > now + period then u = now + period end
+  if l > now then l = now end
+  return u, l
 end
 local function save(k, u, l, period)
   local keep = math.max(u, l + period) - now
@@ -281,17 +288,17 @@ const LOGIN_CHARGE_SCRIPT: &str = r"
 local period = tonumber(ARGV[7])
 local c1, c2, c3 = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local l1, l2, l3 = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local su, sl = load(KEYS[1])
+local su, sl = load(KEYS[1], period)
 local w = over(su, c1, l1)
 if w then return {0, w, 0, 0} end
-local pu, pl = load(KEYS[2])
+local pu, pl = load(KEYS[2], period)
 w = over(pu, c2, l2)
 if w then return {0, w, 0, 0} end
 local clean = 0
 if pu <= now and pl + period <= now then clean = 1 end
 save(KEYS[1], math.max(su, now) + c1, sl, period)
 save(KEYS[2], math.max(pu, now) + c2, pl, period)
-local uu, ul = load(KEYS[3])
+local uu, ul = load(KEYS[3], period)
 local attack = 0
 if over(uu, c3, l3) then attack = 1 else save(KEYS[3], math.max(uu, now) + c3, ul, period) end
 return {1, 0, clean, attack}
@@ -305,7 +312,7 @@ local period = tonumber(ARGV[6])
 local n = 3
 if ARGV[5] == '0' then n = 2 end
 for i = 1, n do
-  local u, l = load(KEYS[i])
+  local u, l = load(KEYS[i], period)
   if ARGV[4] == 'refund' then u = math.max(u - tonumber(ARGV[i]), now) else l = now end
   save(KEYS[i], u, l, period)
 end

@@ -98,6 +98,36 @@ pub fn next_wait(
     wait.max(MIN_REFRESH_WAIT)
 }
 
+/// How often a wait for a refresh reads the wall clock again ([`wait_for_refresh`]).
+pub const WALL_CLOCK_CHECK: Duration = Duration::from_secs(60);
+
+/// Waits until a refresh is due: `wait` has passed on the monotonic clock (tokio's), or the
+/// wall clock (`wall`, read every [`WALL_CLOCK_CHECK`]) has reached `until` (the data's
+/// `NextUpdate`), but not before [`MIN_REFRESH_WAIT`] (stale data must not make a loop).
+///
+/// A sleep computed once from the wall clock would not notice the clock stepped forward past
+/// `NextUpdate`: the lists would be stale (and approve nothing) until the interval's end, up
+/// to 6 hours. Stepped back, the wait still ends after `wait`: no window grows with the step.
+pub async fn wait_for_refresh(
+    wait: Duration,
+    until: Option<time::OffsetDateTime>,
+    wall: impl Fn() -> time::OffsetDateTime,
+) {
+    let start = tokio::time::Instant::now();
+    let deadline = start + wait;
+    let floor = start + MIN_REFRESH_WAIT.min(wait);
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= deadline || (now >= floor && until.is_some_and(|u| wall() >= u)) {
+            return;
+        }
+        let next = (now + WALL_CLOCK_CHECK)
+            .min(deadline)
+            .max(floor.min(deadline));
+        tokio::time::sleep_until(next).await;
+    }
+}
+
 /// Why a fetch failed. The `Display` text becomes part of the method's failure reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FetchError {
@@ -557,6 +587,62 @@ fn chain(e: &(dyn StdError + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The wall clock stepped while waiting for a refresh: forward past `NextUpdate`, the
+    /// refresh comes within a minute of the step (not at the 6-hour interval's end); back an
+    /// hour, it still comes at the interval's end; never before the 60-second floor.
+    #[tokio::test(start_paused = true)]
+    async fn a_stepped_wall_clock_moves_a_refresh_forward_but_never_delays_it() {
+        use std::sync::{Arc, Mutex};
+        let six_hours = Duration::from_secs(6 * 3600);
+        let start = time::OffsetDateTime::now_utc();
+        let next_update = start + time::Duration::hours(3);
+        let waited = |step: time::Duration, after: Duration| {
+            let wall = Arc::new(Mutex::new(start));
+            let stepper = wall.clone();
+            async move {
+                let began = tokio::time::Instant::now();
+                let stepped = tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    let mut w = stepper.lock().expect("clock");
+                    *w += step;
+                });
+                wait_for_refresh(six_hours, Some(next_update), move || {
+                    // The wall clock runs with tokio's, plus the step once it happened.
+                    *wall.lock().expect("clock")
+                        + time::Duration::try_from(began.elapsed()).expect("fits")
+                })
+                .await;
+                stepped.abort();
+                began.elapsed()
+            }
+        };
+        // Steady: at NextUpdate (3 h), before the interval.
+        let steady = waited(time::Duration::ZERO, six_hours).await;
+        assert!(
+            (Duration::from_secs(3 * 3600)..=Duration::from_secs(3 * 3600 + 60)).contains(&steady),
+            "{steady:?}"
+        );
+        // A day forward after 10 minutes: within a minute of the step.
+        let forward = waited(time::Duration::days(1), Duration::from_secs(600)).await;
+        assert!(
+            (Duration::from_secs(600)..=Duration::from_secs(660)).contains(&forward),
+            "{forward:?}"
+        );
+        // A day forward at once: not before the 60-second floor.
+        let at_once = waited(time::Duration::days(1), Duration::ZERO).await;
+        assert_eq!(at_once, MIN_REFRESH_WAIT, "{at_once:?}");
+        // An hour back after 10 minutes: NextUpdate is reached an hour later on the wall
+        // clock, at 4 h, still within the interval.
+        let back = waited(-time::Duration::hours(1), Duration::from_secs(600)).await;
+        assert!(
+            (Duration::from_secs(4 * 3600)..=Duration::from_secs(4 * 3600 + 60)).contains(&back),
+            "{back:?}"
+        );
+        // Ten hours back: the interval ends the wait (6 h), not NextUpdate (13 h).
+        let far_back = waited(-time::Duration::hours(10), Duration::from_secs(600)).await;
+        assert_eq!(far_back, six_hours, "{far_back:?}");
+    }
 
     fn class(s: &str) -> AddressClass {
         classify(s.parse().expect("address"))

@@ -144,7 +144,25 @@ impl std::ops::Deref for Checked {
 struct Cached {
     report: Arc<Checked>,
     ttl: Duration,
+    /// The wall-clock time the check was made for.
+    at: OffsetDateTime,
 }
+
+impl Cached {
+    /// Whether the result holds at `now` on the wall clock. moka expires entries on the
+    /// monotonic clock; a wall clock stepped forward past the entry's end (`at` + `ttl`: a
+    /// certificate's `notAfter`, a list's `NextUpdate`, a CRL's `nextUpdate`) or back before
+    /// `at` (by more than [`WALL_CLOCK_TOLERANCE`]) makes the entry answer nothing: the check
+    /// runs again at the new time.
+    fn holds_at(&self, now: OffsetDateTime) -> bool {
+        let end = self.at + self.ttl;
+        now >= self.at - WALL_CLOCK_TOLERANCE && now < end
+    }
+}
+
+/// How far before a cached check's time a caller's clock may read and still be answered from
+/// it: concurrent callers read the clock a moment apart.
+const WALL_CLOCK_TOLERANCE: Duration = Duration::from_secs(5);
 
 struct ReportExpiry;
 
@@ -355,8 +373,6 @@ impl CheckService {
             generation: data.generation,
         };
         let validity_ttl = self.ttl_for(&certificate, now);
-        let revocation = &self.revocation;
-        let this = self;
         // Exported over OTLP when on (telemetry::otlp): the check, and on a miss its
         // revocation fetch and register lookup.
         let span = tracing::trace_span!(
@@ -364,49 +380,31 @@ impl CheckService {
             "certificate check",
             cache = tracing::field::Empty
         );
-        let revocation_span =
-            tracing::trace_span!(target: "psp_trace", parent: &span, "revocation");
-        let register_span =
-            tracing::trace_span!(target: "psp_trace", parent: &span, "register lookup");
-        let entry = self
-            .cache
-            .entry(key)
-            .or_insert_with(async move {
-                let input = CheckInput {
-                    certificate: &certificate,
-                    intermediates: &intermediates,
-                    jurisdiction,
-                    now,
-                };
-                let snapshots = Snapshots {
-                    trust: &data.trust,
-                    registers: &data.registers,
-                };
-                let resolution = check::resolve_issuer(&input, snapshots.trust);
-                let evidence = path_evidence(revocation, input, &data.trust, &resolution, now)
-                    .instrument(revocation_span)
-                    .await;
-                let mut report = register_span
-                    .in_scope(|| check::report(&input, snapshots, &resolution, &evidence));
-                this.fca_home(&mut report, &certificate, &data.registers, jurisdiction)
-                    .instrument(register_span)
-                    .await;
-                let mut ttl = evidence_ttl(validity_ttl, &evidence, now);
-                // Never past the NextUpdate of the list that approved the issuer.
-                if let check::TrustOutcome::Approved { issuer } = resolution.trust {
-                    ttl = ttl.min(data.trust.approval_ttl(issuer, now));
-                }
-                if report.registers.home.warning.is_some() {
-                    // A stale or missing on-demand answer: ask again soon.
-                    ttl = ttl.min(FAILED_EVIDENCE_TTL);
-                }
-                Cached {
-                    report: Arc::new(Checked::new(report)),
-                    ttl,
-                }
-            })
-            .instrument(span.clone())
-            .await;
+        // A hit that does not hold at `now` on the wall clock (`Cached::holds_at`) is
+        // dropped and the check runs again, once.
+        let mut attempts = 0;
+        let entry = loop {
+            attempts += 1;
+            let run = self.run_check(
+                certificate.clone(),
+                intermediates.clone(),
+                data.clone(),
+                jurisdiction,
+                now,
+                validity_ttl,
+                &span,
+            );
+            let entry = self
+                .cache
+                .entry_by_ref(&key)
+                .or_insert_with(run)
+                .instrument(span.clone())
+                .await;
+            if entry.is_fresh() || attempts == 2 || entry.value().holds_at(now) {
+                break entry;
+            }
+            self.cache.invalidate(&key).await;
+        };
         span.record("cache", if entry.is_fresh() { "miss" } else { "hit" });
         // Fresh: this call ran the check (or waited for the one that did); otherwise a hit.
         crate::telemetry::metrics::metrics()
@@ -418,6 +416,58 @@ impl CheckService {
         entry.into_value().report
     }
 
+    /// The check itself, on a cache miss: revocation evidence for the path, the report, the
+    /// on-demand home register, and how long the result may be cached.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_check(
+        &self,
+        certificate: Arc<PspCertificate>,
+        intermediates: Arc<Vec<PspCertificate>>,
+        data: Arc<ReferenceData>,
+        jurisdiction: CountryCode,
+        now: OffsetDateTime,
+        validity_ttl: Duration,
+        span: &tracing::Span,
+    ) -> Cached {
+        let revocation = &self.revocation;
+        let revocation_span = tracing::trace_span!(target: "psp_trace", parent: span, "revocation");
+        let register_span =
+            tracing::trace_span!(target: "psp_trace", parent: span, "register lookup");
+        let input = CheckInput {
+            certificate: &certificate,
+            intermediates: &intermediates,
+            jurisdiction,
+            now,
+        };
+        let snapshots = Snapshots {
+            trust: &data.trust,
+            registers: &data.registers,
+        };
+        let resolution = check::resolve_issuer(&input, snapshots.trust);
+        let evidence = path_evidence(revocation, input, &data.trust, &resolution, now)
+            .instrument(revocation_span)
+            .await;
+        let mut report =
+            register_span.in_scope(|| check::report(&input, snapshots, &resolution, &evidence));
+        self.fca_home(&mut report, &certificate, &data.registers, jurisdiction)
+            .instrument(register_span)
+            .await;
+        let mut ttl = evidence_ttl(validity_ttl, &evidence, now);
+        // Never past the NextUpdate of the list that approved the issuer.
+        if let check::TrustOutcome::Approved { issuer } = resolution.trust {
+            ttl = ttl.min(data.trust.approval_ttl(issuer, now));
+        }
+        if report.registers.home.warning.is_some() {
+            // A stale or missing on-demand answer: ask again soon.
+            ttl = ttl.min(FAILED_EVIDENCE_TTL);
+        }
+        Cached {
+            report: Arc::new(Checked::new(report)),
+            ttl,
+            at: now,
+        }
+    }
+
     /// The cached report of a certificate presented alone (by its DER's SHA-256) for a
     /// jurisdiction, if there is one still current: what [`CheckService::check`] would answer
     /// on a hit, without parsing the certificate. Entries expire as they do for `check`
@@ -427,6 +477,7 @@ impl CheckService {
         &self,
         fingerprint: [u8; 32],
         jurisdiction: CountryCode,
+        now: OffsetDateTime,
     ) -> Option<Arc<Checked>> {
         let key = Key {
             fingerprint,
@@ -434,7 +485,7 @@ impl CheckService {
             jurisdiction,
             generation: self.data.load().generation,
         };
-        let hit = self.cache.get(&key).await?;
+        let hit = self.cache.get(&key).await.filter(|c| c.holds_at(now))?;
         crate::telemetry::metrics::metrics()
             .result_cache
             .get_or_create(&crate::telemetry::metrics::ResultLabels {

@@ -283,6 +283,22 @@ impl<K, V: Expiring> Expiry<K, Arc<V>> for PerEntryExpiry {
 struct OcspEntry {
     result: Result<(OcspAnswer, String), OcspFailure>,
     ttl: Duration,
+    /// The wall-clock time of the fetch (what a failure was judged at).
+    fetched_at: OffsetDateTime,
+}
+
+/// Whether a failure judged at `judged_at` and cached for `ttl` is being read at a `now`
+/// it could not have lived to on a steady clock: before `judged_at`, or after its end, by
+/// more than `skew`. The wall clock was stepped: "thisUpdate in the future" or "stale" was
+/// said of another time, so the failure is dropped and the method tried again (once per key
+/// and step) rather than repeated until it expires.
+fn judged_at_another_time(
+    judged_at: OffsetDateTime,
+    ttl: Duration,
+    now: OffsetDateTime,
+    skew: Duration,
+) -> bool {
+    now < judged_at - skew || now > judged_at + ttl + skew
 }
 
 impl Expiring for OcspEntry {
@@ -526,6 +542,17 @@ impl Inner {
                     }
                     self.ocsp_cache.invalidate(&key).await;
                 }
+                Err(_)
+                    if !fetched
+                        && judged_at_another_time(
+                            entry.fetched_at,
+                            entry.ttl,
+                            now,
+                            self.settings.skew,
+                        ) =>
+                {
+                    self.ocsp_cache.invalidate(&key).await;
+                }
                 Err(reason) => {
                     return MethodOutcome::Failed {
                         reason: reason.to_string(),
@@ -561,6 +588,7 @@ impl Inner {
         let failure = |reason: OcspFailure| OcspEntry {
             result: Err(reason),
             ttl: self.settings.failure_ttl,
+            fetched_at: now,
         };
         let nonce = if self.settings.ocsp_nonce {
             match random_nonce() {
@@ -613,6 +641,7 @@ impl Inner {
                     return OcspEntry {
                         result: Ok((answer, url.clone())),
                         ttl,
+                        fetched_at: now,
                     };
                 }
                 Err(e) => {
@@ -741,6 +770,20 @@ impl Inner {
             });
             let index = match &entry.result {
                 Ok(index) => Arc::clone(index),
+                Err(_)
+                    if !fetched
+                        && !retried
+                        && judged_at_another_time(
+                            entry.fetched_at,
+                            entry.ttl,
+                            now,
+                            self.settings.skew,
+                        ) =>
+                {
+                    self.crl_cache.invalidate(&key).await;
+                    retried = true;
+                    continue;
+                }
                 Err(reason) => return Err(reason.clone()),
             };
             if !index.verified_for_any(issuer, crl_signers) {
