@@ -199,11 +199,12 @@ fn descriptors_used_up_hold_new_connections_serve_the_open_ones_and_recover() {
     );
     assert_eq!(check_on(&mut kept, &eidas).expect("kept connection"), 200);
 
-    // Said once when it started and once when it ended, not every 50 ms.
+    // Said when it started and when it ended, not every 50 ms: once, or a few times when
+    // the backlog, accepted all at once after the close, used the descriptors up again.
     let log = serve.log();
     let failed = log.matches("accept failed").count();
     let again = log.matches("accepting connections again").count();
-    assert_eq!((failed, again), (1, 1), "{log}");
+    assert!((1..=3).contains(&failed) && again == failed, "{log}");
 }
 
 /// A connection from loopback source `source` (127.0.0.`source`), so that more than the

@@ -55,14 +55,14 @@ pub fn copy_atomic(from: &Path, to: &Path) -> io::Result<()> {
     })
 }
 
-/// A fresh temporary name next to `path` (creating the directory), after removing the
-/// temporaries of `path` left by processes that no longer run. For a caller that must do
+/// A fresh temporary name next to `path`, after removing the temporaries of `path` left by
+/// processes that no longer run. The directory must exist (a missing one is the caller's
+/// error to report, as for any file it names). For a caller that must do
 /// something with the written file before it replaces `path` (a downloaded register is
 /// loaded first): write it, `sync_all` it, then [`commit`] it or remove it.
 pub fn temporary(path: &Path) -> io::Result<PathBuf> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = parent(path);
-    std::fs::create_dir_all(dir)?;
     let name = file_name(path);
     remove_stale(dir, &name);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);

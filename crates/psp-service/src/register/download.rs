@@ -271,10 +271,14 @@ async fn store_checked(
 ) -> Result<(PathBuf, usize), FetchEbaError> {
     // Loaded in full from a temporary file next to the target before it replaces anything.
     let target = base_dir.join(&file.path);
-    let tmp = crate::durable::temporary(&target).map_err(|source| FetchEbaError::Write {
-        path: target.clone(),
-        source,
-    })?;
+    let tmp = target
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| crate::durable::temporary(&target))
+        .map_err(|source| FetchEbaError::Write {
+            path: target.clone(),
+            source,
+        })?;
     let check_config = RegisterConfig {
         files: vec![RegisterFileConfig {
             path: tmp.clone(),

@@ -34,7 +34,6 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use super::tsl::MAX_TSL_BYTES;
-use crate::durable::write_atomic;
 
 /// One LOTL source's directory.
 #[derive(Debug, Clone)]
@@ -196,7 +195,16 @@ impl SourceCache {
     /// Stores an accepted LOTL and the pivots that verified it (replacing the old ones): the
     /// pivots under the new LOTL's id, then `lotl.xml`, then the old pivots removed (see the
     /// module documentation).
+    ///
+    /// The LOTL stored already (a refresh that found it unchanged) is left as it is: its
+    /// pivots verified these same bytes, and rewriting them in place would open the window a
+    /// kill could leave it without them.
     pub fn store_lotl(&self, lotl: &[u8], pivots: &[Vec<u8>]) -> io::Result<()> {
+        let stored = self.pivots_of(lotl);
+        if stored.is_dir() && self.read_lotl()?.as_deref() == Some(lotl) {
+            self.remove_pivots_except(&stored);
+            return Ok(());
+        }
         let generation = self.write_pivots(lotl, pivots)?;
         write_atomic(&self.lotl_path(), lotl)?;
         self.remove_pivots_except(&generation);
@@ -289,6 +297,14 @@ fn read_xml_files(dir: &Path) -> io::Result<Pivots> {
         .into_iter()
         .map(|p| Ok((p.display().to_string(), read_capped(&p)?)))
         .collect()
+}
+
+/// [`crate::durable::write_atomic`], creating the cache's directories as needed.
+fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::durable::write_atomic(path, bytes)
 }
 
 fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
@@ -391,6 +407,25 @@ mod tests {
         assert_eq!(stored(&c), unit(b"new", &[b"k1 to k2", b"k2 to k3"]));
         c.store_lotl(b"newer", &[b"whole".to_vec()]).expect("store");
         assert_eq!(stored(&c), unit(b"newer", &[b"whole"]));
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
+
+    /// Storing the LOTL that is stored already leaves its pivots' files as they are (the same
+    /// inodes): a kill during a refresh that found nothing new cannot cost the pivots.
+    #[test]
+    fn storing_the_stored_lotl_again_rewrites_nothing() {
+        use std::os::unix::fs::MetadataExt as _;
+        let root = scratch("again");
+        let c = SourceCache::new(&root, "eu");
+        c.store_lotl(b"same", &[b"p0".to_vec()]).expect("store");
+        let inode = |p: &Path| std::fs::metadata(p).expect("metadata").ino();
+        let pivot = c.pivots_of(b"same").join("00.xml");
+        let (lotl_before, pivot_before) = (inode(&c.lotl_path()), inode(&pivot));
+        c.store_lotl(b"same", &[b"p0".to_vec()])
+            .expect("store again");
+        assert_eq!(inode(&c.lotl_path()), lotl_before);
+        assert_eq!(inode(&pivot), pivot_before);
+        assert_eq!(stored(&c), unit(b"same", &[b"p0"]));
         std::fs::remove_dir_all(&root).expect("clean up");
     }
 
