@@ -151,29 +151,7 @@ async fn trust_fetch_killed_at_any_point_leaves_a_lotl_with_its_pivots_and_whole
         files.put("/cz.xml", w.cz(100 + round, in_days(30), &w.cz));
     };
     let dir = w.dir().to_owned();
-    let config = dir.join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[revocation]
-allow_destinations = "loopback"
-
-[trust]
-cache_dir = "cache"
-
-[[trust.sources]]
-name = "eu"
-qtsp_source = "EIDAS"
-qtsp_jurisdiction = "EEA"
-valid_for = ["EEA"]
-lotl = {{ location = "{}", signers = ["{}"], territories = ["CZ"] }}
-"#,
-            files.url("/lotl.xml"),
-            w.k0.cert_pem.display()
-        ),
-    )
-    .expect("config");
+    let config = trust_config(&w, &files, "");
     let config_arg = config.to_str().expect("UTF-8").to_owned();
     let fetch = ["trust", "fetch", "--config", config_arg.as_str()];
     let status = ["trust", "status", "--config", config_arg.as_str()];
@@ -254,6 +232,116 @@ lotl = {{ location = "{}", signers = ["{}"], territories = ["CZ"] }}
         ready.json()
     );
     running.stop().await;
+}
+
+/// A configuration in `w`'s directory with one LOTL source at `files`' `/lotl.xml`, pinned
+/// to `k0`, CZ only; `extra` lines in `[trust]`.
+fn trust_config(w: &World, files: &Files, extra: &str) -> PathBuf {
+    let config = w.dir().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[revocation]
+allow_destinations = "loopback"
+
+[trust]
+cache_dir = "cache"
+{extra}
+
+[[trust.sources]]
+name = "eu"
+qtsp_source = "EIDAS"
+qtsp_jurisdiction = "EEA"
+valid_for = ["EEA"]
+lotl = {{ location = "{}", signers = ["{}"], territories = ["CZ"] }}
+"#,
+            files.url("/lotl.xml"),
+            w.k0.cert_pem.display()
+        ),
+    )
+    .expect("config");
+    config
+}
+
+/// A list host that answers garbage, serves a document past the size cap, or answers nothing
+/// at all: each `trust fetch` fails (exit 75) naming why, within its round's budget (three
+/// download time limits of 1 s here), and the last good LOTL and list stay in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_host_that_answers_garbage_too_much_or_nothing_keeps_the_last_good_lists() {
+    let w = World::new("refresh-host-faults");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/lotl.xml", w.lotl(20, &w.k0, &[&w.k0], &[], &cz_url));
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    let config = trust_config(&w, &files, "fetch_timeout_secs = 1");
+    let config_arg = config.to_str().expect("UTF-8").to_owned();
+    let fetch = ["trust", "fetch", "--config", config_arg.as_str()];
+    let status = ["trust", "status", "--config", config_arg.as_str()];
+    let (lotl_file, cz_file) = (
+        w.dir().join("cache/eu/lotl.xml"),
+        w.dir().join("cache/eu/lists/CZ.xml"),
+    );
+    let done = bin(&fetch);
+    assert!(done.status.success(), "{}", text(&done));
+    let good = (sequence_of(&lotl_file), sequence_of(&cz_file));
+    assert_eq!(good, (Some(20), Some(100)));
+
+    // Garbage where the list was: an HTML page, then a list cut in half.
+    let whole = w.cz(101, in_days(30), &w.cz);
+    for (what, body, says) in [
+        (
+            "an HTML page",
+            b"<html><body>503 Service Unavailable</body></html>".to_vec(),
+            "CZ    FAILED: signature refused: signature structure: the root element is not TrustServiceStatusList",
+        ),
+        (
+            "half a list",
+            whole[..whole.len() / 2].to_vec(),
+            "CZ    FAILED: not a readable XML document",
+        ),
+        // One byte past the 32 MiB cap: refused at the cap, not read whole.
+        (
+            "33 MiB",
+            vec![b' '; 32 * 1024 * 1024 + 1],
+            "the response body exceeds the 33554432-byte limit",
+        ),
+    ] {
+        files.put("/cz.xml", body);
+        let (failed, took) = timed(&fetch);
+        assert_eq!(failed.status.code(), Some(75), "{what}: {}", text(&failed));
+        assert!(text(&failed).contains(says), "{what}: {}", text(&failed));
+        assert!(took < Duration::from_secs(10), "{what}: {took:?}");
+        assert_eq!(
+            (sequence_of(&lotl_file), sequence_of(&cz_file)),
+            good,
+            "{what}"
+        );
+        let shown = bin(&status);
+        assert!(shown.status.success(), "{what}: {}", text(&shown));
+    }
+
+    // A host that answers nothing: the round ends at its deadline (3 × 1 s), both documents
+    // fail, both stay.
+    files.hold();
+    let (held, took) = timed(&fetch);
+    assert_eq!(held.status.code(), Some(75), "{}", text(&held));
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(10),
+        "a held host ended the fetch after {took:?}"
+    );
+    assert_eq!((sequence_of(&lotl_file), sequence_of(&cz_file)), good);
+    let shown = bin(&status);
+    let table = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.status.success() && table.contains("2 of 2 lists used"),
+        "{}",
+        text(&shown)
+    );
+    eprintln!(
+        "held host: trust fetch ended after {took:?}:\n{}",
+        text(&held)
+    );
 }
 
 /// `entities` entities in the EBA register's shape (one payment institution in 50, the rest
