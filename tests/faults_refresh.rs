@@ -108,8 +108,8 @@ fn sequence_of(path: &Path) -> Option<u64> {
     psp_gateway::trust::tsl::parse(&bytes).ok()?.sequence_number
 }
 
-/// What one round left: `new` or `old` (or `killed first` for a process killed before it
-/// stored anything it could), tallied for the report.
+/// What the rounds left, for the report: the version stored before (`old`) or the new one
+/// (`new`), and how many fetches had ended by the time of their kill (`ended`).
 #[derive(Default, Debug)]
 struct Tally {
     old: u32,
