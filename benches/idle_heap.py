@@ -1,8 +1,9 @@
-"""Sorts heaptrack's folded stacks of the heap in use at the peak (`heaptrack_print
---flamegraph-cost-type peak -F`) by who allocated it, and prints a Markdown table with the
-bytes per connection. Used by benches/idle-heap.sh.
+"""Sorts heaptrack's folded stacks of the heap in use (`heaptrack_print
+--flamegraph-cost-type leaked -F` of a process killed while its connections were idle) by
+who allocated it, and prints a Markdown table with the bytes per connection. Used by
+benches/idle-heap.sh.
 
-    python3 benches/idle_heap.py PEAK.folded CONNECTIONS
+    python3 benches/idle_heap.py IDLE.folded CONNECTIONS
 
 A stack goes to the first group one of its frames matches, in this order."""
 
@@ -47,13 +48,13 @@ def main():
         else:
             other[frames[-1][:60] or "(unnamed)"] += n
     rest = sum(other.values())
-    print(f"| allocated by | at the peak, MiB | per connection, KiB |")
+    print("| allocated by | in use, MiB | per connection, KiB |")
     print("|---|---|---|")
     for name, _ in GROUPS:
         n = totals[name]
         print(f"| {name} | {n / 2**20:.2f} | {n / 1024 / connections:.1f} |")
     print(f"| everything else | {rest / 2**20:.2f} | {rest / 1024 / connections:.1f} |")
-    print(f"| **the heap at its peak, {connections} idle connections** | {everything / 2**20:.2f} | {everything / 1024 / connections:.1f} |")
+    print(f"| **the heap in use, {connections} idle connections** | {everything / 2**20:.2f} | {everything / 1024 / connections:.1f} |")
 
 
 main()
