@@ -5,7 +5,7 @@
 #
 # Runs the release gateway (the sandbox configuration) under heaptrack (Debian `heaptrack`),
 # opens the connections as the `valid` PSP (one request each, answered 200, then idle:
-# benches/idle_clients.py), stops the gateway, and sorts the heap in use at its peak by who
+# benches/idle_clients.py), kills the gateway, and sorts the heap it had in use by who
 # allocated it (benches/idle_heap.py): hyper's read and write buffers, rustls, the
 # connection's task, and the rest. Writes the table between the `idle-heap:begin` and
 # `idle-heap:end` markers of BENCHMARKS.md. The heap sorted is what is allocated when the
@@ -45,24 +45,11 @@ wait_port 18080
 wait_port 8443 600
 sleep 1
 
-fifo="$work/hold"
-mkfifo "$fifo"
-python3 "$root/benches/idle_clients.py" 127.0.0.1 8443 "$connections" \
-  "$root/certs/psp/valid.pem" "$root/certs/psp/valid.key" <"$fifo" >"$work/clients.out" &
-clients=$!
-exec 4>"$fifo"
-for _ in $(seq 1 600); do
-  grep -q '^open' "$work/clients.out" 2>/dev/null && break
-  kill -0 "$clients" 2>/dev/null || { echo "the clients failed" >&2; exit 1; }
-  sleep 0.5
-done
-grep -q "^open $connections\$" "$work/clients.out" || { cat "$work/clients.out" >&2; exit 1; }
-sleep 2
+open_idle_clients "$connections" 600
 # heaptrack's child is the gateway: kill it (the clients still connected), then the clients.
 pkill -KILL -P "$tracked"
 wait "$tracked" || true
-exec 4>&-
-wait "$clients" || true
+close_idle_clients
 
 heaptrack_print -f "$work/heap.zst" --print-peaks 0 --print-allocators 0 --print-temporary 0 \
   --print-leaks 0 --flamegraph-cost-type leaked -F "$work/idle.folded" >/dev/null

@@ -54,22 +54,9 @@ rss() { awk '/^VmRSS:/ {print $2}' "/proc/$gateway_pid/status"; }
 sleep 1
 before=$(rss)
 
-fifo="$work/hold"
-mkfifo "$fifo"
-python3 "$root/benches/idle_clients.py" 127.0.0.1 8443 "$connections" \
-  "$root/certs/psp/valid.pem" "$root/certs/psp/valid.key" <"$fifo" >"$work/clients.out" &
-clients=$!
-exec 4>"$fifo"
-for _ in $(seq 1 1200); do
-  grep -q '^open' "$work/clients.out" 2>/dev/null && break
-  kill -0 "$clients" 2>/dev/null || { echo "the clients failed" >&2; exit 1; }
-  sleep 0.5
-done
-grep -q "^open $connections\$" "$work/clients.out" || { cat "$work/clients.out" >&2; exit 1; }
-sleep 2
+open_idle_clients "$connections" 1200
 after=$(rss)
-exec 4>&-
-wait "$clients"
+close_idle_clients
 
 table="Run $(date -u '+%Y-%m-%d %H:%M UTC'), \`benches/idle.sh $connections\`: the gateway's VmRSS.
 

@@ -79,6 +79,30 @@ eidas=$(openssl x509 -in "$root/certs/psp/valid.pem" -outform DER | base64 -w0)
 api_headers=(-H "Authorization: Basic c2FuZGJveDpzYW5kYm94" -H "fi_reference_id: LOAD-1"
   -H "eidas: $eidas")
 
+# open_idle_clients N TENTHS: N keep-alive TLS connections to the gateway on 8443 as the
+# `valid` PSP, one request each (benches/idle_clients.py), held open until
+# close_idle_clients; waits TENTHS half-seconds at most for them, then 2 s more.
+open_idle_clients() {
+  local fifo="$work/hold"
+  mkfifo "$fifo"
+  python3 "$root/benches/idle_clients.py" 127.0.0.1 8443 "$1" \
+    "$root/certs/psp/valid.pem" "$root/certs/psp/valid.key" <"$fifo" >"$work/clients.out" &
+  idle_clients=$!
+  exec 4>"$fifo"
+  for _ in $(seq 1 "$2"); do
+    grep -q '^open' "$work/clients.out" 2>/dev/null && break
+    kill -0 "$idle_clients" 2>/dev/null || { echo "the clients failed" >&2; exit 1; }
+    sleep 0.5
+  done
+  grep -q "^open $1\$" "$work/clients.out" || { cat "$work/clients.out" >&2; exit 1; }
+  sleep 2
+}
+
+close_idle_clients() {
+  exec 4>&-
+  wait "$idle_clients" || true
+}
+
 # between_markers NAME FILE: replaces what BENCHMARKS.md holds between its `NAME:begin` and
 # `NAME:end` markers with FILE's content.
 between_markers() {
