@@ -285,19 +285,6 @@ fn records(path: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// A pseudo-random number in `0..n` (no RNG crate needed: the clock's nanoseconds, mixed).
-fn random_below(n: u64) -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_nanos() as u64;
-    let mut x = nanos ^ 0x9E37_79B9_7F4A_7C15;
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x % n
-}
-
 /// Gateway and endpoint requests from a thread of its own until stopped (or 2,000 at most);
 /// failures are counted, not fatal (the process is killed under it).
 struct Load {
@@ -466,7 +453,7 @@ fn a_sigkill_under_load_leaves_a_log_that_verifies_or_is_repaired_and_goes_on() 
 
         let first = serve(&dir, &section, "first");
         let load = Load::start(&first);
-        let delay = 50 + random_below(351);
+        let delay = 50 + common::random_below(351);
         std::thread::sleep(Duration::from_millis(delay));
         let mut first = first;
         first.child.kill().expect("SIGKILL");

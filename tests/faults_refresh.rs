@@ -15,12 +15,11 @@
 
 mod common;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::lotl_world::{World, in_days};
+use common::lotl_world::{World, in_days, lotl_config};
 use http::StatusCode;
 use psp_testkit::server::Files;
 
@@ -43,19 +42,6 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// A pseudo-random number in `0..n` (the clock's nanoseconds, mixed).
-fn random_below(n: u64) -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_nanos() as u64;
-    let mut x = nanos ^ 0x9E37_79B9_7F4A_7C15;
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x % n.max(1)
-}
-
 /// Runs `args` to its end; returns how long it took.
 fn timed(args: &[&str]) -> (Output, Duration) {
     let started = Instant::now();
@@ -68,7 +54,7 @@ fn timed(args: &[&str]) -> (Output, Duration) {
 fn kill_point(round: u64, full: Duration) -> Duration {
     let span = full.as_micros() as u64 * 6 / 5;
     let slot = span / ROUNDS;
-    Duration::from_micros(slot * (round - 1) + random_below(slot))
+    Duration::from_micros(slot * (round - 1) + common::random_below(slot))
 }
 
 /// Starts `args` and kills it (SIGKILL) `after`; whether it had ended by then.
@@ -234,34 +220,9 @@ async fn trust_fetch_killed_at_any_point_leaves_a_lotl_with_its_pivots_and_whole
     running.stop().await;
 }
 
-/// A configuration in `w`'s directory with one LOTL source at `files`' `/lotl.xml`, pinned
-/// to `k0`, CZ only; `extra` lines in `[trust]`.
+/// [`lotl_config`] in `w`'s directory for `files`' `/lotl.xml`, pinned to `k0`.
 fn trust_config(w: &World, files: &Files, extra: &str) -> PathBuf {
-    let config = w.dir().join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[revocation]
-allow_destinations = "loopback"
-
-[trust]
-cache_dir = "cache"
-{extra}
-
-[[trust.sources]]
-name = "eu"
-qtsp_source = "EIDAS"
-qtsp_jurisdiction = "EEA"
-valid_for = ["EEA"]
-lotl = {{ location = "{}", signers = ["{}"], territories = ["CZ"] }}
-"#,
-            files.url("/lotl.xml"),
-            w.k0.cert_pem.display()
-        ),
-    )
-    .expect("config");
-    config
+    lotl_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, extra)
 }
 
 /// A list host that answers garbage, serves a document past the size cap, or answers nothing
@@ -367,38 +328,6 @@ fn register_json(entities: usize, tag: u64) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// The published ZIP: the JSON and its `.sha256`.
-fn register_zip(json: &[u8]) -> Vec<u8> {
-    let hash = psp_gateway::hex::lower(&psp_gateway::hex::sha256(json));
-    let mut out = std::io::Cursor::new(Vec::new());
-    let mut w = zip::ZipWriter::new(&mut out);
-    let options = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated);
-    w.start_file("PSDMD_20260816.json", options)
-        .expect("member");
-    w.write_all(json).expect("write");
-    w.start_file("PSDMD_20260816.json.sha256", options)
-        .expect("member");
-    w.write_all(format!("{hash}  PSDMD_20260816.json\n").as_bytes())
-        .expect("write");
-    w.finish().expect("finish");
-    out.into_inner()
-}
-
-/// Publishes `zip` as EBA does: the ZIP under a dated path, and the metadata naming it.
-fn publish_register(files: &Files, zip: &[u8]) {
-    let relative = "20260816/download-PSDMD-202608160000.zip";
-    files.put(&format!("/downloads/PSDMD/{relative}"), zip.to_vec());
-    let meta = serde_json::json!({
-        "latest_version_relative_zip_path": relative,
-        "latest_version_relative_zip_size": zip.len().to_string(),
-        "sha256_hash": psp_gateway::hex::lower(&psp_gateway::hex::sha256(zip)),
-        "timestamp": "Sun Aug 16 00:00:16 UTC 2026",
-        "golden_copy_path_context": files.url("/downloads/PSDMD/"),
-    });
-    files.put("/register/api/filemetadata", meta.to_string().into_bytes());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_fetch_killed_at_any_point_leaves_one_published_register_whole() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("faults_refresh/register");
@@ -419,10 +348,10 @@ async fn register_fetch_killed_at_any_point_leaves_one_published_register_whole(
     let target = dir.join("eba.zip");
     // 20,000 entities: a few MB of JSON, so that writing and loading take a while.
     let versions: Vec<Vec<u8>> = (0..=ROUNDS + 2)
-        .map(|v| register_zip(&register_json(20_000, v)))
+        .map(|v| common::eba::zip_of(&register_json(20_000, v)))
         .collect();
 
-    publish_register(&files, &versions[1]);
+    common::eba::publish_whole(&files, &versions[1]);
     let (first, full) = timed(&fetch);
     assert!(first.status.success(), "{}", text(&first));
     let mut stored = 1;
@@ -430,7 +359,7 @@ async fn register_fetch_killed_at_any_point_leaves_one_published_register_whole(
 
     let mut tally = Tally::default();
     for round in 2..=ROUNDS + 1 {
-        publish_register(&files, &versions[round as usize]);
+        common::eba::publish_whole(&files, &versions[round as usize]);
         let after = kill_point(round - 1, full);
         if killed_after(&fetch, after) {
             tally.ended += 1;
@@ -454,7 +383,7 @@ async fn register_fetch_killed_at_any_point_leaves_one_published_register_whole(
     );
 
     let last = ROUNDS as usize + 2;
-    publish_register(&files, &versions[last]);
+    common::eba::publish_whole(&files, &versions[last]);
     let done = bin(&fetch);
     assert!(done.status.success(), "{}", text(&done));
     assert!(std::fs::read(&target).expect("stored") == versions[last]);

@@ -247,7 +247,21 @@ async fn check_async(stream: &mut tokio::net::TcpStream, eidas: &str) -> u16 {
     }
 }
 
-/// RSS growth of `serve` per connection, in KiB, once `after` more connections are held.
+/// A new mTLS connection to the gateway with one call answered 200 on it, kept open.
+async fn gateway_call(
+    gateway: SocketAddr,
+    tls: &std::sync::Arc<rustls::ClientConfig>,
+) -> hyper::client::conn::http1::SendRequest<common::tls_client::ReqBody> {
+    let mut h1 = common::tls_client::open_h1(gateway, tls.clone()).await;
+    let r = h1
+        .send_request(common::tls_client::get("/v1/accounts"))
+        .await
+        .expect("gateway call");
+    assert!(r.status().is_success(), "{r:?}");
+    h1
+}
+
+/// RSS growth of `serve` since `before`, per connection of `connections` now held, in KiB.
 fn per_connection(serve: &Serve, before: u64, connections: usize) -> f64 {
     std::thread::sleep(Duration::from_millis(300));
     (serve.rss().saturating_sub(before)) as f64 / connections as f64 / 1024.0
@@ -274,12 +288,7 @@ async fn memory_per_connection_stays_within_its_documented_bounds() {
         }
     }
     for _ in 0..3 {
-        let mut h1 = common::tls_client::open_h1(gateway, tls.clone()).await;
-        let r = h1
-            .send_request(common::tls_client::get("/v1/accounts"))
-            .await
-            .expect("gateway call");
-        assert!(r.status().is_success(), "{r:?}");
+        gateway_call(gateway, &tls).await;
     }
 
     // 1. 200 idle keep-alive connections to the check endpoint, each after one check.
@@ -298,13 +307,7 @@ async fn memory_per_connection_stays_within_its_documented_bounds() {
     let before = serve.rss();
     let mut gateways = Vec::new();
     for _ in 0..60 {
-        let mut h1 = common::tls_client::open_h1(gateway, tls.clone()).await;
-        let r = h1
-            .send_request(common::tls_client::get("/v1/accounts"))
-            .await
-            .expect("gateway call");
-        assert!(r.status().is_success(), "{r:?}");
-        gateways.push(h1);
+        gateways.push(gateway_call(gateway, &tls).await);
     }
     let mtls_kib = per_connection(&serve, before, gateways.len());
     // 3. 200 connections each holding 60 KiB of a request head it never finishes (the

@@ -5,13 +5,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::data;
-use common::lotl_world::{CZ_2019, World, in_days, rfc3339};
+use common::lotl_world::{CZ_2019, World, in_days, lotl_config, rfc3339};
 use common::xmlsec::{Scratch, b64, rsa_signer, sign_list, strip_signature};
 use http::StatusCode;
 use psp_gateway::trust::lotl;
@@ -45,34 +45,6 @@ fn pem(der: &[u8]) -> String {
         "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
         lines.join("\n")
     )
-}
-
-/// A configuration file in `dir` with one LOTL source.
-fn write_config(dir: &Path, lotl_url: &str, signers_pem: &Path, extra_trust: &str) -> PathBuf {
-    let path = dir.join("gateway.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[revocation]
-allow_destinations = "loopback"
-
-[trust]
-cache_dir = "cache"
-{extra_trust}
-
-[[trust.sources]]
-name = "eu"
-qtsp_source = "EIDAS"
-qtsp_jurisdiction = "EEA"
-valid_for = ["EEA"]
-lotl = {{ location = "{lotl_url}", signers = ["{}"], territories = ["CZ"] }}
-"#,
-            signers_pem.display()
-        ),
-    )
-    .expect("write config");
-    path
 }
 
 const LOTL_2019: &str = "trusted-lists/eu-lotl_seq248_2019-09-04.xml";
@@ -110,7 +82,7 @@ async fn the_real_lotl_authorises_the_real_czech_list_and_its_qwac_from_a_local_
         cz_location_2019(),
         files.url("/cz.xml")
     );
-    let config = write_config(dir, &files.url("/eu-lotl.xml"), &pinned, &mirror);
+    let config = lotl_config(dir, &files.url("/eu-lotl.xml"), &pinned, &mirror);
     let config_arg = config.to_str().expect("UTF-8 path");
 
     let fetch = tokio::task::spawn_blocking({
@@ -242,7 +214,7 @@ async fn a_refresh_stores_a_new_sequence_and_refuses_a_replayed_or_stale_list() 
     let cz_url = files.url("/cz.xml");
     files.put("/lotl.xml", w.lotl(1, &w.k0, &[&w.k0], &[], &cz_url));
     files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
-    let config = write_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
+    let config = lotl_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
 
     let first = fetch(&config).await;
     assert!(first.status.success(), "{}", text(&first));
@@ -336,7 +308,7 @@ async fn pivots_carry_trust_from_the_pinned_key_oldest_first_and_a_broken_link_k
         "/lotl.xml",
         w.lotl(12, &w.k2, &[&w.k2], &[p11.clone(), p10.clone()], &cz_url),
     );
-    let config = write_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
+    let config = lotl_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
     let ok = fetch(&config).await;
     assert!(ok.status.success(), "{}", text(&ok));
     assert!(
@@ -402,7 +374,7 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
     // The Czech list becomes stale 15 seconds from now (time to sign it and start).
     let soon = OffsetDateTime::now_utc() + time::Duration::seconds(15);
     files.put("/cz.xml", w.cz(100, soon, &w.cz));
-    let path = write_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
+    let path = lotl_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
     // /readyz also wants a register: the sandbox's.
     let text = format!(
         "{}\n[admin]\nlisten = \"127.0.0.1:0\"\n\n[[registers.files]]\npath = \"{}\"\nformat = \"native\"\n",

@@ -1,13 +1,41 @@
 //! A synthetic EU list of the lists and Czech list, signed by `xmlsec1` with keys made here
 //! and dated around now: the LOTL refresh tests (`trust_lotl`, `faults_refresh`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::data;
 use super::xmlsec::{Scratch, Signer, b64, rsa_signer, sign_list, strip_signature};
+
+/// A configuration file in `dir` with one LOTL source.
+pub fn lotl_config(dir: &Path, lotl_url: &str, signers_pem: &Path, extra_trust: &str) -> PathBuf {
+    let path = dir.join("gateway.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[revocation]
+allow_destinations = "loopback"
+
+[trust]
+cache_dir = "cache"
+{extra_trust}
+
+[[trust.sources]]
+name = "eu"
+qtsp_source = "EIDAS"
+qtsp_jurisdiction = "EEA"
+valid_for = ["EEA"]
+lotl = {{ location = "{lotl_url}", signers = ["{}"], territories = ["CZ"] }}
+"#,
+            signers_pem.display()
+        ),
+    )
+    .expect("write config");
+    path
+}
 
 /// The real Czech list of 2019 (sequence 77), re-signed by [`World::cz`].
 pub const CZ_2019: &str = "trusted-lists/CZ-tl_seq77_2019-08-23.xml";

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod eba;
 pub mod edge_proxies;
 pub mod evidence_py;
 pub mod ext_authz_client;
@@ -219,3 +220,16 @@ jurisdiction = \"XX\"
 tls = { cert = \"certs/server/cert.pem\", key = \"certs/server/key.pem\" }
 upstream = \"sandbox-echo\"
 ";
+
+/// A pseudo-random number in `0..n` (no RNG crate needed: the clock's nanoseconds, mixed).
+pub fn random_below(n: u64) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos() as u64;
+    let mut x = nanos ^ 0x9E37_79B9_7F4A_7C15;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x % n.max(1)
+}
