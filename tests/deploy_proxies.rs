@@ -22,6 +22,8 @@
 //! certificate header's encoding, the original request, the identity on the way to the API,
 //! and a client's own copies of those headers gone.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -30,6 +32,7 @@ use std::process::{Child, Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::edge_proxies::free_port;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -521,14 +524,6 @@ impl Drop for Running {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 fn start(mut command: Command, port: u16, log: &Path) -> Running {

@@ -84,13 +84,23 @@ impl Proxy {
     }
 }
 
-/// A port free on 127.0.0.1 now (the proxies cannot be told to choose one and report it).
+/// A port free on 127.0.0.1 now, for a proxy to listen on (the proxies cannot be told to
+/// choose one and report it). Taken below Linux's ephemeral range (32768-60999), so that no
+/// outgoing connection can take it between now and the proxy's bind (a port the kernel hands
+/// out, as `127.0.0.1:0` does, can: Caddy once found its port in use), and distinct for every
+/// call in this process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    // Test binaries run one at a time; the process id spreads them anyway.
+    let base = 20_000 + (std::process::id() % 1_000) as u16 * 12;
+    for _ in 0..1_000 {
+        let port = 20_000 + (base - 20_000 + NEXT.fetch_add(1, Ordering::Relaxed)) % 12_000;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between 20000 and 31999 on 127.0.0.1")
 }
 
 /// A fresh directory for one proxy's configuration, logs and state.
@@ -253,7 +263,11 @@ pub fn caddy_config(doors: &[Door], api: SocketAddr) -> String {
             text.push_str(&replaced(
                 site,
                 &[
-                    ("api.bank.nl {", format!("{} {{", addresses.join(", "))),
+                    // On loopback only (Caddy binds every address otherwise).
+                    (
+                        "api.bank.nl {",
+                        format!("{} {{\n\tbind 127.0.0.1", addresses.join(", ")),
+                    ),
                     (
                         "/etc/caddy/tls/api.bank.nl.crt",
                         pki_file(&format!("server/{}.pem", s.certificate)),
