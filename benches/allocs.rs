@@ -8,6 +8,10 @@
 //! and 9090 (the sandbox PKI's CRL and OCSP URLs name 9090), so nothing else may hold them.
 //! The client is a plain socket with one request written and each answer read into a buffer
 //! on the stack: it allocates nothing itself.
+//!
+//! `ALLOCS_SITES=FILE` writes dhat's profile of the whole run (its allocation sites with
+//! their call stacks) to FILE as well: `benches/dhat_sites.py FILE` lists the sites that
+//! allocate once or more per request.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -73,7 +77,13 @@ fn per_request(stream: &mut TcpStream, request: &[u8], expect: u16) -> (f64, f64
 }
 
 fn main() {
-    let _profiler = dhat::Profiler::builder().testing().build();
+    let _profiler = match std::env::var_os("ALLOCS_SITES") {
+        Some(file) => dhat::Profiler::builder()
+            .file_name(PathBuf::from(file))
+            .trim_backtraces(Some(24))
+            .build(),
+        None => dhat::Profiler::builder().testing().build(),
+    };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let _logs = psp_gateway::telemetry::init_with_audit(None);
     let runtime = tokio::runtime::Builder::new_multi_thread()
