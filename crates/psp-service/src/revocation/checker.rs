@@ -260,6 +260,19 @@ fn signers_digest(crl_signers: &[&PspCertificate]) -> [u8; 32] {
 /// Anything cached, with the time-to-live computed when it was made.
 trait Expiring {
     fn ttl(&self) -> Duration;
+
+    /// The wall-clock time of the fetch: what a cached failure was judged at.
+    fn fetched_at(&self) -> OffsetDateTime;
+
+    /// Whether this entry, read at `now`, was judged at a time a steady clock could not have
+    /// kept it to: before its fetch, or after its end, by more than `skew`. The wall clock was
+    /// stepped: "thisUpdate in the future" or "stale" was said of another time, so a failure
+    /// is dropped and the method tried again (once per key and step) rather than repeated
+    /// until it expires.
+    fn judged_at_another_time(&self, now: OffsetDateTime, skew: Duration) -> bool {
+        let judged_at = self.fetched_at();
+        now < judged_at - skew || now > judged_at + self.ttl() + skew
+    }
 }
 
 struct PerEntryExpiry;
@@ -287,23 +300,13 @@ struct OcspEntry {
     fetched_at: OffsetDateTime,
 }
 
-/// Whether a failure judged at `judged_at` and cached for `ttl` is being read at a `now`
-/// it could not have lived to on a steady clock: before `judged_at`, or after its end, by
-/// more than `skew`. The wall clock was stepped: "thisUpdate in the future" or "stale" was
-/// said of another time, so the failure is dropped and the method tried again (once per key
-/// and step) rather than repeated until it expires.
-fn judged_at_another_time(
-    judged_at: OffsetDateTime,
-    ttl: Duration,
-    now: OffsetDateTime,
-    skew: Duration,
-) -> bool {
-    now < judged_at - skew || now > judged_at + ttl + skew
-}
-
 impl Expiring for OcspEntry {
     fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    fn fetched_at(&self) -> OffsetDateTime {
+        self.fetched_at
     }
 }
 
@@ -321,6 +324,10 @@ struct CrlEntry {
 impl Expiring for CrlEntry {
     fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    fn fetched_at(&self) -> OffsetDateTime {
+        self.fetched_at
     }
 }
 
@@ -542,15 +549,7 @@ impl Inner {
                     }
                     self.ocsp_cache.invalidate(&key).await;
                 }
-                Err(_)
-                    if !fetched
-                        && judged_at_another_time(
-                            entry.fetched_at,
-                            entry.ttl,
-                            now,
-                            self.settings.skew,
-                        ) =>
-                {
+                Err(_) if !fetched && entry.judged_at_another_time(now, self.settings.skew) => {
                     self.ocsp_cache.invalidate(&key).await;
                 }
                 Err(reason) => {
@@ -773,12 +772,7 @@ impl Inner {
                 Err(_)
                     if !fetched
                         && !retried
-                        && judged_at_another_time(
-                            entry.fetched_at,
-                            entry.ttl,
-                            now,
-                            self.settings.skew,
-                        ) =>
+                        && entry.judged_at_another_time(now, self.settings.skew) =>
                 {
                     self.crl_cache.invalidate(&key).await;
                     retried = true;
