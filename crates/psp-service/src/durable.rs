@@ -10,12 +10,16 @@
 //! 2. the temporary file is renamed over the name;
 //! 3. the directory is `fsync`ed, so the rename itself survives a power cut.
 //!
+//! A temporary file is created new (`O_CREAT | O_EXCL`): a name someone planted in the
+//! directory beforehand, a symbolic link to another file included, is removed and never
+//! written through.
+//!
 //! A process killed between 1 and 2 leaves its temporary file behind. Readers never open
 //! one (they open the name), and the next write of the same name removes the temporaries of
 //! processes that no longer run (the process id in the name, looked up in `/proc`); a
 //! temporary file of a running process, this one's or another's, is left alone.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,7 +38,7 @@ pub fn write_atomic_with(
 ) -> io::Result<()> {
     let tmp = temporary(path)?;
     let written = (|| {
-        let mut f = File::create(&tmp)?;
+        let mut f = create(&tmp)?;
         write(&mut f)?;
         f.sync_all()
     })();
@@ -61,12 +65,25 @@ pub fn copy_atomic(from: &Path, to: &Path) -> io::Result<()> {
 /// something with the written file before it replaces `path` (a downloaded register is
 /// loaded first): write it, `sync_all` it, then [`commit`] it or remove it.
 pub fn temporary(path: &Path) -> io::Result<PathBuf> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = parent(path);
     let name = file_name(path);
     remove_stale(dir, &name);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     Ok(dir.join(format!(".{name}.{}-{n}.tmp", std::process::id())))
+}
+
+/// Creates the temporary file `tmp`, new: whatever already has its name (a link someone
+/// planted, a file left by an earlier process with the same id) is removed first, once; it is
+/// never opened, so never written through.
+pub fn create(tmp: &Path) -> io::Result<File> {
+    let open = || OpenOptions::new().write(true).create_new(true).open(tmp);
+    match open() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(tmp)?;
+            open()
+        }
+        other => other,
+    }
 }
 
 /// Renames the written and synced `tmp` over `path`, then syncs the directory; on failure
@@ -83,6 +100,9 @@ pub fn commit(tmp: &Path, path: &Path) -> io::Result<()> {
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
+
+/// Numbers the temporary files of this process.
+static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 fn parent(path: &Path) -> &Path {
     match path.parent() {
@@ -167,6 +187,28 @@ mod tests {
         assert!(failed.is_err());
         assert_eq!(std::fs::read(&path).expect("read"), b"old");
         assert_eq!(names(&dir), ["register.json"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Someone who can write to the directory plants symbolic links under the temporary
+    /// names the next writes will use, pointing at a file of theirs' choosing: a write replaces
+    /// the name whole and the file they point at is untouched.
+    #[test]
+    fn a_link_planted_under_a_temporary_name_is_never_written_through() {
+        let dir = scratch("planted");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"not yours").expect("write");
+        let next = COUNTER.load(Ordering::Relaxed);
+        // Other tests in this binary take numbers too: plant the next hundred.
+        for n in next..next + 100 {
+            let name = dir.join(format!(".CZ.xml.{}-{n}.tmp", std::process::id()));
+            std::os::unix::fs::symlink(&victim, name).expect("plant a link");
+        }
+        let path = dir.join("CZ.xml");
+        write_atomic(&path, b"the list").expect("write");
+        assert_eq!(std::fs::read(&path).expect("read"), b"the list");
+        assert!(!std::fs::symlink_metadata(&path).expect("stat").is_symlink());
+        assert_eq!(std::fs::read(&victim).expect("read"), b"not yours");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

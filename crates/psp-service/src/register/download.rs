@@ -306,7 +306,7 @@ fn write_load_replace(
     check_config: &RegisterConfig,
 ) -> Result<usize, FetchEbaError> {
     let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(tmp)?;
+        let mut f = crate::durable::create(tmp)?;
         std::io::Write::write_all(&mut f, zip)?;
         f.sync_all()
     };
