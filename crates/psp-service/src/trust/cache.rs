@@ -196,12 +196,18 @@ impl SourceCache {
     /// pivots under the new LOTL's id, then `lotl.xml`, then the old pivots removed (see the
     /// module documentation).
     ///
-    /// The LOTL stored already (a refresh that found it unchanged) is left as it is: its
-    /// pivots verified these same bytes, and rewriting them in place would open the window a
-    /// kill could leave it without them.
+    /// The LOTL stored already with these same pivots (a refresh that found nothing new) is
+    /// left as it is: rewriting its pivots in place would open a window where a kill leaves
+    /// it without them. Only pivots that differ (a file damaged on the disk) are rewritten.
     pub fn store_lotl(&self, lotl: &[u8], pivots: &[Vec<u8>]) -> io::Result<()> {
         let stored = self.pivots_of(lotl);
-        if stored.is_dir() && self.read_lotl()?.as_deref() == Some(lotl) {
+        if stored.is_dir()
+            && self.read_lotl()?.as_deref() == Some(lotl)
+            && read_xml_files(&stored)?
+                .into_iter()
+                .map(|(_, bytes)| bytes)
+                .eq(pivots.iter().cloned())
+        {
             self.remove_pivots_except(&stored);
             return Ok(());
         }
@@ -413,7 +419,7 @@ mod tests {
     /// Storing the LOTL that is stored already leaves its pivots' files as they are (the same
     /// inodes): a kill during a refresh that found nothing new cannot cost the pivots.
     #[test]
-    fn storing_the_stored_lotl_again_rewrites_nothing() {
+    fn storing_the_stored_lotl_again_rewrites_nothing_unless_a_pivot_was_damaged() {
         use std::os::unix::fs::MetadataExt as _;
         let root = scratch("again");
         let c = SourceCache::new(&root, "eu");
@@ -425,6 +431,12 @@ mod tests {
             .expect("store again");
         assert_eq!(inode(&c.lotl_path()), lotl_before);
         assert_eq!(inode(&pivot), pivot_before);
+        assert_eq!(stored(&c), unit(b"same", &[b"p0"]));
+        // A pivot damaged on the disk is not kept for being under the right name: the next
+        // store of the same LOTL writes it again.
+        std::fs::write(&pivot, b"damaged").expect("damage");
+        c.store_lotl(b"same", &[b"p0".to_vec()])
+            .expect("store to repair");
         assert_eq!(stored(&c), unit(b"same", &[b"p0"]));
         std::fs::remove_dir_all(&root).expect("clean up");
     }
