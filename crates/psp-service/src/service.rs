@@ -386,9 +386,9 @@ impl CheckService {
         let entry = loop {
             attempts += 1;
             let run = self.run_check(
-                certificate.clone(),
-                intermediates.clone(),
-                data.clone(),
+                &certificate,
+                &intermediates,
+                &data,
                 jurisdiction,
                 now,
                 validity_ttl,
@@ -421,9 +421,9 @@ impl CheckService {
     #[allow(clippy::too_many_arguments)]
     async fn run_check(
         &self,
-        certificate: Arc<PspCertificate>,
-        intermediates: Arc<Vec<PspCertificate>>,
-        data: Arc<ReferenceData>,
+        certificate: &PspCertificate,
+        intermediates: &[PspCertificate],
+        data: &ReferenceData,
         jurisdiction: CountryCode,
         now: OffsetDateTime,
         validity_ttl: Duration,
@@ -434,8 +434,8 @@ impl CheckService {
         let register_span =
             tracing::trace_span!(target: "psp_trace", parent: span, "register lookup");
         let input = CheckInput {
-            certificate: &certificate,
-            intermediates: &intermediates,
+            certificate,
+            intermediates,
             jurisdiction,
             now,
         };
@@ -449,7 +449,7 @@ impl CheckService {
             .await;
         let mut report =
             register_span.in_scope(|| check::report(&input, snapshots, &resolution, &evidence));
-        self.fca_home(&mut report, &certificate, &data.registers, jurisdiction)
+        self.fca_home(&mut report, certificate, &data.registers, jurisdiction)
             .instrument(register_span)
             .await;
         let mut ttl = evidence_ttl(validity_ttl, &evidence, now);
