@@ -36,28 +36,36 @@ wait_port() {
 
 # The small upstream every proxy under test forwards to: nginx on 127.0.0.1:18080 answering
 # 200 with a small JSON body. `nginx_conf EXTRA_HTTP_BLOCK` writes $work/nginx.conf: one
-# process (master_process off), its own prefix, no access log.
+# process (master_process off), its own prefix, no access log, the upstream and EXTRA.
 nginx_conf() {
-  cat >"$work/nginx.conf" <<CONF
-daemon off;
-master_process off;
-worker_processes 1;
-error_log $work/logs/nginx-error.log warn;
-pid $work/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx-body;
-  proxy_temp_path $work/nginx-proxy;
-  fastcgi_temp_path $work/nginx-fastcgi;
-  uwsgi_temp_path $work/nginx-uwsgi;
-  scgi_temp_path $work/nginx-scgi;
+  nginx_conf_as nginx "
   server {
     listen 127.0.0.1:18080;
     keepalive_requests 1000000;
-    location / { default_type application/json; return 200 '{"ok":true}'; }
+    location / { default_type application/json; return 200 '{\"ok\":true}'; }
   }
-$1
+$1"
+}
+
+# nginx_conf_as NAME HTTP_BLOCK: $work/NAME.conf, one nginx process of its own (its pid file,
+# error log and temporary directories named NAME) serving HTTP_BLOCK, no access log unless a
+# server of HTTP_BLOCK sets one.
+nginx_conf_as() {
+  cat >"$work/$1.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+error_log $work/logs/$1-error.log warn;
+pid $work/$1.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/$1-body;
+  proxy_temp_path $work/$1-proxy;
+  fastcgi_temp_path $work/$1-fastcgi;
+  uwsgi_temp_path $work/$1-uwsgi;
+  scgi_temp_path $work/$1-scgi;
+$2
 }
 CONF
 }

@@ -43,8 +43,13 @@ else
 fi
 
 cat certs/ca/qtsp-issuing.pem certs/ca/qtsp-root.pem >"$work/client-ca.pem"
-# nginx: the upstream (lib.sh), and in front of it the proxy under comparison, with session
-# resumption (18443) and without (18445).
+# nginx: the upstream (lib.sh) in a process of its own, and in another the proxy under
+# comparison, with session resumption (18443), without (18445), and with resumption and a
+# JSON access line per request written through a 64 KiB buffer (18447: the twin of the
+# gateway's audit record, which its log thread writes in batches). Until 2026-11-26 the
+# upstream ran inside the proxying nginx's own process: nginx then reached its upstream
+# without a switch between processes, which the gateway cannot, and its CPU time counted
+# the upstream's work too.
 # tls_proxy PORT SESSION_DIRECTIVES: nginx verifying the client certificate and proxying to
 # the upstream with keep-alive.
 tls_proxy() {
@@ -68,11 +73,22 @@ tls_proxy() {
   }
 EOF
 }
+# The access line: what the gateway's audit record says of a call, as far as nginx knows it.
+access_format="log_format audit escape=json '{\"time\":\"\$time_iso8601\",\"request_id\":\"\$request_id\",'
+  '\"peer\":\"\$remote_addr:\$remote_port\",\"resumed\":\"\$ssl_session_reused\",'
+  '\"fingerprint\":\"\$ssl_client_fingerprint\",\"subject\":\"\$ssl_client_s_dn\",'
+  '\"verify\":\"\$ssl_client_verify\",\"method\":\"\$request_method\",\"path\":\"\$uri\",'
+  '\"status\":\$status,\"upstream_status\":\"\$upstream_status\",\"duration\":\$request_time}';"
 proxies="  upstream up { server 127.0.0.1:18080; keepalive 64; }
+  $access_format
 $(tls_proxy 18443 'ssl_session_cache shared:SSL:10m; ssl_session_tickets on;')
-$(tls_proxy 18445 'ssl_session_cache off; ssl_session_tickets off;')"
-nginx_conf "$proxies"
+$(tls_proxy 18445 'ssl_session_cache off; ssl_session_tickets off;')
+$(tls_proxy 18447 "ssl_session_cache shared:SSL:10m; ssl_session_tickets on; access_log $work/logs/access.jsonl audit buffer=64k;")"
+nginx_conf ""
 "${server_cpu[@]}" nginx -c "$work/nginx.conf" -p "$work" &
+started $!
+nginx_conf_as proxy "$proxies"
+"${server_cpu[@]}" nginx -c "$work/proxy.conf" -p "$work" &
 nginx_pid=$!
 started "$nginx_pid"
 
@@ -80,7 +96,7 @@ started "$nginx_pid"
 # resumption on other ports.
 gateway_config 8080 8443 9090 >"$work/gateway.toml"
 gateway_config 8081 8444 9091 |
-  sed -e 's|key = "\([^"]*\)/certs/server/key.pem" }|key = "\1/certs/server/key.pem", session_resumption = false }|' \
+  sed -e 's|^\(tls = { cert = "[^"]*", key = "[^"]*"\) }|\1, session_resumption = false }|' \
     >"$work/gateway-noresume.toml"
 grep -q "session_resumption = false" "$work/gateway-noresume.toml"
 "${server_cpu[@]}" ./target/release/psp-gateway serve --config "$work/gateway.toml" \
@@ -91,7 +107,7 @@ started "$gateway_pid"
   >"$work/logs/gateway-noresume.log" 2>&1 &
 gateway2_pid=$!
 started "$gateway2_pid"
-for port in 18080 18443 18445 8080 8443 8081 8444; do wait_port "$port"; done
+for port in 18080 18443 18445 18447 8080 8443 8081 8444; do wait_port "$port"; done
 
 # The endpoint's cached answer, and a bare handler answering as many bytes.
 endpoint="http://127.0.0.1:8080/v1/psp/eidas?jurisdiction=XX"
@@ -140,6 +156,7 @@ PY
 
 gw=https://127.0.0.1:8443/v1/accounts
 ng=https://127.0.0.1:18443/v1/accounts
+nl=https://127.0.0.1:18447/v1/accounts
 
 # PROFILE=1: flame graphs of psp-gateway on the keep-alive gateway path and on the cached
 # endpoint (perf sampling at 999 Hz with DWARF call stacks, folded by inferno), then stop.
@@ -169,7 +186,12 @@ fi
 for round in 1 2; do
   run "keepalive-gateway-$round" "$gateway_pid" 200 "${tls[@]}" "$gw"
   run "keepalive-nginx-$round" "$nginx_pid" 200 "${tls[@]}" "$ng"
+  run "keepalive-nginxlog-$round" "$nginx_pid" 200 "${tls[@]}" "$nl"
 done
+# The access lines nginx wrote must be there, one per request (a buffer of 64 KiB may hold
+# the last few until nginx exits).
+lines=$(wc -l <"$work/logs/access.jsonl")
+[ "$lines" -gt 1000 ] || { echo "nginx wrote $lines access lines" >&2; exit 1; }
 nginx_max=$(awk '/^keepalive-nginx-/ {s += $2; n++} END {printf "%d", s / n}' "$work/runs")
 half=$((nginx_max / 2))
 run "halfrate-gateway" "$gateway_pid" 200 -q "$half" "${tls[@]}" "$gw"
@@ -195,7 +217,8 @@ for line in open(sys.argv[1]):
     name, rps, p50, p99, cpu = line.split()
     runs[name] = (float(rps), float(p50), float(p99), float(cpu))
 def mean(prefix, i):
-    vals = [v[i] for k, v in runs.items() if k.startswith(prefix)]
+    vals = [v[i] for k, v in runs.items()
+            if k == prefix or (k.startswith(prefix + "-") and k[len(prefix) + 1:].isdigit())]
     return sum(vals) / len(vals)
 model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
@@ -206,6 +229,7 @@ print("| what | psp-gateway | baseline | ratio | target |")
 print("|---|---|---|---|---|")
 rows = [
     ("keep-alive mTLS proxying, requests/s", "keepalive-gateway", "keepalive-nginx", 0, "nginx", "≥ 1.2×", "keep-alive proxying"),
+    ("same, against nginx with a JSON access line, requests/s", "keepalive-gateway", "keepalive-nginxlog", 0, "nginx + access line", "≥ 1.3×", "keep-alive vs nginx logging"),
     ("p50 latency at full load, ms", "keepalive-gateway", "keepalive-nginx", 1, "nginx", "", None),
     (f"p99 latency at 50 % of nginx's maximum ({int(sys.argv[3]) // 2} requests/s), ms", "halfrate-gateway", "halfrate-nginx", 2, "nginx", "≤ 1×", None),
     ("requests/s achieved at that rate", "halfrate-gateway", "halfrate-nginx", 0, "nginx", "", None),
