@@ -23,7 +23,6 @@
 #![warn(unreachable_pub)]
 
 // The layers below, named as modules of this crate inside it.
-use psp_cert::hex;
 use psp_service::telemetry;
 
 mod certificate;

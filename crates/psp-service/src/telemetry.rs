@@ -3,6 +3,7 @@
 //! with `[audit] file`, they also go to a chained audit log ([`audit`]).
 
 pub mod audit;
+pub mod log_writer;
 pub mod merkle;
 pub mod metrics;
 pub mod otlp;
@@ -21,26 +22,20 @@ use tracing_subscriber::{EnvFilter, Layer};
 /// `serve` holds it until it exits.
 #[must_use = "dropping the guard stops the log writer"]
 pub struct LogGuard {
-    _writer: Option<tracing_appender::non_blocking::WorkerGuard>,
+    _writer: Option<log_writer::LogWriterGuard>,
     /// The trace exporter, when `OTEL_EXPORTER_OTLP_*` turned it on: dropped after the
     /// writer, it sends its last batch.
     _traces: Option<otlp::TraceExport>,
 }
 
-/// Lines queued for the log writer at most; past it, a request waits for the writer (no
-/// line is dropped).
-const QUEUED_LOG_LINES: usize = 128_000;
-/// The log writer's buffer: the lines queued while it wrote are written together.
-const LOG_WRITE_BUFFER: usize = 64 * 1024;
-
 /// Installs the global subscriber, with the audit records (target `audit`) also appended to
 /// `audit_log`; a second call does nothing.
 ///
 /// JSON lines (stderr not a terminal) are formatted on the calling thread and written by a
-/// thread of their own, which writes the lines queued meanwhile in one `write`: at load, one
-/// system call serves many lines, instead of one per line on the request path. No line is
-/// dropped (a full queue makes callers wait), and the queue is written out when the guard is
-/// dropped. The chained audit file ([`audit`]) is written and flushed per record as before.
+/// thread of their own ([`log_writer`]), which writes the lines of each interval (10 ms) in
+/// one `write`: at load, one system call serves hundreds of lines, and the request threads
+/// make none. No line is dropped (8 MiB pending make callers wait), and what is pending is
+/// written out when the guard is dropped. The chained audit file ([`audit`]) is written and flushed per record as before.
 ///
 /// With `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) set, the spans of
 /// [`otlp::SPAN_TARGET`] are also exported over OTLP/HTTP ([`otlp`]); called on a tokio
@@ -76,14 +71,23 @@ pub fn init_with_audit(audit_log: Option<Arc<audit::AuditLog>>) -> LogGuard {
             _traces: traces,
         };
     }
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .buffered_lines_limit(QUEUED_LOG_LINES)
-        .thread_name("psp-gateway-log")
-        .finish(std::io::BufWriter::with_capacity(
-            LOG_WRITE_BUFFER,
-            std::io::stderr(),
-        ));
+    let (writer, guard) = match log_writer::spawn("psp-gateway-log", std::io::stderr()) {
+        Ok(spawned) => spawned,
+        Err(e) => {
+            // No thread for the writer: lines are written by the caller, one call each.
+            eprintln!("psp-gateway: cannot start the log writer: {e}; writing lines directly");
+            let fmt = tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .json()
+                .flatten_event(true);
+            drop(registry.with(fmt.with_filter(filter)).try_init());
+            report(&traces);
+            return LogGuard {
+                _writer: None,
+                _traces: traces,
+            };
+        }
+    };
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .json()
