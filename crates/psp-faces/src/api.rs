@@ -351,26 +351,27 @@ async fn respond<B>(
         None => {
             let certificate = PspCertificate::from_der(std::mem::take(&mut params.der))
                 .map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
+            // Both paths below are rare next to a cached answer and their futures are large:
+            // boxed, so that the handler's own future (allocated and moved per request) stays
+            // small.
             if let Some(at) = params.at {
-                return audit(
+                return Box::pin(audit(
                     state,
                     certificate,
                     params.jurisdiction,
                     at,
                     &caller,
                     request_id,
-                )
+                ))
                 .await;
             }
-            state
-                .service
-                .check(
-                    Arc::new(certificate),
-                    Arc::new(Vec::new()),
-                    params.jurisdiction,
-                    OffsetDateTime::now_utc(),
-                )
-                .await
+            Box::pin(state.service.check(
+                Arc::new(certificate),
+                Arc::new(Vec::new()),
+                params.jurisdiction,
+                OffsetDateTime::now_utc(),
+            ))
+            .await
         }
     };
     let fingerprint = crate::hex::lower(&fingerprint);

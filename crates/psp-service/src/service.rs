@@ -385,15 +385,20 @@ impl CheckService {
         let mut attempts = 0;
         let entry = loop {
             attempts += 1;
-            let run = self.run_check(
-                &certificate,
-                &intermediates,
-                &data,
-                jurisdiction,
-                now,
-                validity_ttl,
-                &span,
-            );
+            // The check's future is large (revocation fetches, the register lookup) and only a
+            // miss runs it: boxed when it starts, so that a hit neither carries nor moves it.
+            let run = async {
+                Box::pin(self.run_check(
+                    &certificate,
+                    &intermediates,
+                    &data,
+                    jurisdiction,
+                    now,
+                    validity_ttl,
+                    &span,
+                ))
+                .await
+            };
             let entry = self
                 .cache
                 .entry_by_ref(&key)
