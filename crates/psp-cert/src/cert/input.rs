@@ -400,7 +400,12 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.is_empty() || haystack.len() < needle.len() {
         return None;
     }
-    haystack.windows(needle.len()).position(|w| w == needle)
+    // The first byte first: comparing whole windows called memcmp at every position, 10 % of
+    // an ext_authz Check's time on its 2 KB certificate (benches/load-ext-authz.sh).
+    let first = needle[0];
+    haystack
+        .windows(needle.len())
+        .position(|w| w[0] == first && w == needle)
 }
 
 #[cfg(test)]
