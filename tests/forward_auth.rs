@@ -976,6 +976,52 @@ async fn refusals_carry_the_built_in_proxys_status_and_code() {
     running.stop().await;
 }
 
+/// A certificate asked about again is not parsed again: its parse is shared, by the digest of
+/// its DER, with every face and connection that presents it. Each question is still decided
+/// on its own certificate: a revoked and an expired one asked between the questions of a
+/// valid one, twice over (the second round from the shared parses and the cached checks),
+/// never take the valid one's identity, nor it theirs.
+#[tokio::test]
+async fn interleaved_certificates_each_get_their_own_decision_from_the_shared_parses() {
+    let (running, fa) = gateway(&nginx_caller()).await;
+    for round in 1..=2 {
+        for (psp, refusal) in [
+            ("valid", None),
+            ("revoked", Some("certificate_revoked")),
+            ("valid", None),
+            ("expired", Some("certificate_expired")),
+            ("valid", None),
+        ] {
+            let cert = escaped_pem(psp);
+            let reply = ask(fa, &nginx_question(&cert, "/v1/accounts")).await;
+            match refusal {
+                None => {
+                    assert_allowed(&reply, "PSDXX-TEST-000001");
+                    let forwarded = reply.header("x-psp-certificate").expect("certificate");
+                    assert_eq!(
+                        psp_gateway::cert::input::decode_certificate_input(forwarded.as_bytes())
+                            .expect("x-psp-certificate decodes"),
+                        psp_der(psp),
+                        "round {round}: {psp}"
+                    );
+                }
+                Some(code) => {
+                    assert_eq!(
+                        refused(&reply),
+                        (StatusCode::UNAUTHORIZED, Some("401"), Some(code)),
+                        "round {round}: {psp}: {}",
+                        reply.said()
+                    );
+                    for name in IDENTITY {
+                        assert_eq!(reply.header(name), None, "{psp}: {}", reply.said());
+                    }
+                }
+            }
+        }
+    }
+    running.stop().await;
+}
+
 /// A certificate header that is not a certificate is 401 (the built-in proxy's status for a
 /// certificate it cannot read), never a decision on part of it.
 #[tokio::test]

@@ -1023,27 +1023,37 @@ async fn peer_identity<B>(
                 return Ok(Arc::clone(kept));
             }
             let chain = conn.tls.as_ref().map_or(&[][..], |t| &t.peer_chain[..]);
-            let key = chain_digest(chain);
-            let identity = match state.identities.get(&key).await {
-                Some(identity) => identity,
-                None => {
-                    let identity = Arc::new(PeerIdentity::from_chain(chain));
-                    state.identities.insert(key, Arc::clone(&identity)).await;
-                    // Once per new chain: count what the cache holds now, evictions applied.
-                    state.identities.run_pending_tasks().await;
-                    crate::telemetry::metrics::metrics()
-                        .client_chains
-                        .set(i64::try_from(state.identities.entry_count()).unwrap_or(i64::MAX));
-                    identity
-                }
-            };
+            let identity = shared_identity(state, chain).await;
             Ok(Arc::clone(conn.identity.get_or_init(|| identity)))
         }
         IdentitySource::Header => {
             let chain = header_chain(state, req, peer_trusted)?;
-            Ok(Arc::new(PeerIdentity::from_chain(&chain)))
+            Ok(shared_identity(state, &chain).await)
         }
     }
+}
+
+/// The parsed identity of `chain`, shared by every connection and request that presents the
+/// same certificates (by [`chain_digest`], in a bounded cache): a handshake's chain, a trusted
+/// proxy's header, an ext_authz Check's or a forward-auth request's certificate. The same
+/// bytes always parse the same way, so the first parse stands for all of them; every
+/// request is still checked.
+pub(crate) async fn shared_identity<C: AsRef<[u8]>>(
+    state: &GatewayState,
+    chain: &[C],
+) -> Arc<PeerIdentity> {
+    let key = chain_digest(chain);
+    if let Some(identity) = state.identities.get(&key).await {
+        return identity;
+    }
+    let identity = Arc::new(PeerIdentity::from_chain(chain));
+    state.identities.insert(key, Arc::clone(&identity)).await;
+    // Once per new chain: count what the cache holds now, evictions applied.
+    state.identities.run_pending_tasks().await;
+    crate::telemetry::metrics::metrics()
+        .client_chains
+        .set(i64::try_from(state.identities.entry_count()).unwrap_or(i64::MAX));
+    identity
 }
 
 /// SHA-256 over a chain's certificates, each prefixed with its length (so that no two

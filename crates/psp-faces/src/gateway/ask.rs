@@ -19,7 +19,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
 
 use super::dialect::Failure;
 use super::record::{self, Record};
-use super::{GatewayState, PeerIdentity, decide, forward, identify_in, route};
+use super::{GatewayState, decide, forward, identify_in, route};
 use crate::policy::{Reason, Rejection};
 use crate::server::{BodyError, ConnInfo, new_request_id};
 
@@ -161,7 +161,7 @@ impl GatewayState {
             return Err(Failure::PathNotNormal(path.as_str().to_owned()));
         }
         let identity = match &ask.chain {
-            Ok(chain) => Arc::new(PeerIdentity::from_chain(chain)),
+            Ok(chain) => super::shared_identity(self, chain).await,
             Err(why) => {
                 return Err(Failure::Refused(Rejection::new(
                     Reason::CertificateUnreadable,
