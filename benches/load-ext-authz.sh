@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# The external authorisation faces under load (issue 28, section 3), each beside its peer in
+# the same run, on loopback only, bounded in time:
+#
+#   benches/load-ext-authz.sh [seconds per run, default 8]
+#
+#   (a) Envoy ext_authz over gRPC (`[ext_authz]`, plain HTTP/2): benches/ext_authz_load.rs,
+#       2 connections, the same cached decision each time: as many Checks as the face answers
+#       (16 streams per connection, closed loop), then 10,000 Checks per second on a fixed
+#       schedule (latency from when each Check was due);
+#   (b) forward-auth (`[forward_auth]`, kind nginx) behind nginx `auth_request`, against the same
+#       nginx asking a bare hyper handler (examples/bare_handler.rs) instead: nginx terminates
+#       the PSP's mutual TLS (`ssl_verify_client optional_no_ca`, as deploy/nginx/), asks, and
+#       proxies to the upstream; oha measures what the client gets.
+# The gateway, nginx, the bare handler and the upstream run on core 0, the load generators on
+# core 1, A/B twice. Every Check must be allowed and every response 200, or the run fails.
+# Writes the table between the `extauthz:begin` and `extauthz:end` markers of BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+secs="${1:-8}"
+work="$root/target/load-ext-authz"
+# shellcheck source=benches/lib.sh
+. "$root/benches/lib.sh"
+
+[ "$(nproc)" -ge 2 ] || { echo "this comparison needs 2 cores" >&2; exit 2; }
+if ! need nginx; then apt_install nginx-light; fi
+need oha || cargo install --locked oha
+cargo build --release --locked --quiet --bin psp-gateway --example bare_handler
+cargo bench --locked --bench ext_authz_load --no-run --quiet 2>/dev/null
+loadgen=$(find target/release/deps -maxdepth 1 -type f -executable -name 'ext_authz_load-*' \
+  -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2)
+[ -x "$loadgen" ] || { echo "benches/ext_authz_load.rs did not build" >&2; exit 1; }
+
+{
+  gateway_config 8080 8443 9090
+  cat <<EOF
+
+[ext_authz]
+listen = "127.0.0.1:9191"
+callers = ["127.0.0.1/32"]
+
+[forward_auth]
+listen = "127.0.0.1:9292"
+
+[[forward_auth.callers]]
+kind = "nginx"
+addresses = ["127.0.0.1/32"]
+certificate_header = "x-ssl-client-cert"
+EOF
+} >"$work/gateway.toml"
+
+# edge PORT AUTH_UPSTREAM: nginx terminating the PSP's TLS, asking AUTH_UPSTREAM, then
+# proxying to the upstream (deploy/nginx/psp-gateway.conf, on loopback).
+edge() {
+  cat <<EOF
+  server {
+    listen 127.0.0.1:$1 ssl;
+    ssl_protocols TLSv1.3;
+    ssl_certificate $root/certs/server/cert.pem;
+    ssl_certificate_key $root/certs/server/key.pem;
+    ssl_verify_client optional_no_ca;
+    ssl_verify_depth 4;
+    ssl_session_cache shared:SSL$1:10m;
+    keepalive_requests 1000000;
+    location / {
+      auth_request /_psp_check;
+      auth_request_set \$psp_auth_number \$upstream_http_x_psp_auth_number;
+      auth_request_set \$psp_check_id \$upstream_http_x_psp_check_id;
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Psp-Auth-Number \$psp_auth_number;
+      proxy_set_header X-Psp-Check-Id \$psp_check_id;
+      proxy_set_header X-SSL-Client-Cert "";
+    }
+    location = /_psp_check {
+      internal;
+      proxy_pass http://$2;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_set_header X-Original-URI \$request_uri;
+      proxy_set_header X-Original-Method \$request_method;
+      proxy_set_header Host \$host;
+      proxy_set_header X-SSL-Client-Cert \$ssl_client_escaped_cert;
+    }
+  }
+EOF
+}
+nginx_conf ""
+taskset -c 0 nginx -c "$work/nginx.conf" -p "$work" &
+started $!
+nginx_conf_as edge "  upstream up { server 127.0.0.1:18080; keepalive 64; }
+  upstream gateway_auth { server 127.0.0.1:9292; keepalive 64; }
+  upstream bare_auth { server 127.0.0.1:18090; keepalive 64; }
+$(edge 18460 gateway_auth)
+$(edge 18461 bare_auth)"
+taskset -c 0 nginx -c "$work/edge.conf" -p "$work" &
+edge_pid=$!
+started "$edge_pid"
+taskset -c 0 ./target/release/psp-gateway serve --config "$work/gateway.toml" \
+  >"$work/logs/gateway.log" 2>&1 &
+gateway_pid=$!
+started "$gateway_pid"
+taskset -c 0 ./target/release/examples/bare_handler 127.0.0.1:18090 2 &
+started $!
+for port in 18080 18460 18461 18090 8443 9191 9292; do wait_port "$port"; done
+# The forward-auth path must be the gateway's decision: its identity reaches the upstream's
+# request (nginx copies X-Psp-Auth-Number; the bare handler sends none).
+curl -sf --insecure --cert certs/psp/valid.pem --key certs/psp/valid.key \
+  https://127.0.0.1:18460/v1/accounts >/dev/null
+# (Log lines are written every 10 ms.)
+for _ in $(seq 1 20); do
+  grep -q '"face":"forward-auth"' "$work/logs/gateway.log" && break
+  sleep 0.1
+done
+grep -q '"face":"forward-auth"' "$work/logs/gateway.log" ||
+  { echo "the forward-auth face did not decide" >&2; exit 1; }
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+tick_hz=$(getconf CLK_TCK)
+: >"$work/runs"
+
+# grpc NAME RATE: one ext_authz_load run; appends "name per_second p50 p99 cpu_us".
+grpc() {
+  local before after
+  before=$(cpu_ticks "$gateway_pid")
+  EXT_AUTHZ_ADDR=127.0.0.1:9191 SECONDS=$secs RATE=$2 CONNS=2 STREAMS=16 \
+    taskset -c 1 "$loadgen" >"$work/$1.json"
+  after=$(cpu_ticks "$gateway_pid")
+  python3 - "$work/$1.json" "$1" "$((after - before))" "$tick_hz" >>"$work/runs" <<'PY'
+import json, sys
+path, name, ticks, hz = sys.argv[1:]
+r = json.load(open(path))
+print(name, round(r["per_second"]), r["p50_us"] / 1000, r["p99_us"] / 1000,
+      round(int(ticks) / int(hz) * 1e6 / r["checks"], 1))
+PY
+  tail -1 "$work/runs"
+}
+
+# http NAME PID PORT: oha through the edge nginx; CPU time of PID (the gateway, or the bare
+# handler) and of the edge nginx per request.
+http() {
+  local before after ebefore eafter
+  before=$(cpu_ticks "$2")
+  ebefore=$(cpu_ticks "$edge_pid")
+  taskset -c 1 oha --no-tui --output-format json -z "${secs}s" -c 16 "${tls[@]}" \
+    "https://127.0.0.1:$3/v1/accounts" >"$work/$1.json"
+  after=$(cpu_ticks "$2")
+  eafter=$(cpu_ticks "$edge_pid")
+  python3 - "$work/$1.json" "$1" "$((after - before))" "$((eafter - ebefore))" "$tick_hz" \
+    >>"$work/runs" <<'PY'
+import json, sys
+path, name, ticks, eticks, hz = sys.argv[1:]
+r = json.load(open(path))
+codes = r.get("statusCodeDistribution", {})
+errors = {k: v for k, v in r.get("errorDistribution", {}).items() if k != "aborted due to deadline"}
+total = sum(codes.values())
+if set(codes) != {"200"} or errors:
+    sys.exit(f"{name}: expected only 200, got {codes} and errors {errors}")
+print(name, round(r["summary"]["requestsPerSec"]), round(r["latencyPercentiles"]["p50"] * 1000, 3),
+      round(r["latencyPercentiles"]["p99"] * 1000, 3), round(int(ticks) / int(hz) * 1e6 / total, 1),
+      round(int(eticks) / int(hz) * 1e6 / total, 1))
+PY
+  tail -1 "$work/runs"
+}
+
+for round in 1 2; do
+  grpc "grpc-max-$round" 0
+  grpc "grpc-10k-$round" 10000
+  http "forward-gateway-$round" "$gateway_pid" 18460
+  http "forward-bare-$round" "$(pgrep -f 'bare_handler 127.0.0.1:18090' | head -1)" 18461
+done
+
+python3 - "$work/runs" "$secs" >"$work/table.md" <<'PY'
+import sys, time
+runs = {}
+for line in open(sys.argv[1]):
+    name, *vals = line.split()
+    runs[name] = [float(v) for v in vals]
+def mean(prefix, i):
+    vals = [v[i] for k, v in runs.items() if k.rsplit("-", 1)[0] == prefix]
+    return sum(vals) / len(vals)
+print(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `benches/load-ext-authz.sh {sys.argv[2]}`: "
+      f"{sys.argv[2]} s per run, servers on core 0, load generators on core 1, means of two rounds.\n")
+print("| what | requests/s | p50, ms | p99, ms | gateway CPU per request, µs | target |")
+print("|---|---|---|---|---|---|")
+print(f"| ext_authz `Check`, cached, as fast as answered (2 connections × 16 streams) | {mean('grpc-max', 0):,.0f} | {mean('grpc-max', 1):.2f} | {mean('grpc-max', 2):.2f} | {mean('grpc-max', 3):.1f} | |")
+print(f"| ext_authz `Check`, cached, 10,000/s on a schedule | {mean('grpc-10k', 0):,.0f} | {mean('grpc-10k', 1):.2f} | {mean('grpc-10k', 2):.2f} | {mean('grpc-10k', 3):.1f} | p99 < 1 ms |")
+g, b = mean("forward-gateway", 0), mean("forward-bare", 0)
+print(f"| nginx `auth_request` → psp-gateway forward-auth, mTLS keep-alive, 16 connections | {g:,.0f} | {mean('forward-gateway', 1):.2f} | {mean('forward-gateway', 2):.2f} | {mean('forward-gateway', 3):.1f} (nginx: {mean('forward-gateway', 4):.1f}) | |")
+print(f"| nginx `auth_request` → a bare hyper handler, the same | {b:,.0f} | {mean('forward-bare', 1):.2f} | {mean('forward-bare', 2):.2f} | bare handler: {mean('forward-bare', 3):.1f} (nginx: {mean('forward-bare', 4):.1f}) | |")
+print(f"| forward-auth / bare handler | {g / b:.2f}× | | | | |")
+PY
+cat "$work/table.md"
+between_markers extauthz "$work/table.md"
+echo "written: BENCHMARKS.md (extauthz:begin..extauthz:end)"
