@@ -22,8 +22,13 @@ fn main() {
     let usage = "usage: bare_handler LISTEN_ADDR BODY_BYTES";
     let addr: SocketAddr = args.next().and_then(|a| a.parse().ok()).expect(usage);
     let size: usize = args.next().and_then(|a| a.parse().ok()).expect(usage);
-    // A JSON string of the requested size, as the endpoint's answer is JSON.
-    let body = Bytes::from(format!("\"{}\"", "a".repeat(size.saturating_sub(2))));
+    // A JSON string of the requested size, as the endpoint's answer is JSON; 0 is an empty
+    // body, as a forward-auth permit's (nginx's auth_request does not read a subrequest's
+    // body, and closes a connection whose answer had one).
+    let body = match size {
+        0 => Bytes::new(),
+        size => Bytes::from(format!("\"{}\"", "a".repeat(size.saturating_sub(2)))),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
