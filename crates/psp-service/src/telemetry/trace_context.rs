@@ -318,8 +318,8 @@ pub trait IdSource {
 }
 
 /// Ids from a cryptographically secure generator of the calling thread: ChaCha12 (rand's
-/// `StdRng`), seeded from the operating system's generator and reseeded after every
-/// [`RESEED_AFTER`] bytes it gives. The one source of the ids every request gets: trace and
+/// `StdRng`), seeded from the operating system's generator and reseeded after every 64 KiB
+/// it gives. The one source of the ids every request gets: trace and
 /// span ids, and the request and check ids (`psp_server::new_request_id`). Before, each id
 /// was a `getrandom` system call, three per gateway request.
 pub struct SystemIds;
