@@ -153,20 +153,8 @@ http() {
     "https://127.0.0.1:$3/v1/accounts" >"$work/$1.json"
   after=$(cpu_ticks "$2")
   eafter=$(cpu_ticks "$edge_pid")
-  python3 - "$work/$1.json" "$1" "$((after - before))" "$((eafter - ebefore))" "$tick_hz" \
-    >>"$work/runs" <<'PY'
-import json, sys
-path, name, ticks, eticks, hz = sys.argv[1:]
-r = json.load(open(path))
-codes = r.get("statusCodeDistribution", {})
-errors = {k: v for k, v in r.get("errorDistribution", {}).items() if k != "aborted due to deadline"}
-total = sum(codes.values())
-if set(codes) != {"200"} or errors:
-    sys.exit(f"{name}: expected only 200, got {codes} and errors {errors}")
-print(name, round(r["summary"]["requestsPerSec"]), round(r["latencyPercentiles"]["p50"] * 1000, 3),
-      round(r["latencyPercentiles"]["p99"] * 1000, 3), round(int(ticks) / int(hz) * 1e6 / total, 1),
-      round(int(eticks) / int(hz) * 1e6 / total, 1))
-PY
+  python3 "$root/benches/runs.py" line "$work/$1.json" "$1" 200 "$tick_hz" \
+    "$((after - before))" "$((eafter - ebefore))" >>"$work/runs"
   tail -1 "$work/runs"
 }
 
@@ -175,14 +163,7 @@ PY
 floor() {
   taskset -c 1 oha --no-tui --output-format json -z "${secs}s" -q 10000 --latency-correction \
     -c 16 http://127.0.0.1:18090/ >"$work/$1.json"
-  python3 - "$work/$1.json" "$1" >>"$work/runs" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-if set(r.get("statusCodeDistribution", {})) != {"200"}:
-    sys.exit(f"{sys.argv[2]}: {r.get('statusCodeDistribution')}")
-p = r["latencyPercentiles"]
-print(sys.argv[2], round(r["summary"]["requestsPerSec"]), round(p["p50"] * 1000, 3), round(p["p99"] * 1000, 3), 0)
-PY
+  python3 "$root/benches/runs.py" line "$work/$1.json" "$1" 200 1 0 >>"$work/runs"
   tail -1 "$work/runs"
 }
 
@@ -194,15 +175,12 @@ for round in 1 2; do
   http "forward-bare-$round" "$(pgrep -f 'bare_handler 127.0.0.1:18090' | head -1)" 18461
 done
 
-python3 - "$work/runs" "$secs" >"$work/table.md" <<'PY'
+PYTHONPATH="$root/benches" python3 - "$work/runs" "$secs" >"$work/table.md" <<'PY'
 import sys, time
-runs = {}
-for line in open(sys.argv[1]):
-    name, *vals = line.split()
-    runs[name] = [float(v) for v in vals]
+import runs as r
+runs = r.read_runs(sys.argv[1])
 def mean(prefix, i):
-    vals = [v[i] for k, v in runs.items() if k.rsplit("-", 1)[0] == prefix]
-    return sum(vals) / len(vals)
+    return r.mean(runs, prefix, i)
 print(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `benches/load-ext-authz.sh {sys.argv[2]}`: "
       f"{sys.argv[2]} s per run, servers on core 0, load generators on core 1, means of two rounds.\n")
 print("| what | requests/s | p50, ms | p99, ms | gateway CPU per request, µs | target |")

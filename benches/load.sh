@@ -132,25 +132,8 @@ run() {
   "${load_cpu[@]}" oha --no-tui --output-format json -z "${secs}s" -c "$conns" "$@" \
     >"$work/$name.json"
   after=$(cpu_ticks "$pid")
-  python3 - "$work/$name.json" "$name" "$status" "$((after - before))" "$tick_hz" \
-    >>"$work/runs" <<'PY'
-import json, sys
-path, name, status, ticks, hz = sys.argv[1:]
-r = json.load(open(path))
-codes = r.get("statusCodeDistribution", {})
-# Requests still in flight when -z ends are reported as aborted: not failures.
-errors = {k: v for k, v in r.get("errorDistribution", {}).items()
-          if k != "aborted due to deadline"}
-total = sum(codes.values())
-bad = {k: v for k, v in codes.items() if k != status}
-if bad or errors or total == 0:
-    sys.exit(f"{name}: expected only {status}, got {codes} and errors {errors}")
-s = r["summary"]
-p = r["latencyPercentiles"]
-cpu_us = int(ticks) / int(hz) * 1e6 / total
-print(name, round(s["requestsPerSec"]), round(p["p50"] * 1000, 3), round(p["p99"] * 1000, 3),
-      round(cpu_us, 1))
-PY
+  python3 "$root/benches/runs.py" line "$work/$name.json" "$name" "$status" "$tick_hz" \
+    "$((after - before))" >>"$work/runs"
   tail -1 "$work/runs"
 }
 
@@ -210,16 +193,12 @@ for round in 1 2; do
 done
 
 # --- report -----------------------------------------------------------------------------
-python3 - "$work/runs" "$secs" "$nginx_max" >"$work/table.md" <<'PY'
-import platform, subprocess, sys, time
-runs = {}
-for line in open(sys.argv[1]):
-    name, rps, p50, p99, cpu = line.split()
-    runs[name] = (float(rps), float(p50), float(p99), float(cpu))
+PYTHONPATH="$root/benches" python3 - "$work/runs" "$secs" "$nginx_max" >"$work/table.md" <<'PY'
+import subprocess, sys, time
+import runs as r
+runs = r.read_runs(sys.argv[1])
 def mean(prefix, i):
-    vals = [v[i] for k, v in runs.items()
-            if k == prefix or (k.startswith(prefix + "-") and k[len(prefix) + 1:].isdigit())]
-    return sum(vals) / len(vals)
+    return r.mean(runs, prefix, i)
 model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
 print(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {cores} cores ({model}), "

@@ -51,7 +51,8 @@ stop() {
   wait "$gateway_pid" "$upstream_pid" 2>/dev/null || true
 }
 
-# run NAME CORES OHA_ARGS...: appends "name rps p99_ms cpu_us_per_request" to $work/runs.
+# run NAME CORES OHA_ARGS...: appends "name rps p50_ms p99_ms cpu_us_per_request" to
+# $work/runs (benches/runs.py).
 run() {
   local name=$1 cores=$2
   shift 2
@@ -60,19 +61,9 @@ run() {
   taskset -c "$cores" oha --no-tui --output-format json -z "${secs}s" -c "$conns" "$@" \
     >"$work/$name.json"
   after=$(cpu_ticks "$gateway_pid")
-  python3 - "$work/$name.json" "$name" "$((after - before))" "$tick_hz" >>"$work/runs" <<'PY'
-import json, sys
-path, name, ticks, hz = sys.argv[1:]
-r = json.load(open(path))
-codes = r.get("statusCodeDistribution", {})
-errors = {k: v for k, v in r.get("errorDistribution", {}).items()
-          if k != "aborted due to deadline"}
-total = sum(codes.values())
-if set(codes) != {"200"} or errors:
-    sys.exit(f"{name}: expected only 200, got {codes} and errors {errors}")
-print(name, round(r["summary"]["requestsPerSec"]), round(r["latencyPercentiles"]["p99"] * 1000, 3),
-      round(int(ticks) / int(hz) * 1e6 / total, 1))
-PY
+  # "name rps p50 p99 cpu": the table reads rps, p99 and cpu.
+  python3 "$root/benches/runs.py" line "$work/$name.json" "$name" 200 "$tick_hz" \
+    "$((after - before))" >>"$work/runs"
   tail -1 "$work/runs"
 }
 
@@ -88,15 +79,12 @@ for round in 1 2; do
   stop
 done
 
-python3 - "$work/runs" "$secs" >"$work/table.md" <<'PY'
+PYTHONPATH="$root/benches" python3 - "$work/runs" "$secs" >"$work/table.md" <<'PY'
 import sys, time
-runs = {}
-for line in open(sys.argv[1]):
-    name, rps, p99, cpu = line.split()
-    runs[name] = (float(rps), float(p99), float(cpu))
+import runs as r
+runs = r.read_runs(sys.argv[1])
 def mean(prefix, i):
-    vals = [v[i] for k, v in runs.items() if k.rsplit("-", 1)[0] == prefix]
-    return sum(vals) / len(vals)
+    return r.mean(runs, prefix, i)
 print(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `benches/scaling.sh {sys.argv[2]}`: "
       f"{sys.argv[2]} s per run, 16 connections, means of two rounds.\n")
 print("| path | workers (cores) | requests/s | p99, ms | CPU per request, µs | one core sustains, requests/s | 2 workers / 1 |")
@@ -104,7 +92,7 @@ print("|---|---|---|---|---|---|---|")
 for path, label in (("keepalive", "keep-alive mTLS gateway"), ("endpoint", "cached `/v1/psp/eidas`")):
     one = mean(f"{path}-1", 0)
     for w, cores in (("1", "1 worker (core 0; oha on core 1)"), ("2", "2 workers (cores 0-1, shared with oha and the upstream)")):
-        rps, p99, cpu = (mean(f"{path}-{w}", i) for i in range(3))
+        rps, p99, cpu = (mean(f"{path}-{w}", i) for i in (0, 2, 3))
         ratio = f"{rps / one:.2f}×" if w == "2" else ""
         print(f"| {label} | {cores} | {rps:,.0f} | {p99:.2f} | {cpu:.1f} | {1e6 / cpu:,.0f} | {ratio} |")
 PY
