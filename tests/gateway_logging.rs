@@ -118,6 +118,15 @@ async fn each_request_is_logged_once_and_a_flood_past_the_rate_writes_no_audit_l
         13,
         "one access line per request"
     );
+    // The decision's record carries the revocation evidence the check used, both methods
+    // (shared by every record of the cached result, joined once).
+    let decision = &captured.lines("gateway decision")[0]["fields"];
+    let evidence = decision["evidence"].as_str().expect("evidence");
+    assert!(
+        evidence.starts_with("CRL: not revoked (CRL from ")
+            && evidence.contains("; OCSP: not revoked (OCSP response from "),
+        "{decision}"
+    );
     // Each audit record says which site decided, and through which face.
     let audited = [
         captured.lines("gateway decision"),

@@ -538,7 +538,7 @@ fn log_check(
         not_revoked = report.validity.not_revoked,
         not_expired = report.validity.not_expired,
         revocation = ?report.revocation,
-        evidence = %report.revocation_evidence(),
+        evidence = report.revocation_evidence(),
         "check"
     );
 }

@@ -95,6 +95,7 @@ struct Key {
 pub struct Checked {
     report: CheckReport,
     wire: std::sync::OnceLock<(Box<str>, bytes::Bytes)>,
+    evidence: std::sync::OnceLock<Box<str>>,
 }
 
 impl Checked {
@@ -103,7 +104,16 @@ impl Checked {
         Checked {
             report,
             wire: std::sync::OnceLock::new(),
+            evidence: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The report's revocation evidence in one line
+    /// ([`CheckReport::revocation_evidence`]), joined on the first call and shared after
+    /// that: every audit record of a cached result carries it.
+    pub fn revocation_evidence(&self) -> &str {
+        self.evidence
+            .get_or_init(|| self.report.revocation_evidence().into_boxed_str())
     }
 
     /// The report.

@@ -203,7 +203,7 @@ fn audit_decision(record: &Record, decided: &Decided, conn: &ConnInfo) {
         valid_signature = report.validity.valid_signature,
         not_revoked = report.validity.not_revoked,
         not_expired = report.validity.not_expired,
-        evidence = %report.revocation_evidence(),
+        evidence = decided.checked.revocation_evidence(),
         decision = decided.verdict,
         reason = decided.reason,
         decision_id = decided.signed.as_ref().map_or("", |s| s.id.as_str()),
