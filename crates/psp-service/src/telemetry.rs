@@ -130,8 +130,11 @@ impl<S: Subscriber> Layer<S> for AuditLayer {
             ),
         );
         if let Err(e) = self.log.append(record) {
-            // Not through tracing: that would come back here.
-            eprintln!(
+            // Not through tracing: that would come back here. Nor eprintln!, which panics
+            // when stderr fails: this runs on the request path.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
                 "psp-gateway: cannot append to the audit log {}: {e}",
                 self.log.path().display()
             );

@@ -118,7 +118,9 @@ fn write_out<W: Write>(shared: &Shared, mut out: W) {
             Ok(()) => failing = false,
             Err(e) if !failing => {
                 failing = true;
-                eprintln!("psp-gateway: cannot write log lines: {e}");
+                // Best effort, and never a panic (eprintln! panics when stderr fails, which
+                // would leave the request threads waiting for a writer that is gone).
+                let _ = writeln!(io::stderr(), "psp-gateway: cannot write log lines: {e}");
             }
             Err(_) => {}
         }
