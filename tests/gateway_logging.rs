@@ -17,11 +17,11 @@ fn requests(route: &str, decision: &str, reason: &str) -> u64 {
     metrics()
         .requests
         .get_or_create(&RequestLabels {
-            face: "gateway".to_owned(),
-            site: "default".to_owned(),
-            route: route.to_owned(),
-            decision: decision.to_owned(),
-            reason: reason.to_owned(),
+            face: "gateway".into(),
+            site: "default".into(),
+            route: route.to_owned().into(),
+            decision: decision.to_owned().into(),
+            reason: reason.to_owned().into(),
         })
         .get()
 }

@@ -14,6 +14,7 @@
 //! classic text format (family named as its samples, no `# EOF`, no `# UNIT`), which every
 //! Prometheus version and `promtool` read.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -23,19 +24,20 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// A request's face, route, decision and reason.
+/// A request's face, route, decision and reason. Counted on every request: the labels the
+/// code names are borrowed, not copied (`Cow`), and only a site or route allocates.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// `api`, `gateway`, `ext-authz`, `forward-auth` or `admin`.
-    pub face: String,
+    pub face: Cow<'static, str>,
     /// The site (`[[sites]]` name; `default` for `[gateway]`); empty for the endpoint.
-    pub site: String,
+    pub site: Cow<'static, str>,
     /// The gateway route prefix that matched (empty for the endpoint).
-    pub route: String,
+    pub route: Cow<'static, str>,
     /// `answered`/`refused` (endpoint), `forwarded`/`rejected` (gateway).
-    pub decision: String,
+    pub decision: Cow<'static, str>,
     /// The error or rejection code; empty when answered or forwarded.
-    pub reason: String,
+    pub reason: Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -300,14 +302,25 @@ impl Metrics {
     }
 
     /// Counts one request.
-    pub fn request(&self, face: &str, site: &str, route: &str, decision: &str, reason: &str) {
+    pub fn request(
+        &self,
+        face: &'static str,
+        site: &str,
+        route: &str,
+        decision: &'static str,
+        reason: &'static str,
+    ) {
+        let owned = |s: &str| match s {
+            "" => Cow::Borrowed(""),
+            s => Cow::Owned(s.to_owned()),
+        };
         self.requests
             .get_or_create(&RequestLabels {
-                face: face.to_owned(),
-                site: site.to_owned(),
-                route: route.to_owned(),
-                decision: decision.to_owned(),
-                reason: reason.to_owned(),
+                face: Cow::Borrowed(face),
+                site: owned(site),
+                route: owned(route),
+                decision: Cow::Borrowed(decision),
+                reason: Cow::Borrowed(reason),
             })
             .inc();
     }
