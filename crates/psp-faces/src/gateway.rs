@@ -126,8 +126,8 @@ pub struct GatewayState {
     /// Calls in flight to the upstream, in total and per PSP.
     budget: Arc<UpstreamBudget>,
     /// Parsed client certificate chains by the SHA-256 of their DER, shared by the
-    /// connections that present the same chain (a PSP opens many): each connection holds a
-    /// reference, not a copy, and a new connection skips the parse.
+    /// connections that present the same chain (a PSP opens many) and by the authorisation
+    /// faces' requests naming it: each holds a reference, not a copy, and skips the parse.
     identities: moka::future::Cache<[u8; 32], Arc<PeerIdentity>>,
     /// The signed decisions, when `[evidence]` is configured.
     decisions: Option<Arc<signed::Decisions>>,
@@ -136,11 +136,25 @@ pub struct GatewayState {
 /// The name of the one site a `[gateway]` section configures.
 pub const DEFAULT_SITE: &str = "default";
 
-/// Distinct client certificate chains kept for sharing: 4,096, well above the PSPs one bank
-/// serves at once. A chain evicted stays alive while a connection holds it.
-const IDENTITY_CACHE_ENTRIES: u64 = 4_096;
+/// The client certificate chains kept for sharing, weighed in bytes
+/// ([`PeerIdentity::weight`]): 32 MiB, about 5,500 chains like the sandbox's valid PSP's
+/// (6 KB each with their header value), well above the PSPs one bank serves at once.
+/// Weighed, not counted: an ext_authz Check may carry 4 MiB, a chain of that size would be
+/// kept like any other, and 4,096 of them would have held gigabytes. A chain heavier than
+/// the whole bound is not kept. A chain evicted stays alive while a connection holds it.
+const IDENTITY_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 /// A chain no new connection presented for this long is dropped from the sharing cache.
 const IDENTITY_CACHE_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The cache of shared chains: weighed, bounded to [`IDENTITY_CACHE_BYTES`], idle entries
+/// dropped after [`IDENTITY_CACHE_IDLE`].
+fn identity_cache() -> moka::future::Cache<[u8; 32], Arc<PeerIdentity>> {
+    moka::future::Cache::builder()
+        .weigher(|_, identity: &Arc<PeerIdentity>| identity.weight())
+        .max_capacity(IDENTITY_CACHE_BYTES)
+        .time_to_idle(IDENTITY_CACHE_IDLE)
+        .build()
+}
 
 /// What the gateway takes from outside its own `[gateway]` section: where its upstream is,
 /// the `[danger]` relaxations that concern it, and the base of error links (`[checks]`).
@@ -300,10 +314,7 @@ impl GatewayState {
                 g.upstream_max_requests,
                 g.upstream_max_requests_per_psp,
             )),
-            identities: moka::future::Cache::builder()
-                .max_capacity(IDENTITY_CACHE_ENTRIES)
-                .time_to_idle(IDENTITY_CACHE_IDLE)
-                .build(),
+            identities: identity_cache(),
             decisions: around.evidence.map(|e| Arc::new(signed::Decisions::new(e))),
         })
     }
@@ -984,6 +995,21 @@ pub struct PeerIdentity {
 }
 
 impl PeerIdentity {
+    /// About the bytes this identity holds, for the sharing cache's bound: each parsed
+    /// certificate's DER twice (its bytes, and the fields parsed from them) and 512 bytes
+    /// more, the certificate header's value (the leaf as URL-encoded PEM, about 1.4 times its
+    /// DER, kept even for a leaf that does not parse), and 256 bytes for the rest.
+    fn weight(&self) -> u32 {
+        let leaf = self.leaf.iter().filter_map(|leaf| leaf.as_ref().ok());
+        let certificates: usize = leaf
+            .map(|c| c.der.len())
+            .chain(self.intermediates.iter().map(|c| c.der.len()))
+            .map(|der| 2 * der + 512)
+            .sum();
+        let header = self.certificate_header.as_ref().map_or(0, HeaderValue::len);
+        u32::try_from(256 + certificates + header).unwrap_or(u32::MAX)
+    }
+
     fn from_chain<C: AsRef<[u8]>>(chain: &[C]) -> PeerIdentity {
         let Some((leaf, rest)) = chain.split_first() else {
             return PeerIdentity {
@@ -1114,4 +1140,52 @@ fn header_chain<B>(
             format!("the certificate header cannot be read: {e}"),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller of the authorisation faces names the certificate bytes (an ext_authz Check may
+    /// carry 4 MiB): chains of 2 MiB each, thirty-two of them, are weighed by what they hold
+    /// and the sharing cache stays within its bound (counted, it would have kept all of them:
+    /// over 90 MB). A real chain weighs a few KiB and is kept.
+    #[tokio::test]
+    async fn heavy_chains_named_to_the_authorisers_stay_within_the_caches_bytes() {
+        let cache = identity_cache();
+        for i in 0u8..32 {
+            let junk = vec![vec![i; 2 * 1024 * 1024]];
+            let identity = Arc::new(PeerIdentity::from_chain(&junk));
+            // The leaf does not parse, but its URL-encoded form is kept for the header.
+            assert!(identity.weight() > 2 * 1024 * 1024, "{}", identity.weight());
+            cache.insert(chain_digest(&junk), identity).await;
+        }
+        cache.run_pending_tasks().await;
+        assert!(
+            cache.weighted_size() <= IDENTITY_CACHE_BYTES,
+            "{} bytes kept",
+            cache.weighted_size()
+        );
+        assert!(cache.entry_count() < 32, "{} kept", cache.entry_count());
+
+        let pem = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../certs/psp/valid.pem"),
+        )
+        .expect("the sandbox's valid PSP");
+        let chain = decode_certificate_chain(&pem).expect("a chain");
+        let identity = Arc::new(PeerIdentity::from_chain(&chain));
+        assert!(identity.leaf.as_ref().is_some_and(Result::is_ok));
+        assert!(identity.weight() < 16 * 1024, "{}", identity.weight());
+        let key = chain_digest(&chain);
+        let fresh = identity_cache();
+        fresh.insert(key, Arc::clone(&identity)).await;
+        fresh.run_pending_tasks().await;
+        assert!(
+            fresh
+                .get(&key)
+                .await
+                .is_some_and(|kept| Arc::ptr_eq(&kept, &identity))
+        );
+        assert_eq!(fresh.weighted_size(), u64::from(identity.weight()));
+    }
 }

@@ -199,7 +199,7 @@ impl Metrics {
         let client_chains = Gauge::<i64>::default();
         registry.register(
             "psp_gateway_client_chain_cache_entries",
-            "Parsed client certificate chains the gateway shares between connections (bound 4,096)",
+            "Parsed client certificate chains the gateway shares between connections and the authorisation faces (bound: 32 MiB of them)",
             client_chains.clone(),
         );
         let upstream_in_flight = Gauge::<i64>::default();
