@@ -206,7 +206,7 @@ impl SourceCache {
             && read_xml_files(&stored)?
                 .into_iter()
                 .map(|(_, bytes)| bytes)
-                .eq(pivots.iter().cloned())
+                .eq(pivots.iter().map(Vec::as_slice))
         {
             self.remove_pivots_except(&stored);
             return Ok(());
