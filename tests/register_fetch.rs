@@ -30,14 +30,10 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn write_config(dir: &Path, url: &str) -> PathBuf {
-    let path = dir.join("gateway.toml");
-    std::fs::write(
-        &path,
-        format!(
+    common::loopback_config(
+        dir,
+        &format!(
             r#"
-[revocation]
-allow_destinations = "loopback"
-
 [[registers.files]]
 path = "eba.zip"
 format = "eba"
@@ -45,8 +41,6 @@ url = "{url}"
 "#
         ),
     )
-    .expect("write config");
-    path
 }
 
 fn bin(args: &[&str]) -> Output {

@@ -11,14 +11,10 @@ use super::xmlsec::{Scratch, Signer, b64, rsa_signer, sign_list, strip_signature
 
 /// A configuration file in `dir` with one LOTL source.
 pub fn lotl_config(dir: &Path, lotl_url: &str, signers_pem: &Path, extra_trust: &str) -> PathBuf {
-    let path = dir.join("gateway.toml");
-    std::fs::write(
-        &path,
-        format!(
+    super::loopback_config(
+        dir,
+        &format!(
             r#"
-[revocation]
-allow_destinations = "loopback"
-
 [trust]
 cache_dir = "cache"
 {extra_trust}
@@ -33,8 +29,6 @@ lotl = {{ location = "{lotl_url}", signers = ["{}"], territories = ["CZ"] }}
             signers_pem.display()
         ),
     )
-    .expect("write config");
-    path
 }
 
 /// The real Czech list of 2019 (sequence 77), re-signed by [`World::cz`].

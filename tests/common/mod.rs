@@ -221,6 +221,18 @@ tls = { cert = \"certs/server/cert.pem\", key = \"certs/server/key.pem\" }
 upstream = \"sandbox-echo\"
 ";
 
+/// `gateway.toml` written in `dir` for the CLI's fetching commands run against the tests' own
+/// servers: fetches may reach loopback (`[revocation] allow_destinations`), then `rest`.
+pub fn loopback_config(dir: &Path, rest: &str) -> PathBuf {
+    let path = dir.join("gateway.toml");
+    std::fs::write(
+        &path,
+        format!("\n[revocation]\nallow_destinations = \"loopback\"\n{rest}"),
+    )
+    .expect("write config");
+    path
+}
+
 /// A pseudo-random number in `0..n` (no RNG crate needed: the clock's nanoseconds, mixed).
 pub fn random_below(n: u64) -> u64 {
     let nanos = std::time::SystemTime::now()
