@@ -176,13 +176,11 @@ for round in 1 2; do
 done
 
 PYTHONPATH="$root/benches" python3 - "$work/runs" "$secs" >"$work/table.md" <<'PY'
-import sys, time
+import sys
 import runs as r
-runs = r.read_runs(sys.argv[1])
-def mean(prefix, i):
-    return r.mean(runs, prefix, i)
-print(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `benches/load-ext-authz.sh {sys.argv[2]}`: "
-      f"{sys.argv[2]} s per run, servers on core 0, load generators on core 1, means of two rounds.\n")
+mean = r.means(sys.argv[1])
+print(f"{r.ran(f'benches/load-ext-authz.sh {sys.argv[2]}')} {sys.argv[2]} s per run, servers on "
+      "core 0, load generators on core 1, means of two rounds.\n")
 print("| what | requests/s | p50, ms | p99, ms | gateway CPU per request, µs | target |")
 print("|---|---|---|---|---|---|")
 print(f"| ext_authz `Check`, cached, as fast as answered (2 connections × 16 streams) | {mean('grpc-max', 0):,.0f} | {mean('grpc-max', 1):.2f} | {mean('grpc-max', 2):.2f} | {mean('grpc-max', 3):.1f} | |")

@@ -196,9 +196,7 @@ done
 PYTHONPATH="$root/benches" python3 - "$work/runs" "$secs" "$nginx_max" >"$work/table.md" <<'PY'
 import subprocess, sys, time
 import runs as r
-runs = r.read_runs(sys.argv[1])
-def mean(prefix, i):
-    return r.mean(runs, prefix, i)
+mean = r.means(sys.argv[1])
 model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
 print(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {cores} cores ({model}), "

@@ -13,6 +13,7 @@ had another status or oha saw an error, or when there was no response at all.
 
 import json
 import sys
+import time
 
 
 def oha(path, name, expected="200"):
@@ -44,6 +45,17 @@ def mean(runs, prefix, i):
     values = [v[i] for k, v in runs.items()
               if k == prefix or (k.startswith(prefix + "-") and k[len(prefix) + 1:].isdigit())]
     return sum(values) / len(values)
+
+
+def means(path):
+    """`mean(prefix, i)` over the runs file at `path`."""
+    runs = read_runs(path)
+    return lambda prefix, i: mean(runs, prefix, i)
+
+
+def ran(command):
+    """The first words of a table: when it was run, and by which command."""
+    return f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `{command}`:"
 
 
 def main(argv):

@@ -80,13 +80,11 @@ for round in 1 2; do
 done
 
 PYTHONPATH="$root/benches" python3 - "$work/runs" "$secs" >"$work/table.md" <<'PY'
-import sys, time
+import sys
 import runs as r
-runs = r.read_runs(sys.argv[1])
-def mean(prefix, i):
-    return r.mean(runs, prefix, i)
-print(f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, `benches/scaling.sh {sys.argv[2]}`: "
-      f"{sys.argv[2]} s per run, 16 connections, means of two rounds.\n")
+mean = r.means(sys.argv[1])
+print(f"{r.ran(f'benches/scaling.sh {sys.argv[2]}')} {sys.argv[2]} s per run, 16 connections, "
+      "means of two rounds.\n")
 print("| path | workers (cores) | requests/s | p99, ms | CPU per request, µs | one core sustains, requests/s | 2 workers / 1 |")
 print("|---|---|---|---|---|---|---|")
 for path, label in (("keepalive", "keep-alive mTLS gateway"), ("endpoint", "cached `/v1/psp/eidas`")):
