@@ -70,6 +70,17 @@ $2
 CONF
 }
 
+# nginx_tls_listen PORT: the first lines of an nginx server on 127.0.0.1:PORT terminating
+# TLS 1.3 with the sandbox's server certificate; the caller's server block goes on.
+nginx_tls_listen() {
+  cat <<EOF
+    listen 127.0.0.1:$1 ssl;
+    ssl_protocols TLSv1.3;
+    ssl_certificate $root/certs/server/cert.pem;
+    ssl_certificate_key $root/certs/server/key.pem;
+EOF
+}
+
 # gateway_config API GATEWAY ADMIN: gateway.toml with the upstream above, the endpoint's
 # rate limit raised, absolute paths, and the listeners on the given ports.
 gateway_config() {

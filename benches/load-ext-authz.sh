@@ -55,10 +55,7 @@ EOF
 edge() {
   cat <<EOF
   server {
-    listen 127.0.0.1:$1 ssl;
-    ssl_protocols TLSv1.3;
-    ssl_certificate $root/certs/server/cert.pem;
-    ssl_certificate_key $root/certs/server/key.pem;
+$(nginx_tls_listen "$1")
     ssl_verify_client optional_no_ca;
     ssl_verify_depth 4;
     ssl_session_cache shared:SSL$1:10m;

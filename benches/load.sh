@@ -55,10 +55,7 @@ cat certs/ca/qtsp-issuing.pem certs/ca/qtsp-root.pem >"$work/client-ca.pem"
 tls_proxy() {
   cat <<EOF
   server {
-    listen 127.0.0.1:$1 ssl;
-    ssl_protocols TLSv1.3;
-    ssl_certificate $root/certs/server/cert.pem;
-    ssl_certificate_key $root/certs/server/key.pem;
+$(nginx_tls_listen "$1")
     ssl_client_certificate $work/client-ca.pem;
     ssl_verify_client on;
     ssl_verify_depth 3;
