@@ -382,6 +382,8 @@ async fn respond<B>(
         })
         .observe(started.elapsed().as_secs_f64());
     log_check(request_id, &caller, source, &params, &fingerprint, &report);
+    // Under `fail_closed`, the answer waits for its record's write (group commit).
+    crate::telemetry::audit::recorded().await;
     if crate::telemetry::audit::refusing_requests() {
         // This answer's own record could not be written: it is not given either.
         return Err(ApiError::AuditUnavailable);
@@ -595,6 +597,7 @@ async fn audit(
         register_snapshots = ?registers.key(),
         "audit check"
     );
+    crate::telemetry::audit::recorded().await;
     let mut wire = serde_json::to_value(report.to_wire(&state.error_link_base)).map_err(|e| {
         tracing::error!(request_id = %request_id, error = %e, "cannot serialise a check result");
         ApiError::Internal

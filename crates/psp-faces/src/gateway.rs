@@ -635,6 +635,8 @@ where
         Err(failure) => (refusal(&state, &record, &failure), Some(failure)),
     };
     record::log(&record, &conn, failure.as_ref(), response.status());
+    // Under `fail_closed`, the answer waits for its audit record's write (group commit).
+    crate::telemetry::audit::recorded().await;
     response
 }
 

@@ -3,6 +3,7 @@
 //! with `[audit] file`, they also go to a chained audit log ([`audit`]).
 
 pub mod audit;
+pub mod json_lines;
 pub mod log_writer;
 pub mod merkle;
 pub mod metrics;
@@ -12,7 +13,6 @@ pub mod trace_context;
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
@@ -31,10 +31,10 @@ pub struct LogGuard {
 /// Installs the global subscriber, with the audit records (target `audit`) also appended to
 /// `audit_log`; a second call does nothing.
 ///
-/// JSON lines (stderr not a terminal) are formatted on the calling thread and written by a
-/// thread of their own ([`log_writer`]), which writes the lines of each interval (10 ms) in
-/// one `write`: at load, one system call serves hundreds of lines, and the request threads
-/// make none. No line is dropped (8 MiB pending make callers wait), and what is pending is
+/// JSON lines (stderr not a terminal) are recorded on the calling thread, then formatted and
+/// written by a thread of their own ([`json_lines`], [`log_writer`]), which writes the lines
+/// of each interval (10 ms) in one `write`: at load, one system call serves hundreds of
+/// lines, and the request threads make none and format none. No line is dropped (8 MiB pending make callers wait), and what is pending is
 /// written out when the guard is dropped. The chained audit file ([`audit`]) is written and flushed per record as before.
 ///
 /// With `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) set, the spans of
@@ -71,7 +71,11 @@ pub fn init_with_audit(audit_log: Option<Arc<audit::AuditLog>>) -> LogGuard {
             _traces: traces,
         };
     }
-    let (writer, guard) = match log_writer::spawn("psp-gateway-log", std::io::stderr()) {
+    let (writer, guard) = match log_writer::spawn_formatting(
+        "psp-gateway-log",
+        std::io::stderr(),
+        json_lines::format,
+    ) {
         Ok(spawned) => spawned,
         Err(e) => {
             // No thread for the writer: lines are written by the caller, one call each.
@@ -88,11 +92,8 @@ pub fn init_with_audit(audit_log: Option<Arc<audit::AuditLog>>) -> LogGuard {
             };
         }
     };
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(writer)
-        .json()
-        .flatten_event(true);
-    match registry.with(fmt.with_filter(filter)).try_init() {
+    let lines = json_lines::JsonLines::new(writer);
+    match registry.with(lines.with_filter(filter)).try_init() {
         Ok(()) => {
             report(&traces);
             LogGuard {
@@ -118,54 +119,7 @@ impl<S: Subscriber> Layer<S> for AuditLayer {
         if event.metadata().target() != "audit" {
             return;
         }
-        let mut fields = Fields(serde_json::Map::new());
-        event.record(&mut fields);
-        let mut record = fields.0;
-        record.insert(
-            "time".to_owned(),
-            serde_json::Value::String(
-                time::OffsetDateTime::now_utc()
-                    .format(&time::format_description::well_known::Rfc3339)
-                    .unwrap_or_default(),
-            ),
-        );
-        if let Err(e) = self.log.append(record) {
-            // Not through tracing: that would come back here. Nor eprintln!, which panics
-            // when stderr fails: this runs on the request path.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "psp-gateway: cannot append to the audit log {}: {e}",
-                self.log.path().display()
-            );
-        }
-    }
-}
-
-/// An event's fields as JSON values (written in name order).
-struct Fields(serde_json::Map<String, serde_json::Value>);
-
-impl Visit for Fields {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(
-            field.name().to_owned(),
-            serde_json::Value::String(format!("{value:?}")),
-        );
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(
-            field.name().to_owned(),
-            serde_json::Value::String(value.to_owned()),
-        );
-    }
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0
-            .insert(field.name().to_owned(), serde_json::Value::Bool(value));
-    }
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.insert(field.name().to_owned(), value.into());
-    }
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.insert(field.name().to_owned(), value.into());
+        // The event's compact record: the log's writer thread formats and chains it.
+        json_lines::with_record(event, |record| self.log.take(record));
     }
 }

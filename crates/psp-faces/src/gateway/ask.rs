@@ -119,7 +119,7 @@ impl GatewayState {
                 .instrument(span)
                 .await
         };
-        match phased {
+        let answer = match phased {
             Ok(set) => {
                 let (auth_number, services) = match &record.decided {
                     Some(d) => (
@@ -149,7 +149,10 @@ impl GatewayState {
                     check_id: record.check_id.clone(),
                 }
             }
-        }
+        };
+        // Under `fail_closed`, the answer waits for its audit record's write (group commit).
+        crate::telemetry::audit::recorded().await;
+        answer
     }
 
     /// The phases of the built-in proxy up to its decision, on the authoriser's request; the

@@ -20,8 +20,14 @@
 //! gives one record's inclusion proof, and an older checkpoint proves that today's log
 //! extends it ([`proof`]).
 //!
-//! Durability: every record is written with one `write` call on a file opened for appending,
-//! so it reaches the operating system at once; a thread of its own ([`AuditLog::start`])
+//! Off the request path: a request hands its record to the log as a compact record (the
+//! event's fields, unformatted, [`super::json_lines`]), and the log's writer thread
+//! ([`AuditLog::start`]) formats, chains and writes the records that came meanwhile in one
+//! `write` call on the file opened for appending (group commit). Under `fail_closed` the
+//! request waits for that write before it is answered ([`recorded`]): no answer leaves
+//! before its record reached the operating system, as when each request wrote its own.
+//! At most [`MAX_QUEUED`] bytes of records wait: past that, a `fail_closed` log makes the
+//! request wait for room, and a `fail_open` one counts the record lost. Another thread
 //! `fsync`s what was written at most `sync_interval` later, signs the checkpoints, notices a
 //! file removed while open, and finds out when a failing log can be written again. While
 //! records cannot be written, [`WriteFailurePolicy`] says what requests get
@@ -34,7 +40,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -95,9 +101,34 @@ struct State {
     tree: Option<Tree>,
 }
 
+/// Bytes of records waiting for the writer thread at which a request waits for room
+/// (`fail_closed`) or its record is counted lost (`fail_open`).
+pub const MAX_QUEUED: usize = 8 * 1024 * 1024;
+
+/// Records handed over by requests, waiting for the writer thread.
+#[derive(Default)]
+struct Queue {
+    /// The records, each as [`super::json_lines`] writes one.
+    records: Vec<u8>,
+    /// Records handed over since the log was opened: the last one's number.
+    taken: u64,
+    /// The writer thread runs: records wait for it (before, and in tests, they are written
+    /// by the request that made them).
+    writer: bool,
+}
+
 /// An open, chained audit log.
 pub struct AuditLog {
     state: Mutex<State>,
+    queue: Mutex<Queue>,
+    /// Signalled when records come (for the writer) and when the writer took them (for
+    /// requests waiting for room).
+    queue_changed: Condvar,
+    /// Held while a batch is taken and written.
+    writing: Mutex<()>,
+    /// The number of the last record the writer has written (or lost): what [`recorded`]
+    /// waits for.
+    written: tokio::sync::watch::Sender<u64>,
     /// Where a torn final line was moved when the log was opened.
     torn_set_aside: Option<PathBuf>,
     options: Options,
@@ -176,6 +207,10 @@ impl AuditLog {
                 failed_writes: 0,
                 tree,
             }),
+            queue: Mutex::new(Queue::default()),
+            queue_changed: Condvar::new(),
+            writing: Mutex::new(()),
+            written: tokio::sync::watch::Sender::new(0),
             torn_set_aside: set_aside.as_ref().map(|a| a.file.clone()),
             options,
             writable: AtomicBool::new(true),
@@ -219,10 +254,31 @@ impl AuditLog {
     /// ([`Self::record_lost`]), a failed recovery note is not (it is written again at the next
     /// tick, and counting it would make `records_lost` grow with the outage's length).
     fn append_locked(&self, state: &mut State, fields: Map<String, Value>) -> io::Result<()> {
-        let seq = state.seq + 1;
-        let line = render(seq, &state.prev, fields);
-        let mut bytes = line.clone().into_bytes();
-        bytes.push(b'\n');
+        self.append_all_locked(state, std::iter::once(fields))
+    }
+
+    /// Writes records with one `write` call: all of them, or none (the file is cut back to
+    /// where it ended, and the chain goes on from the last record written).
+    fn append_all_locked(
+        &self,
+        state: &mut State,
+        records: impl IntoIterator<Item = Map<String, Value>>,
+    ) -> io::Result<()> {
+        let (mut seq, mut prev) = (state.seq, state.prev.clone());
+        let mut bytes = Vec::new();
+        // Where each line ends in `bytes`, for the Merkle tree once they are written.
+        let mut ends = Vec::new();
+        for fields in records {
+            seq += 1;
+            let line = render(seq, &prev, fields);
+            prev = crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
+            bytes.extend_from_slice(line.as_bytes());
+            ends.push(bytes.len());
+            bytes.push(b'\n');
+        }
+        if ends.is_empty() {
+            return Ok(());
+        }
         // Where a regular file ends before this record (one fstat, next to the write itself).
         let before = state
             .file
@@ -245,12 +301,133 @@ impl AuditLog {
             return Err(e);
         }
         state.seq = seq;
-        state.prev = crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
+        state.prev = prev;
         state.dirty = true;
         if let Some(tree) = &mut state.tree {
-            tree.push(line.as_bytes());
+            let mut start = 0;
+            for end in ends {
+                tree.push(&bytes[start..end]);
+                start = end + 1;
+            }
         }
         Ok(())
+    }
+
+    /// Takes one record from a request (`record`: an event as [`super::json_lines`] writes
+    /// it). With the writer thread running, it waits in the queue ([`recorded`] waits for
+    /// its write); before, it is written at once.
+    pub fn take(&self, record: &[u8]) {
+        let mut queue = self.lock_queue();
+        if !queue.writer {
+            drop(queue);
+            if let Err(e) = self.append_records(record) {
+                self.report_failed_write(&e);
+            }
+            return;
+        }
+        while queue.records.len() >= MAX_QUEUED {
+            if self.options.on_write_failure == WriteFailurePolicy::FailOpen {
+                drop(queue);
+                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                self.record_lost(&mut state);
+                return;
+            }
+            queue = self
+                .queue_changed
+                .wait(queue)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        let was_empty = queue.records.is_empty();
+        queue.records.extend_from_slice(record);
+        queue.taken += 1;
+        if was_empty {
+            self.queue_changed.notify_all();
+        }
+    }
+
+    fn lock_queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Formats, chains and writes `records` (each as [`super::json_lines`] writes one) in
+    /// one `write`; a failure loses them all, each counted.
+    fn append_records(&self, records: &[u8]) -> io::Result<()> {
+        let mut fields = Vec::new();
+        super::json_lines::each_record(records, |record| match record {
+            Ok(record) => fields.push(record_fields(&record)),
+            // A defect, not the caller's: said in the chain, not dropped silently.
+            Err(bytes) => {
+                let mut note = Map::new();
+                note.insert("message".into(), "audit_record_unreadable".into());
+                note.insert("bytes".into(), bytes.into());
+                note.insert("time".into(), now_rfc3339().into());
+                fields.push(note);
+            }
+        });
+        let count = fields.len();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.append_all_locked(&mut state, fields).inspect_err(|_| {
+            for _ in 0..count {
+                self.record_lost(&mut state);
+            }
+        })
+    }
+
+    /// The writer thread's round: waits (at most `wait`) for records, then writes all that
+    /// came with one `write` and tells the requests waiting for them. `false` when nothing
+    /// came.
+    fn write_queued(&self, wait: Duration) -> bool {
+        {
+            let queue = self.lock_queue();
+            if queue.records.is_empty() {
+                drop(
+                    self.queue_changed
+                        .wait_timeout(queue, wait)
+                        .unwrap_or_else(|p| p.into_inner()),
+                );
+            }
+        }
+        // One writer at a time (the thread, and `close` at shutdown): batches are chained in
+        // the order they were taken.
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let (records, last) = {
+            let mut queue = self.lock_queue();
+            if queue.records.is_empty() {
+                return false;
+            }
+            let records = std::mem::take(&mut queue.records);
+            self.queue_changed.notify_all();
+            (records, queue.taken)
+        };
+        if let Err(e) = self.append_records(&records) {
+            self.report_failed_write(&e);
+        }
+        self.written.send_if_modified(|done| {
+            let newer = last > *done;
+            *done = (*done).max(last);
+            newer
+        });
+        true
+    }
+
+    fn report_failed_write(&self, e: &io::Error) {
+        // Not through tracing: an audit event would come back here. Nor eprintln!, which
+        // panics when stderr fails.
+        let _ = writeln!(
+            io::stderr(),
+            "psp-gateway: cannot append to the audit log {}: {e}",
+            self.path().display()
+        );
+    }
+
+    /// Waits until every record taken so far is written (or lost: the write-failure policy
+    /// then refuses the next requests). Returns at once without the writer thread, where
+    /// each record was written when it was taken.
+    pub async fn recorded(&self) {
+        let taken = self.lock_queue().taken;
+        let mut written = self.written.subscribe();
+        // The sender lives as long as the log: the wait ends only when the number is reached.
+        let _ = written.wait_for(|&done| done >= taken).await;
     }
 
     /// Opens the file again (after a rotation moved it away); the chain goes on. With
@@ -293,6 +470,16 @@ impl AuditLog {
     /// Starts the thread that keeps `log` durable ([`AuditLog::tick`] every
     /// `sync_interval`); it stops when the last other reference to the log is dropped.
     pub fn start(log: &Arc<AuditLog>) -> io::Result<()> {
+        let weak: Weak<AuditLog> = Arc::downgrade(log);
+        std::thread::Builder::new()
+            .name("psp-gateway-audit-writer".to_owned())
+            .spawn(move || {
+                loop {
+                    let Some(log) = weak.upgrade() else { return };
+                    log.write_queued(Duration::from_millis(250));
+                }
+            })?;
+        log.lock_queue().writer = true;
         let weak: Weak<AuditLog> = Arc::downgrade(log);
         let interval = log.options.sync_interval;
         std::thread::Builder::new()
@@ -442,8 +629,9 @@ impl AuditLog {
         written
     }
 
-    /// Syncs and checkpoints what was written (at shutdown).
+    /// Writes what is queued, then syncs and checkpoints what was written (at shutdown).
     pub fn close(&self) -> io::Result<()> {
+        while self.write_queued(Duration::ZERO) {}
         self.sync_and_checkpoint(true)
     }
 
@@ -850,6 +1038,44 @@ pub fn global() -> Option<Arc<AuditLog>> {
     GLOBAL.get().cloned()
 }
 
+/// Under `fail_closed`, waits until the records taken so far by the process's audit log are
+/// written ([`AuditLog::recorded`]); a request calls it after its audit record, before its
+/// answer leaves. At once without an audit log, or under `fail_open`.
+pub async fn recorded() {
+    if let Some(log) = GLOBAL.get()
+        && log.options.on_write_failure == WriteFailurePolicy::FailClosed
+    {
+        log.recorded().await;
+    }
+}
+
+/// A record's fields as the chain holds them: the event's fields by name, values as
+/// `tracing` gave them (numbers and booleans as such, a float as its `Debug` text), and
+/// `time`, when the event was logged (RFC 3339).
+fn record_fields(record: &super::json_lines::Decoded<'_>) -> Map<String, Value> {
+    use super::json_lines::FieldValue;
+    let mut fields = Map::new();
+    let _ = record.each_field(|name, value| {
+        let value = match value {
+            FieldValue::Str(s) => Value::String(s.to_owned()),
+            FieldValue::U64(n) => n.into(),
+            FieldValue::I64(n) => n.into(),
+            FieldValue::Bool(b) => b.into(),
+            FieldValue::F64(x) => Value::String(format!("{x:?}")),
+        };
+        fields.insert(name.to_owned(), value);
+    });
+    fields.insert(
+        "time".to_owned(),
+        Value::String(
+            super::json_lines::datetime(record.secs, record.nanos)
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default(),
+        ),
+    );
+    fields
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -978,6 +1204,185 @@ mod tests {
             "{:?}",
             v.torn_lines_set_aside
         );
+    }
+
+    /// A subscriber handing every event to `log` as the gateway's audit layer does.
+    struct Taker(Arc<AuditLog>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Taker {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _ctx: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            crate::telemetry::json_lines::with_record(event, |r| self.0.take(r));
+        }
+    }
+
+    /// `log` with its writer and durability threads running.
+    fn started(log: AuditLog) -> Arc<AuditLog> {
+        let log = Arc::new(log);
+        AuditLog::start(&log).expect("threads");
+        log
+    }
+
+    /// [`AuditLog::recorded`], from a test's thread.
+    fn wait_recorded(log: &AuditLog) {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(log.recorded());
+    }
+
+    fn taking(log: &Arc<AuditLog>) -> impl tracing::Subscriber + Send + Sync {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing_subscriber::registry().with(Taker(Arc::clone(log)))
+    }
+
+    #[test]
+    fn records_taken_from_many_threads_are_formatted_chained_and_written_by_the_writer() {
+        let dir = scratch("writer");
+        let path = dir.join("audit.jsonl");
+        let log = started(AuditLog::open(&path).expect("open"));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let log = Arc::clone(&log);
+                std::thread::spawn(move || {
+                    tracing::subscriber::with_default(taking(&log), || {
+                        for i in 0..500u64 {
+                            tracing::info!(target: "audit", n = t * 1000 + i, quote = "a\"b\n",
+                                ok = true, neg = -1i64, ratio = 0.5f64, "check");
+                        }
+                    });
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        log.close().expect("close");
+        let verified = verify(std::slice::from_ref(&path)).expect("an unbroken chain");
+        assert_eq!(verified.records, 2000);
+        let mut seen: Vec<u64> = lines(&path)
+            .iter()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).expect("JSON");
+                assert_eq!(v["message"], "check");
+                assert_eq!(v["quote"], "a\"b\n");
+                assert_eq!(
+                    (&v["ok"], &v["neg"], &v["ratio"]),
+                    (&json!(true), &json!(-1), &json!("0.5"))
+                );
+                time::OffsetDateTime::parse(
+                    v["time"].as_str().unwrap(),
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .expect("time");
+                v["n"].as_u64().unwrap()
+            })
+            .collect();
+        seen.sort_unstable();
+        let want: Vec<u64> = (0..4u64)
+            .flat_map(|t| (0..500).map(move |i| t * 1000 + i))
+            .collect();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn no_request_goes_on_before_its_record_is_in_the_file() {
+        // What `recorded` promises a fail_closed request: when it returns, the record it
+        // logged is in the file (read by another handle), for each of 300 requests in turn.
+        let dir = scratch("recorded");
+        let path = dir.join("audit.jsonl");
+        let log = started(AuditLog::open(&path).expect("open"));
+        tracing::subscriber::with_default(taking(&log), || {
+            for i in 0..300u64 {
+                tracing::info!(target: "audit", n = i, "check");
+                wait_recorded(&log);
+                let text = std::fs::read_to_string(&path).expect("read");
+                let last: Value =
+                    serde_json::from_str(text.lines().last().expect("a line")).expect("JSON");
+                assert_eq!(
+                    last["n"], i,
+                    "request {i} went on before its record was written"
+                );
+            }
+        });
+    }
+
+    #[test]
+    fn a_failed_batch_loses_its_records_counted_and_a_fail_closed_log_refuses() {
+        let log =
+            started(AuditLog::open_with(Path::new("/dev/full"), Options::default()).expect("open"));
+        let failures = crate::telemetry::metrics::metrics()
+            .audit_write_failures
+            .get();
+        tracing::subscriber::with_default(taking(&log), || {
+            for i in 0..3u64 {
+                tracing::info!(target: "audit", n = i, "check");
+            }
+            wait_recorded(&log);
+        });
+        assert!(log.refusing(), "the records were not written");
+        assert!(
+            crate::telemetry::metrics::metrics()
+                .audit_write_failures
+                .get()
+                >= failures + 3
+        );
+    }
+
+    #[test]
+    fn a_full_queue_makes_fail_closed_requests_wait_and_fail_open_ones_count_the_loss() {
+        let record = {
+            let mut one = Vec::new();
+            let log = Arc::new(AuditLog::open(&scratch("queue-probe").join("a")).expect("open"));
+            log.lock_queue().writer = true;
+            tracing::subscriber::with_default(taking(&log), || {
+                tracing::info!(target: "audit", pad = %"x".repeat(64 * 1024), "check");
+            });
+            one.extend_from_slice(&log.lock_queue().records);
+            one
+        };
+        let fill = MAX_QUEUED / record.len() + 1;
+        for policy in [WriteFailurePolicy::FailOpen, WriteFailurePolicy::FailClosed] {
+            let dir = scratch(&format!("queue-{policy:?}"));
+            let options = Options {
+                on_write_failure: policy,
+                ..Options::default()
+            };
+            let log =
+                Arc::new(AuditLog::open_with(&dir.join("audit.jsonl"), options).expect("open"));
+            // The writer "runs" but takes nothing until told to.
+            log.lock_queue().writer = true;
+            for _ in 0..fill {
+                log.take(&record);
+            }
+            assert!(log.lock_queue().records.len() >= MAX_QUEUED);
+            let extra = {
+                let log = Arc::clone(&log);
+                let record = record.clone();
+                std::thread::spawn(move || log.take(&record))
+            };
+            std::thread::sleep(Duration::from_millis(200));
+            match policy {
+                WriteFailurePolicy::FailOpen => {
+                    assert!(extra.is_finished(), "a fail_open request does not wait");
+                    assert!(!log.writable(), "its record is counted lost");
+                    assert_eq!(log.lock_queue().taken, fill as u64);
+                }
+                WriteFailurePolicy::FailClosed => {
+                    assert!(!extra.is_finished(), "a fail_closed request waits for room");
+                    assert!(log.write_queued(Duration::ZERO));
+                    extra.join().unwrap();
+                    assert_eq!(log.lock_queue().taken, fill as u64 + 1);
+                    assert!(log.write_queued(Duration::ZERO));
+                    assert!(log.writable());
+                    let held = log.lock_queue().records.len();
+                    assert_eq!(held, 0);
+                }
+            }
+        }
     }
 
     #[test]

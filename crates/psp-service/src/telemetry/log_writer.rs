@@ -10,6 +10,10 @@
 //! the writing thread wait until the writer has taken it, so memory stays bounded when the
 //! output cannot keep up. Dropping the [`LogWriterGuard`] writes what is pending and stops
 //! the thread.
+//!
+//! [`spawn`] takes formatted lines; [`spawn_formatting`] takes records that its thread
+//! formats before writing them ([`super::json_lines`]: the JSON lines of `serve`, so that
+//! formatting is off the request path).
 
 use std::io::{self, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -56,10 +60,32 @@ pub struct LogWriterGuard {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Turns the records taken from the buffer (whole records, as appended) into the bytes
+/// written; runs on the writer's thread.
+pub type Format = fn(records: &[u8], out: &mut Vec<u8>);
+
 /// A writer of lines to `out`, and the guard of its thread (named `name`).
 pub fn spawn<W: Write + Send + 'static>(
     name: &str,
     out: W,
+) -> io::Result<(LogWriter, LogWriterGuard)> {
+    spawn_with(name, out, None)
+}
+
+/// A writer of records to `out` that its thread turns into lines with `format` before
+/// writing them; what [`spawn`] says of memory and waiting holds for the records' bytes.
+pub fn spawn_formatting<W: Write + Send + 'static>(
+    name: &str,
+    out: W,
+    format: Format,
+) -> io::Result<(LogWriter, LogWriterGuard)> {
+    spawn_with(name, out, Some(format))
+}
+
+fn spawn_with<W: Write + Send + 'static>(
+    name: &str,
+    out: W,
+    format: Option<Format>,
 ) -> io::Result<(LogWriter, LogWriterGuard)> {
     let shared = Arc::new(Shared {
         pending: Mutex::new(Pending {
@@ -73,7 +99,7 @@ pub fn spawn<W: Write + Send + 'static>(
         let shared = Arc::clone(&shared);
         std::thread::Builder::new()
             .name(name.to_owned())
-            .spawn(move || write_out(&shared, out))?
+            .spawn(move || write_out(&shared, out, format))?
     };
     Ok((
         LogWriter {
@@ -89,9 +115,11 @@ pub fn spawn<W: Write + Send + 'static>(
 /// The writer thread: sleeps until a line comes, lets the lines of one interval gather (or
 /// [`WAKE_AT`] bytes), takes them and writes them with one call, outside the lock. A failed
 /// write is reported on stderr, once per failing run, and the lines of that write are lost
-/// (there is nowhere else to put them). An idle writer sleeps without waking.
-fn write_out<W: Write>(shared: &Shared, mut out: W) {
+/// (there is nowhere else to put them). An idle writer sleeps without waking. With `format`,
+/// the bytes taken are records, formatted here before the write.
+fn write_out<W: Write>(shared: &Shared, mut out: W, format: Option<Format>) {
     let mut spare = Vec::with_capacity(WAKE_AT);
+    let mut formatted = Vec::new();
     let mut failing = false;
     loop {
         {
@@ -114,7 +142,15 @@ fn write_out<W: Write>(shared: &Shared, mut out: W) {
             // the last write.
             return;
         }
-        match out.write_all(&spare).and_then(|()| out.flush()) {
+        let bytes = match format {
+            None => &spare,
+            Some(format) => {
+                formatted.clear();
+                format(&spare, &mut formatted);
+                &formatted
+            }
+        };
+        match out.write_all(bytes).and_then(|()| out.flush()) {
             Ok(()) => failing = false,
             Err(e) if !failing => {
                 failing = true;
@@ -125,15 +161,19 @@ fn write_out<W: Write>(shared: &Shared, mut out: W) {
             Err(_) => {}
         }
         spare.clear();
-        // A burst grew the buffer: give it back.
+        // A burst grew the buffers: give them back.
         if spare.capacity() > 4 * WAKE_AT {
             spare = Vec::with_capacity(WAKE_AT);
+        }
+        if formatted.capacity() > 4 * WAKE_AT {
+            formatted = Vec::new();
         }
     }
 }
 
 impl LogWriter {
-    fn append(&self, line: &[u8]) {
+    /// Appends one line (or one record, for a formatting writer), whole.
+    pub(super) fn append(&self, line: &[u8]) {
         let mut pending = self.shared.lock();
         while pending.bytes.len() >= MAX_PENDING && !pending.closing {
             self.shared.wake.notify_one();
