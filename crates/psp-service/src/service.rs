@@ -96,6 +96,17 @@ pub struct Checked {
     report: CheckReport,
     wire: std::sync::OnceLock<(Box<str>, bytes::Bytes)>,
     evidence: std::sync::OnceLock<Box<str>>,
+    identity: std::sync::OnceLock<IdentityHeaderValues>,
+}
+
+/// The PSP's identity as the faces forward it in headers, made once per result: the
+/// authorisation number as it is, and the PSP's name percent-encoded (UTF-8; every byte but
+/// ASCII letters and digits). `None` when the report has none, or when the number is not a
+/// valid header value (it came from a certificate: a control character keeps it out).
+#[derive(Debug, Clone, Default)]
+pub struct IdentityHeaderValues {
+    pub auth_number: Option<http::HeaderValue>,
+    pub name: Option<http::HeaderValue>,
 }
 
 impl Checked {
@@ -105,7 +116,26 @@ impl Checked {
             report,
             wire: std::sync::OnceLock::new(),
             evidence: std::sync::OnceLock::new(),
+            identity: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The identity header values ([`IdentityHeaderValues`]), made on the first call and
+    /// shared after that: every permit of a cached result forwards the same ones.
+    pub fn identity_header_values(&self) -> &IdentityHeaderValues {
+        self.identity.get_or_init(|| IdentityHeaderValues {
+            auth_number: self
+                .report
+                .auth_number
+                .as_deref()
+                .and_then(|a| http::HeaderValue::from_str(a).ok()),
+            name: self.report.psp_subject_name.as_deref().and_then(|name| {
+                let encoded =
+                    percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)
+                        .to_string();
+                http::HeaderValue::from_str(&encoded).ok()
+            }),
+        })
     }
 
     /// The report's revocation evidence in one line

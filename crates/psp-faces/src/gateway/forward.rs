@@ -23,6 +23,7 @@ use rustls_pki_types::pem::PemObject;
 use super::config::IdentityHeaders;
 use super::path::NormalisedPath;
 use crate::policy::Permit;
+use crate::register::ServiceSet;
 use crate::server::{Body, BodyError};
 use crate::service::Checked;
 use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE, TraceContext};
@@ -497,21 +498,16 @@ pub(super) fn identity_headers(h: &mut HeaderMap, names: &IdentityHeaders, ident
         check_id,
         decision,
     } = identity;
-    let report = permit.report();
-    if let Some(auth) = &report.auth_number {
-        insert_value(h, &names.auth_number, auth);
+    // The values that do not change with the request are made once per result.
+    let values = permit.shared().identity_header_values();
+    if let Some(auth) = &values.auth_number {
+        h.insert(names.auth_number.clone(), auth.clone());
     }
-    if let Some(name) = &report.psp_subject_name {
-        insert_value(h, &names.name, &percent_encode(name));
+    if let Some(name) = &values.name {
+        h.insert(names.name.clone(), name.clone());
     }
-    let services: Vec<String> = permit
-        .services()
-        .to_vec()
-        .iter()
-        .map(u8::to_string)
-        .collect();
-    if !services.is_empty() {
-        insert_value(h, &names.services, &services.join(","));
+    if let Some(services) = services_value(permit.services()) {
+        h.insert(names.services.clone(), services);
     }
     insert_value(h, &names.check_id, check_id);
     if let Some(r) = permit.not_enforced() {
@@ -523,6 +519,30 @@ pub(super) fn identity_headers(h: &mut HeaderMap, names: &IdentityHeaders, ident
     if let Some(value) = decision {
         h.insert(names.decision.clone(), value);
     }
+}
+
+/// The services header's value: the numbers in ascending order, comma-separated; `None` for
+/// no service. The 256 values are made once.
+fn services_value(set: ServiceSet) -> Option<HeaderValue> {
+    static VALUES: std::sync::OnceLock<Vec<HeaderValue>> = std::sync::OnceLock::new();
+    if set.is_empty() {
+        return None;
+    }
+    let values = VALUES.get_or_init(|| {
+        (0..256u16)
+            .map(|bits| {
+                let numbers: Vec<String> = (1..=8u8)
+                    .filter(|n| bits & (1 << (n - 1)) != 0)
+                    .map(|n| n.to_string())
+                    .collect();
+                HeaderValue::from_str(&numbers.join(",")).expect("digits and commas")
+            })
+            .collect()
+    });
+    let index = set
+        .iter()
+        .fold(0usize, |bits, s| bits | 1 << (s.number() - 1));
+    values.get(index).cloned()
 }
 
 /// The certificate as URL-encoded PEM (what nginx's `$ssl_client_escaped_cert` gives).
@@ -642,5 +662,23 @@ pub(super) fn strip_overrides(h: &mut HeaderMap, configured: &[HeaderName]) {
     }
     for name in configured {
         h.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_service_set_has_its_numbers_in_order_as_its_header_value() {
+        for bits in 0u16..256 {
+            let numbers: Vec<u8> = (1..=8u8).filter(|n| bits & (1 << (n - 1)) != 0).collect();
+            let set = ServiceSet::from_numbers(&numbers).expect("1 to 8");
+            let want: Vec<String> = numbers.iter().map(u8::to_string).collect();
+            match services_value(set) {
+                None => assert!(numbers.is_empty(), "{numbers:?}"),
+                Some(v) => assert_eq!(v.to_str().unwrap(), want.join(","), "{numbers:?}"),
+            }
+        }
     }
 }
