@@ -30,7 +30,7 @@ fn rate_limited() -> u64 {
     metrics()
         .rate_limited
         .get_or_create(&FaceLabels {
-            face: "gateway".to_owned(),
+            face: "gateway",
         })
         .get()
 }

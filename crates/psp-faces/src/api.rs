@@ -279,9 +279,7 @@ async fn answer<B>(
             ) {
                 metrics
                     .rate_limited
-                    .get_or_create(&crate::telemetry::metrics::FaceLabels {
-                        face: "api".to_owned(),
-                    })
+                    .get_or_create(&crate::telemetry::metrics::FaceLabels { face: "api" })
                     .inc();
             }
             tracing::info!(
@@ -377,9 +375,7 @@ async fn respond<B>(
     let fingerprint = crate::hex::lower(&fingerprint);
     crate::telemetry::metrics::metrics()
         .check_duration
-        .get_or_create(&crate::telemetry::metrics::FaceLabels {
-            face: "api".to_owned(),
-        })
+        .get_or_create(&crate::telemetry::metrics::FaceLabels { face: "api" })
         .observe(started.elapsed().as_secs_f64());
     log_check(request_id, &caller, source, &params, &fingerprint, &report);
     // Under `fail_closed`, the answer waits for its record's write (group commit).

@@ -86,6 +86,13 @@ fn decode(input: &[u8], want: Want) -> Result<Vec<Vec<u8>>, CertError> {
         && let Ok(der) = STANDARD_PAD_INDIFFERENT.decode(input)
         && let Ok(certs) = split_der(&der)
     {
+        // One certificate, the whole of what was decoded (a check endpoint's `eidas`
+        // header): the decoded bytes themselves, not a copy.
+        if let [one] = certs[..]
+            && one.len() == der.len()
+        {
+            return Ok(vec![der]);
+        }
         return Ok(certs.into_iter().map(<[u8]>::to_vec).collect());
     }
     let input = input.strip_prefix(UTF8_BOM).unwrap_or(input);

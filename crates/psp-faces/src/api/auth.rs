@@ -588,18 +588,21 @@ impl Authenticator {
         header: Option<&[u8]>,
         source: IpAddr,
     ) -> Result<String, AuthFailure> {
-        let (user, password) = parse_basic(header.ok_or(AuthFailure::Missing)?)?;
+        let basic = parse_basic(header.ok_or(AuthFailure::Missing)?)?;
+        let (user, password) = (basic.user(), basic.password());
         // Remembered only against the hash configured now: a changed hash or a removed user
         // is verified afresh.
         let key = self
             .users
-            .get(&user)
-            .map(|account| digest(&user, &password, &account.password_hash));
+            .get(user)
+            .map(|account| digest(user, password, &account.password_hash));
         if let Some(key) = key
             && self.verified.get(&key).await.is_some()
         {
-            return Ok(user);
+            return Ok(basic.into_user());
         }
+        let (user, password) = (user.to_owned(), password.to_owned());
+        drop(basic);
         let now = Instant::now();
         let quotas = &*self.quotas;
         let (charges, place) = match &quotas.shared {
@@ -860,7 +863,30 @@ fn returning_key(user: &str, source: IpAddr) -> [u8; 32] {
 }
 
 /// `Basic base64(user:password)` (RFC 7617).
-fn parse_basic(value: &[u8]) -> Result<(String, String), AuthFailure> {
+/// Basic credentials, decoded: `user:password` in one buffer (a remembered caller costs one
+/// allocation).
+#[derive(Debug, PartialEq)]
+struct Basic {
+    decoded: String,
+    /// Where the first `:` is.
+    colon: usize,
+}
+
+impl Basic {
+    fn user(&self) -> &str {
+        &self.decoded[..self.colon]
+    }
+    fn password(&self) -> &str {
+        &self.decoded[self.colon + 1..]
+    }
+    /// The user name, in the buffer it was decoded into.
+    fn into_user(mut self) -> String {
+        self.decoded.truncate(self.colon);
+        self.decoded
+    }
+}
+
+fn parse_basic(value: &[u8]) -> Result<Basic, AuthFailure> {
     if value.len() > MAX_AUTHORIZATION_BYTES {
         return Err(AuthFailure::Missing);
     }
@@ -873,8 +899,8 @@ fn parse_basic(value: &[u8]) -> Result<(String, String), AuthFailure> {
         .decode(token.trim())
         .map_err(|_| AuthFailure::Missing)?;
     let decoded = String::from_utf8(decoded).map_err(|_| AuthFailure::Missing)?;
-    let (user, password) = decoded.split_once(':').ok_or(AuthFailure::Missing)?;
-    Ok((user.to_owned(), password.to_owned()))
+    let colon = decoded.find(':').ok_or(AuthFailure::Missing)?;
+    Ok(Basic { decoded, colon })
 }
 
 /// The argon2 hasher refused to hash a secret.
@@ -1513,9 +1539,12 @@ mod tests {
 
     #[test]
     fn passwords_may_contain_colons() {
-        assert_eq!(
-            parse_basic(&basic("u:pa:ss")),
-            Ok(("u".to_owned(), "pa:ss".to_owned()))
-        );
+        let parsed = parse_basic(&basic("u:pa:ss")).expect("parses");
+        assert_eq!((parsed.user(), parsed.password()), ("u", "pa:ss"));
+        assert_eq!(parsed.into_user(), "u");
+        // No colon: no credentials; an empty user or password is still a pair.
+        assert_eq!(parse_basic(&basic("nocolon")), Err(AuthFailure::Missing));
+        let empty = parse_basic(&basic(":")).expect("parses");
+        assert_eq!((empty.user(), empty.password()), ("", ""));
     }
 }

@@ -105,9 +105,7 @@ pub(super) fn log(record: &Record, conn: &ConnInfo, failure: Option<&Failure>, s
     let m = metrics();
     if let Some(decided) = &record.decided {
         m.check_duration
-            .get_or_create(&FaceLabels {
-                face: record.face.to_owned(),
-            })
+            .get_or_create(&FaceLabels { face: record.face })
             .observe(decided.check_time.as_secs_f64());
         audit_decision(record, decided, conn);
     }
@@ -135,9 +133,7 @@ pub(super) fn log(record: &Record, conn: &ConnInfo, failure: Option<&Failure>, s
             match failure {
                 Failure::RateLimited { .. } => {
                     m.rate_limited
-                        .get_or_create(&FaceLabels {
-                            face: record.face.to_owned(),
-                        })
+                        .get_or_create(&FaceLabels { face: record.face })
                         .inc();
                 }
                 Failure::UpstreamOverloaded(scope) => {

@@ -42,7 +42,7 @@ pub struct RequestLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FaceLabels {
-    pub face: String,
+    pub face: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -387,7 +387,7 @@ mod tests {
         let mut r = Registry::default();
         let c = Family::<FaceLabels, Counter>::default();
         r.register("x_events", "Events", c.clone());
-        c.get_or_create(&FaceLabels { face: "api".into() }).inc();
+        c.get_or_create(&FaceLabels { face: "api" }).inc();
         let mut om = String::new();
         prometheus_client::encoding::text::encode(&mut om, &r).expect("encode");
         assert!(om.contains("# TYPE x_events counter"), "{om}");
