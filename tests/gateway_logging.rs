@@ -29,9 +29,7 @@ fn requests(route: &str, decision: &str, reason: &str) -> u64 {
 fn rate_limited() -> u64 {
     metrics()
         .rate_limited
-        .get_or_create(&FaceLabels {
-            face: "gateway",
-        })
+        .get_or_create(&FaceLabels { face: "gateway" })
         .get()
 }
 

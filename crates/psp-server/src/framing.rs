@@ -221,6 +221,16 @@ impl Framer {
         }
     }
 
+    /// Gives back the buffers that hold nothing now (an idle connection keeps none).
+    pub fn release_idle_buffers(&mut self) {
+        if self.ready.is_empty() {
+            self.ready = BytesMut::new();
+        }
+        if self.head.is_empty() {
+            self.head = Vec::new();
+        }
+    }
+
     /// Nothing more will come out: hyper is to read the end of the connection.
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed && self.ready.is_empty()
@@ -558,6 +568,16 @@ impl<S> FramingGuard<S> {
             deadline: None,
             answer: None,
         }
+    }
+
+    /// Gives back the guard's buffers that hold nothing now: the connection is idle.
+    pub(crate) fn release_idle_buffers(&mut self) {
+        self.framer.release_idle_buffers();
+    }
+
+    /// The connection began with the HTTP/2 preface (known once the first bytes are out).
+    pub(crate) fn is_http2(&self) -> bool {
+        self.framer.is_passthrough()
     }
 
     /// Nothing to read now: a held head past its deadline ends the connection.

@@ -32,6 +32,8 @@ pub(super) struct RequestTracker {
     /// deadline must then measure idleness from requests instead (a later start or end needs
     /// no wake: the watchdog re-checks by then).
     first: tokio::sync::Notify,
+    /// Times the connection was parked (`connection`).
+    parks: AtomicU64,
 }
 
 impl RequestTracker {
@@ -42,6 +44,7 @@ impl RequestTracker {
             started: AtomicU64::new(0),
             last: AtomicU64::new(0),
             first: tokio::sync::Notify::new(),
+            parks: AtomicU64::new(0),
         })
     }
 
@@ -65,6 +68,17 @@ impl RequestTracker {
 
     pub(super) fn requests_started(&self) -> u64 {
         self.started.load(Ordering::Acquire)
+    }
+
+    /// The connection was parked once more.
+    pub(super) fn parked(&self) {
+        self.parks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Times the connection was parked.
+    #[cfg(test)]
+    pub(super) fn parks(&self) -> u64 {
+        self.parks.load(Ordering::Relaxed)
     }
 
     pub(super) fn in_flight(&self) -> usize {
@@ -98,6 +112,24 @@ impl RequestTracker {
             } else {
                 sleep.await;
             }
+        }
+    }
+
+    /// Resolves when no request is in progress and none started or finished for `quiet`,
+    /// counted from `since` at the earliest (when hyper began serving the connection).
+    pub(super) async fn quiet(&self, quiet: Duration, since: Instant) {
+        loop {
+            let now = Instant::now();
+            let last = self.start + Duration::from_millis(self.last.load(Ordering::Relaxed));
+            let deadline = if self.in_flight() > 0 {
+                now + quiet
+            } else {
+                last.max(since) + quiet
+            };
+            if self.in_flight() == 0 && now >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline.max(now + Duration::from_millis(1))).await;
         }
     }
 }

@@ -9,13 +9,16 @@
 //!                          request-level idle watchdog + shutdown ◀── hyper (h1 + h2)
 //! ```
 //!
+//! An HTTP/1 connection quiet for a quarter of a second is parked: hyper's state and buffers
+//! for it are dropped until its next request (`connection`).
+//!
 //! Idleness is measured in requests, not bytes (`idle`): HTTP/2 PING and SETTINGS frames do
 //! not keep a connection open, so clients that send only those cannot hold the connection
 //! slots.
 //!
 //! Limits on what comes from the network are named in [`Limits`] with their sources. The
 //! header-read timeout is the framing guard's, per head; hyper's own, which also ran between
-//! requests, is off (`connection_builder`); tokio-rustls has no handshake timeout of its own,
+//! requests, is off (`connection::Builders`); tokio-rustls has no handshake timeout of its own,
 //! so the accept is wrapped in one.
 
 #![forbid(unsafe_code)]
@@ -27,6 +30,7 @@ use psp_service::telemetry;
 
 mod certificate;
 mod cidr;
+mod connection;
 mod error_body;
 pub mod framing;
 mod idle;
@@ -57,10 +61,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use rustls_pki_types::CertificateDer;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -272,7 +273,7 @@ pub async fn serve_connections(
     let setup = Arc::new(ConnectionSetup {
         tls,
         new_connection,
-        builder: connection_builder(&limits),
+        builders: connection::Builders::new(&limits),
         limits,
         link_base,
     });
@@ -337,7 +338,7 @@ pub async fn serve_connections(
 struct ConnectionSetup {
     tls: Option<TlsAcceptor>,
     new_connection: NewConnection,
-    builder: auto::Builder<TokioExecutor>,
+    builders: connection::Builders,
     limits: Limits,
     link_base: Arc<str>,
 }
@@ -350,28 +351,22 @@ async fn serve_accepted(
     peer: SocketAddr,
     shutdown: watch::Receiver<bool>,
 ) {
-    let ConnectionSetup {
-        tls,
-        new_connection,
-        builder,
-        limits,
-        link_base,
-    } = setup;
-    match tls {
+    match &setup.tls {
         None => {
             let conn = Arc::new(ConnInfo::new(peer, None));
-            let handler = new_connection(conn.clone());
-            serve_connection(builder, stream, conn, handler, *limits, link_base, shutdown).await;
+            serve_connection(setup, stream, conn, shutdown, idle::RequestTracker::new()).await;
         }
         Some(acceptor) => {
             let Some((stream, info)) =
-                tls_handshake(acceptor, stream, peer, limits.handshake_timeout).await
+                tls_handshake(acceptor, stream, peer, setup.limits.handshake_timeout).await
             else {
                 return;
             };
             let conn = Arc::new(ConnInfo::new(peer, Some(info)));
-            let handler = new_connection(conn.clone());
-            serve_connection(builder, stream, conn, handler, *limits, link_base, shutdown).await;
+            // The TLS stream (1.2 KB, most of it rustls's connection) in a box of its own:
+            // moved by value through the serving futures, it would be laid out in each.
+            let stream = Box::new(stream);
+            serve_connection(setup, stream, conn, shutdown, idle::RequestTracker::new()).await;
         }
     }
 }
@@ -430,35 +425,6 @@ async fn drain(permits: &Semaphore, limits: &Limits) {
     }
 }
 
-/// hyper's connection settings for a listener with `limits`.
-///
-/// The timeouts of a connection are kept here, not by hyper: the framing guard's per-head
-/// deadline (`header_read_timeout`, from a head's first byte, [`framing::FramingGuard`]), and
-/// the request-level watchdog (`first_request_timeout` before the first request,
-/// `idle_timeout` between requests, [`idle::RequestTracker`]). hyper's own header-read timer
-/// is off: in hyper ≥ 1.6 it starts as soon as a keep-alive connection waits for its next
-/// request, so it closed every idle HTTP/1 connection `header_read_timeout` (10 s) after its
-/// last answer, whatever `idle_timeout` said. With the guard holding a head until it is
-/// complete, that timer could measure nothing else.
-fn connection_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(None)
-        // A request refused by the framing guard ends the reading side (`framing`): hyper
-        // still answers the requests before it, then shuts down, which writes the refusal.
-        .half_close(true)
-        .max_buf_size(hyper_head_limit(limits))
-        .max_headers(MAX_HEADERS);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
-    builder
-}
-
 /// Connections per source key, for `max_connections_per_source`.
 #[derive(Clone)]
 struct PerSource {
@@ -508,72 +474,35 @@ impl Drop for SourceSlot {
     }
 }
 
+/// Serves one connection's requests with its listener's `setup`, counted by `tracker`.
 async fn serve_connection<S>(
-    builder: &auto::Builder<TokioExecutor>,
+    setup: &ConnectionSetup,
     stream: S,
     conn: Arc<ConnInfo>,
-    handler: ConnHandler,
-    limits: Limits,
-    link_base: &Arc<str>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+    tracker: Arc<idle::RequestTracker>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let tracker = idle::RequestTracker::new();
-    let requests = tracker.clone();
-    let peer = conn.peer;
-    let service = service_fn(move |req| {
-        let in_flight = requests.begin();
-        let fut = handler(req);
-        async move {
-            let response = fut.await;
-            Ok::<_, Infallible>(response.map(|body| TrackedBody::new(body, in_flight)))
-        }
-    });
+    let service = connection::TrackingService {
+        tracker: tracker.clone(),
+        handler: (setup.new_connection)(conn.clone()),
+    };
     // hyper reads HTTP/1 request heads only after the guard has checked their framing.
-    let stream = framing::FramingGuard::new(
+    let guard = framing::FramingGuard::new(
         stream,
-        hyper_head_limit(&limits),
-        limits.header_read_timeout,
-        link_base.clone(),
+        hyper_head_limit(&setup.limits),
+        setup.limits.header_read_timeout,
+        setup.link_base.clone(),
     );
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(connection);
-    // Set once the connection is being closed for idleness: the peer's time to say goodbye.
-    let mut grace: Option<tokio::time::Instant> = None;
-    let mut closing = false;
-    loop {
-        tokio::select! {
-            r = connection.as_mut() => {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, %peer, "connection ended with an error");
-                }
-                return;
-            }
-            _ = tracker.idle(limits.idle_timeout, limits.first_request_timeout), if !closing => {
-                tracing::debug!(
-                    %peer,
-                    requests = tracker.requests_started(),
-                    "idle connection closed"
-                );
-                connection.as_mut().graceful_shutdown();
-                closing = true;
-                grace = Some(tokio::time::Instant::now() + CLOSE_GRACE);
-            }
-            _ = tokio::time::sleep_until(grace.unwrap_or_else(tokio::time::Instant::now)),
-                if grace.is_some() => {
-                if tracker.in_flight() == 0 {
-                    tracing::debug!(%peer, "idle connection did not close in time: dropped");
-                    return;
-                }
-                grace = Some(tokio::time::Instant::now() + CLOSE_GRACE);
-            }
-            _ = shutdown.changed(), if !closing => {
-                connection.as_mut().graceful_shutdown();
-                closing = true;
-            }
-        }
-    }
+    let serving = connection::Serving {
+        builders: &setup.builders,
+        service,
+        tracker: &tracker,
+        limits: setup.limits,
+        peer: conn.peer,
+    };
+    connection::serve(serving, guard, shutdown).await;
 }
 
 /// A server certificate chain and its private key (PEM files), and whether clients may
@@ -625,25 +554,153 @@ mod tests {
     /// A connection served as every listener serves one, with `limits`, over an in-memory pipe
     /// (the paused clock then advances only when both ends wait).
     fn connection(limits: Limits) -> (DuplexStream, tokio::task::JoinHandle<()>) {
+        let served = served(limits);
+        // Never shut down: the sender lives as long as the connection's task.
+        std::mem::forget(served.shutdown);
+        (served.client, served.task)
+    }
+
+    /// A connection being served, and what tests look at or do to it.
+    struct Served {
+        client: DuplexStream,
+        task: tokio::task::JoinHandle<()>,
+        tracker: Arc<idle::RequestTracker>,
+        shutdown: watch::Sender<bool>,
+    }
+
+    fn served(limits: Limits) -> Served {
         let (client, server) = tokio::io::duplex(64 * 1024);
-        let handler: ConnHandler = Arc::new(|_req| Box::pin(async { Response::new(full("ok")) }));
-        let builder = connection_builder(&limits);
-        let (_tx, shutdown) = watch::channel(false);
-        let task = tokio::spawn(async move {
-            let _tx = _tx;
-            let conn = Arc::new(ConnInfo::new(SocketAddr::from(([127, 0, 0, 1], 1)), None));
-            serve_connection(
-                &builder,
-                server,
-                conn,
-                handler,
-                limits,
-                &Arc::from("/docs/errors#"),
-                shutdown,
+        let setup = ConnectionSetup {
+            tls: None,
+            new_connection: per_request(Arc::new(|_req, _conn| {
+                Box::pin(async { Response::new(full("ok")) })
+            })),
+            builders: connection::Builders::new(&limits),
+            limits,
+            link_base: Arc::from("/docs/errors#"),
+        };
+        let (shutdown, watching) = watch::channel(false);
+        let tracker = idle::RequestTracker::new();
+        let task = {
+            let tracker = tracker.clone();
+            tokio::spawn(async move {
+                let conn = Arc::new(ConnInfo::new(SocketAddr::from(([127, 0, 0, 1], 1)), None));
+                serve_connection(&setup, server, conn, watching, tracker).await;
+            })
+        };
+        Served {
+            client,
+            task,
+            tracker,
+            shutdown,
+        }
+    }
+
+    /// Reads answers until `n` bodies ("ok") have come; `None` if the connection closed first.
+    async fn answers(client: &mut DuplexStream, n: usize) -> Option<String> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while got.windows(6).filter(|w| w == b"\r\n\r\nok").count() < n {
+            let read = client.read(&mut buf).await.ok()?;
+            if read == 0 {
+                return None;
+            }
+            got.extend_from_slice(&buf[..read]);
+        }
+        Some(String::from_utf8_lossy(&got).into_owned())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_connection_is_parked_and_serves_its_next_requests_even_pipelined() {
+        let mut c = served(Limits::default());
+        assert!(request(&mut c.client).await.is_some());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.tracker.parks(), 1, "parked after 250 ms quiet");
+        // Two requests in one write: the first wakes the connection, the second was read
+        // with it and must not be lost when hyper takes the connection back.
+        c.client
+            .write_all(
+                b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\nGET /healthz HTTP/1.1\r\nhost: x\r\n\r\n",
             )
-            .await;
-        });
-        (client, task)
+            .await
+            .unwrap();
+        let both = answers(&mut c.client, 2).await.expect("both answered");
+        assert_eq!(both.matches("HTTP/1.1 200 OK").count(), 2, "{both}");
+        assert!(!both.contains("connection: close"), "{both}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.tracker.parks(), 2);
+        assert_eq!(c.tracker.requests_started(), 3);
+        assert!(!c.task.is_finished());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_connection_is_never_parked() {
+        let mut c = served(Limits::default());
+        for _ in 0..20 {
+            assert!(request(&mut c.client).await.is_some());
+            tokio::time::sleep(connection::PARK_AFTER / 2).await;
+        }
+        assert_eq!(c.tracker.parks(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_head_sent_across_the_parking_is_answered_and_one_never_finished_still_times_out() {
+        let limits = Limits {
+            header_read_timeout: Duration::from_secs(2),
+            ..Limits::default()
+        };
+        let mut c = served(limits);
+        assert!(request(&mut c.client).await.is_some());
+        // Half a head, then the rest after the connection was parked (the framing guard
+        // holds the half; hyper has seen nothing of it).
+        c.client
+            .write_all(b"GET /healthz HTTP/1.1\r\nho")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.tracker.parks(), 1);
+        c.client.write_all(b"st: x\r\n\r\n").await.unwrap();
+        assert!(
+            answers(&mut c.client, 1).await.is_some(),
+            "answered after the park"
+        );
+        // A head begun and never finished, on a parked connection: closed at the guard's
+        // deadline, not kept for the idle timeout.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.client
+            .write_all(b"GET /healthz HTTP/1.1\r\nho")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(c.task.is_finished(), "closed at the header timeout");
+        assert_eq!(answers(&mut c.client, 1).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_connection_is_closed_at_shutdown_and_a_refused_head_is_still_answered() {
+        let mut c = served(Limits::default());
+        assert!(request(&mut c.client).await.is_some());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.tracker.parks(), 1);
+        c.shutdown.send_replace(true);
+        assert_eq!(answers(&mut c.client, 1).await, None, "closed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(c.task.is_finished());
+
+        // On a parked connection, a head the framing guard refuses (two Content-Length
+        // values) is answered with its refusal, as on a busy one.
+        let mut c = served(Limits::default());
+        assert!(request(&mut c.client).await.is_some());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(c.tracker.parks(), 1);
+        c.client
+            .write_all(b"POST /healthz HTTP/1.1\r\nhost: x\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        c.client.read_to_end(&mut got).await.unwrap();
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 400"), "{got}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -93,6 +93,8 @@ pub struct Metrics {
     pub client_chains: Gauge<i64>,
     /// Gateway calls in flight to the upstream (bounded by `gateway.upstream_max_requests`).
     pub upstream_in_flight: Gauge<i64>,
+    /// HTTP/1 connections parked: open and idle, without hyper's state and buffers.
+    pub connections_parked: Gauge<i64>,
     /// Gateway calls refused because a budget of calls to the upstream was spent, by scope
     /// (`total`, `psp`).
     pub upstream_overflows: Family<ScopeLabels, Counter>,
@@ -202,6 +204,12 @@ impl Metrics {
             "Parsed client certificate chains the gateway shares between connections and the authorisation faces (bound: 32 MiB of them)",
             client_chains.clone(),
         );
+        let connections_parked = Gauge::<i64>::default();
+        registry.register(
+            "psp_gateway_connections_parked",
+            "HTTP/1 connections open and idle for 250 ms or more, parked: hyper's state and buffers for them released until their next request (every listener)",
+            connections_parked.clone(),
+        );
         let upstream_in_flight = Gauge::<i64>::default();
         registry.register(
             "psp_gateway_upstream_in_flight",
@@ -288,6 +296,7 @@ impl Metrics {
             decisions_signed,
             limiter_evictions,
             client_chains,
+            connections_parked,
             upstream_in_flight,
             upstream_overflows,
             tls_handshakes,
