@@ -317,17 +317,23 @@ where
                     tracing::debug!(error = %e, peer = %serving.peer, "connection ended with an error");
                     return None;
                 }
-                let parked = !closing.asked && parking == Some(tracker.requests_started());
+                let asked = !closing.asked && parking == Some(tracker.requests_started());
                 let parts = connection.into_parts();
                 let mut io = parts.io.into_inner();
-                if parked {
-                    // Copied out: even empty, hyper's read buffer as `Bytes` would keep its
-                    // whole allocation (8 KiB or more) for as long as the connection is parked.
-                    io.front = if io.front.is_empty() && parts.read_buf.is_empty() {
-                        Bytes::new()
-                    } else {
-                        [&parts.read_buf[..], &io.front[..]].concat().into()
-                    };
+                // Parked only between messages: hyper used every byte it was given (nothing
+                // in its buffer, which could be the rest of a body it did not drain, or a
+                // head it did not read), and the framing guard passed on no part of a
+                // message that hyper has not read (it may hold part of the next head).
+                // Otherwise what follows could be read as a head that was never one: the
+                // connection closes instead, as hyper would have closed it.
+                if asked
+                    && parts.read_buf.is_empty()
+                    && io.front.is_empty()
+                    && io.inner.between_messages()
+                {
+                    // A new `Bytes`: hyper's read buffer, even empty, would keep its whole
+                    // allocation (8 KiB or more) for as long as the connection is parked.
+                    io.front = Bytes::new();
                     io.inner.release_idle_buffers();
                     return Some(io);
                 }

@@ -221,6 +221,12 @@ impl Framer {
         }
     }
 
+    /// Between two messages: waiting for a head (perhaps part collected), nothing passed on
+    /// and waiting for hyper.
+    fn between_messages(&self) -> bool {
+        self.state == State::Head && self.ready.is_empty()
+    }
+
     /// Gives back the buffers that hold nothing now (an idle connection keeps none).
     pub fn release_idle_buffers(&mut self) {
         if self.ready.is_empty() {
@@ -568,6 +574,12 @@ impl<S> FramingGuard<S> {
             deadline: None,
             answer: None,
         }
+    }
+
+    /// Every byte passed on so far ended a message and none is waiting for hyper: the next
+    /// byte hyper reads begins a head (one may be part collected, not yet passed on).
+    pub(crate) fn between_messages(&self) -> bool {
+        self.framer.between_messages()
     }
 
     /// Gives back the guard's buffers that hold nothing now: the connection is idle.

@@ -634,6 +634,40 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_body_unread_when_parking_is_asked_is_never_taken_for_the_next_head() {
+        // The handler answers without reading the body, whose rest comes slowly; when the
+        // connection turns quiet, the rest of the body must not be read as a new request (a
+        // request smuggled in a body): the connection is closed, not parked.
+        let mut c = served(Limits::default());
+        let smuggled = b"GET /smuggled HTTP/1.1\r\nhost: x\r\n\r\n";
+        let body_len = 30 + smuggled.len();
+        c.client
+            .write_all(
+                format!("POST /healthz HTTP/1.1\r\nhost: x\r\ncontent-length: {body_len}\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await
+            .unwrap();
+        c.client.write_all(&[b'a'; 30]).await.unwrap();
+        assert!(answers(&mut c.client, 1).await.is_some(), "answered early");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.client.write_all(smuggled).await.ok();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            c.tracker.requests_started(),
+            1,
+            "the body was read as a request"
+        );
+        assert_eq!(c.tracker.parks(), 0);
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), c.client.read_to_end(&mut rest)).await;
+        assert!(
+            !String::from_utf8_lossy(&rest).contains("HTTP/1.1"),
+            "{rest:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_busy_connection_is_never_parked() {
         let mut c = served(Limits::default());
         for _ in 0..20 {

@@ -126,6 +126,11 @@ pub struct AuditLog {
     queue_changed: Condvar,
     /// Held while a batch is taken and written.
     writing: Mutex<()>,
+    /// The number of the last record of the batch being written.
+    in_hand: std::sync::atomic::AtomicU64,
+    /// Tests: the next batch's round panics after taking it.
+    #[cfg(test)]
+    panic_next: AtomicBool,
     /// The number of the last record the writer has written (or lost): what [`recorded`]
     /// waits for.
     written: tokio::sync::watch::Sender<u64>,
@@ -210,6 +215,9 @@ impl AuditLog {
             queue: Mutex::new(Queue::default()),
             queue_changed: Condvar::new(),
             writing: Mutex::new(()),
+            in_hand: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(test)]
+            panic_next: AtomicBool::new(false),
             written: tokio::sync::watch::Sender::new(0),
             torn_set_aside: set_aside.as_ref().map(|a| a.file.clone()),
             options,
@@ -397,8 +405,13 @@ impl AuditLog {
             }
             let records = std::mem::take(&mut queue.records);
             self.queue_changed.notify_all();
+            self.in_hand.store(queue.taken, Ordering::Release);
             (records, queue.taken)
         };
+        #[cfg(test)]
+        if self.panic_next.swap(false, Ordering::AcqRel) {
+            panic!("a test's panic in the audit writer");
+        }
         if let Err(e) = self.append_records(&records) {
             self.report_failed_write(&e);
         }
@@ -408,6 +421,29 @@ impl AuditLog {
             newer
         });
         true
+    }
+
+    /// A round of the writer thread panicked (a defect): the records it had taken are lost,
+    /// each counted as a failed write (so `fail_closed` refuses until a record is written
+    /// again), and the requests waiting for them go on rather than wait for ever.
+    fn writer_panicked(&self) {
+        let taken = self.in_hand.load(Ordering::Acquire);
+        let lost = taken.saturating_sub(*self.written.borrow());
+        {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            for _ in 0..lost {
+                self.record_lost(&mut state);
+            }
+        }
+        let _ = writeln!(
+            io::stderr(),
+            "psp-gateway: the audit log's writer failed; {lost} record(s) lost"
+        );
+        self.written.send_if_modified(|done| {
+            let newer = taken > *done;
+            *done = (*done).max(taken);
+            newer
+        });
     }
 
     fn report_failed_write(&self, e: &io::Error) {
@@ -476,7 +512,12 @@ impl AuditLog {
             .spawn(move || {
                 loop {
                     let Some(log) = weak.upgrade() else { return };
-                    log.write_queued(Duration::from_millis(250));
+                    let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        log.write_queued(Duration::from_millis(250))
+                    }));
+                    if round.is_err() {
+                        log.writer_panicked();
+                    }
                 }
             })?;
         log.lock_queue().writer = true;
@@ -1329,6 +1370,43 @@ mod tests {
                 .audit_write_failures
                 .get()
                 >= failures + 3
+        );
+    }
+
+    #[test]
+    fn a_writer_that_panics_loses_its_batch_counted_and_leaves_no_request_waiting() {
+        let dir = scratch("writer-panic");
+        let path = dir.join("audit.jsonl");
+        let log = started(AuditLog::open(&path).expect("open"));
+        let failures = crate::telemetry::metrics::metrics()
+            .audit_write_failures
+            .get();
+        log.panic_next.store(true, Ordering::Release);
+        tracing::subscriber::with_default(taking(&log), || {
+            for i in 0..3u64 {
+                tracing::info!(target: "audit", n = i, "check");
+            }
+            // Returns: the waiting request is not left waiting for ever.
+            wait_recorded(&log);
+            // Counted as failed writes, which make a fail_closed log refuse until the
+            // durability thread writes again (it may have by now).
+            let now = crate::telemetry::metrics::metrics()
+                .audit_write_failures
+                .get();
+            assert!(now > failures, "{now} failed writes, {failures} before");
+            // The thread goes on: the next record is written.
+            tracing::info!(target: "audit", n = 3u64, "check");
+            wait_recorded(&log);
+        });
+        let text = std::fs::read_to_string(&path).expect("read");
+        let ns: Vec<u64> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok()?["n"].as_u64())
+            .collect();
+        assert!(ns.ends_with(&[3]), "{text}");
+        assert!(
+            !ns.contains(&0),
+            "the lost batch is not in the file: {text}"
         );
     }
 
