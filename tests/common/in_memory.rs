@@ -75,7 +75,7 @@ pub fn connection_named(
 ) -> Arc<Connection> {
     let peer = SocketAddr::from(([127, 0, 0, 1], 40_000));
     let tls = chain.map(|peer_chain| TlsInfo {
-        peer_chain,
+        peer_chain: peer_chain.into(),
         resumed: false,
         server_name: server_name.map(str::to_ascii_lowercase),
     });

@@ -29,6 +29,7 @@
 use psp_service::telemetry;
 
 mod certificate;
+mod chains;
 mod cidr;
 mod connection;
 mod error_body;
@@ -39,6 +40,7 @@ mod request_id;
 pub mod shared;
 
 pub use certificate::{CertificateError, ServerCertificate, SiteCertificates, load_certified_key};
+pub use chains::SharedChain;
 pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
 pub use error_body::contract_error;
 pub use idle::TrackedBody;
@@ -62,7 +64,6 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use rustls_pki_types::CertificateDer;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
@@ -118,8 +119,9 @@ impl ConnInfo {
 #[derive(Debug, Clone)]
 pub struct TlsInfo {
     /// The client's certificate chain as presented in the handshake (leaf first); empty when
-    /// the client sent none. Still present on resumed TLS 1.3 sessions.
-    pub peer_chain: Vec<CertificateDer<'static>>,
+    /// the client sent none. Still present on resumed TLS 1.3 sessions. Shared with the other
+    /// connections that presented the same chain (`chains`).
+    pub peer_chain: SharedChain,
     /// The session was resumed (the client certificate verifier did not run again).
     pub resumed: bool,
     /// The server name the client asked for (SNI), lowercased; `None` when it sent none.
@@ -403,10 +405,7 @@ async fn tls_handshake(
         .get_or_create(&outcome(if resumed { "resumed" } else { "full" }))
         .inc();
     let info = TlsInfo {
-        peer_chain: session
-            .peer_certificates()
-            .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
-            .unwrap_or_default(),
+        peer_chain: chains::shared(session.peer_certificates().unwrap_or_default()),
         resumed,
         server_name: session.server_name().map(str::to_ascii_lowercase),
     };
