@@ -7,7 +7,7 @@
 //! as two integers, its level, its target, and each field's name and value, numbers as their
 //! bytes and strings (`Display` and `Debug` values written out once) unescaped. A thread-local
 //! scratch buffer holds the record while it is written, so the request path allocates nothing
-//! in steady state. The writer's thread turns the records into lines ([`format`]) before
+//! in steady state. The writer's thread turns the records into lines ([`format()`]) before
 //! writing them.
 //!
 //! The lines are the ones `tracing_subscriber::fmt().json().flatten_event(true)` writes:
@@ -41,7 +41,7 @@ pub struct JsonLines {
 }
 
 impl JsonLines {
-    /// Records to `writer`, which must have been spawned with [`format`]
+    /// Records to `writer`, which must have been spawned with [`format()`]
     /// ([`super::log_writer::spawn_formatting`]).
     pub fn new(writer: LogWriter) -> Self {
         JsonLines { writer }
