@@ -493,6 +493,8 @@ pub fn host_of(authority: &str) -> String {
 pub struct Connection {
     info: Arc<ConnInfo>,
     identity: OnceLock<Arc<PeerIdentity>>,
+    /// The peer's address as a header value (`X-Forwarded-For`), made on first use.
+    peer_value: OnceLock<HeaderValue>,
 }
 
 impl Connection {
@@ -501,7 +503,16 @@ impl Connection {
         Connection {
             info,
             identity: OnceLock::new(),
+            peer_value: OnceLock::new(),
         }
+    }
+
+    /// The peer's address as a header value, made once per connection.
+    fn peer_value(&self) -> &HeaderValue {
+        self.peer_value.get_or_init(|| {
+            HeaderValue::from_str(&self.info.peer.ip().to_string())
+                .expect("an IP address is a valid header value")
+        })
     }
 }
 
@@ -695,6 +706,7 @@ where
     let permit = decide(state, &identity, certificate, &path, required, record).await?;
     let hop = Hop {
         peer: conn.peer.ip(),
+        peer_value: conn.peer_value(),
         peer_trusted,
         tls: conn.tls.is_some(),
     };
@@ -837,7 +849,7 @@ async fn decide(
 async fn rewrite_request<B>(
     state: &GatewayState,
     req: Request<B>,
-    hop: &Hop,
+    hop: &Hop<'_>,
     path: &NormalisedPath,
     identity: &PeerIdentity,
     permit: &Permit<Checked>,

@@ -364,8 +364,10 @@ impl hyper::body::Body for IdleBounded {
 }
 
 /// What forwarding needs to know about the inbound connection.
-pub(super) struct Hop {
+pub(super) struct Hop<'a> {
     pub peer: IpAddr,
+    /// `peer` as a header value, made once per connection.
+    pub peer_value: &'a HeaderValue,
     /// The peer is a trusted proxy: its `X-Forwarded-*` headers are kept and extended.
     pub peer_trusted: bool,
     /// The call reached the gateway over TLS.
@@ -401,7 +403,7 @@ pub(super) fn prepare(
     upstream: &Upstream,
     req: Request<Body>,
     path: &NormalisedPath,
-    hop: &Hop,
+    hop: &Hop<'_>,
     strip: Strip<'_>,
     identity: Identity<'_>,
     trace: &TraceContext,
@@ -450,7 +452,7 @@ pub(super) fn prepare(
 /// Replaces the inbound `X-Forwarded-*`, `Forwarded` and client-address headers with the
 /// gateway's: `X-Forwarded-For` and `X-Forwarded-Proto` believed (and extended) only from a
 /// trusted proxy, `X-Forwarded-Host` the authority the gateway accepted.
-fn forwarded_headers(h: &mut HeaderMap, hop: &Hop, original_host: Option<HeaderValue>) {
+fn forwarded_headers(h: &mut HeaderMap, hop: &Hop<'_>, original_host: Option<HeaderValue>) {
     // X-Forwarded-For: believed (and extended) only from a trusted proxy.
     let prior: Vec<String> = if hop.peer_trusted {
         h.get_all(&X_FORWARDED_FOR)
@@ -472,12 +474,15 @@ fn forwarded_headers(h: &mut HeaderMap, hop: &Hop, original_host: Option<HeaderV
     for name in &CLIENT_ADDRESS_HEADERS {
         h.remove(name);
     }
-    let mut chain = prior.join(", ");
-    if !chain.is_empty() {
+    if prior.is_empty() {
+        // The common case, and all of it from an untrusted peer: the connection's own value.
+        h.insert(X_FORWARDED_FOR, hop.peer_value.clone());
+    } else {
+        let mut chain = prior.join(", ");
         chain.push_str(", ");
+        chain.push_str(&hop.peer.to_string());
+        insert_value(h, &X_FORWARDED_FOR, &chain);
     }
-    chain.push_str(&hop.peer.to_string());
-    insert_value(h, &X_FORWARDED_FOR, &chain);
     let proto = proto.unwrap_or(HeaderValue::from_static(if hop.tls {
         "https"
     } else {
