@@ -1074,7 +1074,7 @@ async fn peer_identity<B>(
 }
 
 /// The parsed identity of `chain`, shared by every connection and request that presents the
-/// same certificates (by [`chain_digest`], in a bounded cache): a handshake's chain, a trusted
+/// same certificates (by [`crate::server::chain_digest`], in a bounded cache): a handshake's chain, a trusted
 /// proxy's header, an ext_authz Check's or a forward-auth request's certificate. The same
 /// bytes always parse the same way, so the first parse stands for all of them; every
 /// request is still checked.
@@ -1082,7 +1082,7 @@ pub(crate) async fn shared_identity<C: AsRef<[u8]>>(
     state: &GatewayState,
     chain: &[C],
 ) -> Arc<PeerIdentity> {
-    let key = chain_digest(chain);
+    let key = crate::server::chain_digest(chain);
     if let Some(identity) = state.identities.get(&key).await {
         return identity;
     }
@@ -1094,20 +1094,6 @@ pub(crate) async fn shared_identity<C: AsRef<[u8]>>(
         .client_chains
         .set(i64::try_from(state.identities.entry_count()).unwrap_or(i64::MAX));
     identity
-}
-
-/// SHA-256 over a chain's certificates, each prefixed with its length (so that no two
-/// chains share a digest by splitting the same bytes differently).
-fn chain_digest<C: AsRef<[u8]>>(chain: &[C]) -> [u8; 32] {
-    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
-    for certificate in chain {
-        let der = certificate.as_ref();
-        digest.update(&(der.len() as u64).to_be_bytes());
-        digest.update(der);
-    }
-    let mut out = [0u8; 32];
-    out.copy_from_slice(digest.finish().as_ref());
-    out
 }
 
 /// Header mode's certificate chain (leaf first), from a trusted proxy's identity header.
@@ -1172,7 +1158,9 @@ mod tests {
             let identity = Arc::new(PeerIdentity::from_chain(&junk));
             // The leaf does not parse, but its URL-encoded form is kept for the header.
             assert!(identity.weight() > 2 * 1024 * 1024, "{}", identity.weight());
-            cache.insert(chain_digest(&junk), identity).await;
+            cache
+                .insert(crate::server::chain_digest(&junk), identity)
+                .await;
         }
         cache.run_pending_tasks().await;
         assert!(
@@ -1190,7 +1178,7 @@ mod tests {
         let identity = Arc::new(PeerIdentity::from_chain(&chain));
         assert!(identity.leaf.as_ref().is_some_and(Result::is_ok));
         assert!(identity.weight() < 16 * 1024, "{}", identity.weight());
-        let key = chain_digest(&chain);
+        let key = crate::server::chain_digest(&chain);
         let fresh = identity_cache();
         fresh.insert(key, Arc::clone(&identity)).await;
         fresh.run_pending_tasks().await;

@@ -34,11 +34,14 @@ fn table() -> &'static Mutex<Table> {
     })
 }
 
-fn digest(chain: &[CertificateDer<'_>]) -> [u8; 32] {
+/// The SHA-256 of a chain's certificates, each with its length before it, so that two chains
+/// never read as one: the key of every cache of chains (here, and the gateway's parsed ones).
+pub fn chain_digest<C: AsRef<[u8]>>(chain: &[C]) -> [u8; 32] {
     let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
     for certificate in chain {
-        digest.update(&(certificate.len() as u64).to_be_bytes());
-        digest.update(certificate);
+        let der = certificate.as_ref();
+        digest.update(&(der.len() as u64).to_be_bytes());
+        digest.update(der);
     }
     let mut out = [0u8; 32];
     out.copy_from_slice(digest.finish().as_ref());
@@ -50,7 +53,7 @@ pub(crate) fn shared(chain: &[CertificateDer<'_>]) -> SharedChain {
     if chain.is_empty() {
         return Arc::from(Vec::new());
     }
-    let key = digest(chain);
+    let key = chain_digest(chain);
     let mut table = table().lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(kept) = table.chains.get(&key).and_then(Weak::upgrade) {
         return kept;

@@ -7,21 +7,21 @@
 //! connection is wound down without a word to the client (it was idle, so no answer says
 //! `connection: close`), its state and its two buffers (8 KiB or more to read, 8 KiB for
 //! answer heads) are dropped, and what remains is the socket, the TLS session and the
-//! framing guard's state. The next request's first bytes start a new hyper connection on the
-//! same socket, with whatever hyper had read and not used put back in front.
+//! framing guard's state. The next request's first bytes, read by the guard, start a new
+//! hyper connection on the same socket, put back in front of it.
 //!
 //! The timeouts are the same whether a connection is parked or not: the idle watchdog and
 //! the first-request deadline ([`crate::idle::RequestTracker`]), the framing guard's per-head
 //! deadline, and shutdown.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use std::convert::Infallible;
-use std::future::Future;
-use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
@@ -112,12 +112,16 @@ impl Future for Tracked {
     type Output = Result<Response<TrackedBody>, Infallible>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let response = std::task::ready!(self.response.as_mut().poll(cx));
-        let Some(in_flight) = self.in_flight.take() else {
-            // Polled again after it answered: hyper does not do this.
+        if self.in_flight.is_none() {
+            // Polled again after it answered (hyper does not do this): the handler's future
+            // is not polled past its end.
             return Poll::Pending;
-        };
-        Poll::Ready(Ok(response.map(|body| TrackedBody::new(body, in_flight))))
+        }
+        let response = std::task::ready!(self.response.as_mut().poll(cx));
+        match self.in_flight.take() {
+            Some(in_flight) => Poll::Ready(Ok(response.map(|b| TrackedBody::new(b, in_flight)))),
+            None => Poll::Pending,
+        }
     }
 }
 
@@ -271,11 +275,7 @@ where
             n > 0
         }
         () = serving.tracker.idle(limits.idle_timeout, limits.first_request_timeout) => {
-            tracing::debug!(
-                peer = %serving.peer,
-                requests = serving.tracker.requests_started(),
-                "idle connection closed"
-            );
+            idle_closed(serving);
             false
         }
         _ = shutdown.changed() => false,
@@ -289,7 +289,7 @@ async fn close<S: AsyncWrite + Unpin>(io: &mut S) {
 }
 
 /// Serves HTTP/1 requests until the connection ends (`None`) or is parked (the connection
-/// back, with what hyper read and did not use in front).
+/// back, between two messages).
 async fn serve_http1<S>(
     serving: &Serving<'_>,
     io: Rewind<FramingGuard<S>>,
@@ -331,8 +331,8 @@ where
                     && io.front.is_empty()
                     && io.inner.between_messages()
                 {
-                    // A new `Bytes`: hyper's read buffer, even empty, would keep its whole
-                    // allocation (8 KiB or more) for as long as the connection is parked.
+                    // `front` is empty but still holds the first read's buffer
+                    // (`next_bytes`): let it go while parked.
                     io.front = Bytes::new();
                     io.inner.release_idle_buffers();
                     return Some(io);
@@ -411,14 +411,19 @@ struct Closing {
     grace: Option<tokio::time::Instant>,
 }
 
-impl<'a> Closing {
+/// The log line of a connection closed for idleness.
+fn idle_closed(serving: &Serving<'_>) {
+    tracing::debug!(
+        peer = %serving.peer,
+        requests = serving.tracker.requests_started(),
+        "idle connection closed"
+    );
+}
+
+impl Closing {
     /// Closing for idleness.
-    fn idle(&mut self, serving: &Serving<'a>) {
-        tracing::debug!(
-            peer = %serving.peer,
-            requests = serving.tracker.requests_started(),
-            "idle connection closed"
-        );
+    fn idle(&mut self, serving: &Serving<'_>) {
+        idle_closed(serving);
         self.asked = true;
         self.grace = Some(tokio::time::Instant::now() + CLOSE_GRACE);
     }
@@ -433,7 +438,7 @@ impl<'a> Closing {
 
     /// The grace is over: `true` to drop the connection, unless a request is still in
     /// progress (then another grace).
-    fn grace_over(&mut self, serving: &Serving<'a>) -> bool {
+    fn grace_over(&mut self, serving: &Serving<'_>) -> bool {
         if serving.tracker.in_flight() == 0 {
             tracing::debug!(peer = %serving.peer, "idle connection did not close in time: dropped");
             return true;

@@ -40,7 +40,7 @@ mod request_id;
 pub mod shared;
 
 pub use certificate::{CertificateError, ServerCertificate, SiteCertificates, load_certified_key};
-pub use chains::SharedChain;
+pub use chains::{SharedChain, chain_digest};
 pub use cidr::{Cidr, InvalidCidr, client_address, source_key};
 pub use error_body::contract_error;
 pub use idle::TrackedBody;
@@ -535,19 +535,7 @@ mod tests {
             .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
             .await
             .ok()?;
-        let mut got = Vec::new();
-        let mut buf = [0u8; 1024];
-        loop {
-            let n = client.read(&mut buf).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            got.extend_from_slice(&buf[..n]);
-            // The answer's body is "ok": the response is whole once it has arrived.
-            if got.ends_with(b"\r\n\r\nok") {
-                return Some(String::from_utf8_lossy(&got).into_owned());
-            }
-        }
+        answers(client, 1).await
     }
 
     /// A connection served as every listener serves one, with `limits`, over an in-memory pipe
@@ -664,6 +652,26 @@ mod tests {
             !String::from_utf8_lossy(&rest).contains("HTTP/1.1"),
             "{rest:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn empty_lines_trickled_across_parkings_do_not_keep_a_connection_open() {
+        // Blank lines before a request line are allowed (and held by the framing guard as
+        // the start of a head); sent one every 200 ms, for 30 s, they start no request and
+        // must not hold the connection past its head's deadline.
+        let limits = Limits {
+            header_read_timeout: Duration::from_secs(2),
+            ..Limits::default()
+        };
+        let mut c = served(limits);
+        for _ in 0..150 {
+            if c.client.write_all(b"\r\n").await.is_err() || c.task.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(c.task.is_finished(), "still open after 30 s of blank lines");
+        assert_eq!(c.tracker.requests_started(), 0);
     }
 
     #[tokio::test(start_paused = true)]

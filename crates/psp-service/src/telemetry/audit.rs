@@ -362,15 +362,12 @@ impl AuditLog {
     fn append_records(&self, records: &[u8]) -> io::Result<()> {
         let mut fields = Vec::new();
         super::json_lines::each_record(records, |record| match record {
-            Ok(record) => fields.push(record_fields(&record)),
-            // A defect, not the caller's: said in the chain, not dropped silently.
-            Err(bytes) => {
-                let mut note = Map::new();
-                note.insert("message".into(), "audit_record_unreadable".into());
-                note.insert("bytes".into(), bytes.into());
-                note.insert("time".into(), now_rfc3339().into());
-                fields.push(note);
+            // A record that does not read back is a defect, not the caller's: said in the
+            // chain, not dropped silently.
+            Ok(record) => {
+                fields.push(record_fields(&record).unwrap_or_else(|| unreadable(record.bytes)));
             }
+            Err(bytes) => fields.push(unreadable(bytes)),
         });
         let count = fields.len();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -415,12 +412,18 @@ impl AuditLog {
         if let Err(e) = self.append_records(&records) {
             self.report_failed_write(&e);
         }
+        self.mark_written(last);
+        true
+    }
+
+    /// The records up to `last` are written (or lost): the requests waiting for them go on.
+    /// The number only grows.
+    fn mark_written(&self, last: u64) {
         self.written.send_if_modified(|done| {
             let newer = last > *done;
             *done = (*done).max(last);
             newer
         });
-        true
     }
 
     /// A round of the writer thread panicked (a defect): the records it had taken are lost,
@@ -439,11 +442,7 @@ impl AuditLog {
             io::stderr(),
             "psp-gateway: the audit log's writer failed; {lost} record(s) lost"
         );
-        self.written.send_if_modified(|done| {
-            let newer = taken > *done;
-            *done = (*done).max(taken);
-            newer
-        });
+        self.mark_written(taken);
     }
 
     fn report_failed_write(&self, e: &io::Error) {
@@ -1093,10 +1092,10 @@ pub async fn recorded() {
 /// A record's fields as the chain holds them: the event's fields by name, values as
 /// `tracing` gave them (numbers and booleans as such, a float as its `Debug` text), and
 /// `time`, when the event was logged (RFC 3339).
-fn record_fields(record: &super::json_lines::Decoded<'_>) -> Map<String, Value> {
+fn record_fields(record: &super::json_lines::Decoded<'_>) -> Option<Map<String, Value>> {
     use super::json_lines::FieldValue;
     let mut fields = Map::new();
-    let _ = record.each_field(|name, value| {
+    record.each_field(|name, value| {
         let value = match value {
             FieldValue::Str(s) => Value::String(s.to_owned()),
             FieldValue::U64(n) => n.into(),
@@ -1105,7 +1104,7 @@ fn record_fields(record: &super::json_lines::Decoded<'_>) -> Map<String, Value> 
             FieldValue::F64(x) => Value::String(format!("{x:?}")),
         };
         fields.insert(name.to_owned(), value);
-    });
+    })?;
     fields.insert(
         "time".to_owned(),
         Value::String(
@@ -1114,7 +1113,16 @@ fn record_fields(record: &super::json_lines::Decoded<'_>) -> Map<String, Value> 
                 .unwrap_or_default(),
         ),
     );
-    fields
+    Some(fields)
+}
+
+/// The record standing for one that did not read back (`bytes` long).
+fn unreadable(bytes: usize) -> Map<String, Value> {
+    let mut note = Map::new();
+    note.insert("message".into(), "audit_record_unreadable".into());
+    note.insert("bytes".into(), bytes.into());
+    note.insert("time".into(), now_rfc3339().into());
+    note
 }
 
 #[cfg(test)]
@@ -1371,6 +1379,35 @@ mod tests {
                 .get()
                 >= failures + 3
         );
+    }
+
+    #[test]
+    fn a_record_that_does_not_read_back_is_named_in_the_chain_not_dropped() {
+        let dir = scratch("unreadable");
+        let path = dir.join("audit.jsonl");
+        let log = Arc::new(AuditLog::open(&path).expect("open"));
+        // Queued, not written: the record's bytes as a request hands them over.
+        log.lock_queue().writer = true;
+        tracing::subscriber::with_default(taking(&log), || {
+            tracing::info!(target: "audit", n = 1u64, "check");
+        });
+        let good = std::mem::take(&mut log.lock_queue().records);
+        // The last field, `n`: kind, name, eight bytes. An unknown kind.
+        let mut bad = good.clone();
+        let at = bad.len() - (1 + 8 + 1 + 8);
+        bad[at] = 9;
+        log.append_records(&[&good[..], &bad, &good].concat())
+            .expect("written");
+        let lines = lines(&path);
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        let second: Value = serde_json::from_str(&lines[1]).expect("JSON");
+        assert_eq!(second["message"], "audit_record_unreadable");
+        assert_eq!(second["bytes"], good.len() - 8);
+        for i in [0, 2] {
+            let v: Value = serde_json::from_str(&lines[i]).expect("JSON");
+            assert_eq!(v["n"], 1);
+        }
+        verify(std::slice::from_ref(&path)).expect("an unbroken chain");
     }
 
     #[test]

@@ -235,30 +235,32 @@ pub(super) struct Decoded<'a> {
     pub nanos: u32,
     pub level: &'static str,
     pub target: &'a str,
+    /// The record's length, to name it should its fields not read back.
+    pub bytes: usize,
     fields: &'a [u8],
 }
 
 impl<'a> Decoded<'a> {
-    /// Reads the record (without its length); `None` when it does not read back.
+    /// Reads the record's head (without its length); `None` when it does not read back. Its
+    /// fields are read as they are used ([`Self::each_field`]).
     fn read(record: &'a [u8]) -> Option<Decoded<'a>> {
         let mut r = Reader(record);
         let secs = i64::from_le_bytes(r.take(8)?.try_into().ok()?);
         let nanos = r.u32()?;
         let level = *LEVELS.get(usize::from(r.u8()?))?;
         let target = r.str()?;
-        let decoded = Decoded {
+        Some(Decoded {
             secs,
             nanos,
             level,
             target,
+            bytes: record.len(),
             fields: r.0,
-        };
-        // Every field reads back, or the record is not read at all.
-        decoded.each_field(|_, _| {})?;
-        Some(decoded)
+        })
     }
 
-    /// Calls `f` with each field's name and value, in the event's order.
+    /// Calls `f` with each field's name and value, in the event's order; `None` when a field
+    /// does not read back (after `f` had the fields before it).
     pub(super) fn each_field(&self, mut f: impl FnMut(&'a str, FieldValue<'a>)) -> Option<()> {
         let mut r = Reader(self.fields);
         while !r.0.is_empty() {
@@ -300,7 +302,13 @@ pub(super) fn each_record<'a>(records: &'a [u8], mut f: impl FnMut(Result<Decode
 /// (a defect), a line says how many bytes were passed over instead of a panic.
 pub fn format(records: &[u8], out: &mut Vec<u8>) {
     each_record(records, |record| match record {
-        Ok(record) => line(&record, out),
+        Ok(record) => {
+            let start = out.len();
+            if line(&record, out).is_none() {
+                out.truncate(start);
+                unreadable(out, record.bytes);
+            }
+        }
         Err(bytes) => unreadable(out, bytes),
     });
 }
@@ -312,15 +320,14 @@ fn unreadable(out: &mut Vec<u8>, bytes: usize) {
     );
 }
 
-/// One record's line.
-fn line(record: &Decoded<'_>, out: &mut Vec<u8>) {
+/// One record's line; `None`, with part of it written, when a field does not read back.
+fn line(record: &Decoded<'_>, out: &mut Vec<u8>) -> Option<()> {
     out.extend_from_slice(b"{\"timestamp\":\"");
     timestamp(record.secs, record.nanos, out);
     out.extend_from_slice(b"\",\"level\":\"");
     out.extend_from_slice(record.level.as_bytes());
     out.push(b'"');
-    // The fields were read once already (`Decoded::read`): this reads them all again.
-    let _ = record.each_field(|name, value| {
+    record.each_field(|name, value| {
         out.push(b',');
         json_str(name, out);
         out.push(b':');
@@ -332,10 +339,11 @@ fn line(record: &Decoded<'_>, out: &mut Vec<u8>) {
             FieldValue::Bool(b) => serde_json::to_writer(&mut *out, &b),
             FieldValue::F64(x) => serde_json::to_writer(&mut *out, &x),
         };
-    });
+    })?;
     out.extend_from_slice(b",\"target\":");
     json_str(record.target, out);
     out.extend_from_slice(b"}\n");
+    Some(())
 }
 
 fn json_str(s: &str, out: &mut Vec<u8>) {
