@@ -852,7 +852,7 @@ fn site_decision(
         method: method.clone(),
         target: ask.path.to_owned(),
         host: None,
-        chain: Ok(chain),
+        chain: Ok(crate::gateway::DecodedChain::new(chain)),
         peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         trace_headers: http::HeaderMap::new(),
     }));

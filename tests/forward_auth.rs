@@ -162,6 +162,32 @@ const IDENTITY: [&str; 5] = [
 
 /// Exactly 200 (Envoy's HTTP mode and ingress-nginx let through on 200 only), an empty body,
 /// every identity header, nothing of a refusal.
+/// A GET of `/v1/accounts` for the XX site, from loopback, with one XFCC header.
+async fn ask_xfcc(fa: SocketAddr, xfcc: &str) -> Reply {
+    ask_from(
+        fa,
+        LOOPBACK,
+        "GET",
+        "/v1/accounts",
+        &[("host", "xx.localhost"), ("x-forwarded-client-cert", xfcc)],
+    )
+    .await
+}
+
+/// Refused because the certificate cannot be read: 401, `certificate_unreadable`.
+fn assert_unreadable(reply: &Reply) {
+    assert_eq!(
+        refused(reply),
+        (
+            StatusCode::UNAUTHORIZED,
+            Some("401"),
+            Some("certificate_unreadable")
+        ),
+        "{}",
+        reply.said()
+    );
+}
+
 fn assert_allowed(reply: &Reply, auth_number: &str) {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.said());
     assert!(reply.body.is_empty(), "{}", reply.said());
@@ -672,19 +698,37 @@ async fn the_certificate_header_twice_is_refused_whichever_comes_first() {
             ],
         )
         .await;
-        assert_eq!(
-            refused(&reply),
-            (
-                StatusCode::UNAUTHORIZED,
-                Some("401"),
-                Some("certificate_unreadable")
-            ),
-            "{}",
-            reply.said()
-        );
+        assert_unreadable(&reply);
         assert_eq!(reply.header("x-psp-auth-number"), None);
     }
     running.stop().await;
+}
+
+/// A certificate header is decoded once per distinct value and the decoding kept
+/// (`gateway::presented`): a value another face accepted, as added by its own `xfcc_by`, is
+/// never taken from that cache by a face that requires another hop. Both gateways run in
+/// this one process and share the cache; each asks in turn, twice.
+#[tokio::test]
+async fn a_value_decoded_for_one_xfcc_by_is_not_reused_for_another() {
+    let (edge, fa_edge) = gateway(&caller(
+        "envoy",
+        "127.0.0.1/32",
+        &format!("xfcc_by = \"{ENVOY}\""),
+    ))
+    .await;
+    let (other, fa_other) = gateway(&caller(
+        "envoy",
+        "127.0.0.1/32",
+        "xfcc_by = \"spiffe://bank.example/ns/other/sa/envoy\"",
+    ))
+    .await;
+    let xfcc = xfcc_element(ENVOY, "valid");
+    for _ in 0..2 {
+        assert_unreadable(&ask_xfcc(fa_other, &xfcc).await);
+        assert_allowed(&ask_xfcc(fa_edge, &xfcc).await, "PSDXX-TEST-000001");
+    }
+    edge.stop().await;
+    other.stop().await;
 }
 
 /// Envoy with `APPEND_FORWARD` keeps what the client sent in XFCC and appends its own
@@ -699,16 +743,7 @@ async fn an_xfcc_element_injected_by_the_client_before_the_proxys_is_never_read(
         &format!("xfcc_by = \"{ENVOY}\""),
     ))
     .await;
-    let ask_xfcc = |xfcc: String| async move {
-        ask_from(
-            fa,
-            LOOPBACK,
-            "GET",
-            "/v1/accounts",
-            &[("host", "xx.localhost"), ("x-forwarded-client-cert", &xfcc)],
-        )
-        .await
-    };
+    let ask_xfcc = |xfcc: String| async move { ask_xfcc(fa, &xfcc).await };
     // The client injects `valid`'s certificate (public: any PSP's is) in front of Envoy's
     // element for its own, revoked one.
     let injected = format!(
@@ -738,16 +773,7 @@ async fn an_xfcc_element_injected_by_the_client_before_the_proxys_is_never_read(
     // Envoy added nothing (the client presented no certificate): the client's own element is
     // last, and it was not added by the configured hop.
     let reply = ask_xfcc(xfcc_element("spiffe://attacker", "valid")).await;
-    assert_eq!(
-        refused(&reply),
-        (
-            StatusCode::UNAUTHORIZED,
-            Some("401"),
-            Some("certificate_unreadable")
-        ),
-        "{}",
-        reply.said()
-    );
+    assert_unreadable(&reply);
     // A client that leaves a quote open cannot make Envoy's element part of its own.
     let reply = ask_xfcc(format!(
         "By={ENVOY};Cert=\"{},{}",

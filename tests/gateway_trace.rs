@@ -264,7 +264,7 @@ async fn an_external_authorisers_audit_record_carries_the_trace_of_the_request_i
             method: http::Method::GET,
             target: "/v1/accounts".to_owned(),
             host: None,
-            chain: Ok(chain),
+            chain: Ok(psp_gateway::gateway::DecodedChain::new(chain)),
             peer: SocketAddr::from(([127, 0, 0, 1], 1)),
             trace_headers: psp_gateway::gateway::trace_headers([
                 ("Traceparent", CLIENT_TRACEPARENT.as_bytes()),

@@ -28,7 +28,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Status
 use serde::Deserialize;
 
 use crate::cert::forwarded;
-use crate::gateway::{Answer, Ask, GatewayState};
+use crate::gateway::presented::decoded_once;
+use crate::gateway::{Answer, Ask, DecodedChain, GatewayState};
 use crate::server::{Body, Cidr, ConnInfo, contract_error, full, new_request_id};
 use crate::sites::Sites;
 
@@ -384,10 +385,10 @@ fn question<'s, B>(
 
 /// The client's certificate chain from the caller's header: none when it is absent or empty
 /// (nginx sends an empty `$ssl_client_escaped_cert` when the client presented none).
-fn certificate(caller: &Caller, h: &HeaderMap) -> Result<Vec<Vec<u8>>, String> {
+fn certificate(caller: &Caller, h: &HeaderMap) -> Result<Arc<DecodedChain>, String> {
     let mut values = h.get_all(&caller.certificate_header).iter();
     let value = match (values.next(), values.next()) {
-        (None, _) => return Ok(Vec::new()),
+        (None, _) => return Ok(DecodedChain::none()),
         (Some(_), Some(_)) => {
             return Err(format!(
                 "`{}` is given more than once",
@@ -397,21 +398,29 @@ fn certificate(caller: &Caller, h: &HeaderMap) -> Result<Vec<Vec<u8>>, String> {
         (Some(value), None) => value.as_bytes(),
     };
     if value.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Vec::new());
+        return Ok(DecodedChain::none());
     }
     // Caddy 2.6 sends a placeholder's own text when it has no value for it (no client
     // certificate): that is no certificate, not a certificate that cannot be read.
     if caller.config.kind == CallerKind::Caddy && value.starts_with(b"{http.") {
-        return Ok(Vec::new());
+        return Ok(DecodedChain::none());
     }
-    let decoded = if caller.certificate_header == "x-forwarded-client-cert" {
-        forwarded::xfcc_chain(value, caller.config.xfcc_by.as_deref())
+    if caller.certificate_header == "x-forwarded-client-cert" {
+        let by = caller.config.xfcc_by.as_deref();
+        decoded_once("forwarded xfcc", by, value, |value| {
+            forwarded::xfcc_chain(value, by).map_err(|e| e.to_string())
+        })
     } else if caller.certificate_header == "client-cert" {
-        forwarded::rfc9440_certificate(value).map(|leaf| vec![leaf])
+        decoded_once("forwarded client-cert", None, value, |value| {
+            forwarded::rfc9440_certificate(value)
+                .map(|leaf| vec![leaf])
+                .map_err(|e| e.to_string())
+        })
     } else {
-        forwarded::forwarded_chain(value)
-    };
-    decoded.map_err(|e| e.to_string())
+        decoded_once("forwarded certificate", None, value, |value| {
+            forwarded::forwarded_chain(value).map_err(|e| e.to_string())
+        })
+    }
 }
 
 /// The header's one value, as text.

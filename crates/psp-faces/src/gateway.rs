@@ -28,6 +28,7 @@ pub mod echo;
 mod forward;
 mod overrides;
 pub mod path;
+pub mod presented;
 mod record;
 mod signed;
 pub mod tls;
@@ -62,6 +63,7 @@ pub use forward::UpstreamError;
 use forward::{ForwardError, Hop, Upstream};
 use path::NormalisedPath;
 pub use path::PathRefusal;
+pub use presented::DecodedChain;
 use record::{Decided, Record, Trouble};
 
 struct Route {
@@ -1067,8 +1069,8 @@ async fn peer_identity<B>(
             Ok(Arc::clone(conn.identity.get_or_init(|| identity)))
         }
         IdentitySource::Header => {
-            let chain = header_chain(state, req, peer_trusted)?;
-            Ok(shared_identity(state, &chain).await)
+            let decoded = header_chain(state, req, peer_trusted)?;
+            Ok(shared_identity_keyed(state, decoded.digest(), decoded.chain()).await)
         }
     }
 }
@@ -1082,7 +1084,16 @@ pub(crate) async fn shared_identity<C: AsRef<[u8]>>(
     state: &GatewayState,
     chain: &[C],
 ) -> Arc<PeerIdentity> {
-    let key = crate::server::chain_digest(chain);
+    shared_identity_keyed(state, crate::server::chain_digest(chain), chain).await
+}
+
+/// [`shared_identity`] of a chain whose digest is known (`key`: its
+/// [`crate::server::chain_digest`]).
+pub(crate) async fn shared_identity_keyed<C: AsRef<[u8]>>(
+    state: &GatewayState,
+    key: [u8; 32],
+    chain: &[C],
+) -> Arc<PeerIdentity> {
     if let Some(identity) = state.identities.get(&key).await {
         return identity;
     }
@@ -1101,16 +1112,16 @@ fn header_chain<B>(
     state: &GatewayState,
     req: &Request<B>,
     peer_trusted: bool,
-) -> Result<Vec<Vec<u8>>, Rejection> {
+) -> Result<Arc<DecodedChain>, Rejection> {
     let Some(name) = &state.identity_header else {
-        return Ok(Vec::new());
+        return Ok(DecodedChain::none());
     };
     if !peer_trusted {
-        return Ok(Vec::new());
+        return Ok(DecodedChain::none());
     }
     let mut values = req.headers().get_all(name).iter();
     let value = match (values.next(), values.next()) {
-        (None, _) => return Ok(Vec::new()),
+        (None, _) => return Ok(DecodedChain::none()),
         (Some(value), None) => value,
         (Some(_), Some(_)) => {
             return Err(Rejection::new(
@@ -1134,7 +1145,10 @@ fn header_chain<B>(
             ),
         ));
     }
-    decode_certificate_chain(value.as_bytes()).map_err(|e| {
+    presented::decoded_once("identity header", None, value.as_bytes(), |value| {
+        decode_certificate_chain(value).map_err(|e| e.to_string())
+    })
+    .map_err(|e| {
         Rejection::new(
             Reason::CertificateUnreadable,
             format!("the certificate header cannot be read: {e}"),

@@ -9,11 +9,12 @@ use envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier;
 use envoy_types::pb::envoy::service::auth::v3::AttributeContext;
 use envoy_types::pb::envoy::service::auth::v3::attribute_context::HttpRequest;
 use http::Method;
-use percent_encoding::percent_decode_str;
+use percent_encoding::percent_decode;
 
 use super::answer::Refusal;
 use super::{CertificateSource, ExtAuthzConfig};
-use crate::gateway::{Ask, GatewayState};
+use crate::gateway::presented::decoded_once;
+use crate::gateway::{Ask, DecodedChain, GatewayState};
 use crate::sites::Sites;
 
 /// The face's name in metrics and audit records.
@@ -156,8 +157,11 @@ pub(crate) fn ask(
     let chain = match config.certificate {
         CertificateSource::Peer => peer_chain(attributes),
         CertificateSource::Xfcc => match xfcc_value(http) {
-            Ok(Some(value)) => xfcc_chain(value, config.xfcc_by.as_deref()),
-            Ok(None) => Ok(Vec::new()),
+            Ok(Some(value)) => {
+                let by = config.xfcc_by.as_deref();
+                decoded_once("envoy xfcc", by, value, |value| xfcc_chain(value, by))
+            }
+            Ok(None) => Ok(DecodedChain::none()),
             Err(why) => Err(why),
         },
     };
@@ -212,17 +216,24 @@ pub(crate) fn source_address(attributes: &AttributeContext) -> Option<SocketAddr
 /// The chain in `attributes.source.certificate`: URL-encoded PEM (Envoy percent-encodes the
 /// PEM text; `+` stays `+`, so this is percent-decoding, not form decoding). Empty: the client
 /// presented none.
-pub(crate) fn peer_chain(attributes: &AttributeContext) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) fn peer_chain(attributes: &AttributeContext) -> Result<Arc<DecodedChain>, String> {
     let encoded = attributes
         .source
         .as_ref()
         .map_or("", |source| source.certificate.as_str());
     if encoded.is_empty() {
-        return Ok(Vec::new());
+        return Ok(DecodedChain::none());
     }
-    let pem: Vec<u8> = percent_decode_str(encoded).collect();
-    crate::cert::input::decode_certificate_chain(&pem)
-        .map_err(|e| format!("attributes.source.certificate: {e}"))
+    decoded_once(
+        "envoy source.certificate",
+        None,
+        encoded.as_bytes(),
+        |encoded| {
+            let pem: Vec<u8> = percent_decode(encoded).collect();
+            crate::cert::input::decode_certificate_chain(&pem)
+                .map_err(|e| format!("attributes.source.certificate: {e}"))
+        },
+    )
 }
 
 /// The one `x-forwarded-client-cert` value of the request, wherever Envoy put it: the
@@ -520,7 +531,7 @@ mod tests {
         assert_eq!(ask.method, Method::POST);
         assert_eq!(ask.target, "/v1/payments/sepa?x=%2F");
         assert_eq!(ask.host.as_deref(), Some("xx.localhost"));
-        assert_eq!(ask.chain, Ok(Vec::new()));
+        assert_eq!(ask.chain, Ok(DecodedChain::none()));
         assert_eq!(ask.peer, SocketAddr::from(([192, 0, 2, 7], 40_000)));
         // No usable source address: the caller's.
         let no_source = super::ask(
@@ -624,12 +635,15 @@ mod tests {
     fn peer_chain_decodes_envoys_url_encoded_pem_and_reads_empty_as_none() {
         let (pem, der) = certificate();
         let mut a = AttributeContext::default();
-        assert_eq!(peer_chain(&a), Ok(Vec::new()));
+        let chain = |a: &AttributeContext| peer_chain(a).map(|d| d.chain().to_vec());
+        assert_eq!(chain(&a), Ok(Vec::new()));
         a.source = Some(Peer {
             certificate: url_encoded(&pem),
             ..Peer::default()
         });
-        assert_eq!(peer_chain(&a), Ok(vec![der]));
+        assert_eq!(chain(&a), Ok(vec![der.clone()]));
+        // Again, from the cache: the same chain.
+        assert_eq!(chain(&a), Ok(vec![der]));
         a.source = Some(Peer {
             certificate: "-----BEGIN%20CERTIFICATE-----%0Anot%20base64".into(),
             ..Peer::default()

@@ -35,7 +35,8 @@ pub struct Ask {
     pub host: Option<String>,
     /// The client's certificate chain, leaf first (empty: none presented), or why the
     /// authoriser's copy of it cannot be read.
-    pub chain: Result<Vec<Vec<u8>>, String>,
+    /// Decoded once per distinct value ([`super::presented`]).
+    pub chain: Result<Arc<super::DecodedChain>, String>,
     /// The client's address as the authoriser reports it, else the authoriser's own.
     pub peer: SocketAddr,
     /// The request's `traceparent` and `tracestate` fields as the authoriser passed them
@@ -164,7 +165,9 @@ impl GatewayState {
             return Err(Failure::PathNotNormal(path.as_str().to_owned()));
         }
         let identity = match &ask.chain {
-            Ok(chain) => super::shared_identity(self, chain).await,
+            Ok(decoded) => {
+                super::shared_identity_keyed(self, decoded.digest(), decoded.chain()).await
+            }
             Err(why) => {
                 return Err(Failure::Refused(Rejection::new(
                     Reason::CertificateUnreadable,
