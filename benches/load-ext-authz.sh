@@ -164,6 +164,41 @@ floor() {
   tail -1 "$work/runs"
 }
 
+# PROFILE=1: a flame graph of the gateway answering 10,000 Checks a second
+# (benches/flame-ext-authz-10k.svg) and its system calls and context switches per Check, then
+# stop.
+if [ "${PROFILE:-}" = 1 ]; then
+  need perf || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null
+  need inferno-flamegraph || cargo install --locked inferno
+  perf record -q -F 999 --call-graph dwarf,16384 -p "$gateway_pid" -o "$work/grpc.perf" \
+    -- sleep "$secs" 2>/dev/null &
+  rec=$!
+  sleep 0.3
+  grpc grpc-10k-profiled 10000
+  wait "$rec" || true
+  perf script -i "$work/grpc.perf" 2>/dev/null | inferno-collapse-perf >"$work/grpc.folded"
+  rm -f "$work/grpc.perf"
+  inferno-flamegraph --title "psp-gateway: ext_authz Check, 10,000/s" <"$work/grpc.folded" \
+    >"$root/benches/flame-ext-authz-10k.svg"
+  echo "written: benches/flame-ext-authz-10k.svg"
+  events="context-switches"
+  for c in read write readv writev recvfrom sendto epoll_wait futex sched_yield; do
+    events="$events,syscalls:sys_enter_$c"
+  done
+  perf stat -x, -e "$events" -p "$gateway_pid" -o "$work/grpc.stat" &
+  stat=$!
+  sleep 0.3
+  grpc grpc-10k-counted 10000
+  kill -INT "$stat"
+  wait "$stat" || true
+  checks=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["checks"])' \
+    "$work/grpc-10k-counted.json")
+  awk -F, -v n="$checks" '$3 != "" && $1 ~ /^[0-9]+$/ && $1 > 0 {
+      sub("syscalls:sys_enter_", "", $3); printf "per Check: %s %.2f\n", $3, $1 / n }' \
+    "$work/grpc.stat"
+  exit 0
+fi
+
 for round in 1 2; do
   floor "floor-10k-$round"
   grpc "grpc-max-$round" 0

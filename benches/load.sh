@@ -14,7 +14,8 @@
 #       size on the same runtime settings;
 #   (d) the CPU time per request of each server process (utime + stime from /proc).
 #
-# PROFILE=1 benches/load.sh 10 draws flame graphs instead (benches/flame-*.svg).
+# PROFILE=1 benches/load.sh 10 draws flame graphs instead (benches/flame-*.svg);
+# SYSCALLS=1 benches/load.sh 4 counts each server's system calls per request instead.
 #
 # Servers run on core 0, oha on core 1 (taskset), HTTP/1.1, 16 connections, TLS 1.3, the
 # sandbox's P-256 server key and the `valid` PSP's RSA-2048 client certificate. It installs
@@ -159,6 +160,36 @@ if [ "${PROFILE:-}" = 1 ]; then
   }
   profile gateway-keepalive "${tls[@]}" "$gw"
   profile endpoint-cached "${api_headers[@]}" "$endpoint"
+  exit 0
+fi
+
+# SYSCALLS=1: the system calls and context switches per request of each server process on
+# each path (perf stat on syscall tracepoints, every thread of the process), then stop.
+if [ "${SYSCALLS:-}" = 1 ]; then
+  need perf || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null
+  calls="read write readv writev recvfrom sendto recvmsg sendmsg epoll_wait epoll_pwait"
+  calls="$calls epoll_ctl futex sched_yield accept4 close"
+  events="context-switches"
+  for c in $calls; do events="$events,syscalls:sys_enter_$c"; done
+  requests=$((secs * 2000))
+  # count NAME PID OHA_ARGS...: a fixed number of requests; one line per event, per request.
+  count() {
+    local name=$1 pid=$2
+    shift 2
+    perf stat -x, -e "$events" -p "$pid" -o "$work/$name.stat" &
+    local stat=$!
+    sleep 0.3
+    "${load_cpu[@]}" oha --no-tui --output-format quiet -n "$requests" -c "$conns" "$@"
+    kill -INT "$stat"
+    wait "$stat" || true
+    awk -F, -v n="$requests" -v name="$name" '$3 != "" && $1 ~ /^[0-9]+$/ && $1 > 0 {
+        sub("syscalls:sys_enter_", "", $3); printf "%s %s %.2f\n", name, $3, $1 / n }' \
+      "$work/$name.stat"
+  }
+  count gateway-keepalive "$gateway_pid" "${tls[@]}" "$gw"
+  count nginx-keepalive "$nginx_pid" "${tls[@]}" "$ng"
+  count endpoint-cached "$gateway_pid" "${api_headers[@]}" "$endpoint"
+  count bare-handler "$bare_pid" http://127.0.0.1:18090/
   exit 0
 fi
 
