@@ -56,6 +56,7 @@
 
 mod answer;
 mod grpc;
+mod held;
 mod listener;
 mod question;
 

@@ -22,6 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+use super::held::HeldWrites;
 use super::{HANDSHAKE_TIMEOUT, MAX_CONNECTIONS};
 use crate::server::Cidr;
 
@@ -43,7 +44,8 @@ pub(crate) struct Caller {
 /// One accepted connection from a caller, with its slot among [`MAX_CONNECTIONS`] (given back
 /// when tonic drops the connection).
 pub(crate) struct Accepted {
-    transport: Transport,
+    /// Written through [`HeldWrites`]: an answer and its trailers leave in one write.
+    transport: HeldWrites<Transport>,
     caller: Caller,
     _slot: OwnedSemaphorePermit,
 }
@@ -101,7 +103,7 @@ pub(crate) async fn accept(
         match &tls {
             None => {
                 let connection = Accepted {
-                    transport: Transport::Plain(stream),
+                    transport: HeldWrites::new(Transport::Plain(stream)),
                     caller,
                     _slot: slot,
                 };
@@ -115,7 +117,7 @@ pub(crate) async fn accept(
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                         Ok(Ok(stream)) => {
                             let connection = Accepted {
-                                transport: Transport::Tls(Box::new(stream)),
+                                transport: HeldWrites::new(Transport::Tls(Box::new(stream))),
                                 caller,
                                 _slot: slot,
                             };
@@ -149,26 +151,26 @@ impl tonic::transport::server::Connected for Accepted {
     }
 }
 
-impl AsyncRead for Accepted {
+impl AsyncRead for Transport {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().transport {
+        match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Transport::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
 
-impl AsyncWrite for Accepted {
+impl AsyncWrite for Transport {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match &mut self.get_mut().transport {
+        match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Transport::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
@@ -179,30 +181,70 @@ impl AsyncWrite for Accepted {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match &mut self.get_mut().transport {
+        match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Transport::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
-        match &self.transport {
+        match self {
             Transport::Plain(s) => s.is_write_vectored(),
             Transport::Tls(s) => s.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().transport {
+        match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_flush(cx),
             Transport::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().transport {
+        match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Transport::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+impl AsyncRead for Accepted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().transport).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Accepted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().transport).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().transport).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.transport.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().transport).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().transport).poll_shutdown(cx)
     }
 }
