@@ -30,6 +30,8 @@ use time::OffsetDateTime;
 use crate::cert::PspCertificate;
 use crate::cert::input::decode_certificate_input;
 use crate::country::CountryCode;
+use crate::gateway::DecodedChain;
+use crate::gateway::presented::decoded_once;
 use crate::server::{
     Body, Cidr, ConnInfo, client_address, full, json_response, new_request_id, source_key,
 };
@@ -329,8 +331,16 @@ async fn respond<B>(
     if crate::telemetry::audit::refusing_requests() {
         return Err(ApiError::AuditUnavailable);
     }
-    let mut params = check_params(state, req, &auth, &caller)?;
-    let fingerprint = crate::hex::sha256(&params.der);
+    let params = check_params(state, req, &auth, &caller)?;
+    let (Some(fingerprint), [der]) = (
+        params.certificate.leaf_fingerprint(),
+        params.certificate.chain(),
+    ) else {
+        // decode_certificate_input gives one certificate or an error.
+        return Err(ApiError::CertificateInvalid(
+            "the eidas parameter holds no certificate".to_owned(),
+        ));
+    };
 
     let started = std::time::Instant::now();
     // A certificate asked about again is answered from the cache by its fingerprint, without
@@ -347,7 +357,7 @@ async fn respond<B>(
     let report = match cached {
         Some(report) => report,
         None => {
-            let certificate = PspCertificate::from_der(std::mem::take(&mut params.der))
+            let certificate = PspCertificate::from_der(der.clone())
                 .map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
             // Both paths below are rare next to a cached answer and their futures are large:
             // boxed, so that the handler's own future (allocated and moved per request) stays
@@ -427,8 +437,9 @@ struct CheckParams {
     at: Option<OffsetDateTime>,
     fi_reference_id: String,
     transaction_reference: Option<String>,
-    /// The certificate from the `eidas` header, decoded to DER.
-    der: Vec<u8>,
+    /// The certificate from the `eidas` header, decoded to DER (once per distinct value,
+    /// [`crate::gateway::presented`]): a chain of one.
+    certificate: Arc<DecodedChain>,
 }
 
 /// Reads and validates the parameters, in this order: `jurisdiction`, `at`, `version`,
@@ -469,14 +480,18 @@ fn check_params<B>(
             ),
         });
     }
-    let der =
-        decode_certificate_input(eidas).map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
+    let certificate = decoded_once("eidas parameter", None, eidas, |eidas| {
+        decode_certificate_input(eidas)
+            .map(|der| vec![der])
+            .map_err(|e| e.to_string())
+    })
+    .map_err(ApiError::CertificateInvalid)?;
     Ok(CheckParams {
         jurisdiction,
         at,
         fi_reference_id,
         transaction_reference,
-        der,
+        certificate,
     })
 }
 

@@ -1,9 +1,10 @@
 //! Certificates as the authorisation faces' callers send them, decoded once per distinct
 //! value.
 //!
-//! Envoy (`source.certificate`, `x-forwarded-client-cert`), the forward-auth callers and a
-//! trusted proxy in header mode send the client's certificate encoded (URL-encoded PEM,
-//! XFCC, RFC 9440, Base64), and every request of a PSP carries the same bytes. Decoding them
+//! Envoy (`source.certificate`, `x-forwarded-client-cert`), the forward-auth callers, a
+//! trusted proxy in header mode and the check endpoint's callers (`eidas`) send the client's
+//! certificate encoded (URL-encoded PEM, XFCC, RFC 9440, Base64), and every request of a PSP
+//! carries the same bytes. Decoding them
 //! was 14 % of an ext_authz Check's CPU time (`PROFILE=1 benches/load-ext-authz.sh`). Here a
 //! value is decoded once, and its chain is kept with the digest the identity cache keys on
 //! ([`crate::server::chain_digest`]), so that a repeated value costs one SHA-256 of its
@@ -28,18 +29,29 @@ pub const DECODED_BYTES: u64 = 8 * 1024 * 1024;
 /// A value no request sent for this long is dropped.
 pub const DECODED_IDLE: Duration = Duration::from_secs(600);
 
-/// A client's certificate chain (leaf first; empty: none presented) and its
-/// [`crate::server::chain_digest`].
+/// A client's certificate chain (leaf first; empty: none presented), its
+/// [`crate::server::chain_digest`] and its leaf's SHA-256 fingerprint.
 #[derive(Debug, PartialEq, Eq)]
 pub struct DecodedChain {
     chain: Vec<Vec<u8>>,
     digest: [u8; 32],
+    leaf_fingerprint: Option<[u8; 32]>,
 }
 
 impl DecodedChain {
     pub fn new(chain: Vec<Vec<u8>>) -> Arc<DecodedChain> {
         let digest = crate::server::chain_digest(&chain);
-        Arc::new(DecodedChain { chain, digest })
+        let leaf_fingerprint = chain.first().map(|leaf| crate::hex::sha256(leaf));
+        Arc::new(DecodedChain {
+            chain,
+            digest,
+            leaf_fingerprint,
+        })
+    }
+
+    /// The SHA-256 of the leaf's DER; `None` when no certificate was presented.
+    pub fn leaf_fingerprint(&self) -> Option<[u8; 32]> {
+        self.leaf_fingerprint
     }
 
     /// No certificate presented.
@@ -141,6 +153,8 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         assert_eq!(first.chain(), &[value.to_vec()]);
         assert_eq!(first.digest(), crate::server::chain_digest(first.chain()));
+        assert_eq!(first.leaf_fingerprint(), Some(crate::hex::sha256(value)));
+        assert_eq!(DecodedChain::none().leaf_fingerprint(), None);
     }
 
     /// The same bytes under another decoder, or another parameter (`xfcc_by`), are another
