@@ -172,14 +172,26 @@ impl TraceParent {
 
     /// The header value: version 00, only the sampled flag kept.
     pub fn to_header_value(&self) -> HeaderValue {
-        let text = format!(
-            "00-{}-{}-{:02x}",
-            self.trace_id,
-            self.parent_id,
-            self.flags & SAMPLED
-        );
+        // `00-` trace id `-` parent id `-` flags: written in place (one value per forwarded
+        // request, so no formatting machinery and no intermediate strings).
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut text = [b'-'; 55];
+        let mut at = 0;
+        let mut hex = |bytes: &[u8], at: &mut usize| {
+            for b in bytes {
+                text[*at] = DIGITS[usize::from(b >> 4)];
+                text[*at + 1] = DIGITS[usize::from(b & 0x0f)];
+                *at += 2;
+            }
+            *at += 1;
+        };
+        hex(&[0], &mut at);
+        hex(&self.trace_id.0, &mut at);
+        hex(&self.parent_id.0, &mut at);
+        hex(&[self.flags & SAMPLED], &mut at);
+        debug_assert_eq!(at, text.len() + 1);
         // Digits, lower-case letters and `-`: always a valid header value.
-        HeaderValue::from_str(&text).expect("hex and dashes make a header value")
+        HeaderValue::from_bytes(&text).expect("hex and dashes make a header value")
     }
 }
 
@@ -532,6 +544,15 @@ mod tests {
         assert_eq!(p.parent_id.to_string(), "00f067aa0ba902b7");
         assert_eq!(p.flags, 1);
         assert_eq!(p.to_header_value(), EXAMPLE);
+        // Only the sampled flag is kept; every byte value formats as two digits.
+        for (flags, kept) in [("00", "00"), ("03", "01"), ("fe", "00"), ("ff", "01")] {
+            let text = format!("00-ff0102030405060708090a0b0c0d0e0f-f0e0d0c0b0a09080-{flags}");
+            let p = TraceParent::parse(text.as_bytes()).expect("parses");
+            assert_eq!(
+                p.to_header_value(),
+                format!("00-ff0102030405060708090a0b0c0d0e0f-f0e0d0c0b0a09080-{kept}")
+            );
+        }
     }
 
     #[test]
