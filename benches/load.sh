@@ -172,16 +172,23 @@ if [ "${SYSCALLS:-}" = 1 ]; then
   events="context-switches"
   for c in $calls; do events="$events,syscalls:sys_enter_$c"; done
   requests=$((secs * 2000))
-  # count NAME PID OHA_ARGS...: a fixed number of requests; one line per event, per request.
+  # count NAME PID OHA_ARGS...: a fixed number of requests; one line per event, per request,
+  # and the process's user and system CPU time per request (/proc, in µs).
   count() {
     local name=$1 pid=$2
     shift 2
     perf stat -x, -e "$events" -p "$pid" -o "$work/$name.stat" &
     local stat=$!
     sleep 0.3
+    local before after
+    before=$(awk '{print $14, $15}' "/proc/$pid/stat")
     "${load_cpu[@]}" oha --no-tui --output-format quiet -n "$requests" -c "$conns" "$@"
+    after=$(awk '{print $14, $15}' "/proc/$pid/stat")
     kill -INT "$stat"
     wait "$stat" || true
+    echo "$before $after" | awk -v n="$requests" -v hz="$tick_hz" -v name="$name" '{
+      printf "%s user-cpu-us %.1f\n%s system-cpu-us %.1f\n", name, ($3 - $1) / hz * 1e6 / n,
+        name, ($4 - $2) / hz * 1e6 / n }'
     awk -F, -v n="$requests" -v name="$name" '$3 != "" && $1 ~ /^[0-9]+$/ && $1 > 0 {
         sub("syscalls:sys_enter_", "", $3); printf "%s %s %.2f\n", name, $3, $1 / n }' \
       "$work/$name.stat"
