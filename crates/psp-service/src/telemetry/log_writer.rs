@@ -332,16 +332,22 @@ mod tests {
         assert!(writes < 80_000 / 10, "{writes} writes for 80,000 lines");
     }
 
-    /// A line wakes the writer only when it sleeps, or to end its gathering at WAKE_AT: at
-    /// most once per write, never per line (each wake is a system call on the request path).
+    /// A line wakes the writer only when it sleeps, or to end its gathering at WAKE_AT; never
+    /// while it writes (each wake is a system call on the request path). The output takes
+    /// 20 ms a write and the lines come faster than that, so the writer finds lines waiting
+    /// after each write and is almost never asleep when one comes: the old rule (a wake for
+    /// the first line after each write, busy or not) woke it twice a write.
     #[test]
-    fn lines_wake_the_writer_at_most_once_per_write() {
-        let out = Out::default();
+    fn lines_do_not_wake_a_busy_writer() {
+        let out = Out {
+            delay: Duration::from_millis(20),
+            ..Out::default()
+        };
         let (mut writer, guard) = spawn("test-log", out.clone()).expect("thread");
         let line = [b'x'; 1000];
         let start = Instant::now();
         let mut lines = 0;
-        while start.elapsed() < Duration::from_millis(300) {
+        while start.elapsed() < Duration::from_millis(500) {
             writer.write_all(&line).unwrap();
             lines += 1;
             if lines % 50 == 0 {
@@ -356,7 +362,7 @@ mod tests {
         let writes = out.writes.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(out.bytes.lock().unwrap().len(), lines * 1000);
         assert!(
-            woken <= writes + 1,
+            woken <= writes / 2 + 1,
             "{woken} wakes for {writes} writes of {lines} lines"
         );
         assert!(writes < lines / 10, "{writes} writes for {lines} lines");
