@@ -74,15 +74,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for HeldWrites<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let me = self.get_mut();
-        if me.held.len() + buf.len() > HELD_MAX {
-            ready!(me.poll_drain(cx))?;
-            if buf.len() > HELD_MAX {
-                return Pin::new(&mut me.inner).poll_write(cx, buf);
-            }
-        }
-        me.held.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
@@ -255,6 +247,43 @@ mod tests {
         assert!(matches!(flush(&mut held, &mut cx), Poll::Ready(Ok(()))));
         assert_eq!(held.inner.writes.concat(), bytes);
         assert_eq!(held.inner.writes.len(), 3, "100 + 100 + 50");
+    }
+
+    /// A caller that never reads: once the transport takes nothing, a write that would hold
+    /// more than [`HELD_MAX`] waits (`Pending`, nothing taken), so h2 stops there too and the
+    /// bytes held stay within the bound however much is written.
+    #[test]
+    fn a_caller_that_never_reads_holds_at_most_held_max() {
+        let (_wakes, waker) = context();
+        let mut cx = Context::from_waker(&waker);
+        let mut held = HeldWrites::new(Recorded {
+            stalls: usize::MAX,
+            ..Recorded::default()
+        });
+        let answer = [1u8; 3000];
+        let mut taken = 0;
+        for _ in 0..1000 {
+            match Pin::new(&mut held).poll_write(&mut cx, &answer) {
+                Poll::Ready(Ok(n)) => taken += n,
+                Poll::Pending => break,
+                Poll::Ready(Err(e)) => panic!("{e}"),
+            }
+        }
+        assert!(
+            Pin::new(&mut held)
+                .poll_write(&mut cx, &answer)
+                .is_pending()
+        );
+        // A flush puts off once, then waits on the transport: nothing is dropped for room.
+        assert!(flush(&mut held, &mut cx).is_ready());
+        assert!(flush(&mut held, &mut cx).is_pending());
+        assert!(
+            held.held.len() <= HELD_MAX,
+            "{} bytes held",
+            held.held.len()
+        );
+        assert_eq!(taken, held.held.len(), "what was taken is held, none lost");
+        assert!(held.inner.writes.is_empty());
     }
 
     /// More than [`HELD_MAX`]: what is held goes first, then the large write itself; and a
