@@ -383,17 +383,30 @@ fn a_full_disk_under_fail_open_loses_no_audit_record_silently() {
     );
     check(serve.api, "valid");
     check(serve.api, "expired");
-    let metrics = get(serve.admin, "/metrics");
+    // Under fail_open an answer does not wait for its record: the writer thread may still
+    // hold the second one when the answer arrives. Each must be counted and logged once it
+    // has been tried (within 10 s).
+    let counted = "psp_gateway_audit_write_failures_total 2";
+    let metrics = until_blocking(Duration::from_secs(10), || {
+        let now = get(serve.admin, "/metrics");
+        now.contains(counted).then_some(now)
+    })
+    .unwrap_or_else(|| get(serve.admin, "/metrics"));
     assert!(
-        metrics.contains("psp_gateway_audit_write_failures_total 2"),
+        metrics.contains(counted),
         "each lost record is counted: {metrics}"
     );
-    let stderr = std::fs::read_to_string(dir.join("serve.stderr")).expect("stderr");
-    assert_eq!(
-        stderr.matches("cannot append to the audit log").count(),
-        2,
-        "each lost record is logged: {stderr}"
-    );
+    // The count is taken before the line is logged: wait for the line too.
+    let logged = || {
+        let stderr = std::fs::read_to_string(dir.join("serve.stderr")).expect("stderr");
+        let lines = stderr.matches("cannot append to the audit log").count();
+        (lines, stderr)
+    };
+    let (lines, stderr) = until_blocking(Duration::from_secs(10), || {
+        Some(logged()).filter(|(n, _)| *n >= 2)
+    })
+    .unwrap_or_else(logged);
+    assert_eq!(lines, 2, "each lost record is logged: {stderr}");
     assert!(
         metrics.contains("psp_gateway_audit_failing 1"),
         "the log is reported not writable: {metrics}"
