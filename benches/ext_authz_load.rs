@@ -19,7 +19,9 @@
 //! - `CONNS` connections (default 2), `STREAMS` concurrent streams on each (default 16) in the
 //!   closed loop; in the open loop, at most `CONNS` × 256 Checks in flight.
 //!
-//! Prints one JSON line: checks, seconds, per second, p50/p90/p99/p99.9/max in µs.
+//! Prints one JSON line: checks, seconds, per second, p50/p90/p99/p99.9/max in µs, and the
+//! size of the `CheckResponse` (`answer_bytes`: `examples/bare_ext_authz.rs`, the floor,
+//! answers as many).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -100,12 +102,12 @@ fn check_frame() -> Bytes {
     Bytes::from(frame)
 }
 
-/// One Check on `sender`; Err names what was wrong with the answer.
+/// One Check on `sender`: the size of its `CheckResponse`, or what was wrong with the answer.
 async fn check(
     sender: &mut h2::client::SendRequest<Bytes>,
     uri: &http::Uri,
     frame: &Bytes,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     let request = http::Request::post(uri.clone())
         .header("content-type", "application/grpc")
         .header("te", "trailers")
@@ -143,7 +145,7 @@ async fn check(
     }
     let answer = CheckResponse::decode(&data[5..]).map_err(|e| e.to_string())?;
     match answer.status.map(|s| s.code) {
-        Some(0) => Ok(()),
+        Some(0) => Ok(data.len() - 5),
         other => Err(format!("not allowed: status {other:?}")),
     }
 }
@@ -170,13 +172,13 @@ fn main() {
         .expect("runtime");
     let frame = check_frame();
     let uri: http::Uri = format!("http://{addr}{PATH}").parse().expect("uri");
-    let (mut latencies, elapsed, failures) = runtime.block_on(async move {
+    let (mut latencies, elapsed, failures, answer_bytes) = runtime.block_on(async move {
         let mut senders = Vec::new();
         for _ in 0..conns {
             senders.push(connect(addr).await);
         }
         // The first Check makes the decision that the rest find in the cache.
-        check(&mut senders[0], &uri, &frame)
+        let answer_bytes = check(&mut senders[0], &uri, &frame)
             .await
             .expect("the first Check is allowed");
         let latencies = Arc::new(Mutex::new(Vec::<u32>::new()));
@@ -194,7 +196,7 @@ fn main() {
                         while Instant::now() < end {
                             let sent = Instant::now();
                             match check(&mut sender, &uri, &frame).await {
-                                Ok(()) => mine.push(micros(sent.elapsed())),
+                                Ok(_) => mine.push(micros(sent.elapsed())),
                                 Err(e) => failures.lock().await.push(e),
                             }
                         }
@@ -230,7 +232,7 @@ fn main() {
                     let took = micros(due.elapsed());
                     drop(permit);
                     match result {
-                        Ok(()) => latencies.lock().await.push(took),
+                        Ok(_) => latencies.lock().await.push(took),
                         Err(e) => failures.lock().await.push(e),
                     }
                 }));
@@ -242,7 +244,7 @@ fn main() {
         let elapsed = start.elapsed();
         let latencies = std::mem::take(&mut *latencies.lock().await);
         let failures = std::mem::take(&mut *failures.lock().await);
-        (latencies, elapsed, failures)
+        (latencies, elapsed, failures, answer_bytes)
     });
     if !failures.is_empty() {
         eprintln!(
@@ -255,7 +257,7 @@ fn main() {
     latencies.sort_unstable();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     println!(
-        "{{\"checks\":{},\"seconds\":{:.3},\"per_second\":{:.0},\"rate\":{rate},\"conns\":{conns},\"streams\":{streams},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{}}}",
+        "{{\"checks\":{},\"seconds\":{:.3},\"per_second\":{:.0},\"rate\":{rate},\"conns\":{conns},\"streams\":{streams},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"answer_bytes\":{answer_bytes}}}",
         latencies.len(),
         elapsed.as_secs_f64(),
         latencies.len() as f64 / elapsed.as_secs_f64(),

@@ -7,7 +7,9 @@
 #   (a) Envoy ext_authz over gRPC (`[ext_authz]`, plain HTTP/2): benches/ext_authz_load.rs,
 #       2 connections, the same cached decision each time: as many Checks as the face answers
 #       (16 streams per connection, closed loop), then 10,000 Checks per second on a fixed
-#       schedule (latency from when each Check was due);
+#       schedule (latency from when each Check was due); both again against the floor,
+#       examples/bare_ext_authz.rs (hyper's HTTP/2 server answering a fixed CheckResponse of the
+#       gateway's answer's size, nothing decided);
 #   (b) forward-auth (`[forward_auth]`, kind nginx) behind nginx `auth_request`, against the same
 #       nginx asking a bare hyper handler (examples/bare_handler.rs) instead: nginx terminates
 #       the PSP's mutual TLS (`ssl_verify_client optional_no_ca`, as deploy/nginx/), asks, and
@@ -26,7 +28,8 @@ work="$root/target/load-ext-authz"
 [ "$(nproc)" -ge 2 ] || { echo "this comparison needs 2 cores" >&2; exit 2; }
 if ! need nginx; then apt_install nginx-light; fi
 need oha || cargo install --locked oha
-cargo build --release --locked --quiet --bin psp-gateway --example bare_handler
+cargo build --release --locked --quiet --bin psp-gateway --example bare_handler \
+  --example bare_ext_authz
 cargo bench --locked --bench ext_authz_load --no-run --quiet 2>/dev/null
 loadgen=$(find target/release/deps -maxdepth 1 -type f -executable -name 'ext_authz_load-*' \
   -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2)
@@ -123,13 +126,14 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 tick_hz=$(getconf CLK_TCK)
 : >"$work/runs"
 
-# grpc NAME RATE: one ext_authz_load run; appends "name per_second p50 p99 cpu_us".
+# grpc NAME RATE [PORT PID]: one ext_authz_load run against the gateway (or the server on
+# PORT, process PID); appends "name per_second p50 p99 cpu_us".
 grpc() {
-  local before after
-  before=$(cpu_ticks "$gateway_pid")
-  EXT_AUTHZ_ADDR=127.0.0.1:9191 SECONDS=$secs RATE=$2 CONNS=2 STREAMS=16 \
+  local before after port="${3:-9191}" pid="${4:-$gateway_pid}"
+  before=$(cpu_ticks "$pid")
+  EXT_AUTHZ_ADDR="127.0.0.1:$port" SECONDS=$secs RATE=$2 CONNS=2 STREAMS=16 \
     taskset -c 1 "$loadgen" >"$work/$1.json"
-  after=$(cpu_ticks "$gateway_pid")
+  after=$(cpu_ticks "$pid")
   python3 - "$work/$1.json" "$1" "$((after - before))" "$tick_hz" >>"$work/runs" <<'PY'
 import json, sys
 path, name, ticks, hz = sys.argv[1:]
@@ -199,10 +203,21 @@ if [ "${PROFILE:-}" = 1 ]; then
   exit 0
 fi
 
+# The gRPC floor answers as many bytes as the gateway's allowed CheckResponse.
+EXT_AUTHZ_ADDR=127.0.0.1:9191 SECONDS=1 RATE=100 taskset -c 1 "$loadgen" >"$work/sizing.json"
+answer_bytes=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["answer_bytes"])' \
+  "$work/sizing.json")
+taskset -c 0 ./target/release/examples/bare_ext_authz 127.0.0.1:19191 "$answer_bytes" &
+bare_grpc_pid=$!
+started "$bare_grpc_pid"
+wait_port 19191
+
 for round in 1 2; do
   floor "floor-10k-$round"
   grpc "grpc-max-$round" 0
   grpc "grpc-10k-$round" 10000
+  grpc "grpc-floor-max-$round" 0 19191 "$bare_grpc_pid"
+  grpc "grpc-floor-10k-$round" 10000 19191 "$bare_grpc_pid"
   http "forward-gateway-$round" "$gateway_pid" 18460
   http "forward-bare-$round" "$(pgrep -f 'bare_handler 127.0.0.1:18090' | head -1)" 18461
 done
@@ -217,6 +232,8 @@ print("| what | requests/s | p50, ms | p99, ms | gateway CPU per request, µs | 
 print("|---|---|---|---|---|---|")
 print(f"| ext_authz `Check`, cached, as fast as answered (2 connections × 16 streams) | {mean('grpc-max', 0):,.0f} | {mean('grpc-max', 1):.2f} | {mean('grpc-max', 2):.2f} | {mean('grpc-max', 3):.1f} | |")
 print(f"| ext_authz `Check`, cached, 10,000/s on a schedule | {mean('grpc-10k', 0):,.0f} | {mean('grpc-10k', 1):.2f} | {mean('grpc-10k', 2):.2f} | {mean('grpc-10k', 3):.1f} | p99 < 1 ms |")
+print(f"| the gRPC floor: the same generator against a bare hyper HTTP/2 server answering a fixed CheckResponse of the same size, as fast as answered | {mean('grpc-floor-max', 0):,.0f} | {mean('grpc-floor-max', 1):.2f} | {mean('grpc-floor-max', 2):.2f} | bare server: {mean('grpc-floor-max', 3):.1f} | |")
+print(f"| the gRPC floor, 10,000/s on a schedule | {mean('grpc-floor-10k', 0):,.0f} | {mean('grpc-floor-10k', 1):.2f} | {mean('grpc-floor-10k', 2):.2f} | bare server: {mean('grpc-floor-10k', 3):.1f} | |")
 print(f"| the machine's floor: a bare hyper handler, HTTP/1.1, 10,000/s, oha `--latency-correction` | {mean('floor-10k', 0):,.0f} | {mean('floor-10k', 1):.2f} | {mean('floor-10k', 2):.2f} | | |")
 g, b = mean("forward-gateway", 0), mean("forward-bare", 0)
 print(f"| nginx `auth_request` → psp-gateway forward-auth, mTLS keep-alive, 16 connections | {g:,.0f} | {mean('forward-gateway', 1):.2f} | {mean('forward-gateway', 2):.2f} | {mean('forward-gateway', 3):.1f} (nginx: {mean('forward-gateway', 4):.1f}) | |")

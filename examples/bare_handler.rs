@@ -17,6 +17,9 @@ use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 
+#[path = "bare/accept.rs"]
+mod accept;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let usage = "usage: bare_handler LISTEN_ADDR BODY_BYTES";
@@ -29,31 +32,20 @@ fn main() {
         0 => Bytes::new(),
         size => Bytes::from(format!("\"{}\"", "a".repeat(size.saturating_sub(2)))),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            let body = body.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |_req: Request<hyper::body::Incoming>| {
-                    let mut response = Response::new(Full::new(body.clone()));
-                    response.headers_mut().insert(
-                        http::header::CONTENT_TYPE,
-                        http::HeaderValue::from_static("application/json"),
-                    );
-                    async move { Ok::<_, Infallible>(response) }
-                });
-                let _ = auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+    accept::serve_connections(addr, move |stream| {
+        let body = body.clone();
+        async move {
+            let service = service_fn(move |_req: Request<hyper::body::Incoming>| {
+                let mut response = Response::new(Full::new(body.clone()));
+                response.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                async move { Ok::<_, Infallible>(response) }
             });
+            let _ = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         }
     });
 }

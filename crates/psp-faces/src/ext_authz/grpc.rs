@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -132,14 +133,14 @@ impl Checker {
         )?);
         let ask = question::ask(attributes, http, &self.config, caller)?;
         let underscored = question::underscored_names(http);
-        // On a task of its own: a Check whose caller gave up (Envoy's timeout, a reset
-        // stream) still completes, is logged, and leaves what it fetched in the caches.
-        let decision = tokio::spawn({
+        // A Check whose caller gives up (Envoy's timeout, a reset stream) still completes,
+        // is logged, and leaves what it fetched in the caches.
+        let decision = detached({
             let site = Arc::clone(&site);
             async move { site.authorise(ask).await }
         })
         .await
-        .map_err(|e| Refusal::Unfinished(e.to_string()))?;
+        .map_err(Refusal::Unfinished)?;
         match decision {
             Answer::Allow {
                 set,
@@ -164,6 +165,28 @@ impl Checker {
                 ..
             } => Ok(answer::denied(status, code, &headers, &body)),
         }
+    }
+}
+
+/// `work`'s output, with `work` finished even if the caller stops waiting. Work that is done
+/// when first polled (a cached decision) is done on the caller's task; work that must wait
+/// goes on a task of its own, which the caller's going away does not stop. A panic is the
+/// error, as a spawned task's would be.
+async fn detached<F>(work: F) -> Result<F::Output, String>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let mut work = Box::pin(work);
+    let first = std::future::poll_fn(|cx| {
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx)));
+        Poll::Ready(polled)
+    })
+    .await;
+    match first {
+        Ok(Poll::Ready(output)) => Ok(output),
+        Ok(Poll::Pending) => tokio::spawn(work).await.map_err(|e| e.to_string()),
+        Err(_) => Err("the decision panicked".into()),
     }
 }
 
@@ -216,6 +239,57 @@ impl Decoder for LenientCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+    use tokio::sync::oneshot;
+
+    #[tokio::test]
+    async fn work_done_at_once_is_done_on_the_callers_task() {
+        // The caller as a face's stream is: a task (a test's body is not one).
+        let (caller, ran_on) = tokio::spawn(async {
+            let ran_on = detached(async { tokio::task::id() }).await;
+            (tokio::task::id(), ran_on)
+        })
+        .await
+        .expect("the caller's task");
+        assert_eq!(ran_on, Ok(caller));
+    }
+
+    #[tokio::test]
+    async fn work_that_must_wait_finishes_after_its_caller_gave_up() {
+        let (open, gate) = oneshot::channel::<()>();
+        let (finished, done) = oneshot::channel();
+        // The caller gives up while the work waits (Envoy's timeout, a reset stream).
+        let caller = tokio::spawn(async move {
+            let work = detached(async move {
+                let _ = gate.await;
+                let _ = finished.send(tokio::task::id());
+            });
+            let gave_up = tokio::time::timeout(Duration::from_millis(20), work).await;
+            assert!(gave_up.is_err(), "the work waits on the gate");
+            tokio::task::id()
+        })
+        .await
+        .expect("the caller's task");
+        open.send(()).expect("the work still waits on the gate");
+        let ran_on = tokio::time::timeout(Duration::from_secs(5), done)
+            .await
+            .expect("the work finishes without its caller")
+            .expect("and says so");
+        assert_ne!(ran_on, caller, "on a task of its own");
+    }
+
+    #[tokio::test]
+    async fn a_panic_before_or_after_waiting_is_an_error_not_a_lost_stream() {
+        let at_once: Result<(), String> = detached(async { panic!("a test's panic") }).await;
+        assert_eq!(at_once, Err("the decision panicked".into()));
+        let later: Result<(), String> = detached(async {
+            tokio::task::yield_now().await;
+            panic!("a test's panic after waiting")
+        })
+        .await;
+        let why = later.expect_err("an error");
+        assert!(why.contains("panicked"), "{why}");
+    }
 
     #[test]
     fn any_bytes_decode_into_a_request_or_the_reason_they_are_not_one() {
