@@ -689,13 +689,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FramingGuard<S> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if let Some((answer, written)) = &mut this.answer {
-            while *written < answer.len() {
-                let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &answer[*written..]))?;
-                if n == 0 {
-                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-                }
-                *written += n;
-            }
+            ready!(crate::poll_write_rest(&mut this.inner, cx, answer, written))?;
             ready!(Pin::new(&mut this.inner).poll_flush(cx))?;
             this.answer = None;
         }

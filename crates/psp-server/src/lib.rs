@@ -38,6 +38,7 @@ mod idle;
 pub mod limiter;
 mod request_id;
 pub mod shared;
+mod write_rest;
 
 pub use certificate::{CertificateError, ServerCertificate, SiteCertificates, load_certified_key};
 pub use chains::{SharedChain, chain_digest};
@@ -50,6 +51,7 @@ pub use shared::{
     CounterKind, FailureMode, LoginCharge, LoginLedgers, Refusal, SharedLimiter, SharedState,
     SharedStateConfig, SharedStateConfigError, SharedStateError,
 };
+pub use write_rest::poll_write_rest;
 
 use std::collections::HashMap;
 use std::convert::Infallible;

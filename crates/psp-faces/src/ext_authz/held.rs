@@ -42,13 +42,12 @@ impl<T: AsyncWrite + Unpin> HeldWrites<T> {
 
     /// Writes everything held.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.written < self.held.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.held[self.written..]))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            self.written += n;
-        }
+        ready!(crate::server::poll_write_rest(
+            &mut self.inner,
+            cx,
+            &self.held,
+            &mut self.written
+        ))?;
         self.held.clear();
         self.written = 0;
         if self.held.capacity() > HELD_MAX {
