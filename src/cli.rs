@@ -854,6 +854,8 @@ fn site_decision(
         host: None,
         chain: Ok(crate::gateway::DecodedChain::new(chain)),
         peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        header_names: Vec::new(),
+        edge_removes: true,
         trace_headers: http::HeaderMap::new(),
     }));
     let mut out = serde_json::json!({

@@ -115,6 +115,67 @@ const FORGED_CERTIFICATE_HEADERS: &[(&str, &str)] = &[
     ("x-original-method", "GET"),
 ];
 
+/// The path and method override headers of every framework the built-in proxy strips, sent by
+/// the client beside a valid certificate (nginx's own `X-Original-URI` and `X-Original-Method`
+/// are in the forged-certificate row).
+const OVERRIDES: &[(&str, &str)] = &[
+    (
+        "x-original-url",
+        "forged-/v1/payments/sepa-credit-transfers",
+    ),
+    ("x-rewrite-url", "forged-/v1/payments/sepa-credit-transfers"),
+    ("x-forwarded-prefix", "forged-/admin"),
+    ("x-forwarded-path", "forged-/v1/payments"),
+    ("x-envoy-original-path", "forged-/v1/payments"),
+    ("x-http-method-override", "forged-DELETE"),
+    ("x-http-method", "forged-DELETE"),
+    ("x-method-override", "forged-DELETE"),
+];
+
+/// Client-address and client-certificate headers other proxies set and frameworks believe,
+/// sent by the client beside a valid certificate.
+const CLIENT_ADDRESS_AND_CERTIFICATE: &[(&str, &str)] = &[
+    ("x-real-ip", "forged-203.0.113.66"),
+    ("true-client-ip", "forged-203.0.113.66"),
+    ("cf-connecting-ip", "forged-203.0.113.66"),
+    ("x-cluster-client-ip", "forged-203.0.113.66"),
+    ("forwarded", "forged-for=203.0.113.66"),
+    ("client-cert", "forged-:AAAA:"),
+    ("x-client-verify", "forged-SUCCESS"),
+    ("x-ssl-client-s-dn", "forged-CN=valid"),
+];
+
+/// How a forward-auth face answers a request carrying a header of the strip set that is not
+/// its proxy's own: refused, since nginx and Caddy cannot be told to remove it.
+const HEADER_REFUSED: Expect = refused(400, "FORMAT_ERROR", "header_refused");
+
+const HEADER_REFUSED_WHY: &str = "the built-in proxy removes the header and goes on; ext_authz \
+    has Envoy remove it (headers_to_remove); nginx and Caddy cannot be told to remove a header \
+    by their forward-auth, so psp-gateway refuses the request (header_refused) rather than let \
+    the header reach the bank's API";
+
+/// The divergence of nginx alone for a row with identity headers: the Caddy example removes
+/// the client's `X-Psp-*` at the edge before its check (deploy/caddy), nginx cannot.
+const NGINX_REFUSES: &[Divergence] = &[Divergence {
+    face: Face::Nginx,
+    expect: HEADER_REFUSED,
+    why: HEADER_REFUSED_WHY,
+}];
+
+/// The divergence of both forward-auth fronts for a row with a strip-set header.
+const FORWARD_AUTH_REFUSES: &[Divergence] = &[
+    Divergence {
+        face: Face::Nginx,
+        expect: HEADER_REFUSED,
+        why: HEADER_REFUSED_WHY,
+    },
+    Divergence {
+        face: Face::Caddy,
+        expect: HEADER_REFUSED,
+        why: HEADER_REFUSED_WHY,
+    },
+];
+
 const fn refused(status: u16, code: &'static str, refusal: &'static str) -> Expect {
     Expect::Refused {
         status,
@@ -222,6 +283,7 @@ fn cases() -> Vec<Case> {
         ),
         Case {
             headers: FORGED_CERTIFICATE_HEADERS,
+            diverges: FORWARD_AUTH_REFUSES,
             ..at_xx(
                 "no certificate, and every proxy's certificate header sent by the client \
                  with valid's certificate",
@@ -263,6 +325,7 @@ fn cases() -> Vec<Case> {
         ),
         Case {
             headers: SPOOFED,
+            diverges: NGINX_REFUSES,
             ..at_xx(
                 "spoofed identity headers (aisp claims valid's): decision and identity \
                  unchanged, the forged values never upstream",
@@ -272,7 +335,30 @@ fn cases() -> Vec<Case> {
             )
         },
         Case {
+            headers: OVERRIDES,
+            diverges: FORWARD_AUTH_REFUSES,
+            ..at_xx(
+                "every path and method override header beside a valid certificate: never \
+                 upstream",
+                Some("aisp"),
+                "/v1/accounts",
+                allowed("PSDXX-TEST-000016"),
+            )
+        },
+        Case {
+            headers: CLIENT_ADDRESS_AND_CERTIFICATE,
+            diverges: FORWARD_AUTH_REFUSES,
+            ..at_xx(
+                "client-address and client-certificate headers beside a valid certificate: \
+                 never upstream",
+                Some("aisp"),
+                "/v1/accounts",
+                allowed("PSDXX-TEST-000016"),
+            )
+        },
+        Case {
             headers: SPOOFED,
+            diverges: NGINX_REFUSES,
             ..at_xx(
                 "spoofed identity headers on a route the PSP may not use",
                 Some("aisp"),
@@ -554,7 +640,7 @@ async fn ext_authz_grpc(rig: &Rig, case: &Case) -> Seen {
         // What survives at Envoy: a client header neither overwritten nor removed.
         let forged_upstream = headers
             .iter()
-            .filter(|(name, _)| name.starts_with("x-psp-"))
+            .filter(|(name, value)| is_forged(name, value))
             .filter(|(name, _)| set(name).is_none() && !removed.contains(name))
             .map(|(name, value)| format!("{name}: {value}"))
             .collect();
@@ -607,11 +693,17 @@ fn client_headers(case: &Case) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-/// The values of the client's own x-psp-* headers, which must never reach the API.
+/// Whether a client header's value must never reach the API: the client's own x-psp-*
+/// headers, and every strip-set header of the rows (their values start `forged-`).
+fn is_forged(name: &str, value: &str) -> bool {
+    name.starts_with("x-psp-") || value.starts_with("forged-")
+}
+
+/// The values of the client's headers that must never reach the API ([`is_forged`]).
 fn forged_values(case: &Case) -> Vec<String> {
     client_headers(case)
         .into_iter()
-        .filter(|(name, _)| name.starts_with("x-psp-"))
+        .filter(|(name, value)| is_forged(name, value))
         .map(|(_, value)| value)
         .collect()
 }

@@ -307,8 +307,8 @@ fn the_caddyfile_validates_and_strips_client_identity_headers_before_the_check()
         "deploy/caddy/Caddyfile is not as `caddy fmt` formats it"
     );
 
-    // The JSON Caddy runs: in order, the client's x-psp-* and certificate headers deleted,
-    // then the check with the certificate and the copy of the identity, then the API.
+    // The JSON Caddy runs: in order, the client's x-psp-*, certificate and own check headers
+    // deleted, then the check with the certificate and the copy of the identity, then the API.
     let out = Command::new("caddy")
         .args(["adapt", "--adapter", "caddyfile", "--config"])
         .arg(&file)
@@ -337,12 +337,14 @@ fn the_caddyfile_validates_and_strips_client_identity_headers_before_the_check()
             "delete [\"X-Psp-*\"]",
             "delete [\"X_Psp_*\"]",
             "delete [\"X-Client-Cert\"]",
+            "delete [\"X-Forwarded-Method\"]",
+            "delete [\"X-Forwarded-Uri\"]",
             "reverse_proxy",
             "reverse_proxy"
         ],
         "{handlers:#?}"
     );
-    let check = &handlers[3];
+    let check = &handlers[5];
     assert_eq!(check["upstreams"][0]["dial"], "127.0.0.1:9292");
     assert_eq!(
         check["headers"]["request"]["set"]["X-Client-Cert"][0],

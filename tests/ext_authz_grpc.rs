@@ -290,14 +290,21 @@ async fn in_peer_mode_a_client_supplied_xfcc_header_vouches_for_nothing() {
 /// hex), the URL-encoded PEM in `Cert`.
 fn xfcc_element(by: &str, psp: &str) -> String {
     let pem = pem(psp);
+    let (_, hash, cert) = hash_and_cert(&pem);
+    format!("By={by};Hash={hash};Cert=\"{cert}\";Subject=\"CN={psp},O=Sandbox\";URI=")
+}
+
+/// A PEM certificate's DER, the hex SHA-256 of it (Envoy's `Hash`), and the PEM URL-encoded
+/// (Envoy's `Cert`).
+fn hash_and_cert(pem: &str) -> (Vec<u8>, String, String) {
     let der = psp_gateway::cert::input::decode_certificate_input(pem.as_bytes()).expect("DER");
     let hash: String = ring::digest::digest(&ring::digest::SHA256, &der)
         .as_ref()
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let cert = percent_encoding::utf8_percent_encode(&pem, percent_encoding::NON_ALPHANUMERIC);
-    format!("By={by};Hash={hash};Cert=\"{cert}\";Subject=\"CN={psp},O=Sandbox\";URI=")
+    let cert = percent_encoding::utf8_percent_encode(pem, percent_encoding::NON_ALPHANUMERIC);
+    (der, hash, cert.to_string())
 }
 
 const XFCC: &str =
@@ -309,10 +316,14 @@ fn with_xfcc(value: &str) -> Value {
     spec
 }
 
+/// `[ext_authz]` for an edge that forwards XFCC with `APPEND_FORWARD`.
+const XFCC_APPEND: &str = "callers = [\"127.0.0.1/32\"]\ncertificate = \"xfcc\"\nxfcc_by = \"spiffe://edge.bank\"\nxfcc_forwarding = \"append-forward\"";
+
 #[tokio::test]
-async fn with_xfcc_the_proxys_last_element_decides_whatever_the_client_put_before_it() {
-    let face = start(XFCC).await;
-    let edge = "spiffe://edge.bank";
+async fn with_xfcc_append_forward_the_proxys_last_element_decides_whatever_the_client_put_before_it()
+ {
+    let face = start(XFCC_APPEND).await;
+    let (edge, client) = ("spiffe://edge.bank", "spiffe://client");
     let answers = checks(
         face.addr,
         vec![
@@ -320,14 +331,20 @@ async fn with_xfcc_the_proxys_last_element_decides_whatever_the_client_put_befor
             // the client presented.
             with_xfcc(&format!(
                 "{},{}",
-                xfcc_element(edge, "valid"),
+                xfcc_element(client, "valid"),
                 xfcc_element(edge, "expired")
             )),
             // The other way round: the proxy's element is the valid one.
             with_xfcc(&format!(
                 "{},{}",
-                xfcc_element(edge, "expired"),
+                xfcc_element(client, "expired"),
                 xfcc_element(edge, "valid")
+            )),
+            // The client's element claims the proxy's By: two elements with it are refused.
+            with_xfcc(&format!(
+                "{},{}",
+                xfcc_element(edge, "valid"),
+                xfcc_element(edge, "expired")
             )),
         ],
     )
@@ -337,7 +354,90 @@ async fn with_xfcc_the_proxys_last_element_decides_whatever_the_client_put_befor
     assert_eq!(berlin_group_code(&body), "CERTIFICATE_EXPIRED", "{body}");
     assert_eq!(grpc_code(&answers[1]), 0, "{}", answers[1]);
     assert!(set_header(&answers[1], "x-psp-auth-number").is_some());
+    let (status, _) = denial(&answers[2]);
+    assert_eq!(status, 401);
+    assert_eq!(answers[2]["status"]["message"], "certificate_unreadable");
     face.stop().await;
+}
+
+/// The attacker's own certificate, self-signed, whose URI SAN closes the element Envoy writes
+/// for it and opens one naming the trusted edge, the victim's hash and the victim's public
+/// certificate (URL-encoded, so unquoted it holds no `=`, `"` or space): a valid URI.
+fn smuggling_certificate(by: Option<&str>, victim: &str) -> String {
+    let victim_element = xfcc_element(by.unwrap_or("spiffe://edge.bank"), victim);
+    // `By=…;Hash=…;Cert="…";…` of the victim, its Cert unquoted as a URI can carry it.
+    let mut parts = victim_element.split(';');
+    let by_part = parts.next().expect("By");
+    let hash_part = parts.next().expect("Hash");
+    let cert_part = parts.next().expect("Cert").replace('"', "");
+    let smuggled = match by {
+        Some(_) => format!("https://tpp.example/x,{by_part};{hash_part};{cert_part}"),
+        None => format!("https://tpp.example/x,{hash_part};{cert_part}"),
+    };
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "tpp.example");
+    params.subject_alt_names = vec![rcgen::SanType::URI(
+        smuggled.try_into().expect("the smuggling URI is IA5"),
+    )];
+    let key = rcgen::KeyPair::generate().expect("key");
+    params.self_signed(&key).expect("self-signed").pem()
+}
+
+/// The one element Envoy writes (`SANITIZE_SET`, details Cert, Subject, URI) for a client
+/// that presented `pem`: `URI=` unquoted, as `mutateXfccRequestHeader` writes it.
+fn envoy_element_for(by: &str, pem: &str) -> String {
+    let (der, hash, cert) = hash_and_cert(pem);
+    let uri = {
+        use x509_parser::prelude::*;
+        let (_, parsed) = X509Certificate::from_der(&der).expect("parses");
+        let san = parsed
+            .subject_alternative_name()
+            .expect("SAN extension")
+            .expect("has SANs");
+        san.value
+            .general_names
+            .iter()
+            .find_map(|name| match name {
+                GeneralName::URI(uri) => Some((*uri).to_owned()),
+                _ => None,
+            })
+            .expect("a URI SAN")
+    };
+    format!("By={by};Hash={hash};Cert=\"{cert}\";Subject=\"CN=tpp.example\";URI={uri}")
+}
+
+#[tokio::test]
+async fn a_uri_san_made_the_attackers_way_never_makes_a_client_another_psp() {
+    let edge = "spiffe://edge.bank";
+    for (section, mode) in [(XFCC, "sanitize-set"), (XFCC_APPEND, "append-forward")] {
+        let face = start(section).await;
+        let specs: Vec<Value> = [Some(edge), None]
+            .into_iter()
+            .map(|by| {
+                let attacker = smuggling_certificate(by, "valid");
+                with_xfcc(&envoy_element_for(edge, &attacker))
+            })
+            .collect();
+        let answers = checks(face.addr, specs).await;
+        for (i, answer) in answers.iter().enumerate() {
+            let (status, body) = denial(answer);
+            assert_eq!(status, 401, "{mode} {i}: {answer}");
+            assert_eq!(
+                berlin_group_code(&body),
+                "CERTIFICATE_INVALID",
+                "{mode} {i}"
+            );
+            assert_eq!(
+                answer["status"]["message"], "certificate_unreadable",
+                "{mode} {i}"
+            );
+            // What reaches the client names no trusted hop.
+            assert!(!answer.to_string().contains(edge), "{mode} {i}: {answer}");
+        }
+        face.stop().await;
+    }
 }
 
 #[tokio::test]
@@ -400,6 +500,8 @@ async fn a_path_that_means_another_route_or_two_things_is_denied_400() {
             on_xx(Some("aisp"), "GET", "*"),
             on_xx(Some("aisp"), "GET", "http://xx.localhost/v1/accounts"),
             on_xx(Some("aisp"), "GET", ""),
+            // A fragment: Envoy forwards the whole target, a URI parser drops the rest.
+            on_xx(Some("aisp"), "GET", "/v1/accounts#/../../v1/payments"),
         ],
     )
     .await;
@@ -422,6 +524,7 @@ async fn a_path_that_means_another_route_or_two_things_is_denied_400() {
         [
             expected("path_not_normal"),
             expected("path_not_normal"),
+            expected("path_refused"),
             expected("path_refused"),
             expected("path_refused"),
             expected("path_refused"),

@@ -734,13 +734,13 @@ async fn a_value_decoded_for_one_xfcc_by_is_not_reused_for_another() {
 /// Envoy with `APPEND_FORWARD` keeps what the client sent in XFCC and appends its own
 /// element: only the last element is the proxy's. A client element naming another PSP's
 /// certificate is never read; with `xfcc_by`, a last element not added by that hop is
-/// refused.
+/// refused, and so is a client element that claims the hop's `By`.
 #[tokio::test]
 async fn an_xfcc_element_injected_by_the_client_before_the_proxys_is_never_read() {
     let (running, fa) = gateway(&caller(
         "envoy",
         "127.0.0.1/32",
-        &format!("xfcc_by = \"{ENVOY}\""),
+        &format!("xfcc_by = \"{ENVOY}\"\nxfcc_forwarding = \"append-forward\""),
     ))
     .await;
     let ask_xfcc = |xfcc: String| async move { ask_xfcc(fa, &xfcc).await };
@@ -748,7 +748,7 @@ async fn an_xfcc_element_injected_by_the_client_before_the_proxys_is_never_read(
     // element for its own, revoked one.
     let injected = format!(
         "{},{}",
-        xfcc_element(ENVOY, "valid"),
+        xfcc_element("spiffe://attacker", "valid"),
         xfcc_element(ENVOY, "revoked")
     );
     let reply = ask_xfcc(injected).await;
@@ -762,6 +762,14 @@ async fn an_xfcc_element_injected_by_the_client_before_the_proxys_is_never_read(
         "{}",
         reply.said()
     );
+    // The client's element claims the hop's own By: the value is not one Envoy wrote.
+    let reply = ask_xfcc(format!(
+        "{},{}",
+        xfcc_element(ENVOY, "valid"),
+        xfcc_element(ENVOY, "revoked")
+    ))
+    .await;
+    assert_unreadable(&reply);
     // The other way round: the last one is read, whatever comes before.
     let reply = ask_xfcc(format!(
         "{},{}",
@@ -802,6 +810,66 @@ async fn an_xfcc_element_injected_by_the_client_before_the_proxys_is_never_read(
         "{}",
         reply.said()
     );
+    running.stop().await;
+}
+
+/// A client certificate whose URI SAN is `https://tpp.example/x,By=<the edge>;Hash=<the
+/// victim's>;Cert=<the victim's public certificate>`, made the attacker's way (self-signed,
+/// rcgen), put in XFCC exactly as Envoy writes it: `URI=` unquoted. Read naively it is two
+/// elements, the last the victim's; in either forwarding mode it is refused.
+#[tokio::test]
+async fn a_uri_san_that_smuggles_an_xfcc_element_never_makes_a_client_another_psp() {
+    let victim = xfcc_element(ENVOY, "valid");
+    let smuggled = format!("https://tpp.example/x,{}", victim.replace('"', ""));
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.subject_alt_names = vec![rcgen::SanType::URI(
+        smuggled.clone().try_into().expect("IA5"),
+    )];
+    let key = rcgen::KeyPair::generate().expect("key");
+    let attacker = params.self_signed(&key).expect("self-signed");
+    let der = attacker.der().to_vec();
+    let hash = ring::digest::digest(&ring::digest::SHA256, &der);
+    let hex: String = hash.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let envoy_wrote = format!(
+        "By={ENVOY};Hash={hex};Cert=\"{}\";Subject=\"\";URI={smuggled}",
+        percent(&pem_of(&der))
+    );
+    for mode in ["sanitize-set", "append-forward"] {
+        let (running, fa) = gateway(&caller(
+            "envoy",
+            "127.0.0.1/32",
+            &format!("xfcc_by = \"{ENVOY}\"\nxfcc_forwarding = \"{mode}\""),
+        ))
+        .await;
+        let reply = ask_xfcc(fa, &envoy_wrote).await;
+        assert_unreadable(&reply);
+        assert_eq!(reply.header("x-psp-auth-number"), None, "{mode}");
+        assert!(!reply.said().contains(ENVOY), "{mode}: {}", reply.said());
+        running.stop().await;
+    }
+}
+
+/// nginx forwards `$request_uri` whole, fragment included, to the bank's API; a URI parser
+/// drops the fragment. `/v1/accounts#/../../v1/payments` must not be decided as
+/// `/v1/accounts` for an AIS-only PSP.
+#[tokio::test]
+async fn a_fragment_in_the_original_uri_is_refused_not_dropped() {
+    let (running, fa) = gateway(&nginx_caller()).await;
+    let cert = escaped_pem("aisp");
+    for uri in [
+        "/v1/accounts#/../../v1/payments",
+        "/v1/accounts?a=1#x",
+        "/v1/accounts#",
+    ] {
+        let reply = ask(fa, &nginx_question(&cert, uri)).await;
+        assert_eq!(
+            refused(&reply),
+            (StatusCode::FORBIDDEN, Some("400"), Some("path_refused")),
+            "{uri}: {}",
+            reply.said()
+        );
+        assert_eq!(reply.header("x-psp-auth-number"), None);
+    }
     running.stop().await;
 }
 

@@ -266,6 +266,8 @@ async fn an_external_authorisers_audit_record_carries_the_trace_of_the_request_i
             host: None,
             chain: Ok(psp_gateway::gateway::DecodedChain::new(chain)),
             peer: SocketAddr::from(([127, 0, 0, 1], 1)),
+            header_names: Vec::new(),
+            edge_removes: false,
             trace_headers: psp_gateway::gateway::trace_headers([
                 ("Traceparent", CLIENT_TRACEPARENT.as_bytes()),
                 ("x-other", &b"1"[..]),

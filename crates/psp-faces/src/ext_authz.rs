@@ -116,6 +116,10 @@ pub struct ExtAuthzConfig {
     /// With `xfcc`: the last XFCC element must have been added by this hop (its `By=`).
     #[serde(default)]
     pub xfcc_by: Option<String>,
+    /// With `xfcc`: how the edge forwards it (`sanitize-set`, the default, or
+    /// `append-forward`, which needs `xfcc_by`).
+    #[serde(default)]
+    pub xfcc_forwarding: crate::gateway::presented::XfccMode,
     /// The `context_extensions` key naming the site.
     #[serde(default = "default_site_key")]
     pub site_key: String,
@@ -175,6 +179,11 @@ pub enum ExtAuthzConfigError {
     /// `xfcc_by` is empty.
     #[error("ext_authz.xfcc_by is empty: name the proxy's own URI SAN, or leave it out")]
     EmptyXfccBy,
+    /// `xfcc_forwarding = "append-forward"` without `xfcc_by`, or without `xfcc`.
+    #[error(
+        "ext_authz.xfcc_forwarding = \"append-forward\" needs certificate = \"xfcc\" and xfcc_by (the proxy's own URI SAN), or the client's element could pass for the proxy's"
+    )]
+    AppendForwardWithoutBy,
 }
 
 impl ExtAuthzConfig {
@@ -185,6 +194,11 @@ impl ExtAuthzConfig {
         }
         if self.site_key.is_empty() {
             return Err(ExtAuthzConfigError::EmptySiteKey);
+        }
+        if self.xfcc_forwarding == crate::gateway::presented::XfccMode::AppendForward
+            && (self.xfcc_by.is_none() || self.certificate != CertificateSource::Xfcc)
+        {
+            return Err(ExtAuthzConfigError::AppendForwardWithoutBy);
         }
         match (&self.xfcc_by, self.certificate) {
             (Some(by), CertificateSource::Xfcc) if by.trim().is_empty() => {

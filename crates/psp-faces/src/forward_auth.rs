@@ -28,7 +28,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Status
 use serde::Deserialize;
 
 use crate::cert::forwarded;
-use crate::gateway::presented::decoded_once;
+use crate::gateway::presented::{XfccMode, decoded_once, xfcc_decoded};
 use crate::gateway::{Answer, Ask, DecodedChain, GatewayState};
 use crate::server::{Body, Cidr, ConnInfo, contract_error, full, new_request_id};
 use crate::sites::Sites;
@@ -65,6 +65,10 @@ pub struct CallerConfig {
     /// `envoy` with XFCC: take the last element only if this hop added it (its `By`).
     #[serde(default)]
     pub xfcc_by: Option<String>,
+    /// With XFCC: how the edge forwards it (`sanitize-set`, the default, or
+    /// `append-forward`, which needs `xfcc_by`).
+    #[serde(default)]
+    pub xfcc_forwarding: XfccMode,
     /// The site this proxy serves; otherwise the site that names the original host.
     #[serde(default)]
     pub site: Option<String>,
@@ -87,6 +91,63 @@ pub enum CallerKind {
     Envoy,
 }
 
+impl CallerKind {
+    /// The headers this kind of proxy writes into its check request itself, replacing any
+    /// copy the client sent (besides the certificate header): the face cannot see the
+    /// client's copy of these, so the proxy's example configuration (`deploy/`) removes them
+    /// from the request to the bank's API. Any other header of the strip set in the check
+    /// request is the client's, and is refused. Read from each proxy's source: nginx as
+    /// `deploy/nginx` configures it; ingress-nginx's auth location template
+    /// (`rootfs/etc/nginx/template/nginx.tmpl`); Traefik's `forwardauth.writeHeader` and its
+    /// forwarded-headers rewrite (`X-Real-Ip`, `X-Forwarded-Port`, `X-Forwarded-Server`);
+    /// Caddy's `forward_auth` (`X-Forwarded-Method`, `X-Forwarded-Uri`) and `reverse_proxy`;
+    /// Envoy's HTTP ext_authz client.
+    fn own_headers(self) -> &'static [&'static str] {
+        match self {
+            CallerKind::Nginx => &["host", "x-original-uri", "x-original-method"],
+            CallerKind::IngressNginx => &[
+                "x-original-url",
+                "x-original-method",
+                "x-sent-from",
+                "x-real-ip",
+                "x-forwarded-for",
+                "x-forwarded-proto",
+                "x-forwarded-host",
+                "x-auth-request-redirect",
+                "x-request-id",
+            ],
+            CallerKind::Traefik => &[
+                "x-forwarded-method",
+                "x-forwarded-uri",
+                "x-forwarded-host",
+                "x-forwarded-proto",
+                "x-forwarded-for",
+                "x-forwarded-port",
+                "x-forwarded-server",
+                "x-real-ip",
+            ],
+            CallerKind::Caddy => &[
+                "x-forwarded-method",
+                "x-forwarded-uri",
+                "x-forwarded-host",
+                "x-forwarded-proto",
+                "x-forwarded-for",
+            ],
+            CallerKind::Envoy => &["host", "x-forwarded-for", "x-forwarded-proto"],
+        }
+    }
+
+    /// Whether the proxy removes headers the answer names: Envoy's HTTP mode honours
+    /// `x-envoy-auth-headers-to-remove`; nginx, Caddy and Traefik have no such answer.
+    fn removes_headers(self) -> bool {
+        self == CallerKind::Envoy
+    }
+}
+
+/// Envoy's HTTP ext_authz removes the headers an OK answer lists here (comma-separated) from
+/// the request it forwards.
+const ENVOY_HEADERS_TO_REMOVE: &str = "x-envoy-auth-headers-to-remove";
+
 /// Why `[forward_auth]` is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ForwardAuthConfigError {
@@ -107,6 +168,12 @@ pub enum ForwardAuthConfigError {
     /// `path_prefix` on a caller that is not Envoy, or one not starting with `/`.
     #[error("forward_auth.callers: path_prefix `{0}` must start with / and is for kind envoy only")]
     BadPathPrefix(String),
+    /// `xfcc_forwarding = "append-forward"` without `xfcc_by`: the edge's element cannot be
+    /// told from the client's.
+    #[error(
+        "forward_auth.callers: a `{0:?}` caller with xfcc_forwarding = \"append-forward\" needs xfcc_by (the proxy's own URI SAN), or the client's element could pass for the proxy's"
+    )]
+    AppendForwardWithoutBy(CallerKind),
     /// A `site` that no site has.
     #[error("forward_auth.callers: site `{0}` is not configured")]
     UnknownSite(String),
@@ -140,6 +207,9 @@ impl ForwardAuthConfig {
                 && (c.kind != CallerKind::Envoy || !prefix.starts_with('/'))
             {
                 return Err(ForwardAuthConfigError::BadPathPrefix(prefix.clone()));
+            }
+            if c.xfcc_forwarding == XfccMode::AppendForward && c.xfcc_by.is_none() {
+                return Err(ForwardAuthConfigError::AppendForwardWithoutBy(c.kind));
             }
             if let Some(site) = &c.site
                 && !sites.contains(&site.as_str())
@@ -295,8 +365,8 @@ pub async fn handle<B>(
         Ok(asked) => asked,
         Err(unasked) => return unasked_response(&unasked, &state.link_base),
     };
-    let (site, ask) = asked;
-    answer(site.authorise(ask).await)
+    let (site, ask, kind) = asked;
+    answer(site.authorise(ask).await, kind)
 }
 
 /// The site and the question, from the caller's request.
@@ -305,7 +375,7 @@ fn question<'s, B>(
     sites: &'s Sites,
     req: &Request<B>,
     conn: &ConnInfo,
-) -> Result<(&'s Arc<GatewayState>, Ask), Unasked> {
+) -> Result<(&'s Arc<GatewayState>, Ask, CallerKind), Unasked> {
     let caller = state
         .caller(conn.peer.ip())
         .ok_or(Unasked::CallerUnknown(conn.peer.ip()))?;
@@ -375,11 +445,22 @@ fn question<'s, B>(
             host,
             chain,
             peer: client_of(h, conn.peer),
+            header_names: h
+                .keys()
+                .map(HeaderName::as_str)
+                .filter(|name| {
+                    *name != caller.certificate_header.as_str()
+                        && !caller.config.kind.own_headers().contains(name)
+                })
+                .map(str::to_owned)
+                .collect(),
+            edge_removes: caller.config.kind.removes_headers(),
             trace_headers: crate::gateway::trace_headers(
                 h.iter()
                     .map(|(name, value)| (name.as_str(), value.as_bytes())),
             ),
         },
+        caller.config.kind,
     ))
 }
 
@@ -406,10 +487,11 @@ fn certificate(caller: &Caller, h: &HeaderMap) -> Result<Arc<DecodedChain>, Stri
         return Ok(DecodedChain::none());
     }
     if caller.certificate_header == "x-forwarded-client-cert" {
-        let by = caller.config.xfcc_by.as_deref();
-        decoded_once("forwarded xfcc", by, value, |value| {
-            forwarded::xfcc_chain(value, by).map_err(|e| e.to_string())
-        })
+        xfcc_decoded(
+            value,
+            caller.config.xfcc_forwarding,
+            caller.config.xfcc_by.as_deref(),
+        )
     } else if caller.certificate_header == "client-cert" {
         decoded_once("forwarded client-cert", None, value, |value| {
             forwarded::rfc9440_certificate(value)
@@ -455,11 +537,23 @@ fn client_of(h: &HeaderMap, peer: SocketAddr) -> SocketAddr {
 
 /// The proxy's answer: exactly 200 with the identity headers to copy, or 401/403 with the
 /// dialect's body and the built-in proxy's status and code beside it.
-fn answer(answer: Answer) -> Response<Body> {
+fn answer(answer: Answer, kind: CallerKind) -> Response<Body> {
     match answer {
-        Answer::Allow { set, .. } => {
+        Answer::Allow { set, remove, .. } => {
             let mut response = Response::new(full(Bytes::new()));
             *response.headers_mut() = set;
+            if kind.removes_headers() {
+                let names: Vec<&str> = remove
+                    .iter()
+                    .filter(|name| !response.headers().contains_key(*name))
+                    .map(HeaderName::as_str)
+                    .collect();
+                if let Ok(value) = HeaderValue::from_str(&names.join(",")) {
+                    response
+                        .headers_mut()
+                        .insert(ENVOY_HEADERS_TO_REMOVE, value);
+                }
+            }
             response
         }
         Answer::Deny {

@@ -380,6 +380,15 @@ impl GatewayState {
         Ok(normalised)
     }
 
+    /// What the site's proxy strips from an inbound request besides the fixed lists.
+    fn strip(&self) -> forward::Strip<'_> {
+        forward::Strip {
+            names: &self.names,
+            identity_header: self.identity_header.as_ref(),
+            configured: &self.strip_headers,
+        }
+    }
+
     /// The site's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -882,11 +891,7 @@ where
         check_id: &record.check_id,
         decision: state.forwarded_decision(record),
     };
-    let strip = forward::Strip {
-        names: &state.names,
-        identity_header: state.identity_header.as_ref(),
-        configured: &state.strip_headers,
-    };
+    let strip = state.strip();
     let psp = match (&permit.report().auth_number, &record.decided) {
         (Some(auth_number), _) => auth_number.clone(),
         (None, Some(decided)) => decided.fingerprint.clone(),

@@ -103,6 +103,11 @@ const LINE_END_INVALID: Refusal = Refusal::framing("an invalid line end in the r
 const TOKEN_INVALID: Refusal = Refusal::framing("an invalid byte in the request line");
 const VERSION_INVALID: Refusal = Refusal::framing("an invalid HTTP version");
 const REQUEST_LINE_INVALID: Refusal = Refusal::framing("an invalid request line");
+/// A fragment is never part of a request (RFC 9110 section 7.1); hyper's URI parser drops it
+/// where a proxy in front would forward it, so it is refused here, on every listener. (The
+/// authoriser faces, which see the target as their proxy forwards it, refuse it as
+/// `path_refused`.)
+const FRAGMENT: Refusal = Refusal::framing("the request target contains a `#` fragment");
 
 /// Every refusal the guard can answer, for the documents' tests.
 pub const REFUSALS: &[Refusal] = &[
@@ -119,6 +124,7 @@ pub const REFUSALS: &[Refusal] = &[
     TOKEN_INVALID,
     VERSION_INVALID,
     REQUEST_LINE_INVALID,
+    FRAGMENT,
 ];
 
 /// The head could not be parsed: what httparse found.
@@ -487,6 +493,9 @@ fn read_framing(head: &[u8]) -> Result<Framing, Refusal> {
         Ok(_) => return Err(malformed(httparse::Error::NewLine)),
         Err(e) => return Err(malformed(e)),
     }
+    if request.path.is_some_and(|target| target.contains('#')) {
+        return Err(FRAGMENT);
+    }
     let mut transfer_encoding: Option<&[u8]> = None;
     let mut content_length: Option<Result<u64, ()>> = None;
     for header in request.headers.iter() {
@@ -738,6 +747,27 @@ mod tests {
         let (out, refusal, _) = every_step(input);
         assert_eq!(out, input.to_vec());
         assert_eq!(refusal, None);
+    }
+
+    #[test]
+    fn a_fragment_in_the_request_target_is_refused_with_the_path_code() {
+        for target in [
+            "/v1/accounts#/../../v1/payments",
+            "/v1/accounts?x=1#y",
+            "/#",
+        ] {
+            let input = format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n");
+            let (out, refusal, closed) = every_step(input.as_bytes());
+            assert_eq!(
+                (out, refusal, closed),
+                (Vec::new(), Some(FRAGMENT), true),
+                "{target}"
+            );
+            assert_eq!(FRAGMENT.code, "request_framing_invalid");
+        }
+        // `%23` is an encoded character of the path, not a fragment.
+        let input = b"GET /v1/a%23b HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert_eq!(every_step(input).1, None);
     }
 
     #[test]

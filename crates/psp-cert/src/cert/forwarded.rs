@@ -36,13 +36,22 @@
 //!
 //! Decisions, each of them tested:
 //!
-//! - **The last XFCC element is the trusted hop's**, whatever an earlier one says: with
-//!   `APPEND_FORWARD` the client's own header comes first and Envoy's element last, with
-//!   `SANITIZE_SET` Envoy's is the only one. When the caller names the proxy (`by`), the last
-//!   element's `By` must be exactly that. An earlier element must still parse, since where the
-//!   last one starts depends on the quoting of all before it; its certificates are never
-//!   decoded by [`xfcc_chain`]. A caller that receives several XFCC field lines must join them
-//!   with `,` in order (RFC 9110 section 5.3) before calling, so that the last stays last.
+//! - **`URI=` and `DNS=` are written unquoted**, so a client certificate whose URI or DNS SAN
+//!   holds `,` or `;` adds elements or pairs of its choosing to the one Envoy writes (a URI SAN
+//!   `https://tpp.example/x,By=<the proxy>;Hash=<victim>;Cert=<victim>` is a valid URI). No
+//!   parser can tell such a value from a real second element, so the value is held to what
+//!   the configured forwarding mode can produce ([`XfccForwarding`]): with `SANITIZE_SET`
+//!   exactly one element; with `APPEND_FORWARD` exactly one element whose `By` is the trusted
+//!   proxy's, and it is the last (the client's own header comes first). Within an element the
+//!   known keys must come in Envoy's order (`By`, `Hash`, `Cert`, `Chain`, `Subject`, `URI`,
+//!   `DNS`): a `Cert=` or `Hash=` after a `URI=` can only have come from inside a SAN. A
+//!   client certificate with a `,` in a URI or DNS SAN is therefore refused, never read. An
+//!   earlier element (`APPEND_FORWARD`) must still parse, since where the last one starts
+//!   depends on the quoting of all before it; its certificates are never decoded by
+//!   [`xfcc_chain`]. A caller that receives several XFCC field lines must join them with `,`
+//!   in order (RFC 9110 section 5.3) before calling, so that the last stays last.
+//! - **A refusal never names the trusted proxy**: the text reaches the client through the
+//!   edge, and the `By` it expects is what an attacker needs to forge an element.
 //! - **Unknown XFCC keys are ignored**, as Envoy-compatible parsers do (older Envoy wrote
 //!   `SAN=`); they still obey the quoting rules, so they cannot hide a separator. A known key
 //!   twice in one element is refused, except `URI` and `DNS`, which repeat. That includes
@@ -80,6 +89,33 @@ pub const MAX_FORWARDED_CERTIFICATES: usize = 16;
 
 /// The longest piece of a header value quoted in an error message (a key, a `By`, a hash).
 const MAX_SHOWN_CHARS: usize = 64;
+
+/// How the trusted Envoy forwards XFCC (its `forward_client_cert_details`), which fixes the
+/// shape of a genuine value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XfccForwarding<'a> {
+    /// `SANITIZE_SET`: the header is Envoy's one element. With `by`, its `By` must be that.
+    SanitizeSet {
+        /// The URI SAN of the proxy's own certificate, which it writes as `By=`.
+        by: Option<&'a str>,
+    },
+    /// `APPEND_FORWARD`: Envoy's element is appended to what the client sent, so it is the
+    /// last, and the only one whose `By` is the proxy's.
+    AppendForward {
+        /// The URI SAN of the proxy's own certificate, which it writes as `By=`.
+        by: &'a str,
+    },
+}
+
+impl XfccForwarding<'_> {
+    /// The `By` the trusted element must carry, if one is named.
+    pub fn by(&self) -> Option<&str> {
+        match self {
+            XfccForwarding::SanitizeSet { by } => *by,
+            XfccForwarding::AppendForward { by } => Some(by),
+        }
+    }
+}
 
 /// One element of Envoy's `x-forwarded-client-cert` header: what one proxy said about the
 /// client certificate it saw.
@@ -190,16 +226,41 @@ pub enum ForwardedError {
         /// The key, in Envoy's spelling.
         key: &'static str,
     },
-    /// The last XFCC element was not added by the proxy the caller trusts.
-    #[error(
-        "the last XFCC element was not added by the trusted proxy `{expected}`: its By is {}",
-        shown_by(.found)
-    )]
+    /// The last XFCC element was not added by the proxy the caller trusts. The text does not
+    /// name the trusted proxy: it reaches the client.
+    #[error("the last XFCC element was not added by the trusted proxy: its By is {}", shown_by(.found))]
     UntrustedHop {
-        /// The `By` the caller expects.
-        expected: String,
         /// The last element's `By` (shortened), if it has one.
         found: Option<String>,
+    },
+    /// `SANITIZE_SET` writes exactly one element; more means a SAN of the client's certificate
+    /// held a `,` (or the edge is not configured as this side believes).
+    #[error(
+        "the XFCC value has {count} elements where the proxy (SANITIZE_SET) writes one: a client certificate SAN holding ',' is refused"
+    )]
+    ElementCount {
+        /// How many elements the value has.
+        count: usize,
+    },
+    /// `APPEND_FORWARD` appends exactly one element with the trusted `By`; another with it
+    /// came from inside the client's header or certificate.
+    #[error(
+        "the XFCC value has {count} elements with the trusted proxy's By where the proxy (APPEND_FORWARD) writes one"
+    )]
+    TrustedElementCount {
+        /// How many elements carry the trusted `By`.
+        count: usize,
+    },
+    /// A known key after one Envoy writes later in an element (`Cert=` after `URI=`): it came
+    /// from inside an unquoted value.
+    #[error("XFCC element {element}: {key}= after {after}=, which is not the order Envoy writes")]
+    OutOfOrder {
+        /// Index of the element, from 0.
+        element: usize,
+        /// The key out of order, in Envoy's spelling.
+        key: &'static str,
+        /// The later key it follows.
+        after: &'static str,
     },
     /// The XFCC element used carries neither `Cert=` nor `Chain=`.
     #[error(
@@ -298,19 +359,38 @@ pub fn parse_xfcc(value: &[u8]) -> Result<Vec<XfccElement>, ForwardedError> {
 }
 
 /// The client's chain, leaf first, from the XFCC element the operator's trusted hop added:
-/// the last one. When `by` is given, that element's `By` must equal it exactly. The leaf is
-/// `Cert=` (or, without it, the first of `Chain=`), followed by `Chain=`'s certificates that
-/// are not the leaf itself; `Hash=`, when present, must be the leaf's SHA-256. Elements before
-/// the last must parse but are otherwise never used.
-pub fn xfcc_chain(value: &[u8], by: Option<&str>) -> Result<Vec<Vec<u8>>, ForwardedError> {
+/// the last one, in a value of the shape `forwarding` produces ([`XfccForwarding`]: one
+/// element for `SANITIZE_SET`, one element with the trusted `By` for `APPEND_FORWARD`). When
+/// a `By` is named, the last element's must equal it exactly. The leaf is `Cert=` (or,
+/// without it, the first of `Chain=`), followed by `Chain=`'s certificates that are not the
+/// leaf itself; `Hash=`, when present, must be the leaf's SHA-256. Elements before the last
+/// must parse but are otherwise never used.
+pub fn xfcc_chain(
+    value: &[u8],
+    forwarding: XfccForwarding<'_>,
+) -> Result<Vec<Vec<u8>>, ForwardedError> {
     let mut raw = split_xfcc(value)?;
+    match forwarding {
+        XfccForwarding::SanitizeSet { .. } if raw.len() != 1 => {
+            return Err(ForwardedError::ElementCount { count: raw.len() });
+        }
+        XfccForwarding::AppendForward { by } => {
+            let count = raw
+                .iter()
+                .filter(|element| element.by.as_deref() == Some(by))
+                .count();
+            if count > 1 {
+                return Err(ForwardedError::TrustedElementCount { count });
+            }
+        }
+        XfccForwarding::SanitizeSet { .. } => {}
+    }
     let last = raw.pop().ok_or(ForwardedError::Empty)?;
     let index = raw.len();
-    if let Some(expected) = by
+    if let Some(expected) = forwarding.by()
         && last.by.as_deref() != Some(expected)
     {
         return Err(ForwardedError::UntrustedHop {
-            expected: expected.to_owned(),
             found: last.by.as_deref().map(shown),
         });
     }
@@ -409,11 +489,34 @@ struct RawElement {
     subject: Option<String>,
     uri: Vec<String>,
     dns: Vec<String>,
+    /// The known key read last, by its place in Envoy's order ([`ENVOY_ORDER`]).
+    last_known: Option<usize>,
 }
 
+/// The keys Envoy writes, in the order it writes them in one element
+/// (`mutateXfccRequestHeader`: `By`, `Hash`, then the details as its configuration lists
+/// them, `Cert`, `Chain`, `Subject`, `URI`, `DNS`).
+const ENVOY_ORDER: [&str; 7] = ["By", "Hash", "Cert", "Chain", "Subject", "URI", "DNS"];
+
 impl RawElement {
-    /// Records one pair; `key` is matched without regard to case.
+    /// Records one pair; `key` is matched without regard to case. A known key must not come
+    /// after one Envoy writes later.
     fn set(&mut self, key: &str, value: String, element: usize) -> Result<(), ForwardedError> {
+        if let Some(place) = ENVOY_ORDER
+            .iter()
+            .position(|known| known.eq_ignore_ascii_case(key))
+        {
+            if let Some(last) = self.last_known
+                && last > place
+            {
+                return Err(ForwardedError::OutOfOrder {
+                    element,
+                    key: ENVOY_ORDER[place],
+                    after: ENVOY_ORDER[last],
+                });
+            }
+            self.last_known = Some(place);
+        }
         let (slot, name) = match key.to_ascii_lowercase().as_str() {
             "by" => (&mut self.by, "By"),
             "hash" => (&mut self.hash, "Hash"),
@@ -776,6 +879,13 @@ mod tests {
     /// The URI SAN of the trusted Envoy's own certificate, as it writes it in `By=`.
     const PROXY: &str = "spiffe://psp-gateway.example/ns/edge/sa/envoy";
 
+    /// Envoy with `SANITIZE_SET` and the trusted proxy named.
+    const SET: XfccForwarding<'static> = XfccForwarding::SanitizeSet { by: Some(PROXY) };
+    /// Envoy with `SANITIZE_SET`, no proxy named.
+    const SET_ANY: XfccForwarding<'static> = XfccForwarding::SanitizeSet { by: None };
+    /// Envoy with `APPEND_FORWARD`.
+    const APPEND: XfccForwarding<'static> = XfccForwarding::AppendForward { by: PROXY };
+
     /// The real QWAC's subject as `X509_NAME_print_ex(…, XN_FLAG_RFC2253)` prints it (here by
     /// `openssl x509 -subject -nameopt RFC2253`): commas between attributes, `\,` inside one,
     /// `\C3\A1` for UTF-8.
@@ -972,10 +1082,13 @@ mod tests {
         // Chain= repeats the leaf (Envoy: "including the leaf certificate"); it is not doubled.
         let header = envoy_element(&leaf, &[&leaf, &issuer], QWAC_SUBJECT, "creditas.cz");
         assert_eq!(
-            xfcc_chain(header.as_bytes(), Some(PROXY)),
+            xfcc_chain(header.as_bytes(), SET),
             Ok(vec![leaf.clone(), issuer.clone()])
         );
-        assert_eq!(xfcc_chain(header.as_bytes(), None), Ok(vec![leaf, issuer]));
+        assert_eq!(
+            xfcc_chain(header.as_bytes(), SET_ANY),
+            Ok(vec![leaf, issuer])
+        );
     }
 
     #[test]
@@ -985,10 +1098,7 @@ mod tests {
             "By={PROXY};Chain=\"{}\"",
             envoy_url_encoded(&(pem(&leaf) + &pem(&issuer)))
         );
-        assert_eq!(
-            xfcc_chain(header.as_bytes(), Some(PROXY)),
-            Ok(vec![leaf, issuer])
-        );
+        assert_eq!(xfcc_chain(header.as_bytes(), SET), Ok(vec![leaf, issuer]));
     }
 
     #[test]
@@ -1004,7 +1114,7 @@ mod tests {
         assert_eq!(elements.len(), 1);
         assert_eq!(elements[0].by.as_deref(), Some(PROXY));
         assert_eq!(elements[0].cert.as_ref(), Some(&leaf));
-        assert_eq!(xfcc_chain(header.as_bytes(), Some(PROXY)), Ok(vec![leaf]));
+        assert_eq!(xfcc_chain(header.as_bytes(), SET), Ok(vec![leaf]));
     }
 
     #[test]
@@ -1012,12 +1122,13 @@ mod tests {
         // A CN ending in `\` is `CN=a\\` in RFC 2253; the quote after it closes the value.
         let leaf = sandbox_leaf();
         let header = format!(
-            r#"By={PROXY};Subject="CN=a\\";Cert="{}""#,
+            r#"By={PROXY};Cert="{}";Subject="CN=a\\";URI=spiffe://tpp"#,
             envoy_url_encoded(&pem(&leaf))
         );
         let elements = parse_xfcc(header.as_bytes()).expect("parses");
         assert_eq!(elements[0].subject.as_deref(), Some(r"CN=a\\"));
         assert_eq!(elements[0].cert.as_ref(), Some(&leaf));
+        assert_eq!(elements[0].uri, vec!["spiffe://tpp".to_owned()]);
     }
 
     #[test]
@@ -1058,11 +1169,11 @@ mod tests {
     }
 
     #[test]
-    fn a_client_injected_element_before_the_proxys_is_never_used() {
+    fn a_client_element_before_the_proxys_is_never_used_and_never_accepted_by_sanitize_set() {
         let (leaf, issuer, attacker) = (sandbox_leaf(), sandbox_issuer(), stranger());
-        // The client claims to be the proxy; Envoy (APPEND_FORWARD) appends its own element.
+        // The client sends an element of its own; Envoy (APPEND_FORWARD) appends its own.
         let injected = format!(
-            "By={PROXY};Hash={};Cert=\"{}\"",
+            "By=spiffe://client;Hash={};Cert=\"{}\"",
             sha256_hex(&attacker),
             envoy_url_encoded(&pem(&attacker))
         );
@@ -1078,10 +1189,32 @@ mod tests {
         let elements = parse_xfcc(header.as_bytes()).expect("parses");
         assert_eq!(elements[0].cert.as_ref(), Some(&attacker));
         assert_eq!(
-            xfcc_chain(header.as_bytes(), Some(PROXY)),
+            xfcc_chain(header.as_bytes(), APPEND),
             Ok(vec![leaf.clone(), issuer.clone()])
         );
-        assert_eq!(xfcc_chain(header.as_bytes(), None), Ok(vec![leaf, issuer]));
+        // SANITIZE_SET never writes two elements: the value is not what the edge wrote.
+        for forwarding in [SET, SET_ANY] {
+            assert_eq!(
+                xfcc_chain(header.as_bytes(), forwarding),
+                Err(ForwardedError::ElementCount { count: 2 })
+            );
+        }
+    }
+
+    #[test]
+    fn a_client_element_claiming_the_proxys_by_is_refused_under_append_forward() {
+        let (leaf, attacker) = (sandbox_leaf(), stranger());
+        let injected = format!(
+            "By={PROXY};Hash={};Cert=\"{}\"",
+            sha256_hex(&attacker),
+            envoy_url_encoded(&pem(&attacker))
+        );
+        let proxys = envoy_element(&leaf, &[&leaf], "CN=valid.psp.sandbox", "valid.psp.sandbox");
+        let header = format!("{injected},{proxys}");
+        assert_eq!(
+            xfcc_chain(header.as_bytes(), APPEND),
+            Err(ForwardedError::TrustedElementCount { count: 2 })
+        );
     }
 
     #[test]
@@ -1092,20 +1225,127 @@ mod tests {
         // A proxy that forwards the client's header unchanged leaves the client's element last.
         let with_other_by = format!("{proxys},By=spiffe://attacker;Cert=\"{cert}\"");
         assert_eq!(
-            xfcc_chain(with_other_by.as_bytes(), Some(PROXY)),
+            xfcc_chain(with_other_by.as_bytes(), APPEND),
             Err(ForwardedError::UntrustedHop {
-                expected: PROXY.to_owned(),
                 found: Some("spiffe://attacker".to_owned()),
             })
         );
         let without_by = format!("{proxys},Cert=\"{cert}\"");
         assert_eq!(
-            xfcc_chain(without_by.as_bytes(), Some(PROXY)),
+            xfcc_chain(without_by.as_bytes(), APPEND),
+            Err(ForwardedError::UntrustedHop { found: None })
+        );
+        // One element from another hop, under SANITIZE_SET.
+        let alone = format!("By=spiffe://attacker;Cert=\"{cert}\"");
+        let refused = xfcc_chain(alone.as_bytes(), SET);
+        assert_eq!(
+            refused,
             Err(ForwardedError::UntrustedHop {
-                expected: PROXY.to_owned(),
-                found: None,
+                found: Some("spiffe://attacker".to_owned()),
             })
         );
+        // The text the edge relays to the client never names the trusted proxy.
+        let text = refused.expect_err("refused").to_string();
+        assert!(!text.contains(PROXY), "{text}");
+    }
+
+    /// What Envoy writes for a client certificate whose URI SAN is `uri_san`, exactly as
+    /// `mutateXfccRequestHeader` builds it (`By`, `Hash`, `Cert`, `Subject`, `URI` unquoted).
+    fn envoy_writes_for(client: &[u8], uri_san: &str) -> String {
+        format!(
+            "By={PROXY};Hash={};Cert=\"{}\";Subject=\"CN=tpp.example\";URI={uri_san}",
+            sha256_hex(client),
+            envoy_url_encoded(&pem(client))
+        )
+    }
+
+    #[test]
+    fn a_uri_san_that_smuggles_an_element_never_becomes_the_victims_identity() {
+        // The attacker's own certificate carries a URI SAN that closes Envoy's element and
+        // opens one naming the proxy, the victim's hash and the victim's public certificate.
+        let (victim, attacker) = (sandbox_leaf(), stranger());
+        let smuggled = format!(
+            "https://tpp.example/x,By={PROXY};Hash={};Cert={}",
+            sha256_hex(&victim),
+            envoy_url_encoded(&pem(&victim))
+        );
+        let header = envoy_writes_for(&attacker, &smuggled);
+        // It parses as two elements, the last one the victim's: the shape is the attack.
+        let elements = parse_xfcc(header.as_bytes()).expect("parses");
+        assert_eq!(elements.len(), 2);
+        assert_eq!(elements[1].cert.as_ref(), Some(&victim));
+        for forwarding in [SET, SET_ANY] {
+            assert_eq!(
+                xfcc_chain(header.as_bytes(), forwarding),
+                Err(ForwardedError::ElementCount { count: 2 })
+            );
+        }
+        assert_eq!(
+            xfcc_chain(header.as_bytes(), APPEND),
+            Err(ForwardedError::TrustedElementCount { count: 2 })
+        );
+        // Without `By=` in the smuggled element, the last element is not the proxy's.
+        let without_by = format!(
+            "https://tpp.example/x,Hash={};Cert={}",
+            sha256_hex(&victim),
+            envoy_url_encoded(&pem(&victim))
+        );
+        let header = envoy_writes_for(&attacker, &without_by);
+        assert_eq!(
+            xfcc_chain(header.as_bytes(), APPEND),
+            Err(ForwardedError::UntrustedHop { found: None })
+        );
+    }
+
+    #[test]
+    fn a_uri_san_that_smuggles_a_pair_into_envoys_element_is_refused() {
+        // `;Cert=` inside the URI SAN adds a pair to Envoy's own element: where Envoy was
+        // configured to send no Cert, it would be the only one.
+        let (victim, attacker) = (sandbox_leaf(), stranger());
+        let smuggled = format!(
+            "https://tpp.example/x;Cert={}",
+            envoy_url_encoded(&pem(&victim))
+        );
+        let header = format!(
+            "By={PROXY};Hash={};Subject=\"CN=tpp.example\";URI={smuggled}",
+            sha256_hex(&attacker)
+        );
+        let refused = Err(ForwardedError::OutOfOrder {
+            element: 0,
+            key: "Cert",
+            after: "URI",
+        });
+        assert_eq!(xfcc_chain(header.as_bytes(), SET), refused);
+        assert_eq!(
+            parse_xfcc(header.as_bytes()).map(|_| ()),
+            refused.clone().map(|_| ())
+        );
+        // The same through a DNS SAN, and a Hash smuggled after the URI.
+        let header = format!(
+            "By={PROXY};Hash={};Cert=\"{}\";URI=;DNS=tpp.example;Hash={}",
+            sha256_hex(&attacker),
+            envoy_url_encoded(&pem(&attacker)),
+            sha256_hex(&victim)
+        );
+        assert_eq!(
+            xfcc_chain(header.as_bytes(), SET),
+            Err(ForwardedError::OutOfOrder {
+                element: 0,
+                key: "Hash",
+                after: "DNS",
+            })
+        );
+    }
+
+    #[test]
+    fn envoys_own_element_with_every_detail_in_its_order_is_read() {
+        let leaf = sandbox_leaf();
+        let header = format!(
+            "{};URI=spiffe://tpp/a;URI=spiffe://tpp/b;DNS=a.example;DNS=b.example",
+            envoy_writes_for(&leaf, "https://tpp.example/x")
+        );
+        assert_eq!(xfcc_chain(header.as_bytes(), SET), Ok(vec![leaf.clone()]));
+        assert_eq!(xfcc_chain(header.as_bytes(), APPEND), Ok(vec![leaf]));
     }
 
     #[test]
@@ -1118,7 +1358,7 @@ mod tests {
         assert_eq!(elements[0].subject, Some(format!("a\",Cert={cert}")));
         assert_eq!(elements[0].cert, None);
         assert_eq!(
-            xfcc_chain(header.as_bytes(), Some(PROXY)),
+            xfcc_chain(header.as_bytes(), SET),
             Err(ForwardedError::NoCertificate { element: 0 })
         );
     }
@@ -1132,7 +1372,7 @@ mod tests {
             envoy_url_encoded(&pem(&attacker))
         );
         assert_eq!(
-            xfcc_chain(header.as_bytes(), Some(PROXY)),
+            xfcc_chain(header.as_bytes(), SET),
             Err(ForwardedError::DuplicateKey {
                 element: 0,
                 key: "Cert"
@@ -1176,15 +1416,15 @@ mod tests {
             offset,
             found: '-',
         });
-        assert_eq!(xfcc_chain(header.as_bytes(), Some(PROXY)), refused);
-        assert_eq!(xfcc_chain(header.as_bytes(), None), refused);
+        assert_eq!(xfcc_chain(header.as_bytes(), SET), refused);
+        assert_eq!(xfcc_chain(header.as_bytes(), SET_ANY), refused);
     }
 
     #[test]
     fn a_cert_that_is_not_a_certificate_is_refused() {
         let garbage = format!("By={PROXY};Cert=\"hello\"");
         assert!(matches!(
-            xfcc_chain(garbage.as_bytes(), Some(PROXY)),
+            xfcc_chain(garbage.as_bytes(), SET),
             Err(ForwardedError::Certificate { what, source: CertError::Encoding(_) })
                 if what == "XFCC element 0 Cert="
         ));
@@ -1194,7 +1434,7 @@ mod tests {
             envoy_url_encoded(&pem(&[0x30, 0x03, 0x02, 0x01, 0x05]))
         );
         assert!(matches!(
-            xfcc_chain(not_x509.as_bytes(), Some(PROXY)),
+            xfcc_chain(not_x509.as_bytes(), SET),
             Err(ForwardedError::Certificate {
                 source: CertError::Der(_),
                 ..
@@ -1211,7 +1451,7 @@ mod tests {
             envoy_url_encoded(&pem(&leaf))
         );
         assert_eq!(
-            xfcc_chain(header.as_bytes(), Some(PROXY)),
+            xfcc_chain(header.as_bytes(), SET),
             Err(ForwardedError::HashMismatch {
                 element: 0,
                 hash: sha256_hex(&attacker),
@@ -1228,7 +1468,7 @@ mod tests {
             max: MAX_INPUT_LEN,
         };
         assert_eq!(parse_xfcc(&big), Err(refused.clone()));
-        assert_eq!(xfcc_chain(&big, Some(PROXY)), Err(refused.clone()));
+        assert_eq!(xfcc_chain(&big, SET), Err(refused.clone()));
         assert_eq!(rfc9440_certificate(&big), Err(refused.clone()));
         assert_eq!(rfc9440_chain(&big), Err(refused.clone()));
         assert_eq!(forwarded_chain(&big), Err(refused));
@@ -1416,7 +1656,7 @@ mod tests {
             envoy_url_encoded(&pem(&leaf)),
             envoy_url_encoded(&chain_pem)
         );
-        assert_eq!(xfcc_chain(xfcc.as_bytes(), Some(PROXY)), refused);
+        assert_eq!(xfcc_chain(xfcc.as_bytes(), SET), refused);
         // The budget itself is accepted.
         let at_budget = traefik(&copies[1..]);
         assert_eq!(

@@ -164,8 +164,6 @@ pub(crate) struct Allowed<'a> {
     pub(crate) site: &'a str,
     pub(crate) set: &'a HeaderMap,
     pub(crate) remove: &'a [HeaderName],
-    /// The request's header names that have an underscore.
-    pub(crate) underscored: &'a [String],
     pub(crate) auth_number: Option<&'a str>,
     pub(crate) services: &'a [u8],
     pub(crate) check_id: &'a str,
@@ -190,17 +188,12 @@ pub(crate) fn allowed(a: &Allowed<'_>) -> Result<CheckResponse, Refusal> {
             });
         }
     }
-    let mut headers_to_remove: Vec<String> = a
+    let headers_to_remove: Vec<String> = a
         .remove
         .iter()
         .filter(|name| !a.set.contains_key(*name))
         .map(|name| name.as_str().to_owned())
         .collect();
-    for name in a.underscored {
-        if !headers_to_remove.contains(name) {
-            headers_to_remove.push(name.clone());
-        }
-    }
     let mut fields = std::collections::HashMap::from([
         ("psp_site".to_owned(), string(a.site)),
         ("psp_check_id".to_owned(), string(a.check_id)),
@@ -301,6 +294,7 @@ mod tests {
             "x-psp-services",
             "x-psp-report-only-rejection",
             "x-original-url",
+            "x_psp_auth_number",
         ]
         .into_iter()
         .map(HeaderName::from_static)
@@ -309,7 +303,6 @@ mod tests {
             site: "xx",
             set: &set,
             remove: &remove,
-            underscored: &["x_psp_auth_number".to_owned()],
             auth_number: Some("PSDXX-TEST-000001"),
             services: &[7, 8],
             check_id: "c-1",
@@ -365,7 +358,6 @@ mod tests {
             site: "xx",
             set,
             remove: &[],
-            underscored: &[],
             auth_number: None,
             services: &[],
             check_id: "c-2",

@@ -132,7 +132,6 @@ impl Checker {
             &self.config.site_key,
         )?);
         let ask = question::ask(attributes, http, &self.config, caller)?;
-        let underscored = question::underscored_names(http);
         // A Check whose caller gives up (Envoy's timeout, a reset stream) still completes,
         // is logged, and leaves what it fetched in the caches.
         let decision = detached({
@@ -152,7 +151,6 @@ impl Checker {
                 site: site.name(),
                 set: &set,
                 remove: &remove,
-                underscored: &underscored,
                 auth_number: auth_number.as_deref(),
                 services: &services,
                 check_id: &check_id,
@@ -311,6 +309,7 @@ mod tests {
                 callers: vec!["127.0.0.1".parse().expect("cidr")],
                 certificate: super::super::CertificateSource::Peer,
                 xfcc_by: None,
+                xfcc_forwarding: Default::default(),
                 site_key: "psp_site".into(),
                 tls: None,
             }),

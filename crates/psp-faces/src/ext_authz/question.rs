@@ -13,7 +13,7 @@ use percent_encoding::percent_decode;
 
 use super::answer::Refusal;
 use super::{CertificateSource, ExtAuthzConfig};
-use crate::gateway::presented::decoded_once;
+use crate::gateway::presented::{decoded_once, xfcc_decoded};
 use crate::gateway::{Ask, DecodedChain, GatewayState};
 use crate::sites::Sites;
 
@@ -158,8 +158,7 @@ pub(crate) fn ask(
         CertificateSource::Peer => peer_chain(attributes),
         CertificateSource::Xfcc => match xfcc_value(http) {
             Ok(Some(value)) => {
-                let by = config.xfcc_by.as_deref();
-                decoded_once("envoy xfcc", by, value, |value| xfcc_chain(value, by))
+                xfcc_decoded(value, config.xfcc_forwarding, config.xfcc_by.as_deref())
             }
             Ok(None) => Ok(DecodedChain::none()),
             Err(why) => Err(why),
@@ -172,6 +171,9 @@ pub(crate) fn ask(
         host: Some(http.host.clone()).filter(|h| !h.is_empty()),
         chain,
         peer: source_address(attributes).unwrap_or(caller),
+        header_names: header_names(http),
+        // Envoy removes what the answer's `headers_to_remove` names.
+        edge_removes: true,
         trace_headers: crate::gateway::trace_headers(
             http.headers
                 .iter()
@@ -271,33 +273,21 @@ pub(crate) fn xfcc_value(http: &HttpRequest) -> Result<Option<&[u8]>, String> {
     }
 }
 
-/// The names of the request's headers that have an underscore, lower-cased, each once: the
-/// built-in proxy drops such headers (`gateway.headers_with_underscores`, default `drop`), and
-/// the answer has Envoy remove them.
-pub(crate) fn underscored_names(http: &HttpRequest) -> Vec<String> {
+/// The names of the request's headers, lower-cased, each once, from either form Envoy sends
+/// them in: the site removes (through the answer's `headers_to_remove`) those the built-in
+/// proxy strips.
+pub(crate) fn header_names(http: &HttpRequest) -> Vec<String> {
     let listed = http.header_map.iter().flat_map(|map| &map.headers);
     let mut names: Vec<String> = http
         .headers
         .keys()
         .map(String::as_str)
         .chain(listed.map(|header| header.key.as_str()))
-        .filter(|name| name.contains('_'))
         .map(str::to_ascii_lowercase)
         .collect();
     names.sort_unstable();
     names.dedup();
     names
-}
-
-/// The chain of an XFCC value: its last element's, which the proxy in front of Envoy, or
-/// Envoy itself, added; with `by`, only if that element's `By` is `by`
-/// ([`crate::cert::forwarded::xfcc_chain`]). An empty value is no certificate.
-fn xfcc_chain(value: &[u8], by: Option<&str>) -> Result<Vec<Vec<u8>>, String> {
-    match crate::cert::forwarded::xfcc_chain(value, by) {
-        Ok(chain) => Ok(chain),
-        Err(crate::cert::forwarded::ForwardedError::Empty) => Ok(Vec::new()),
-        Err(e) => Err(format!("{XFCC}: {e}")),
-    }
 }
 
 /// At most [`SHOWN_CHARS`] characters of `s`, for a refusal's text.
@@ -318,6 +308,7 @@ mod tests {
     use envoy_types::pb::envoy::service::auth::v3::attribute_context::{Peer, TlsSession};
 
     use super::*;
+    use crate::gateway::presented::XfccMode;
 
     /// Sites by name, each with its server names and hosts.
     struct Names(
@@ -495,6 +486,7 @@ mod tests {
             callers: vec!["127.0.0.1".parse().expect("cidr")],
             certificate,
             xfcc_by: xfcc_by.map(str::to_owned),
+            xfcc_forwarding: XfccMode::SanitizeSet,
             site_key: "psp_site".into(),
             tls: None,
         }
@@ -701,20 +693,29 @@ mod tests {
             url_encoded(&client_pem),
             url_encoded(&pem)
         );
-        assert_eq!(xfcc_chain(value.as_bytes(), None), Ok(vec![der.clone()]));
+        let chain = |value: &[u8], mode, by| {
+            xfcc_decoded(value, mode, by).map(|decoded| decoded.chain().to_vec())
+        };
+        let (set, append) = (XfccMode::SanitizeSet, XfccMode::AppendForward);
+        // Two elements: APPEND_FORWARD's shape, never SANITIZE_SET's.
         assert_eq!(
-            xfcc_chain(value.as_bytes(), Some("spiffe://edge")),
-            Ok(vec![der])
+            chain(value.as_bytes(), append, Some("spiffe://edge")),
+            Ok(vec![der.clone()])
         );
-        assert!(xfcc_chain(value.as_bytes(), Some("spiffe://other")).is_err());
-        assert!(xfcc_chain(b"By=spiffe://edge;Hash=ab", Some("spiffe://edge")).is_err());
+        assert!(chain(value.as_bytes(), set, None).is_err());
+        assert!(chain(value.as_bytes(), set, Some("spiffe://edge")).is_err());
+        assert!(chain(value.as_bytes(), append, Some("spiffe://other")).is_err());
+        assert!(chain(value.as_bytes(), append, None).is_err());
+        assert!(chain(b"By=spiffe://edge;Hash=ab", set, Some("spiffe://edge")).is_err());
         // A Hash that is not the certificate's.
         let wrong = value.replace(&hash, &"0".repeat(64));
-        assert!(xfcc_chain(wrong.as_bytes(), None).is_err());
+        assert!(chain(wrong.as_bytes(), append, Some("spiffe://edge")).is_err());
+        // An empty value is no certificate.
+        assert_eq!(chain(b"", set, None), Ok(Vec::new()));
     }
 
     #[test]
-    fn underscored_names_come_from_either_form_once_each() {
+    fn header_names_come_from_either_form_once_each() {
         let mut h = http("GET", "/", "");
         h.headers = HashMap::from([
             ("x_psp_auth_number".to_owned(), "forged".to_owned()),
@@ -733,8 +734,8 @@ mod tests {
             ],
         });
         assert_eq!(
-            underscored_names(&h),
-            ["x-psp_services", "x_psp_auth_number"]
+            header_names(&h),
+            ["x-psp-name", "x-psp_services", "x_psp_auth_number"]
         );
     }
 

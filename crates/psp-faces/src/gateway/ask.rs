@@ -39,6 +39,13 @@ pub struct Ask {
     pub chain: Result<Arc<super::DecodedChain>, String>,
     /// The client's address as the authoriser reports it, else the authoriser's own.
     pub peer: SocketAddr,
+    /// The names of the request's headers (lower case) as the authoriser passed them, less
+    /// those its proxy sets itself: those the built-in proxy strips are removed by the
+    /// authoriser's proxy (`edge_removes`) or the request is refused.
+    pub header_names: Vec<String>,
+    /// Whether the authoriser's proxy removes the headers the answer names (Envoy's
+    /// `headers_to_remove`); nginx, Caddy and Traefik cannot be told to.
+    pub edge_removes: bool,
     /// The request's `traceparent` and `tracestate` fields as the authoriser passed them
     /// ([`trace_headers`]); empty: none. The authoriser is a caller the face already admitted,
     /// so under `from-trusted-proxies` they are believed as under `accept`.
@@ -114,6 +121,13 @@ impl GatewayState {
         );
         span.record("check_id", record.check_id.as_str());
         let conn = ConnInfo::new(ask.peer, None);
+        let strip = self.strip();
+        let mut stripped: Vec<HeaderName> = ask
+            .header_names
+            .iter()
+            .filter(|name| forward::is_stripped(name, &strip))
+            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+            .collect();
         let phased = {
             use tracing::Instrument;
             self.authorise_phases(ask, &mut record)
@@ -130,9 +144,12 @@ impl GatewayState {
                     None => (None, Vec::new()),
                 };
                 record::log(&record, &conn, None, StatusCode::OK);
+                let mut remove = self.headers_to_remove();
+                stripped.retain(|name| !remove.contains(name));
+                remove.append(&mut stripped);
                 Answer::Allow {
                     set,
-                    remove: self.headers_to_remove(),
+                    remove,
                     auth_number,
                     services,
                     check_id: record.check_id.clone(),
@@ -164,6 +181,17 @@ impl GatewayState {
         if path.as_str() != req.uri().path() {
             return Err(Failure::PathNotNormal(path.as_str().to_owned()));
         }
+        // What the built-in proxy would strip and the authoriser's proxy cannot: refused.
+        if !ask.edge_removes {
+            let strip = self.strip();
+            if let Some(name) = ask
+                .header_names
+                .iter()
+                .find(|name| forward::is_stripped(name, &strip))
+            {
+                return Err(Failure::HeaderRefused(super::overrides::echoed(name)));
+            }
+        }
         let identity = match &ask.chain {
             Ok(decoded) => {
                 super::shared_identity_keyed(self, decoded.digest(), decoded.chain()).await
@@ -191,17 +219,12 @@ impl GatewayState {
         Ok(set)
     }
 
-    /// Every header an allowed request must lose before the identity headers are set: the
-    /// identity headers themselves (a client's copy), the path and method override headers
-    /// and `gateway.strip_headers`, as the built-in proxy removes them.
+    /// Every header name an allowed request must lose before the identity headers are set,
+    /// as the built-in proxy removes them ([`forward::stripped_names`]): the identity headers
+    /// themselves (a client's copy), the client-certificate, client-address and override
+    /// headers, `Forwarded` and `gateway.strip_headers`.
     pub fn headers_to_remove(&self) -> Vec<HeaderName> {
-        self.names
-            .all()
-            .into_iter()
-            .cloned()
-            .chain(forward::OVERRIDE_HEADERS.iter().cloned())
-            .chain(self.strip_headers.iter().cloned())
-            .collect()
+        forward::stripped_names(&self.strip())
     }
 }
 
@@ -209,6 +232,10 @@ impl GatewayState {
 /// target, and the host as `Host`. A target or host that is not one is refused as the
 /// proxy's listener would (400).
 fn request_of(ask: &Ask) -> Result<Request<()>, Failure> {
+    // `http::Uri` drops a fragment, where the authoriser's proxy forwards it with the rest.
+    if ask.target.contains('#') {
+        return Err(Failure::PathRefused(super::PathRefusal::Fragment));
+    }
     let uri: http::Uri = ask
         .target
         .parse()

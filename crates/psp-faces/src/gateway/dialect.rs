@@ -51,6 +51,10 @@ pub enum Failure {
     FormBodyTooLarge,
     /// A header name with an underscore, under `gateway.headers_with_underscores = "refuse"`.
     HeaderNameRefused(String),
+    /// A header the built-in proxy removes (an override, a client-certificate or client-address
+    /// header, an identity header, a look-alike spelling), asked about by an authoriser whose
+    /// proxy cannot be told to remove it (nginx, Caddy, Traefik forward-auth).
+    HeaderRefused(String),
     /// The upstream's budget of calls in flight is spent, in total or for this PSP
     /// (`gateway.upstream_max_requests`, `gateway.upstream_max_requests_per_psp`).
     UpstreamOverloaded(OverloadScope),
@@ -170,6 +174,14 @@ impl Failure {
                 "header_name_refused",
                 format!("The header name `{name}` has an underscore, which this gateway refuses"),
             ),
+            Failure::HeaderRefused(name) => (
+                StatusCode::BAD_REQUEST,
+                "FORMAT_ERROR",
+                "header_refused",
+                format!(
+                    "The header `{name}` is one this gateway removes before the bank's API, and the proxy in front cannot be told to: send the request without it"
+                ),
+            ),
             Failure::UpstreamOverloaded(scope) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "SERVICE_UNAVAILABLE",
@@ -282,6 +294,7 @@ fn ob_code(failure: &Failure, bg: &'static str) -> String {
         | Failure::PathNotNormal(_)
         | Failure::OverrideRefused(_)
         | Failure::HeaderNameRefused(_)
+        | Failure::HeaderRefused(_)
         | Failure::FormBodyTooLarge
         | Failure::RequestBodyInvalid => "UK.OBIE.Resource.InvalidFormat".to_owned(),
         Failure::RouteUnknown => "UK.OBIE.Resource.NotFound".to_owned(),
@@ -320,6 +333,7 @@ mod tests {
             Failure::MethodRefused(http::Method::CONNECT),
             Failure::OverrideRefused("_method".into()),
             Failure::HeaderNameRefused("x_a".into()),
+            Failure::HeaderRefused("x-original-url".into()),
             Failure::FormBodyTooLarge,
             Failure::UpstreamOverloaded(OverloadScope::Total),
             Failure::AuditUnavailable,
@@ -339,6 +353,7 @@ mod tests {
                 | Failure::MethodRefused(_)
                 | Failure::OverrideRefused(_)
                 | Failure::HeaderNameRefused(_)
+                | Failure::HeaderRefused(_)
                 | Failure::FormBodyTooLarge
                 | Failure::UpstreamOverloaded(_)
                 | Failure::AuditUnavailable

@@ -659,6 +659,46 @@ fn is_protected(name: &str, strip: &Strip<'_>) -> bool {
         || strip.identity_header.is_some_and(|n| n.as_str() == name)
 }
 
+/// Whether the built-in proxy removes an inbound header `name` (lower case) and sends nothing
+/// of the client's in its place ([`prepare`]): an identity header, header mode's own, a
+/// client-certificate or client-address header, `Forwarded`, an override header, one of
+/// `gateway.strip_headers`, a name with an underscore or a look-alike spelling of a protected
+/// name. This is the one strip set every face applies: the external authorisers have their
+/// proxy remove these, or refuse a request that carries one. Not in it: the hop-by-hop headers,
+/// `Host` and `X-Forwarded-For`, `-Proto`, `-Host` (each proxy writes its own for its hop),
+/// and the trace context (`gateway.trace_context` governs it).
+pub(super) fn is_stripped(name: &str, strip: &Strip<'_>) -> bool {
+    let listed = |list: &[HeaderName]| list.iter().any(|h| h.as_str() == name);
+    listed(&CLIENT_CERT_HEADERS)
+        || listed(&CLIENT_ADDRESS_HEADERS)
+        || listed(&OVERRIDE_HEADERS)
+        || listed(strip.configured)
+        || name == header::FORWARDED.as_str()
+        || CLIENT_CERT_PREFIXES.iter().any(|p| name.starts_with(p))
+        || strip.names.all().into_iter().any(|n| n.as_str() == name)
+        || strip.identity_header.is_some_and(|n| n.as_str() == name)
+        || super::overrides::is_lookalike(name, |canonical| is_protected(canonical, strip))
+}
+
+/// Every fixed name of the strip set ([`is_stripped`]), for a proxy that removes by name:
+/// the identity headers, header mode's own, the client-certificate, client-address and
+/// override headers, `Forwarded` and `gateway.strip_headers`. The prefixes and look-alike
+/// spellings are matched against the request's own names.
+pub(super) fn stripped_names(strip: &Strip<'_>) -> Vec<HeaderName> {
+    strip
+        .names
+        .all()
+        .into_iter()
+        .cloned()
+        .chain(strip.identity_header.cloned())
+        .chain(CLIENT_CERT_HEADERS.iter().cloned())
+        .chain(CLIENT_ADDRESS_HEADERS.iter().cloned())
+        .chain([header::FORWARDED])
+        .chain(OVERRIDE_HEADERS.iter().cloned())
+        .chain(strip.configured.iter().cloned())
+        .collect()
+}
+
 /// Removes the path and method override headers and the configured ones, however often they
 /// appear (`HeaderMap` names are lower-case, so in any case; `remove` drops every value).
 pub(super) fn strip_overrides(h: &mut HeaderMap, configured: &[HeaderName]) {

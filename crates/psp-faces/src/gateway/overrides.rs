@@ -64,7 +64,8 @@ fn normalised_chars(name: &str) -> impl Iterator<Item = char> + '_ {
 /// Longest name echoed back in an error body.
 const ECHO_MAX_CHARS: usize = 64;
 
-fn echoed(name: &str) -> String {
+/// A name the client sent, cut to [`ECHO_MAX_CHARS`] characters for an error body.
+pub(super) fn echoed(name: &str) -> String {
     name.chars().take(ECHO_MAX_CHARS).collect()
 }
 
@@ -129,20 +130,23 @@ pub(super) fn underscore_header(
 pub(super) fn drop_lookalikes(h: &mut HeaderMap, protected: impl Fn(&str) -> bool) {
     let dropped: Vec<HeaderName> = h
         .keys()
-        .filter(|name| {
-            let name = name.as_str();
-            if name.contains('_') {
-                return true;
-            }
-            // Header names are lower-case tokens: of the separators, only `.` can still make
-            // one spelling of another (and most names have none, so nothing is allocated).
-            name.contains('.') && protected(&normalised(name))
-        })
+        .filter(|name| is_lookalike(name.as_str(), &protected))
         .cloned()
         .collect();
     for name in dropped {
         h.remove(name);
     }
+}
+
+/// Whether [`drop_lookalikes`] drops the header `name` (lower case): a name with an underscore,
+/// or one another spelling makes `protected`.
+pub(super) fn is_lookalike(name: &str, protected: impl Fn(&str) -> bool) -> bool {
+    if name.contains('_') {
+        return true;
+    }
+    // Header names are lower-case tokens: of the separators, only `.` can still make one
+    // spelling of another (and most names have none, so nothing is allocated).
+    name.contains('.') && protected(&normalised(name))
 }
 
 /// Largest form body read before forwarding: 64 KiB. PSD2 forms are OAuth token and

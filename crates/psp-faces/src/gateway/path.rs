@@ -80,6 +80,11 @@ pub enum PathRefusal {
     /// The decoded octets are not UTF-8 (for example the overlong `%C0%AE` for `.`).
     #[error("the decoded path is not UTF-8")]
     InvalidUtf8,
+    /// A `#` in the request target: a fragment is never sent in a request (RFC 9110 section
+    /// 7.1). A parser drops it before the path is decided on, while a proxy in front may
+    /// forward the whole target (`/v1/accounts#/../../v1/payments`) to the bank's API.
+    #[error("the request target contains a `#` fragment")]
+    Fragment,
     /// A character that NFKC normalisation turns into a separator or `%`.
     #[error("the path contains U+{:04X}, which Unicode normalisation turns into a separator", *.0 as u32)]
     CompatibilitySeparator(char),
@@ -100,6 +105,7 @@ impl PathRefusal {
             PathRefusal::DotLikeSegment => "dot_like_segment",
             PathRefusal::InvalidUtf8 => "invalid_utf8",
             PathRefusal::CompatibilitySeparator(_) => "compatibility_separator",
+            PathRefusal::Fragment => "fragment",
         }
     }
 }

@@ -126,6 +126,47 @@ pub fn decoded_once(
     Ok(decoded)
 }
 
+/// How the edge in front of an authoriser forwards XFCC: Envoy's
+/// `forward_client_cert_details`, which fixes the shape of a genuine value
+/// ([`crate::cert::forwarded::XfccForwarding`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum XfccMode {
+    /// `SANITIZE_SET`: the header is the edge's one element (the default, and what an edge
+    /// facing the PSPs should use).
+    #[default]
+    SanitizeSet,
+    /// `APPEND_FORWARD`: the edge's element is appended to the client's; needs `xfcc_by`.
+    AppendForward,
+}
+
+/// The chain of an XFCC value that the proxy `by` forwarded as `mode` says, decoded once per
+/// distinct value (the cache key holds the mode and `by`). An empty value is no certificate.
+/// `AppendForward` without `by` is refused here too, though configuration refuses it first.
+pub fn xfcc_decoded(
+    value: &[u8],
+    mode: XfccMode,
+    by: Option<&str>,
+) -> Result<Arc<DecodedChain>, String> {
+    use crate::cert::forwarded::{ForwardedError, XfccForwarding, xfcc_chain};
+    let (decoder, forwarding) = match (mode, by) {
+        (XfccMode::SanitizeSet, by) => ("xfcc sanitize-set", XfccForwarding::SanitizeSet { by }),
+        (XfccMode::AppendForward, Some(by)) => {
+            ("xfcc append-forward", XfccForwarding::AppendForward { by })
+        }
+        (XfccMode::AppendForward, None) => {
+            return Err("x-forwarded-client-cert: append-forward needs the proxy's By".to_owned());
+        }
+    };
+    decoded_once(decoder, by, value, |value| {
+        match xfcc_chain(value, forwarding) {
+            Ok(chain) => Ok(chain),
+            Err(ForwardedError::Empty) => Ok(Vec::new()),
+            Err(e) => Err(format!("x-forwarded-client-cert: {e}")),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

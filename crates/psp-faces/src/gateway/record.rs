@@ -236,6 +236,7 @@ fn audit_refusal(record: &Record, conn: &ConnInfo, failure: &Failure) {
             | Failure::MethodRefused(_)
             | Failure::OverrideRefused(_)
             | Failure::HeaderNameRefused(_)
+            | Failure::HeaderRefused(_)
             | Failure::FormBodyTooLarge
             | Failure::RateLimited { .. }
             | Failure::RequestBodyInvalid
