@@ -280,3 +280,48 @@ async fn an_external_authorisers_audit_record_carries_the_trace_of_the_request_i
     assert_eq!(decision[0]["fields"]["face"], "forward-auth");
     assert_eq!(decision[0]["fields"]["trace_id"], CLIENT_TRACE);
 }
+
+/// nginx copies the client's headers into its check request: under `from-trusted-proxies` the
+/// `traceparent` an authoriser passes on is the client's, and never names the trace in the
+/// audit record, even though the authoriser itself is a trusted caller.
+#[tokio::test(flavor = "current_thread")]
+async fn through_an_authoriser_from_trusted_proxies_never_believes_the_clients_trace() {
+    let (captured, _guard) = capture();
+    let up = upstream::start().await;
+    let faces = faces_with(
+        &up,
+        "trace_context = \"from-trusted-proxies\"\ntrusted_proxies = [\"127.0.0.1/32\"]",
+    );
+    let site = faces.sites.named("default").expect("the default site");
+    let chain: Vec<Vec<u8>> = in_memory::chain_of("valid")
+        .into_iter()
+        .map(|c| c.to_vec())
+        .collect();
+    let answer = site
+        .authorise(psp_gateway::gateway::Ask {
+            face: "forward-auth",
+            method: http::Method::GET,
+            target: "/v1/accounts".to_owned(),
+            host: None,
+            chain: Ok(psp_gateway::gateway::DecodedChain::new(chain)),
+            peer: SocketAddr::from(([127, 0, 0, 1], 1)),
+            header_names: Vec::new(),
+            edge_removes: false,
+            trace_headers: psp_gateway::gateway::trace_headers([(
+                "traceparent",
+                CLIENT_TRACEPARENT.as_bytes(),
+            )]),
+        })
+        .await;
+    assert!(answer.allowed(), "{answer:?}");
+    let decision = captured.lines("gateway decision");
+    assert_eq!(decision.len(), 1);
+    let trace_id = decision[0]["fields"]["trace_id"]
+        .as_str()
+        .expect("a trace id");
+    assert_ne!(
+        trace_id, CLIENT_TRACE,
+        "the client chose the audited trace id"
+    );
+    assert_eq!(trace_id.len(), 32);
+}

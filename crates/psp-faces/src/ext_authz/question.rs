@@ -84,10 +84,12 @@ pub(crate) fn naming<'a>(
             .context_extensions
             .get(site_key)
             .map(String::as_str),
+        // A server name with a final dot (`xx.localhost.`) is the same name, as the host's
+        // is (`gateway::host_of`).
         sni: attributes
             .tls_session
             .as_ref()
-            .and_then(|t| given(t.sni.as_str())),
+            .and_then(|t| given(t.sni.strip_suffix('.').unwrap_or(&t.sni))),
         host: given(http.host.as_str()),
     }
 }
@@ -459,6 +461,16 @@ mod tests {
                 .collect(),
             ..AttributeContext::default()
         }
+    }
+
+    #[test]
+    fn a_server_name_with_a_final_dot_names_the_same_site() {
+        let a = attributes("xy.localhost.", &[]);
+        let h = http("GET", "/", "");
+        assert_eq!(naming(&a, &h, "site").sni, Some("xy.localhost"));
+        assert_eq!(naming(&attributes(".", &[]), &h, "site").sni, None);
+        let sites = two_sites();
+        assert_eq!(chosen(&sites, naming(&a, &h, "site")).ok(), Some("xy"));
     }
 
     #[test]

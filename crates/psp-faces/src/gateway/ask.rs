@@ -47,8 +47,8 @@ pub struct Ask {
     /// `headers_to_remove`); nginx, Caddy and Traefik cannot be told to.
     pub edge_removes: bool,
     /// The request's `traceparent` and `tracestate` fields as the authoriser passed them
-    /// ([`trace_headers`]); empty: none. The authoriser is a caller the face already admitted,
-    /// so under `from-trusted-proxies` they are believed as under `accept`.
+    /// ([`trace_headers`]); empty: none. They are the client's (an authoriser passes its
+    /// client's headers on), so `from-trusted-proxies` does not believe them.
     pub trace_headers: HeaderMap,
 }
 
@@ -110,7 +110,10 @@ impl GatewayState {
     /// records it (metrics, audit record) under `ask.face`.
     pub async fn authorise(&self, ask: Ask) -> Answer {
         let (span, trace) =
-            super::request_span(super::Asker::Authoriser, self, &ask.trace_headers, true);
+            // The authoriser passes the trace fields the client sent (nginx copies the
+            // client's headers into its check; Envoy's filter sees them before its tracer
+            // writes its own): they are the client's, believed under `accept` only.
+            super::request_span(super::Asker::Authoriser, self, &ask.trace_headers, false);
         let mut record = Record::new(
             ask.face,
             (Arc::clone(&self.name), self.site.policy.jurisdiction),
