@@ -81,7 +81,10 @@ pub enum CallerKind {
     /// nginx `auth_request`: `X-Original-Method`, `X-Original-URI` and `Host`, as its
     /// configuration sets them (`deploy/nginx/`).
     Nginx,
-    /// ingress-nginx `auth-url`: `X-Original-Method`, the absolute `X-Original-URL`.
+    /// ingress-nginx `auth-url`: `X-Original-Method`, the absolute `X-Original-URL` (built
+    /// from the `Host` header), and `X-Routed-Host`, which the documented `auth-snippet` sets
+    /// to nginx's `$host` (the request line's authority when the target is absolute, which is
+    /// what nginx chose the backend by). The two must name the same host.
     IngressNginx,
     /// Traefik `ForwardAuth`: `X-Forwarded-Method`, `X-Forwarded-Uri`, `X-Forwarded-Host`.
     Traefik,
@@ -106,6 +109,7 @@ impl CallerKind {
         match self {
             CallerKind::Nginx => &["host", "x-original-uri", "x-original-method"],
             CallerKind::IngressNginx => &[
+                "x-routed-host",
                 "x-original-url",
                 "x-original-method",
                 "x-sent-from",
@@ -321,6 +325,13 @@ enum Unasked {
     OutsidePrefix,
     /// No site names the original host (or it names none) and the caller names no site.
     NoSite(Option<String>),
+    /// ingress-nginx: the host of `X-Original-URL` (the `Host` header) is not the one nginx
+    /// routed by (`X-Routed-Host`, its `$host`): a request whose absolute-form target names
+    /// another host than its `Host` would be decided for one site and delivered to another.
+    HostsDisagree {
+        original: String,
+        routed: String,
+    },
 }
 
 impl Unasked {
@@ -330,7 +341,7 @@ impl Unasked {
             Unasked::Missing(_) | Unasked::Ambiguous(_) | Unasked::OutsidePrefix => {
                 "forward_auth_request_incomplete"
             }
-            Unasked::NoSite(_) => "misdirected_request",
+            Unasked::NoSite(_) | Unasked::HostsDisagree { .. } => "misdirected_request",
         }
     }
 
@@ -350,6 +361,11 @@ impl Unasked {
             }
             Unasked::NoSite(Some(host)) => format!("No site serves the host `{host}`"),
             Unasked::NoSite(None) => "The request names no host and the caller no site".to_owned(),
+            Unasked::HostsDisagree { original, routed } => format!(
+                "The request names the host `{}` but was routed by `{}`",
+                shown(original),
+                shown(routed)
+            ),
         }
     }
 }
@@ -394,11 +410,18 @@ fn question<'s, B>(
             let target = uri
                 .path_and_query()
                 .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
-            let host = match uri.authority() {
-                Some(a) => Some(a.as_str().to_owned()),
-                None => optional(h, "x-forwarded-host")?,
-            };
-            (one(h, "x-original-method")?, target, host)
+            let host = uri
+                .authority()
+                .map(|a| a.as_str().to_owned())
+                .ok_or(Unasked::Ambiguous("x-original-url"))?;
+            let routed = one(h, "x-routed-host")?;
+            if crate::gateway::host_of(&host) != crate::gateway::host_of(&routed) {
+                return Err(Unasked::HostsDisagree {
+                    original: host,
+                    routed,
+                });
+            }
+            (one(h, "x-original-method")?, target, Some(host))
         }
         CallerKind::Traefik | CallerKind::Caddy => (
             one(h, "x-forwarded-method")?,
@@ -503,6 +526,11 @@ fn certificate(caller: &Caller, h: &HeaderMap) -> Result<Arc<DecodedChain>, Stri
             forwarded::forwarded_chain(value).map_err(|e| e.to_string())
         })
     }
+}
+
+/// At most 64 characters of a value the client chose, for a refusal's text.
+fn shown(value: &str) -> String {
+    value.chars().take(64).collect()
 }
 
 /// The header's one value, as text.

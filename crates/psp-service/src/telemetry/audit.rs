@@ -1128,6 +1128,14 @@ fn unreadable(bytes: usize) -> Map<String, Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tests that make audit writes fail, or read `audit_write_failures`, run one at a time:
+    /// the counter is the process's, and one test's failures would change another's count.
+    fn failure_counter_lock() -> std::sync::MutexGuard<'static, ()> {
+        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        LOCK.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
     use serde_json::json;
 
     fn scratch(name: &str) -> PathBuf {
@@ -1361,6 +1369,7 @@ mod tests {
 
     #[test]
     fn a_failed_batch_loses_its_records_counted_and_a_fail_closed_log_refuses() {
+        let _serial = failure_counter_lock();
         let log =
             started(AuditLog::open_with(Path::new("/dev/full"), Options::default()).expect("open"));
         let failures = crate::telemetry::metrics::metrics()
@@ -1412,6 +1421,7 @@ mod tests {
 
     #[test]
     fn a_writer_that_panics_loses_its_batch_counted_and_leaves_no_request_waiting() {
+        let _serial = failure_counter_lock();
         let dir = scratch("writer-panic");
         let path = dir.join("audit.jsonl");
         let log = started(AuditLog::open(&path).expect("open"));
@@ -1449,6 +1459,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_makes_fail_closed_requests_wait_and_fail_open_ones_count_the_loss() {
+        let _serial = failure_counter_lock();
         let record = {
             let mut one = Vec::new();
             let log = Arc::new(AuditLog::open(&scratch("queue-probe").join("a")).expect("open"));
@@ -1502,6 +1513,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_makes_a_fail_closed_log_refuse_and_a_fail_open_one_not() {
+        let _serial = failure_counter_lock();
         for (policy, refusing) in [
             (WriteFailurePolicy::FailClosed, true),
             (WriteFailurePolicy::FailOpen, false),
@@ -1545,6 +1557,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_is_counted_and_the_chain_goes_on_from_the_last_written_record() {
+        let _serial = failure_counter_lock();
         let dir = scratch("full");
         let path = dir.join("audit.jsonl");
         write(&path, 1);
@@ -1575,6 +1588,7 @@ mod tests {
 
     #[test]
     fn failed_recovery_attempts_are_not_counted_as_lost_records() {
+        let _serial = failure_counter_lock();
         let dir = scratch("recovery");
         let path = dir.join("audit.jsonl");
         let log = AuditLog::open(&path).expect("open");
