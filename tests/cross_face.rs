@@ -5,8 +5,8 @@
 //! - the forward-auth face behind REAL nginx (deploy/nginx): the client sees the status only
 //!   (nginx answers with its own page);
 //! - the forward-auth face behind REAL Caddy (deploy/caddy): Caddy passes psp-gateway's answer
-//!   on, so the client sees `x-psp-status` (the built-in proxy's status), `x-psp-refusal`
-//!   and the dialect body;
+//!   on, so the client sees the dialect body (never the built-in proxy's status or the refusal
+//!   code, which psp-gateway logs);
 //! - the gRPC Check face (ext_authz), asked by an independent Envoy client (Python grpcio with
 //!   Envoy's messages from PyPI, `scripts/ext-authz/check.py`) as Envoy asks: the client
 //!   sees what Envoy makes of the answer (the denial's status and body, or the request going
@@ -827,6 +827,16 @@ async fn through(rig: &Rig, front: &Front, case: &Case) -> Seen {
         }
     }
     let body = reply.json();
+    // Internals stay in psp-gateway's log: a proxy that passes the answer on shows them to
+    // the client.
+    for name in ["x-psp-status", "x-psp-refusal"] {
+        assert_eq!(
+            reply.header(name),
+            None,
+            "{}: {name} reached the client",
+            case.name
+        );
+    }
     Seen {
         client_status: reply.status.as_u16(),
         status: reply.header("x-psp-status").and_then(|s| s.parse().ok()),

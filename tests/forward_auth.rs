@@ -28,6 +28,8 @@ const LIMIT: Duration = Duration::from_secs(30);
 /// The two-site sandbox on the test PKI with `[forward_auth]` on 127.0.0.1:0 and `callers`
 /// (TOML of `[[forward_auth.callers]]` tables).
 async fn gateway(callers: &str) -> (Running, SocketAddr) {
+    // The decisions' log lines are read by `refused`: captured from before the first request.
+    logs();
     let config =
         two_site_config(|t| format!("{t}\n[forward_auth]\nlisten = \"127.0.0.1:0\"\n{callers}"));
     let running = tokio::time::timeout(LIMIT, service::start(config))
@@ -43,13 +45,49 @@ fn caller(kind: &str, addresses: &str, extra: &str) -> String {
     )
 }
 
-/// A refusal: its status, the built-in proxy's status and the refusal code.
-fn refused(reply: &Reply) -> (StatusCode, Option<&str>, Option<&str>) {
-    (
-        reply.status,
-        reply.header("x-psp-status"),
-        reply.header("x-psp-refusal"),
-    )
+/// Every log line of this test binary's faces, as JSON lines (installed once, for all threads).
+fn logs() -> &'static common::log_capture::Captured {
+    static LOGS: std::sync::OnceLock<common::log_capture::Captured> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let captured = common::log_capture::Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
+        captured
+    })
+}
+
+/// A refusal: the status the proxy gets, the built-in proxy's status and the refusal code.
+/// The two last are not in the answer (a proxy could pass them on to the client): they are
+/// read from the decision's access line, found by the answer's `x-request-id` (its check id),
+/// or, for a question never decided, from the contract body's code.
+fn refused(reply: &Reply) -> (StatusCode, Option<&'static str>, Option<&'static str>) {
+    assert_eq!(reply.header("x-psp-status"), None, "{}", reply.said());
+    assert_eq!(reply.header("x-psp-refusal"), None, "{}", reply.said());
+    let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
+    let check_id = reply.header("x-request-id").unwrap_or_default();
+    let decided = logs()
+        .lines("gateway request")
+        .into_iter()
+        .find(|line| line["fields"]["check_id"] == check_id);
+    match decided {
+        Some(line) => (
+            reply.status,
+            line["fields"]["status"]
+                .as_u64()
+                .map(|s| leak(&s.to_string())),
+            line["fields"]["reason"].as_str().map(leak),
+        ),
+        None => (
+            reply.status,
+            None,
+            reply.json()["errors"][0]["code"].as_str().map(leak),
+        ),
+    }
 }
 
 /// One question to the face at `fa`, from the local address `from`: `method target` and
@@ -333,7 +371,7 @@ async fn ingress_nginx_asks_with_the_absolute_x_original_url_whose_host_chooses_
     // valid is at home in XX only: refused at xy, let in at xx, by the URL's host alone.
     let reply = asked("valid", "https://xy.localhost/v1/accounts").await;
     assert_eq!(refused(&reply).0, StatusCode::FORBIDDEN, "{}", reply.said());
-    assert_eq!(reply.header("x-psp-status"), Some("403"));
+    assert_eq!(refused(&reply).1, Some("403"));
     let reply = asked("valid", "https://xx.localhost/v1/accounts").await;
     assert_allowed(&reply, "PSDXX-TEST-000001");
     // A URL that is none: refused, never read as a path.
@@ -512,7 +550,7 @@ async fn envoy_asks_with_the_request_line_behind_its_prefix_and_xfcc() {
     )
     .await;
     assert_eq!(
-        reply.header("x-psp-refusal"),
+        refused(&reply).2,
         Some("forward_auth_request_incomplete"),
         "{}",
         reply.said()
@@ -591,7 +629,7 @@ async fn a_caller_whose_address_is_not_configured_is_refused_before_any_decision
     .await;
     let from_loopback = ask(fa, &question).await;
     assert_eq!(
-        from_loopback.header("x-psp-refusal"),
+        refused(&from_loopback).2,
         Some("forward_auth_caller_unknown"),
         "127.0.0.1 is not 127.0.0.2: {}",
         from_loopback.said()
@@ -810,7 +848,7 @@ async fn an_xfcc_element_injected_by_the_client_before_the_proxys_is_never_read(
     )
     .await;
     assert_eq!(
-        reply.header("x-psp-refusal"),
+        refused(&reply).2,
         Some("certificate_unreadable"),
         "{}",
         reply.said()

@@ -17,8 +17,9 @@
 //! The answer is exactly 200 to allow (Envoy's HTTP mode and ingress-nginx allow on 200 only),
 //! with the identity headers for the proxy to copy upstream. A refusal is 401 (certificate
 //! problems) or 403 (everything else: nginx turns any other status into 500) with the site's
-//! dialect body; the built-in proxy's own status and code are in `x-psp-status` and
-//! `x-psp-refusal`, so a test or an operator sees the same decision as the proxy's.
+//! dialect body. The built-in proxy's own status and the refusal's code are logged with the
+//! decision (its check id is the answer's `x-request-id`), never put in the answer: Caddy and
+//! Traefik pass a refusal's headers on to the client.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -586,17 +587,17 @@ fn answer(answer: Answer, kind: CallerKind) -> Response<Body> {
         }
         Answer::Deny {
             status,
-            code,
-            mut headers,
+            headers,
             body,
             ..
         } => {
+            // The built-in proxy's own status and the refusal's code are in the decision's
+            // log lines (its access line and audit record, by check id), not in the answer:
+            // Caddy and Traefik pass a refusal's headers on to the client.
             let proxy_status = match status {
                 StatusCode::UNAUTHORIZED => StatusCode::UNAUTHORIZED,
                 _ => StatusCode::FORBIDDEN,
             };
-            headers.insert("x-psp-status", HeaderValue::from(status.as_u16()));
-            headers.insert("x-psp-refusal", HeaderValue::from_static(code));
             let mut response = Response::new(full(body));
             *response.status_mut() = proxy_status;
             *response.headers_mut() = headers;
@@ -609,15 +610,11 @@ fn unasked_response(unasked: &Unasked, link_base: &str) -> Response<Body> {
     if let Unasked::CallerUnknown(ip) = unasked {
         tracing::warn!(peer = %ip, "forward-auth request from an address that is no configured caller");
     }
-    let mut response = contract_error(
+    contract_error(
         StatusCode::FORBIDDEN,
         &new_request_id(),
         unasked.code(),
         &unasked.title(),
         link_base,
-    );
-    response
-        .headers_mut()
-        .insert("x-psp-refusal", HeaderValue::from_static(unasked.code()));
-    response
+    )
 }
