@@ -50,13 +50,8 @@ fn logs() -> &'static common::log_capture::Captured {
     static LOGS: std::sync::OnceLock<common::log_capture::Captured> = std::sync::OnceLock::new();
     LOGS.get_or_init(|| {
         let captured = common::log_capture::Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(move || writer.clone())
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
+        tracing::subscriber::set_global_default(common::log_capture::subscriber(&captured))
+            .expect("one global subscriber");
         captured
     })
 }

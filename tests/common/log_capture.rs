@@ -38,13 +38,17 @@ impl Captured {
 /// the guard lives).
 pub fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
     let captured = Captured::default();
+    let guard = tracing::subscriber::set_default(subscriber(&captured));
+    tracing::callsite::rebuild_interest_cache();
+    (captured, guard)
+}
+
+/// A subscriber writing every event up to DEBUG into `captured`, as JSON lines.
+pub fn subscriber(captured: &Captured) -> impl tracing::Subscriber + Send + Sync + 'static {
     let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
+    tracing_subscriber::fmt()
         .json()
         .with_max_level(tracing::Level::DEBUG)
         .with_writer(move || writer.clone())
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
-    (captured, guard)
+        .finish()
 }
