@@ -52,7 +52,12 @@ impl Face {
 /// The sandbox configuration's faces on the test PKI, and the ext_authz face over its sites
 /// with `[ext_authz]` = `section` (TOML; `listen` is added), plain or with its `tls`.
 async fn start(section: &str) -> Face {
-    let config = two_site_config(|t| t);
+    start_with(|t| t, section).await
+}
+
+/// [`start`], the sandbox configuration edited by `edit` first.
+async fn start_with(edit: impl FnOnce(String) -> String, section: &str) -> Face {
+    let config = two_site_config(edit);
     let faces = in_memory::faces(&config);
     let ext: ExtAuthzConfig =
         toml::from_str(&format!("listen = \"127.0.0.1:0\"\n{section}")).expect("[ext_authz]");
@@ -271,6 +276,32 @@ async fn an_expired_certificate_a_missing_service_and_no_certificate_are_each_de
     let (status, body) = denial(&answers[2]);
     assert_eq!((status, grpc_code(&answers[2])), (401, 16));
     assert_eq!(berlin_group_code(&body), "CERTIFICATE_MISSING", "{body}");
+    face.stop().await;
+}
+
+/// Under `headers_with_underscores = "refuse"` the built-in proxy refuses a header name with
+/// an underscore; the Check face refuses it too, rather than have Envoy remove it.
+#[tokio::test]
+async fn headers_with_underscores_refuse_applies_to_the_check_face() {
+    let face = start_with(
+        |t| {
+            t.replacen(
+                "default = true\n",
+                "default = true\nheaders_with_underscores = \"refuse\"\n",
+                1,
+            )
+        },
+        PEER,
+    )
+    .await;
+    let mut spec = on_xx(Some("aisp"), "GET", "/v1/accounts");
+    spec["headers"] = json!({ "x_psp_auth_number": "PSDXX-TEST-000001" });
+    let (status, body) = denial(&check(face.addr, spec).await);
+    assert_eq!(status, 400);
+    assert_eq!(berlin_group_code(&body), "FORMAT_ERROR", "{body}");
+    // Without the header: allowed.
+    let answer = check(face.addr, on_xx(Some("aisp"), "GET", "/v1/accounts")).await;
+    assert_eq!(grpc_code(&answer), 0, "{answer}");
     face.stop().await;
 }
 
@@ -677,6 +708,29 @@ async fn a_malformed_check_request_is_denied_400_never_allowed() {
 /// Not a pass/fail test of speed: the figures Envoy's `grpc_service.timeout` must allow for
 /// (printed; run with `--nocapture`). The first Check of a PSP fetches its revocation
 /// evidence from the test PKI's responder on loopback; the second is answered from the cache.
+/// What tonic refuses before the face reads a message (over the 4 MiB limit, or compressed)
+/// must still be a `CheckResponse` denial: a gRPC error is Envoy's `failure_mode_allow` case,
+/// where a bank that set it lets the request through.
+#[tokio::test]
+async fn an_oversized_or_compressed_check_is_denied_never_a_grpc_error() {
+    let face = start(PEER).await;
+    let mut oversized = on_xx(Some("valid"), "GET", "/v1/accounts");
+    oversized["pad_bytes"] = json!(5 * 1024 * 1024);
+    let mut compressed = on_xx(Some("valid"), "GET", "/v1/accounts");
+    compressed["compression"] = json!("gzip");
+    let answers = checks(face.addr, vec![oversized, compressed]).await;
+    for answer in &answers {
+        let (status, body) = denial(answer);
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(body["errors"][0]["code"], "check_request_invalid", "{body}");
+        assert_eq!(answer["status"]["message"], "check_request_invalid");
+    }
+    // The same Check, neither large nor compressed: allowed.
+    let answer = check(face.addr, on_xx(Some("valid"), "GET", "/v1/accounts")).await;
+    assert_eq!(grpc_code(&answer), 0, "{answer}");
+    face.stop().await;
+}
+
 #[tokio::test]
 async fn a_first_check_fetches_revocation_evidence_and_the_next_is_answered_from_the_cache() {
     let face = start(PEER).await;

@@ -20,6 +20,10 @@ Each is an object with any of:
   header_map                             [[name, value], ...], Envoy's encode_raw_headers form
   no_attributes                          true: a CheckRequest without attributes
   raw_hex                                send these bytes as the message, as they are
+  pad_bytes                              add a header x-pad of this many bytes (a message
+                                         over the server's size limit)
+  compression                            "gzip": the call's message compressed (grpcio's
+                                         per-call compression, grpc-encoding: gzip)
   timeout                                seconds (default 10)
 
 stdout: one JSON object per Check (an array for an array), with
@@ -74,6 +78,8 @@ def request_bytes(spec):
         headers=dict(spec.get("headers", {})),
         protocol="HTTP/2",
     )
+    if "pad_bytes" in spec:
+        http.headers["x-pad"] = "a" * int(spec["pad_bytes"])
     if "header_map" in spec:
         http.header_map = HeaderMap(
             headers=[
@@ -159,7 +165,12 @@ def check(channel, spec):
     )
     started = time.perf_counter()
     try:
-        response = call(request_bytes(spec), timeout=spec.get("timeout", 10))
+        compression = (
+            grpc.Compression.Gzip if spec.get("compression") == "gzip" else None
+        )
+        response = call(
+            request_bytes(spec), timeout=spec.get("timeout", 10), compression=compression
+        )
         out = answer(response)
     except grpc.RpcError as e:
         out = {"grpc_error": {"code": e.code().name, "details": e.details()}}

@@ -18,8 +18,8 @@
 //!    Envoy's `failure_mode_allow` case, which a bank may have set to let requests through when
 //!    the authoriser is down. So the decoding is this face's own (`grpc`): bytes that are not a
 //!    `CheckRequest` (a string field that is not UTF-8, a truncated message) are a 400 refusal.
-//!    What tonic refuses before this face sees a message (over [`MAX_CHECK_REQUEST_BYTES`], an
-//!    unsupported compression) is still a gRPC error: keep `failure_mode_allow: false`.
+//!    What tonic refuses before this face sees a message (over [`MAX_CHECK_REQUEST_BYTES`], a
+//!    compressed one) is turned into the same 400 refusal (`grpc::never_an_error`).
 //! 3. The site: the route's context extension `site_key`, else the TLS server name, else the
 //!    host, else the only site. An extension and a server name that name two different sites
 //!    are refused 421; an extension naming no site, or nothing naming one of several, 403.
@@ -76,7 +76,8 @@ use crate::sites::Sites;
 /// The largest `CheckRequest` read, in bytes: tonic's default, kept explicit. A Check carries
 /// the request's headers (Envoy's `max_request_headers_kb` is 60 KiB by default) and, with
 /// `with_request_body`, at most `max_request_bytes` of its body: configure that well below.
-/// A larger message is refused by tonic with a gRPC error, before this face reads it.
+/// A larger message is refused before this face reads it, with a 400 denial, never a gRPC
+/// error.
 pub const MAX_CHECK_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
 /// Connections open at once. 1,024: the callers are a bank's own Envoy instances, each of

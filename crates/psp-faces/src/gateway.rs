@@ -389,6 +389,11 @@ impl GatewayState {
         }
     }
 
+    /// The base of the site's error links (`checks.error_link_base`).
+    pub fn error_link_base(&self) -> &str {
+        &self.link_base
+    }
+
     /// The site's name.
     pub fn name(&self) -> &str {
         &self.name

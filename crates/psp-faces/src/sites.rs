@@ -36,6 +36,14 @@ impl Sites {
         &self.sites
     }
 
+    /// The base of the error links of a refusal no site made (`checks.error_link_base`,
+    /// which every site shares): the first site's, or the default without sites.
+    pub fn error_link_base(&self) -> &str {
+        self.sites
+            .first()
+            .map_or("/docs/errors#", |site| site.error_link_base())
+    }
+
     /// The site called `name`.
     pub fn named(&self, name: &str) -> Option<&Arc<GatewayState>> {
         self.sites.iter().find(|s| s.name() == name)

@@ -27,10 +27,6 @@ use http::{HeaderMap, HeaderName, StatusCode};
 
 use crate::server::{contract_error, new_request_id};
 
-/// The link base of this face's own refusals: the default of `checks.error_link_base`
-/// (the face has no site yet, whose link base it could take).
-const LINK_BASE: &str = "/docs/errors#";
-
 /// The headers of a site's refusal that Envoy passes to the client: those the built-in proxy
 /// sends with it (`content-type`, `cache-control`, the check id, and `allow` or `retry-after`
 /// where the failure calls for them).
@@ -106,11 +102,12 @@ impl Refusal {
     }
 }
 
-/// This face's refusal: the contract's error body with a fresh request id, as a denial.
-pub(crate) async fn refused(refusal: &Refusal) -> CheckResponse {
+/// This face's refusal: the contract's error body with a fresh request id, its link under
+/// `link_base` (`checks.error_link_base`), as a denial.
+pub(crate) async fn refused(refusal: &Refusal, link_base: &str) -> CheckResponse {
     use http_body_util::BodyExt;
     let (status, code, title) = refusal.parts();
-    let response = contract_error(status, &new_request_id(), code, &title, LINK_BASE);
+    let response = contract_error(status, &new_request_id(), code, &title, link_base);
     let (parts, body) = response.into_parts();
     // A full body in memory: reading it cannot fail; an empty one would still deny.
     let body = body
@@ -464,7 +461,7 @@ mod tests {
                 "internal_error",
             ),
         ] {
-            let response = refused(&refusal).await;
+            let response = refused(&refusal, "https://bank.example/psd2/errors#").await;
             assert_eq!(
                 response.status.map(|s| s.code),
                 Some(GRPC_PERMISSION_DENIED)
@@ -475,7 +472,10 @@ mod tests {
             assert_eq!(d.status.map(|s| s.code), Some(status));
             let body: serde_json::Value = serde_json::from_str(&d.body).expect("JSON");
             assert_eq!(body["errors"][0]["code"], code, "{refusal:?}");
-            assert_eq!(body["errors"][0]["link"], format!("/docs/errors#{code}"));
+            assert_eq!(
+                body["errors"][0]["link"],
+                format!("https://bank.example/psd2/errors#{code}")
+            );
             assert!(
                 body["errors"][0]["title"]
                     .as_str()

@@ -58,9 +58,69 @@ impl tower_service::Service<http::Request<Body>> for AuthorizationService {
             }
             let mut grpc = tonic::server::Grpc::new(LenientCodec)
                 .apply_max_message_size_config(Some(MAX_CHECK_REQUEST_BYTES), None);
-            Ok(grpc.unary(CheckCall(checker), request).await)
+            let link_base = (checker.sites)().error_link_base().to_owned();
+            let response = grpc.unary(CheckCall(checker), request).await;
+            Ok(never_an_error(response, &link_base).await)
         })
     }
+}
+
+/// tonic refuses some Checks itself, with a gRPC error, before this face reads them: a
+/// message over [`MAX_CHECK_REQUEST_BYTES`], a compressed one (`grpc-encoding: gzip`; no
+/// compression is enabled), a body that ends inside a message. A gRPC error is Envoy's
+/// `failure_mode_allow` case, so each becomes a denial (400 `check_request_invalid`), sent as
+/// an ordinary `CheckResponse`. tonic puts such an error in the response head
+/// (trailers-only); a response whose head has no `grpc-status`, or `0`, is the face's own.
+async fn never_an_error(response: http::Response<Body>, link_base: &str) -> http::Response<Body> {
+    let status = response.headers().get("grpc-status");
+    if status.is_none_or(|status| status == "0") {
+        return response;
+    }
+    let message = response
+        .headers()
+        .get("grpc-message")
+        .map(|m| {
+            percent_encoding::percent_decode(m.as_bytes())
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .unwrap_or_default();
+    let refusal = Refusal::Undecodable(format!(
+        "the gRPC layer refused it ({}): {message}",
+        status.and_then(|s| s.to_str().ok()).unwrap_or_default()
+    ));
+    tracing::info!(
+        target: "ext_authz",
+        reason = "check_request_invalid",
+        detail = %message,
+        "ext_authz Check refused before it was read"
+    );
+    unary_ok(&answer::refused(&refusal, link_base).await)
+}
+
+/// A unary gRPC answer of `message`: 200, `application/grpc`, the message in one
+/// uncompressed length-prefixed frame, and `grpc-status: 0` in the trailers.
+fn unary_ok(message: &CheckResponse) -> http::Response<Body> {
+    use http_body_util::BodyExt;
+    let encoded = message.encode_to_vec();
+    let mut framed = Vec::with_capacity(5 + encoded.len());
+    framed.push(0);
+    framed.extend_from_slice(
+        &u32::try_from(encoded.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    framed.extend_from_slice(&encoded);
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    let body = http_body_util::Full::new(bytes::Bytes::from(framed))
+        .with_trailers(async move { Some(Ok(trailers)) });
+    let mut response = http::Response::new(Body::new(body));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    response
 }
 
 /// One Check's call, as tonic's unary service.
@@ -105,7 +165,7 @@ impl Checker {
         };
         match outcome {
             Ok(response) => response,
-            Err(refusal) => answer::refused(&refusal).await,
+            Err(refusal) => answer::refused(&refusal, (self.sites)().error_link_base()).await,
         }
     }
 

@@ -184,6 +184,19 @@ impl GatewayState {
         if path.as_str() != req.uri().path() {
             return Err(Failure::PathNotNormal(path.as_str().to_owned()));
         }
+        // `headers_with_underscores = "refuse"` refuses here as in the built-in proxy's
+        // screening (its default, `drop`, is the strip set's).
+        if self.underscores == super::UnderscoreHeaders::Refuse
+            && let Some(name) = ask.header_names.iter().find(|name| {
+                name.contains('_')
+                    && self
+                        .identity_header
+                        .as_ref()
+                        .is_none_or(|own| own.as_str() != name.as_str())
+            })
+        {
+            return Err(Failure::HeaderNameRefused(super::overrides::echoed(name)));
+        }
         // What the built-in proxy would strip and the authoriser's proxy cannot: refused.
         if !ask.edge_removes {
             let strip = self.strip();
@@ -223,7 +236,7 @@ impl GatewayState {
     }
 
     /// Every header name an allowed request must lose before the identity headers are set,
-    /// as the built-in proxy removes them ([`forward::stripped_names`]): the identity headers
+    /// as the built-in proxy removes them (`forward::stripped_names`): the identity headers
     /// themselves (a client's copy), the client-certificate, client-address and override
     /// headers, `Forwarded` and `gateway.strip_headers`.
     pub fn headers_to_remove(&self) -> Vec<HeaderName> {
