@@ -59,7 +59,7 @@ enum Expect {
         site: &'static str,
     },
     /// Refused by the forward-auth face before any question is decided (403, this code, in
-    /// the contract's body; nothing recorded).
+    /// the contract's body; counted as the face's own refusal, with no site).
     Unasked { refusal: &'static str },
     /// Refused by the proxy itself, with this status: psp-gateway is never asked.
     ByTheProxy { status: u16 },
@@ -1019,8 +1019,11 @@ fn disagreements(face: Face, seen: &Seen, expect: &Expect) -> Vec<String> {
                 seen.refusal_header.as_deref().is_none_or(|r| r == refusal),
                 format!("x-psp-refusal {:?}", seen.refusal_header),
             );
+            // Counted as the face's own refusal (no site), unless nothing was answered.
+            let expected = (refusal != "no answer")
+                .then(|| (String::new(), "rejected".to_owned(), refusal.to_owned()));
             want(
-                seen.recorded.is_none(),
+                seen.recorded == expected,
                 format!("recorded {:?}", seen.recorded),
             );
         }

@@ -702,12 +702,23 @@ async fn a_malformed_check_request_is_denied_400_never_allowed() {
         assert_eq!(status, 400, "{answer}");
         assert_eq!(body["errors"][0]["code"], "check_request_invalid", "{body}");
     }
+    // Each is counted as the face's own refusal (no site chosen).
+    let metrics =
+        psp_gateway::telemetry::metrics::render(&prometheus_client::registry::Registry::default());
+    let counted: f64 = metrics
+        .lines()
+        .filter(|line| {
+            line.starts_with("psp_gateway_requests_total{")
+                && line.contains("face=\"ext-authz\"")
+                && line.contains("site=\"\"")
+                && line.contains("reason=\"check_request_invalid\"")
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(counted >= 5.0, "{counted} counted:\n{metrics}");
     face.stop().await;
 }
 
-/// Not a pass/fail test of speed: the figures Envoy's `grpc_service.timeout` must allow for
-/// (printed; run with `--nocapture`). The first Check of a PSP fetches its revocation
-/// evidence from the test PKI's responder on loopback; the second is answered from the cache.
 /// What tonic refuses before the face reads a message (over the 4 MiB limit, or compressed)
 /// must still be a `CheckResponse` denial: a gRPC error is Envoy's `failure_mode_allow` case,
 /// where a bank that set it lets the request through.
@@ -731,6 +742,9 @@ async fn an_oversized_or_compressed_check_is_denied_never_a_grpc_error() {
     face.stop().await;
 }
 
+/// Not a pass/fail test of speed: the figures Envoy's `grpc_service.timeout` must allow for
+/// (printed; run with `--nocapture`). The first Check of a PSP fetches its revocation
+/// evidence from the test PKI's responder on loopback; the second is answered from the cache.
 #[tokio::test]
 async fn a_first_check_fetches_revocation_evidence_and_the_next_is_answered_from_the_cache() {
     let face = start(PEER).await;

@@ -602,6 +602,20 @@ async fn a_caller_whose_address_is_not_configured_is_refused_before_any_decision
         reply.json()["errors"][0]["code"],
         "forward_auth_caller_unknown"
     );
+    // Audited, under the answer's request id.
+    let id = reply.header("x-request-id").expect("a request id");
+    let audited: Vec<_> = logs()
+        .lines("gateway refused")
+        .into_iter()
+        .filter(|line| line["fields"]["check_id"] == id)
+        .collect();
+    assert_eq!(audited.len(), 1, "{}", reply.said());
+    assert_eq!(audited[0]["target"], "audit");
+    assert_eq!(
+        audited[0]["fields"]["reason"],
+        "forward_auth_caller_unknown"
+    );
+    assert_eq!(audited[0]["fields"]["face"], "forward-auth");
     for name in IDENTITY {
         assert_eq!(reply.header(name), None, "{}", reply.said());
     }

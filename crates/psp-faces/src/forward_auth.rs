@@ -380,7 +380,7 @@ pub async fn handle<B>(
 ) -> Response<Body> {
     let asked = match question(state, sites, &req, conn) {
         Ok(asked) => asked,
-        Err(unasked) => return unasked_response(&unasked, &state.link_base),
+        Err(unasked) => return unasked_response(&unasked, &state.link_base, conn.peer),
     };
     let (site, ask, kind) = asked;
     answer(site.authorise(ask).await, kind)
@@ -606,15 +606,27 @@ fn answer(answer: Answer, kind: CallerKind) -> Response<Body> {
     }
 }
 
-fn unasked_response(unasked: &Unasked, link_base: &str) -> Response<Body> {
+/// The answer to a question never asked of a site: 403 with the contract's body, counted and
+/// audited ([`crate::gateway::log_face_refusal`]).
+fn unasked_response(unasked: &Unasked, link_base: &str, peer: SocketAddr) -> Response<Body> {
     if let Unasked::CallerUnknown(ip) = unasked {
         tracing::warn!(peer = %ip, "forward-auth request from an address that is no configured caller");
     }
+    let (id, title) = (new_request_id(), unasked.title());
+    crate::gateway::log_face_refusal(crate::gateway::FaceRefusal {
+        face: "forward-auth",
+        site: "",
+        check_id: &id,
+        peer,
+        status: StatusCode::FORBIDDEN,
+        code: unasked.code(),
+        detail: &title,
+    });
     contract_error(
         StatusCode::FORBIDDEN,
-        &new_request_id(),
+        &id,
         unasked.code(),
-        &unasked.title(),
+        &title,
         link_base,
     )
 }

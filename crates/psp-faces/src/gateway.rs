@@ -65,6 +65,7 @@ use path::NormalisedPath;
 pub use path::PathRefusal;
 pub use presented::DecodedChain;
 use record::{Decided, Record, Trouble};
+pub use record::{FaceRefusal, log_face_refusal};
 
 struct Route {
     prefix: String,

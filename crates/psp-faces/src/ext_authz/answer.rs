@@ -103,11 +103,26 @@ impl Refusal {
 }
 
 /// This face's refusal: the contract's error body with a fresh request id, its link under
-/// `link_base` (`checks.error_link_base`), as a denial.
-pub(crate) async fn refused(refusal: &Refusal, link_base: &str) -> CheckResponse {
+/// `link_base` (`checks.error_link_base`), as a denial; counted and audited with the caller's
+/// address `peer` ([`crate::gateway::log_face_refusal`]).
+pub(crate) async fn refused(
+    refusal: &Refusal,
+    link_base: &str,
+    peer: std::net::SocketAddr,
+) -> CheckResponse {
     use http_body_util::BodyExt;
     let (status, code, title) = refusal.parts();
-    let response = contract_error(status, &new_request_id(), code, &title, link_base);
+    let id = new_request_id();
+    crate::gateway::log_face_refusal(crate::gateway::FaceRefusal {
+        face: super::question::FACE,
+        site: "",
+        check_id: &id,
+        peer,
+        status,
+        code,
+        detail: &title,
+    });
+    let response = contract_error(status, &id, code, &title, link_base);
     let (parts, body) = response.into_parts();
     // A full body in memory: reading it cannot fail; an empty one would still deny.
     let body = body
@@ -461,7 +476,8 @@ mod tests {
                 "internal_error",
             ),
         ] {
-            let response = refused(&refusal, "https://bank.example/psd2/errors#").await;
+            let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
+            let response = refused(&refusal, "https://bank.example/psd2/errors#", peer).await;
             assert_eq!(
                 response.status.map(|s| s.code),
                 Some(GRPC_PERMISSION_DENIED)

@@ -59,8 +59,9 @@ impl tower_service::Service<http::Request<Body>> for AuthorizationService {
             let mut grpc = tonic::server::Grpc::new(LenientCodec)
                 .apply_max_message_size_config(Some(MAX_CHECK_REQUEST_BYTES), None);
             let link_base = (checker.sites)().error_link_base().to_owned();
+            let caller = caller_of(request.extensions());
             let response = grpc.unary(CheckCall(checker), request).await;
-            Ok(never_an_error(response, &link_base).await)
+            Ok(never_an_error(response, &link_base, caller).await)
         })
     }
 }
@@ -71,7 +72,11 @@ impl tower_service::Service<http::Request<Body>> for AuthorizationService {
 /// `failure_mode_allow` case, so each becomes a denial (400 `check_request_invalid`), sent as
 /// an ordinary `CheckResponse`. tonic puts such an error in the response head
 /// (trailers-only); a response whose head has no `grpc-status`, or `0`, is the face's own.
-async fn never_an_error(response: http::Response<Body>, link_base: &str) -> http::Response<Body> {
+async fn never_an_error(
+    response: http::Response<Body>,
+    link_base: &str,
+    caller: SocketAddr,
+) -> http::Response<Body> {
     let status = response.headers().get("grpc-status");
     if status.is_none_or(|status| status == "0") {
         return response;
@@ -95,7 +100,7 @@ async fn never_an_error(response: http::Response<Body>, link_base: &str) -> http
         detail = %message,
         "ext_authz Check refused before it was read"
     );
-    unary_ok(&answer::refused(&refusal, link_base).await)
+    unary_ok(&answer::refused(&refusal, link_base, caller).await)
 }
 
 /// A unary gRPC answer of `message`: 200, `application/grpc`, the message in one
@@ -135,16 +140,21 @@ impl tonic::server::UnaryService<Decoded> for CheckCall {
         let checker = Arc::clone(&self.0);
         // The listener puts the caller in every request's extensions; without it (which the
         // listener does not allow) the unspecified address stands for an unknown one.
-        let caller = request
-            .extensions()
-            .get::<Caller>()
-            .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |c| c.peer);
+        let caller = caller_of(request.extensions());
         Box::pin(async move {
             Ok(tonic::Response::new(
                 checker.check(caller, request.into_inner()).await,
             ))
         })
     }
+}
+
+/// The caller's address: the listener puts it in every request's extensions; without it
+/// (which the listener does not allow) the unspecified address stands for an unknown one.
+fn caller_of(extensions: &http::Extensions) -> SocketAddr {
+    extensions
+        .get::<Caller>()
+        .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |c| c.peer)
 }
 
 /// What arrived: a `CheckRequest`, or why the bytes are not one.
@@ -165,7 +175,9 @@ impl Checker {
         };
         match outcome {
             Ok(response) => response,
-            Err(refusal) => answer::refused(&refusal, (self.sites)().error_link_base()).await,
+            Err(refusal) => {
+                answer::refused(&refusal, (self.sites)().error_link_base(), caller).await
+            }
         }
     }
 

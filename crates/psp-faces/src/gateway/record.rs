@@ -167,6 +167,44 @@ pub(super) fn log(record: &Record, conn: &ConnInfo, failure: Option<&Failure>, s
     );
 }
 
+/// A refusal an external authoriser face makes itself, before any site decides: an asker
+/// that is no configured caller, a request no site serves, a question it cannot read. It is
+/// counted (`psp_gateway_requests_total`, decision `rejected`, with its `site` when one was
+/// chosen) and audited (`gateway refused`, with `check_id` the answer's request id), as a
+/// site's refusals before the rule are.
+pub fn log_face_refusal(refusal: FaceRefusal<'_>) {
+    metrics().request(refusal.face, refusal.site, "", "rejected", refusal.code);
+    tracing::info!(
+        target: "audit",
+        face = refusal.face,
+        site = refusal.site,
+        check_id = refusal.check_id,
+        peer = %refusal.peer,
+        status = refusal.status.as_u16(),
+        reason = refusal.code,
+        detail = refusal.detail,
+        "gateway refused"
+    );
+}
+
+/// What [`log_face_refusal`] records.
+pub struct FaceRefusal<'a> {
+    /// `ext-authz` or `forward-auth`.
+    pub face: &'static str,
+    /// The site chosen, or empty when none was.
+    pub site: &'a str,
+    /// The refusal answer's request id.
+    pub check_id: &'a str,
+    /// The asker's address (the authoriser, or the client as it reported it).
+    pub peer: std::net::SocketAddr,
+    /// The status the refusal answers.
+    pub status: StatusCode,
+    /// Its code (`docs/errors.md`).
+    pub code: &'static str,
+    /// Its sentence.
+    pub detail: &'a str,
+}
+
 /// One audit record per decision of the access rule, with the check's details; in
 /// report-only mode, the refusal not enforced is also a warning.
 fn audit_decision(record: &Record, decided: &Decided, conn: &ConnInfo) {
