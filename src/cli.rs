@@ -856,6 +856,7 @@ fn site_decision(
         peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         header_names: Vec::new(),
         edge_removes: true,
+        form_body: None,
         trace_headers: http::HeaderMap::new(),
     }));
     let mut out = serde_json::json!({

@@ -279,6 +279,37 @@ async fn an_expired_certificate_a_missing_service_and_no_certificate_are_each_de
     face.stop().await;
 }
 
+/// A form body whose field overrides the method (`_method=DELETE`, read by Rails, Spring's
+/// HiddenHttpMethodFilter, Laravel) is refused by the built-in proxy; through Envoy with
+/// `with_request_body` the Check face sees the body and refuses it the same way.
+#[tokio::test]
+async fn a_form_body_that_overrides_the_method_is_denied_when_envoy_passes_the_body() {
+    let face = start(PEER).await;
+    let form = |body: &str| {
+        let mut spec = on_xx(Some("valid"), "POST", "/v1/payments/sepa-credit-transfers");
+        spec["headers"] = json!({ "content-type": "application/x-www-form-urlencoded" });
+        spec["body"] = json!(body);
+        spec
+    };
+    let answers = checks(
+        face.addr,
+        vec![
+            form("amount=1&_method=DELETE"),
+            form("amount=1&%5Fmethod=DELETE"),
+            form("amount=1&currency=EUR"),
+        ],
+    )
+    .await;
+    for answer in &answers[..2] {
+        let (status, body) = denial(answer);
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(berlin_group_code(&body), "FORMAT_ERROR", "{body}");
+        assert_eq!(answer["status"]["message"], "override_parameter_refused");
+    }
+    assert_eq!(grpc_code(&answers[2]), 0, "{}", answers[2]);
+    face.stop().await;
+}
+
 /// Under `headers_with_underscores = "refuse"` the built-in proxy refuses a header name with
 /// an underscore; the Check face refuses it too, rather than have Envoy remove it.
 #[tokio::test]

@@ -268,6 +268,7 @@ async fn an_external_authorisers_audit_record_carries_the_trace_of_the_request_i
             peer: SocketAddr::from(([127, 0, 0, 1], 1)),
             header_names: Vec::new(),
             edge_removes: false,
+            form_body: None,
             trace_headers: psp_gateway::gateway::trace_headers([
                 ("Traceparent", CLIENT_TRACEPARENT.as_bytes()),
                 ("x-other", &b"1"[..]),
@@ -307,6 +308,7 @@ async fn through_an_authoriser_from_trusted_proxies_never_believes_the_clients_t
             peer: SocketAddr::from(([127, 0, 0, 1], 1)),
             header_names: Vec::new(),
             edge_removes: false,
+            form_body: None,
             trace_headers: psp_gateway::gateway::trace_headers([(
                 "traceparent",
                 CLIENT_TRACEPARENT.as_bytes(),

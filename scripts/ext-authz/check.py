@@ -20,6 +20,8 @@ Each is an object with any of:
   header_map                             [[name, value], ...], Envoy's encode_raw_headers form
   no_attributes                          true: a CheckRequest without attributes
   raw_hex                                send these bytes as the message, as they are
+  body                                   the request body as Envoy's with_request_body
+                                         passes it (HttpRequest.body)
   pad_bytes                              add a header x-pad of this many bytes (a message
                                          over the server's size limit)
   compression                            "gzip": the call's message compressed (grpcio's
@@ -78,6 +80,8 @@ def request_bytes(spec):
         headers=dict(spec.get("headers", {})),
         protocol="HTTP/2",
     )
+    if "body" in spec:
+        http.body = spec["body"]
     if "pad_bytes" in spec:
         http.headers["x-pad"] = "a" * int(spec["pad_bytes"])
     if "header_map" in spec:

@@ -479,6 +479,8 @@ fn question<'s, B>(
                 .map(str::to_owned)
                 .collect(),
             edge_removes: caller.config.kind.removes_headers(),
+            // The proxies do not pass the body to the check.
+            form_body: None,
             trace_headers: crate::gateway::trace_headers(
                 h.iter()
                     .map(|(name, value)| (name.as_str(), value.as_bytes())),

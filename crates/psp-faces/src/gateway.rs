@@ -67,6 +67,11 @@ pub use presented::DecodedChain;
 use record::{Decided, Record, Trouble};
 pub use record::{FaceRefusal, log_face_refusal};
 
+/// Whether a request's headers declare a form body (`overrides`).
+pub(crate) fn is_form_headers(headers: &http::HeaderMap) -> bool {
+    overrides::is_form_headers(headers)
+}
+
 struct Route {
     prefix: String,
     methods: Vec<Method>,

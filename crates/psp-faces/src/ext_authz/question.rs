@@ -176,6 +176,7 @@ pub(crate) fn ask(
         header_names: header_names(http),
         // Envoy removes what the answer's `headers_to_remove` names.
         edge_removes: true,
+        form_body: form_body(http),
         trace_headers: crate::gateway::trace_headers(
             http.headers
                 .iter()
@@ -273,6 +274,29 @@ pub(crate) fn xfcc_value(http: &HttpRequest) -> Result<Option<&[u8]>, String> {
             more.len()
         )),
     }
+}
+
+/// The body Envoy passed (`with_request_body`: `raw_body` with `pack_as_bytes`, else
+/// `body`), when the request's `content-type` is a form; `None` otherwise, or when it passed
+/// none.
+fn form_body(http: &HttpRequest) -> Option<bytes::Bytes> {
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in &http.headers {
+        if name.eq_ignore_ascii_case("content-type")
+            && let Ok(value) = http::HeaderValue::from_str(value)
+        {
+            headers.append(http::header::CONTENT_TYPE, value);
+        }
+    }
+    if !crate::gateway::is_form_headers(&headers) {
+        return None;
+    }
+    let body = if http.raw_body.is_empty() {
+        http.body.as_bytes()
+    } else {
+        http.raw_body.as_slice()
+    };
+    (!body.is_empty()).then(|| bytes::Bytes::copy_from_slice(body))
 }
 
 /// The names of the request's headers, lower-cased, each once, from either form Envoy sends

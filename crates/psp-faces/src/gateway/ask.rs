@@ -46,6 +46,11 @@ pub struct Ask {
     /// Whether the authoriser's proxy removes the headers the answer names (Envoy's
     /// `headers_to_remove`); nginx, Caddy and Traefik cannot be told to.
     pub edge_removes: bool,
+    /// The request's body as the authoriser passed it (Envoy's `with_request_body`), when
+    /// the request is a form (`Content-Type: application/x-www-form-urlencoded`): screened for
+    /// method and path overrides (`_method`) as the built-in proxy screens it. `None`: not a
+    /// form, or no body passed (docs/integration.md says what closes that at the edge).
+    pub form_body: Option<Bytes>,
     /// The request's `traceparent` and `tracestate` fields as the authoriser passed them
     /// ([`trace_headers`]); empty: none. They are the client's (an authoriser passes its
     /// client's headers on), so `from-trusted-proxies` does not believe them.
@@ -183,6 +188,12 @@ impl GatewayState {
         let (path, required) = route(self, &req, record)?;
         if path.as_str() != req.uri().path() {
             return Err(Failure::PathNotNormal(path.as_str().to_owned()));
+        }
+        // A form field that overrides the method or path, as the built-in proxy refuses it.
+        if let Some(body) = &ask.form_body
+            && let Some(field) = super::overrides::refused_parameter(&String::from_utf8_lossy(body))
+        {
+            return Err(Failure::OverrideRefused(field));
         }
         // `headers_with_underscores = "refuse"` refuses here as in the built-in proxy's
         // screening (its default, `drop`, is the strip set's).

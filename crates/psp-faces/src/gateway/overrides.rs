@@ -170,7 +170,13 @@ pub(super) enum FormRefusal {
 /// `Content-Type` is not read (Rack would read a POST's as a form; docs/hardening.md says why
 /// it streams anyway).
 fn is_form<B>(req: &Request<B>) -> bool {
-    req.headers()
+    is_form_headers(req.headers())
+}
+
+/// [`is_form`] on the headers alone: whether any `Content-Type` field is
+/// `application/x-www-form-urlencoded`.
+pub(super) fn is_form_headers(headers: &http::HeaderMap) -> bool {
+    headers
         .get_all(http::header::CONTENT_TYPE)
         .iter()
         .any(|value| {
