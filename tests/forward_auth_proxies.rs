@@ -69,7 +69,20 @@ struct Rig {
     caddy: Front,
 }
 
+/// Every log line of this test binary's psp-gateway, as JSON lines (installed once, before
+/// the first rig).
+fn logs() -> &'static common::log_capture::Captured {
+    static LOGS: std::sync::OnceLock<common::log_capture::Captured> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let captured = common::log_capture::Captured::default();
+        tracing::subscriber::set_global_default(common::log_capture::subscriber(&captured))
+            .expect("one global subscriber");
+        captured
+    })
+}
+
 async fn rig(test: &str) -> Rig {
+    logs();
     let work = async {
         let config = two_site_config(|t| {
             format!(
@@ -306,6 +319,41 @@ async fn an_underscore_spelling_of_an_identity_header_never_reaches_the_api() {
             as_cgi_reads,
             ["x-psp-auth-number: PSDXX-TEST-000016"],
             "{}: only psp-gateway's identity reaches the API",
+            front.name
+        );
+    }
+    rig.stop().await;
+}
+
+/// The audit record's client address is the one the proxy saw, never one the client wrote:
+/// nginx passes the client's own `X-Forwarded-For` into its check unless told otherwise
+/// (deploy/nginx sets it to `$remote_addr`), and Caddy replaces an untrusted client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audited_client_address_is_never_the_clients_own_x_forwarded_for() {
+    let rig = rig("client-address").await;
+    for front in rig.fronts() {
+        let reply = front
+            .call(
+                Some("valid"),
+                "xx.localhost",
+                Method::GET,
+                "/v1/accounts",
+                &[("x-forwarded-for", "203.0.113.66")],
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", said(front, &reply));
+        let seen = front.received().pop().expect("forwarded");
+        let check_id = values(&seen, "x-psp-check-id")[0].to_owned();
+        let decision: Vec<_> = logs()
+            .lines("gateway decision")
+            .into_iter()
+            .filter(|line| line["fields"]["check_id"] == check_id.as_str())
+            .collect();
+        assert_eq!(decision.len(), 1, "{}: {check_id}", front.name);
+        let peer = decision[0]["fields"]["peer"].as_str().unwrap_or_default();
+        assert!(
+            peer.starts_with("127.0.0.1:"),
+            "{}: the audited client is {peer}",
             front.name
         );
     }
