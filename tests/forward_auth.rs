@@ -516,6 +516,41 @@ async fn envoy_asks_with_the_request_line_behind_its_prefix_and_xfcc() {
     )
     .await;
     assert_allowed(&reply, "PSDXX-TEST-000001");
+    // Envoy's HTTP mode can remove headers (x-envoy-auth-headers-to-remove): the client's
+    // override, client-address and certificate headers are allowed through the check and
+    // named for Envoy to remove, never left for the bank's API.
+    let reply = ask_from(
+        fa,
+        LOOPBACK,
+        "GET",
+        "/psp-check/v1/accounts",
+        &[
+            ("host", "xx.localhost"),
+            ("x-forwarded-client-cert", &xfcc),
+            ("x-original-url", "/v1/payments"),
+            ("x-real-ip", "203.0.113.66"),
+            ("client-cert", ":AAAA:"),
+            ("x_psp_auth_number", "PSDXX-TEST-000002"),
+        ],
+    )
+    .await;
+    assert_allowed(&reply, "PSDXX-TEST-000001");
+    let removed: Vec<&str> = reply
+        .header("x-envoy-auth-headers-to-remove")
+        .unwrap_or_default()
+        .split(',')
+        .collect();
+    for name in [
+        "x-original-url",
+        "x-real-ip",
+        "client-cert",
+        "x_psp_auth_number",
+        "x-http-method-override",
+    ] {
+        assert!(removed.contains(&name), "{name} not removed: {removed:?}");
+    }
+    // Nor the identity headers the answer sets (Envoy removes after it sets).
+    assert!(!removed.contains(&"x-psp-auth-number"), "{removed:?}");
     // A path outside the prefix is no question it knows how to read.
     let reply = ask_from(
         fa,
