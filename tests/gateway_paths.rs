@@ -328,6 +328,9 @@ async fn path_and_method_override_headers_never_reach_the_upstream() {
         ("X-Forwarded-Path", "/v1/payments"),
         ("X-Forwarded-Prefix", "/v1/payments"),
         ("X-Envoy-Original-Path", "/v1/payments"),
+        ("X-Forwarded-Method", "DELETE"),
+        ("X-Original-Method", "DELETE"),
+        ("X-Envoy-Original-Method", "DELETE"),
         ("x-bank-route", "payments"),
         ("X-BANK-ROUTE", "payments"),
         ("x-request-id", "kept"),
@@ -346,6 +349,9 @@ async fn path_and_method_override_headers_never_reach_the_upstream() {
         "x-forwarded-path",
         "x-forwarded-prefix",
         "x-envoy-original-path",
+        "x-forwarded-method",
+        "x-original-method",
+        "x-envoy-original-method",
         "x-bank-route",
     ] {
         assert!(

@@ -90,10 +90,12 @@ pub(super) const CLIENT_ADDRESS_HEADERS: [HeaderName; 13] = [
 /// `X-Original-URL` and `X-Rewrite-URL` (IIS URL Rewrite, Symfony, Zend), `X-Original-URI`
 /// (nginx `auth_request` convention), `X-Forwarded-Uri`, `X-Forwarded-Path` and
 /// `X-Forwarded-Prefix` (Traefik, Spring's `ForwardedHeaderFilter`), `X-Envoy-Original-Path`
-/// (Envoy), and the method overrides `X-HTTP-Method-Override`, `X-HTTP-Method` and
-/// `X-Method-Override` (ASP.NET, Express `method-override`, Google APIs). `gateway.strip_headers`
-/// adds more.
-pub(super) const OVERRIDE_HEADERS: [HeaderName; 10] = [
+/// (Envoy), the method overrides `X-HTTP-Method-Override`, `X-HTTP-Method` and
+/// `X-Method-Override` (ASP.NET, Express `method-override`, Google APIs), and the original-method
+/// headers proxies write for their authorisers and some frameworks read as the method,
+/// `X-Forwarded-Method` (Traefik, Caddy), `X-Original-Method` (nginx `auth_request`) and
+/// `X-Envoy-Original-Method`. `gateway.strip_headers` adds more.
+pub(super) const OVERRIDE_HEADERS: [HeaderName; 13] = [
     HeaderName::from_static("x-original-url"),
     HeaderName::from_static("x-rewrite-url"),
     HeaderName::from_static("x-original-uri"),
@@ -104,6 +106,9 @@ pub(super) const OVERRIDE_HEADERS: [HeaderName; 10] = [
     HeaderName::from_static("x-http-method-override"),
     HeaderName::from_static("x-http-method"),
     HeaderName::from_static("x-method-override"),
+    HeaderName::from_static("x-forwarded-method"),
+    HeaderName::from_static("x-original-method"),
+    HeaderName::from_static("x-envoy-original-method"),
 ];
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
