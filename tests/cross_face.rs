@@ -127,6 +127,7 @@ const OVERRIDES: &[(&str, &str)] = &[
     ("x-forwarded-prefix", "forged-/admin"),
     ("x-forwarded-path", "forged-/v1/payments"),
     ("x-envoy-original-path", "forged-/v1/payments"),
+    ("x-envoy-original-url", "forged-/v1/payments"),
     ("x-http-method-override", "forged-DELETE"),
     ("x-http-method", "forged-DELETE"),
     ("x-method-override", "forged-DELETE"),
@@ -143,6 +144,15 @@ const CLIENT_ADDRESS_AND_CERTIFICATE: &[(&str, &str)] = &[
     ("client-cert", "forged-:AAAA:"),
     ("x-client-verify", "forged-SUCCESS"),
     ("x-ssl-client-s-dn", "forged-CN=valid"),
+    // The second attack's additions (docs/attacks/faces.md, break 4).
+    ("x-forwarded-tls-client-cert", "forged-MIIBforged"),
+    ("x-ssl-cert", "forged-cert"),
+    ("x-client-dn", "forged-CN=valid"),
+    ("x-originating-ip", "forged-203.0.113.66"),
+    ("x-remote-addr", "forged-203.0.113.66"),
+    ("client-ip", "forged-203.0.113.66"),
+    ("x-envoy-internal", "forged-true"),
+    ("x-envoy-external-address", "forged-203.0.113.66"),
 ];
 
 /// How a forward-auth face answers a request carrying a header of the strip set that is not

@@ -1003,6 +1003,28 @@ async fn ingress_nginx_a_request_decided_for_one_site_and_routed_to_another_is_r
     // The same host, in another case or with its port: one host.
     let reply = ask(fa, &question(Some("XX.localhost:443"))).await;
     assert_allowed(&reply, "PSDXX-TEST-000001");
+    // A fragment in the URL (nginx forwards `$request_uri` whole): refused, as on every face
+    // (docs/attacks/faces.md, break 2).
+    let reply = ask(
+        fa,
+        &[
+            ("host", "psp-gateway.psp.svc"),
+            ("x-original-method", "GET"),
+            (
+                "x-original-url",
+                "https://xx.localhost/v1/accounts#/../../v1/payments/x",
+            ),
+            ("x-routed-host", "xx.localhost"),
+            ("ssl-client-cert", cert.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(
+        refused(&reply),
+        (StatusCode::FORBIDDEN, Some("400"), Some("path_refused")),
+        "{}",
+        reply.said()
+    );
     running.stop().await;
 }
 

@@ -329,7 +329,7 @@ async fn an_underscore_spelling_of_an_identity_header_never_reaches_the_api() {
 /// nginx passes the client's own `X-Forwarded-For` into its check unless told otherwise
 /// (deploy/nginx sets it to `$remote_addr`), and Caddy replaces an untrusted client's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_audited_client_address_is_never_the_clients_own_x_forwarded_for() {
+async fn the_audited_and_forwarded_client_address_and_host_are_never_the_clients_own() {
     let rig = rig("client-address").await;
     for front in rig.fronts() {
         let reply = front
@@ -338,11 +338,28 @@ async fn the_audited_client_address_is_never_the_clients_own_x_forwarded_for() {
                 "xx.localhost",
                 Method::GET,
                 "/v1/accounts",
-                &[("x-forwarded-for", "203.0.113.66")],
+                &[
+                    ("x-forwarded-for", "203.0.113.66"),
+                    ("x-forwarded-host", "xy.localhost"),
+                ],
             )
             .await;
         assert_eq!(reply.status, StatusCode::OK, "{}", said(front, &reply));
         let seen = front.received().pop().expect("forwarded");
+        // Nor what the bank's API is told: the proxy's own values, as the built-in proxy's
+        // (docs/attacks/faces.md, break 1).
+        assert_eq!(
+            values(&seen, "x-forwarded-for"),
+            ["127.0.0.1"],
+            "{}",
+            front.name
+        );
+        let hosts = values(&seen, "x-forwarded-host");
+        assert!(
+            hosts.len() == 1 && hosts[0].starts_with("xx.localhost"),
+            "{}: {hosts:?}",
+            front.name
+        );
         let check_id = values(&seen, "x-psp-check-id")[0].to_owned();
         let decision: Vec<_> = logs()
             .lines("gateway decision")

@@ -120,6 +120,10 @@ impl CallerKind {
                 "x-forwarded-host",
                 "x-auth-request-redirect",
                 "x-request-id",
+                // With auth-tls-pass-certificate-to-upstream, beside ssl-client-cert.
+                "ssl-client-verify",
+                "ssl-client-subject-dn",
+                "ssl-client-issuer-dn",
             ],
             CallerKind::Traefik => &[
                 "x-forwarded-method",
@@ -408,9 +412,15 @@ fn question<'s, B>(
             let uri: http::Uri = url
                 .parse()
                 .map_err(|_| Unasked::Ambiguous("x-original-url"))?;
-            let target = uri
+            let mut target = uri
                 .path_and_query()
                 .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
+            // `http::Uri` drops a fragment, which nginx forwards with the rest of the target:
+            // kept, so that the site refuses it as every face does.
+            if let Some((_, fragment)) = url.split_once('#') {
+                target.push('#');
+                target.push_str(fragment);
+            }
             let host = uri
                 .authority()
                 .map(|a| a.as_str().to_owned())

@@ -43,33 +43,43 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 ];
 
 /// Client-certificate headers that load balancers and other proxies use; a client must
-/// never be able to pass one to the bank (DESIGN.md section 5): Envoy's
-/// `X-Forwarded-Client-Cert`, RFC 9440's `Client-Cert` and `Client-Cert-Chain`, `SSL-Client-Cert`,
-/// `X-Client-Cert` and `X-Client-Verify` (nginx conventions), `X-ARR-ClientCert` (Azure App
-/// Service), and the contract's `eidas`.
-const CLIENT_CERT_HEADERS: [HeaderName; 8] = [
+/// never be able to pass one to the bank: Envoy's `X-Forwarded-Client-Cert`, RFC 9440's
+/// `Client-Cert` and `Client-Cert-Chain`, Traefik's `X-Forwarded-Tls-Client-Cert` and its
+/// `-Info`, `X-Client-Cert`, `X-Client-Verify`, `X-SSL-Cert`, `X-Client-DN` and
+/// `X-Client-Cert-Dn` (nginx and HAProxy conventions), `X-ARR-ClientCert` (Azure App Service),
+/// and the contract's `eidas`.
+const CLIENT_CERT_HEADERS: [HeaderName; 13] = [
     HeaderName::from_static("x-forwarded-client-cert"),
     HeaderName::from_static("client-cert"),
     HeaderName::from_static("client-cert-chain"),
-    HeaderName::from_static("ssl-client-cert"),
+    HeaderName::from_static("x-forwarded-tls-client-cert"),
+    HeaderName::from_static("x-forwarded-tls-client-cert-info"),
     HeaderName::from_static("x-client-cert"),
     HeaderName::from_static("x-client-verify"),
+    HeaderName::from_static("x-ssl-cert"),
+    HeaderName::from_static("x-client-dn"),
+    HeaderName::from_static("x-client-cert-dn"),
     HeaderName::from_static("x-arr-clientcert"),
     HeaderName::from_static("eidas"),
+    HeaderName::from_static("ssl-client-cert"),
 ];
 
 /// Any header starting with one of these is a client-certificate header too: `X-SSL-Client-*`
-/// (nginx, Apache, F5), `X-Amzn-Mtls-Clientcert*` (AWS load balancers).
-const CLIENT_CERT_PREFIXES: [&str; 2] = ["x-ssl-client-", "x-amzn-mtls-clientcert"];
+/// (nginx, Apache, F5), `SSL-Client-*` (ingress-nginx's `ssl-client-cert`,
+/// `ssl-client-subject-dn`, `ssl-client-verify`), `X-Amzn-Mtls-Clientcert*` (AWS load
+/// balancers).
+const CLIENT_CERT_PREFIXES: [&str; 3] = ["x-ssl-client-", "ssl-client-", "x-amzn-mtls-clientcert"];
 
 /// Client-address and front-end headers other proxies set and upstream frameworks believe:
 /// a client must not name its own address, port, scheme or server. The gateway sets
 /// `X-Forwarded-For`, `-Proto` and `-Host` itself; these it removes: `X-Real-IP` (nginx),
 /// `True-Client-IP` (Akamai, Cloudflare), `CF-Connecting-IP`, `Fastly-Client-IP`,
 /// `X-Client-IP`, `X-Cluster-Client-IP`, `X-Original-Forwarded-For`, `X-Forwarded-Port`,
-/// `X-Forwarded-Server`, `X-Forwarded-Scheme`, `X-Forwarded-Ssl`, `X-Url-Scheme` and
-/// `Front-End-Https`. (`X-Forwarded-Prefix` is an override header.)
-pub(super) const CLIENT_ADDRESS_HEADERS: [HeaderName; 13] = [
+/// `X-Forwarded-Server`, `X-Forwarded-Scheme`, `X-Forwarded-Ssl`, `X-Url-Scheme`,
+/// `Front-End-Https`, `X-Originating-IP`, `X-Remote-IP`, `X-Remote-Addr`, `Client-IP`,
+/// `X-ProxyUser-Ip`, and Envoy's trust markers `X-Envoy-Internal` and
+/// `X-Envoy-External-Address`. (`X-Forwarded-Prefix` is an override header.)
+pub(super) const CLIENT_ADDRESS_HEADERS: [HeaderName; 20] = [
     HeaderName::from_static("x-real-ip"),
     HeaderName::from_static("true-client-ip"),
     HeaderName::from_static("cf-connecting-ip"),
@@ -83,6 +93,13 @@ pub(super) const CLIENT_ADDRESS_HEADERS: [HeaderName; 13] = [
     HeaderName::from_static("x-forwarded-ssl"),
     HeaderName::from_static("x-url-scheme"),
     HeaderName::from_static("front-end-https"),
+    HeaderName::from_static("x-originating-ip"),
+    HeaderName::from_static("x-remote-ip"),
+    HeaderName::from_static("x-remote-addr"),
+    HeaderName::from_static("client-ip"),
+    HeaderName::from_static("x-proxyuser-ip"),
+    HeaderName::from_static("x-envoy-internal"),
+    HeaderName::from_static("x-envoy-external-address"),
 ];
 
 /// Headers that upstream frameworks honour as a replacement for the request's path or method:
@@ -90,12 +107,12 @@ pub(super) const CLIENT_ADDRESS_HEADERS: [HeaderName; 13] = [
 /// `X-Original-URL` and `X-Rewrite-URL` (IIS URL Rewrite, Symfony, Zend), `X-Original-URI`
 /// (nginx `auth_request` convention), `X-Forwarded-Uri`, `X-Forwarded-Path` and
 /// `X-Forwarded-Prefix` (Traefik, Spring's `ForwardedHeaderFilter`), `X-Envoy-Original-Path`
-/// (Envoy), the method overrides `X-HTTP-Method-Override`, `X-HTTP-Method` and
+/// and `X-Envoy-Original-Url` (Envoy), the method overrides `X-HTTP-Method-Override`, `X-HTTP-Method` and
 /// `X-Method-Override` (ASP.NET, Express `method-override`, Google APIs), and the original-method
 /// headers proxies write for their authorisers and some frameworks read as the method,
 /// `X-Forwarded-Method` (Traefik, Caddy), `X-Original-Method` (nginx `auth_request`) and
 /// `X-Envoy-Original-Method`. `gateway.strip_headers` adds more.
-pub(super) const OVERRIDE_HEADERS: [HeaderName; 13] = [
+pub(super) const OVERRIDE_HEADERS: [HeaderName; 14] = [
     HeaderName::from_static("x-original-url"),
     HeaderName::from_static("x-rewrite-url"),
     HeaderName::from_static("x-original-uri"),
@@ -103,6 +120,7 @@ pub(super) const OVERRIDE_HEADERS: [HeaderName; 13] = [
     HeaderName::from_static("x-forwarded-path"),
     HeaderName::from_static("x-forwarded-prefix"),
     HeaderName::from_static("x-envoy-original-path"),
+    HeaderName::from_static("x-envoy-original-url"),
     HeaderName::from_static("x-http-method-override"),
     HeaderName::from_static("x-http-method"),
     HeaderName::from_static("x-method-override"),
