@@ -377,6 +377,30 @@ async fn the_audited_and_forwarded_client_address_and_host_are_never_the_clients
     rig.stop().await;
 }
 
+/// nginx forwards `$request_uri` whole, fragment included, and Go's request parser keeps it in
+/// Caddy's `X-Forwarded-Uri`: an AIS-only PSP's `/v1/accounts#/../../v1/payments/x` must not be
+/// decided as `/v1/accounts` and delivered as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fragment_in_the_target_never_reaches_the_api() {
+    let rig = rig("fragment").await;
+    for front in rig.fronts() {
+        let head = format!(
+            "GET /v1/accounts#/../../v1/payments/x HTTP/1.1\r\nHost: xx.localhost:{}\r\nConnection: close\r\n\r\n",
+            front.port
+        );
+        let (status, text) =
+            edge_proxies::call_raw(front.addr(), Some("aisp"), "xx.localhost", head.as_bytes())
+                .await;
+        assert!(
+            (400..500).contains(&status),
+            "{}: {status} {text}",
+            front.name
+        );
+        assert!(front.received().is_empty(), "{}: {text}", front.name);
+    }
+    rig.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_psp_gets_401_and_the_api_never_sees_the_call() {
     let rig = rig("revoked").await;

@@ -439,6 +439,40 @@ pub async fn call(
         .unwrap_or_else(|_| panic!("no answer from {addr} ({sni} {path}) within {CALL_LIMIT:?}"))
 }
 
+/// A request written byte for byte (`head`, which should ask `Connection: close`) over a new
+/// TLS connection as `psp` (or none) to `addr` for the server name `sni`: for targets an HTTP
+/// client would not send as written (a `#` fragment). The status of the answer (0 when the
+/// connection ended without one) and its text.
+pub async fn call_raw(
+    addr: SocketAddr,
+    psp: Option<&str>,
+    sni: &str,
+    head: &[u8],
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config: Arc<rustls::ClientConfig> =
+        tls_client::client_config(&test_pki().dir, psp, Proto::H1);
+    let work = async {
+        let mut tls = tls_client::connect_as(addr, config, sni)
+            .await
+            .unwrap_or_else(|e| panic!("TLS handshake with {addr} as {sni}: {e}"));
+        tls.write_all(head).await.expect("write");
+        let mut answer = Vec::new();
+        // A peer that closes without close_notify is an answer all the same.
+        let _ = tls.read_to_end(&mut answer).await;
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, text)
+    };
+    tokio::time::timeout(CALL_LIMIT, work)
+        .await
+        .unwrap_or_else(|_| panic!("no answer from {addr} ({sni}) within {CALL_LIMIT:?}"))
+}
+
 /// The `[forward_auth]` section: listening on 127.0.0.1:0, one caller per
 /// `(kind, address block, certificate header)`.
 pub fn forward_auth_section(callers: &[(&str, &str, &str)]) -> String {
