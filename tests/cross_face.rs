@@ -61,6 +61,10 @@ enum Expect {
     /// Refused by the forward-auth face before any question is decided (403, this code, in
     /// the contract's body; counted as the face's own refusal, with no site).
     Unasked { refusal: &'static str },
+    /// Refused with a 4xx by whichever layer reads it first (the HTTP layer's framing guard,
+    /// the proxy, or psp-gateway's face), and never forwarded: for a request target no HTTP
+    /// client sends, which each face reads in its own layer.
+    NeverForwarded,
     /// Refused by the proxy itself, with this status: psp-gateway is never asked.
     ByTheProxy { status: u16 },
 }
@@ -366,6 +370,13 @@ fn cases() -> Vec<Case> {
                 allowed("PSDXX-TEST-000016"),
             )
         },
+        at_xx(
+            "a fragment in the target (/v1/accounts#/../../v1/payments/x for an AIS-only \
+             PSP): written byte for byte, refused wherever it is read, never forwarded",
+            Some("aisp"),
+            "/v1/accounts#/../../v1/payments/x",
+            Expect::NeverForwarded,
+        ),
         Case {
             headers: SPOOFED,
             diverges: NGINX_REFUSES,
@@ -718,6 +729,32 @@ fn forged_values(case: &Case) -> Vec<String> {
         .collect()
 }
 
+/// `case` written byte for byte to `addr` (its target as it is, `Connection: close`), for a
+/// target an HTTP client would not send as written; `reached` says whether the API got it
+/// (the built-in proxy's echo answers with `"echo"`).
+async fn raw_seen(addr: SocketAddr, case: &Case, reached: impl Fn() -> bool) -> Seen {
+    let head = format!(
+        "{} {} HTTP/1.1\r\nHost: {}:{}\r\nConnection: close\r\n\r\n",
+        case.method,
+        case.path,
+        case.host,
+        addr.port()
+    );
+    let (status, text) = edge_proxies::call_raw(addr, case.psp, case.sni, head.as_bytes()).await;
+    Seen {
+        client_status: status,
+        api_reached: reached() || text.contains("\"echo\""),
+        detail: text
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .chars()
+            .take(200)
+            .collect(),
+        ..Seen::default()
+    }
+}
+
 /// The code in a refusal body of any dialect.
 fn dialect_code(body: &serde_json::Value) -> Option<String> {
     [
@@ -753,6 +790,9 @@ async fn built_in(rig: &Rig, case: &Case) -> Seen {
             headers: reply.headers,
             body: reply.body,
         }
+    } else if case.path.contains('#') {
+        let addr = rig.main.gateway.expect("the two-site listener");
+        return raw_seen(addr, case, || false).await;
     } else {
         let addr = rig.main.gateway.expect("the two-site listener");
         let host = format!("{}:{}", case.host, addr.port());
@@ -810,9 +850,16 @@ async fn through(rig: &Rig, front: &Front, case: &Case) -> Seen {
     } else {
         front.port
     };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    if case.path.contains('#') {
+        let api = &front.api;
+        return raw_seen(addr, case, || {
+            api.received.lock().expect("lock").len() > api_before
+        })
+        .await;
+    }
     let headers = client_headers(case);
     let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let host = format!("{}:{port}", case.host);
     let reply = edge_proxies::call(
         addr,
@@ -1035,6 +1082,13 @@ fn disagreements(face: Face, seen: &Seen, expect: &Expect) -> Vec<String> {
             want(
                 seen.recorded == expected,
                 format!("recorded {:?}", seen.recorded),
+            );
+        }
+        Expect::NeverForwarded => {
+            want(!seen.api_reached, "the API was reached".into());
+            want(
+                (400..500).contains(&seen.client_status),
+                format!("client status {}", seen.client_status),
             );
         }
         Expect::ByTheProxy { status } => {
