@@ -14,7 +14,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NormaliseRule {
-    /// Upper-case (Unicode), so `c58301` meets `C58301`.
+    /// Upper-case ASCII letters, so `c58301` meets `C58301`. Only ASCII: authorisation numbers
+    /// and national references are ASCII (ETSI TS 119 495), and Unicode upper-casing makes
+    /// look-alikes meet (`ı` and `ſ` upper-case to `I` and `S`, so `ıſ0001` would meet
+    /// `IS0001`).
     Case,
     /// Remove every whitespace character, leading, trailing and inner.
     Whitespace,
@@ -97,7 +100,7 @@ impl Normalisation {
             .filter(|&c| !(self.whitespace && c.is_whitespace() || self.dashes && is_dash(c)))
             .collect();
         if self.case {
-            s = s.to_uppercase();
+            s.make_ascii_uppercase();
         }
         if self.leading_zeros {
             let trimmed = s.trim_start_matches('0');
@@ -133,6 +136,25 @@ mod tests {
                 NormaliseRule::LeadingZeros
             ]
         );
+    }
+
+    #[test]
+    fn no_unicode_character_whose_upper_case_is_ascii_meets_an_ascii_reference() {
+        let n = Normalisation::from_rules(&DEFAULT_RULES);
+        let mut found = 0;
+        for c in (0x80..=0x10FFFF).filter_map(char::from_u32) {
+            let upper: String = c.to_uppercase().collect();
+            if !upper.is_ascii() {
+                continue;
+            }
+            found += 1;
+            // The look-alike in a reference, against the ASCII spelling a register publishes.
+            let look_alike = format!("PSD{c}0001");
+            let ascii = format!("PSD{upper}0001");
+            assert_ne!(n.normalise(&look_alike), n.normalise(&ascii), "U+{:04X}", c as u32);
+        }
+        // ı (U+0131), ſ (U+017F), K (U+212A) and ﬀ-like ligatures at least.
+        assert!(found >= 3, "{found}");
     }
 
     #[test]
