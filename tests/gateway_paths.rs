@@ -305,6 +305,41 @@ async fn the_upstream_receives_exactly_the_normalised_path_and_the_query_unchang
     running.stop().await;
 }
 
+/// A site that renames its identity headers (a reload, say) still removes a client's copy of
+/// the default names, which an upstream written for them may still read.
+#[tokio::test]
+async fn a_clients_copy_of_a_default_identity_name_never_reaches_the_upstream_after_a_rename() {
+    let up = upstream::start_raw().await;
+    let running = gateway(&up, |t| {
+        t.replace(
+            "upstream_timeout_ms = 2000",
+            "upstream_timeout_ms = 2000\nidentity_headers = { auth_number = \"x-bank-psp-id\", name = \"x-bank-psp-name\" }",
+        )
+    })
+    .await;
+    let headers = [
+        ("x-psp-auth-number", "PSDXX-TEST-000001"),
+        ("x-psp-name", "Forged"),
+        ("x-bank-psp-id", "PSDXX-TEST-000001"),
+    ];
+    let answer = raw_get(&running, AISP, b"/v1/accounts", &headers).await;
+    assert_eq!(answer.status, Some(200), "{}", answer.text);
+    let seen = up.last_header_names();
+    for gone in ["x-psp-auth-number", "x-psp-name"] {
+        assert!(
+            !seen.iter().any(|h| h == gone),
+            "{gone} reached the upstream"
+        );
+    }
+    // The configured name carries the gateway's own value, once.
+    assert_eq!(
+        seen.iter().filter(|h| *h == "x-bank-psp-id").count(),
+        1,
+        "{seen:?}"
+    );
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn path_and_method_override_headers_never_reach_the_upstream() {
     let up = upstream::start_raw().await;

@@ -151,7 +151,12 @@ mod tests {
             // The look-alike in a reference, against the ASCII spelling a register publishes.
             let look_alike = format!("PSD{c}0001");
             let ascii = format!("PSD{upper}0001");
-            assert_ne!(n.normalise(&look_alike), n.normalise(&ascii), "U+{:04X}", c as u32);
+            assert_ne!(
+                n.normalise(&look_alike),
+                n.normalise(&ascii),
+                "U+{:04X}",
+                c as u32
+            );
         }
         // ı (U+0131), ſ (U+017F), K (U+212A) and ﬀ-like ligatures at least.
         assert!(found >= 3, "{found}");

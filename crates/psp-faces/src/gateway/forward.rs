@@ -42,6 +42,19 @@ const HOP_BY_HOP: [HeaderName; 9] = [
     HeaderName::from_static("proxy-authorization"),
 ];
 
+/// The default identity header names (`gateway.identity_headers` unset): removed from every
+/// inbound request whatever names the site configures, so that a reload renaming them never
+/// lets a client's copy of an old default through to an upstream that still reads it.
+const DEFAULT_IDENTITY_HEADERS: [HeaderName; 7] = [
+    HeaderName::from_static("x-psp-auth-number"),
+    HeaderName::from_static("x-psp-name"),
+    HeaderName::from_static("x-psp-services"),
+    HeaderName::from_static("x-psp-certificate"),
+    HeaderName::from_static("x-psp-check-id"),
+    HeaderName::from_static("x-psp-report-only-rejection"),
+    HeaderName::from_static("x-psp-decision-jws"),
+];
+
 /// Client-certificate headers that load balancers and other proxies use; a client must
 /// never be able to pass one to the bank: Envoy's `X-Forwarded-Client-Cert`, RFC 9440's
 /// `Client-Cert` and `Client-Cert-Chain`, Traefik's `X-Forwarded-Tls-Client-Cert` and its
@@ -652,7 +665,7 @@ pub(super) fn strip_identity(
     for k in prefixed {
         h.remove(k);
     }
-    for name in &CLIENT_CERT_HEADERS {
+    for name in CLIENT_CERT_HEADERS.iter().chain(&DEFAULT_IDENTITY_HEADERS) {
         h.remove(name);
     }
     for name in names.all() {
@@ -669,6 +682,7 @@ fn is_protected(name: &str, strip: &Strip<'_>) -> bool {
     let listed = |list: &[HeaderName]| list.iter().any(|h| h.as_str() == name);
     listed(&HOP_BY_HOP)
         || listed(&CLIENT_CERT_HEADERS)
+        || listed(&DEFAULT_IDENTITY_HEADERS)
         || listed(&CLIENT_ADDRESS_HEADERS)
         || listed(&OVERRIDE_HEADERS)
         || listed(strip.configured)
@@ -693,6 +707,7 @@ fn is_protected(name: &str, strip: &Strip<'_>) -> bool {
 pub(super) fn is_stripped(name: &str, strip: &Strip<'_>) -> bool {
     let listed = |list: &[HeaderName]| list.iter().any(|h| h.as_str() == name);
     listed(&CLIENT_CERT_HEADERS)
+        || listed(&DEFAULT_IDENTITY_HEADERS)
         || listed(&CLIENT_ADDRESS_HEADERS)
         || listed(&OVERRIDE_HEADERS)
         || listed(strip.configured)
@@ -714,6 +729,12 @@ pub(super) fn stripped_names(strip: &Strip<'_>) -> Vec<HeaderName> {
         .into_iter()
         .cloned()
         .chain(strip.identity_header.cloned())
+        .chain(
+            DEFAULT_IDENTITY_HEADERS
+                .iter()
+                .filter(|name| !strip.names.all().contains(name))
+                .cloned(),
+        )
         .chain(CLIENT_CERT_HEADERS.iter().cloned())
         .chain(CLIENT_ADDRESS_HEADERS.iter().cloned())
         .chain([header::FORWARDED])
@@ -736,6 +757,14 @@ pub(super) fn strip_overrides(h: &mut HeaderMap, configured: &[HeaderName]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_identity_names_are_the_configurations_defaults() {
+        let defaults = super::super::config::IdentityHeaderNames::default();
+        let constants = DEFAULT_IDENTITY_HEADERS;
+        let names: Vec<&str> = constants.iter().map(HeaderName::as_str).collect();
+        assert_eq!(names, defaults.all());
+    }
 
     #[test]
     fn every_service_set_has_its_numbers_in_order_as_its_header_value() {
