@@ -44,6 +44,18 @@ pub enum ApiError {
     Internal,
 }
 
+/// At most this many characters of a value the caller sent are repeated in an error title.
+const ECHOED_CHARS: usize = 64;
+
+/// A value the caller sent, cut to [`ECHOED_CHARS`] characters (`…` marks a cut): a 30 KB
+/// parameter is not sent back whole.
+fn echoed(value: &str) -> String {
+    match value.char_indices().nth(ECHOED_CHARS) {
+        Some((end, _)) => format!("{}…", &value[..end]),
+        None => value.to_owned(),
+    }
+}
+
 impl ApiError {
     /// Status, code and title. The codes are documented in `docs/errors.md`.
     fn parts(&self) -> (StatusCode, &'static str, String) {
@@ -112,12 +124,12 @@ impl ApiError {
             ApiError::JurisdictionInvalid(j) => (
                 StatusCode::NOT_FOUND,
                 "jurisdiction_invalid",
-                format!("`{j}` is not a valid jurisdiction for this service"),
+                format!("`{}` is not a valid jurisdiction for this service", echoed(j)),
             ),
             ApiError::VersionInvalid(v) => (
                 StatusCode::NOT_FOUND,
                 "version_invalid",
-                format!("Header `version` must be `latest` or `1`, not `{v}`"),
+                format!("Header `version` must be `latest` or `1`, not `{}`", echoed(v)),
             ),
             ApiError::CertificateInvalid(why) => (
                 StatusCode::NOT_FOUND,
@@ -171,5 +183,25 @@ impl ApiError {
     /// The code, for logs.
     pub fn code(&self) -> &'static str {
         self.parts().1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_value_the_caller_sent_is_not_echoed_whole() {
+        let huge = "X".repeat(30 * 1024);
+        for error in [
+            ApiError::JurisdictionInvalid(huge.clone()),
+            ApiError::VersionInvalid(huge.clone()),
+        ] {
+            let (_, _, title) = error.parts();
+            assert!(title.len() < 200, "{} bytes", title.len());
+            assert!(title.contains(&format!("{}…", "X".repeat(ECHOED_CHARS))));
+        }
+        let (_, _, title) = ApiError::JurisdictionInvalid("zz".into()).parts();
+        assert_eq!(title, "`zz` is not a valid jurisdiction for this service");
     }
 }
