@@ -80,6 +80,23 @@ fn the_kubernetes_manifests_validate_and_their_configuration_is_valid() {
     of_kind("PodDisruptionBudget");
     let policy = of_kind("NetworkPolicy");
     assert!(policy["spec"]["policyTypes"].to_string().contains("Egress"));
+    // The admin port (metrics, readiness, audit and evidence endpoints) is not open to every
+    // source: each ingress rule that names it names its sources too.
+    let ingress = policy["spec"]["ingress"].as_array().expect("ingress rules");
+    let admin_rules: Vec<_> = ingress
+        .iter()
+        .filter(|rule| rule["ports"].to_string().contains("9090"))
+        .collect();
+    assert!(
+        !admin_rules.is_empty(),
+        "the admin port is reachable by someone"
+    );
+    for rule in admin_rules {
+        assert!(
+            rule["from"].as_array().is_some_and(|from| !from.is_empty()),
+            "the admin port is open to every source: {rule}"
+        );
+    }
 
     let pod = &of_kind("Deployment")["spec"]["template"]["spec"];
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
