@@ -100,12 +100,13 @@ impl CallerKind {
     /// copy the client sent (besides the certificate header): the face cannot see the
     /// client's copy of these, so the proxy's example configuration (`deploy/`) removes them
     /// from the request to the bank's API. Any other header of the strip set in the check
-    /// request is the client's, and is refused. Read from each proxy's source: nginx as
-    /// `deploy/nginx` configures it; ingress-nginx's auth location template
-    /// (`rootfs/etc/nginx/template/nginx.tmpl`); Traefik's `forwardauth.writeHeader` and its
-    /// forwarded-headers rewrite (`X-Real-Ip`, `X-Forwarded-Port`, `X-Forwarded-Server`);
-    /// Caddy's `forward_auth` (`X-Forwarded-Method`, `X-Forwarded-Uri`) and `reverse_proxy`;
-    /// Envoy's HTTP ext_authz client.
+    /// request is the client's, and is refused. The lists: nginx as `deploy/nginx` configures
+    /// it; Caddy's `forward_auth` (`X-Forwarded-Method`, `X-Forwarded-Uri`) and
+    /// `reverse_proxy`, as the real Caddy of the tests sends them; Traefik's
+    /// `forwardauth.writeHeader` and its forwarded-headers rewrite (`X-Real-Ip`,
+    /// `X-Forwarded-Port`, `X-Forwarded-Server`), ingress-nginx's auth location and Envoy's
+    /// HTTP ext_authz client as their documentation describes them (none of these three runs
+    /// here: not verified against the real proxy).
     fn own_headers(self) -> &'static [&'static str] {
         match self {
             CallerKind::Nginx => &["host", "x-original-uri", "x-original-method"],
