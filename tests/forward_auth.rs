@@ -45,15 +45,9 @@ fn caller(kind: &str, addresses: &str, extra: &str) -> String {
     )
 }
 
-/// Every log line of this test binary's faces, as JSON lines (installed once, for all threads).
+/// Every log line of this test binary ([`common::log_capture::global`]).
 fn logs() -> &'static common::log_capture::Captured {
-    static LOGS: std::sync::OnceLock<common::log_capture::Captured> = std::sync::OnceLock::new();
-    LOGS.get_or_init(|| {
-        let captured = common::log_capture::Captured::default();
-        tracing::subscriber::set_global_default(common::log_capture::subscriber(&captured))
-            .expect("one global subscriber");
-        captured
-    })
+    common::log_capture::global()
 }
 
 /// A refusal: the status the proxy gets, the built-in proxy's status and the refusal code.

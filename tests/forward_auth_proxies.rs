@@ -69,16 +69,9 @@ struct Rig {
     caddy: Front,
 }
 
-/// Every log line of this test binary's psp-gateway, as JSON lines (installed once, before
-/// the first rig).
+/// Every log line of this test binary ([`common::log_capture::global`]).
 fn logs() -> &'static common::log_capture::Captured {
-    static LOGS: std::sync::OnceLock<common::log_capture::Captured> = std::sync::OnceLock::new();
-    LOGS.get_or_init(|| {
-        let captured = common::log_capture::Captured::default();
-        tracing::subscriber::set_global_default(common::log_capture::subscriber(&captured))
-            .expect("one global subscriber");
-        captured
-    })
+    common::log_capture::global()
 }
 
 async fn rig(test: &str) -> Rig {

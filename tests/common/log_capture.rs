@@ -52,3 +52,15 @@ pub fn subscriber(captured: &Captured) -> impl tracing::Subscriber + Send + Sync
         .with_writer(move || writer.clone())
         .finish()
 }
+
+/// Every log line of this test binary, as JSON lines: a global subscriber installed on first
+/// call, for all threads (call it before the first request whose lines are read).
+pub fn global() -> &'static Captured {
+    static LOGS: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let captured = Captured::default();
+        tracing::subscriber::set_global_default(subscriber(&captured))
+            .expect("one global subscriber");
+        captured
+    })
+}
