@@ -129,16 +129,18 @@ impl GatewayState {
         );
         span.record("check_id", record.check_id.as_str());
         let conn = ConnInfo::new(ask.peer, None);
+        // The request's names the built-in proxy strips, found once: refused in the phases
+        // when the authoriser's proxy cannot remove them, else named for it to remove.
         let strip = self.strip();
-        let mut stripped: Vec<HeaderName> = ask
+        let stripped: Vec<String> = ask
             .header_names
             .iter()
             .filter(|name| forward::is_stripped(name, &strip))
-            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+            .cloned()
             .collect();
         let phased = {
             use tracing::Instrument;
-            self.authorise_phases(ask, &mut record)
+            self.authorise_phases(ask, &stripped, &mut record)
                 .instrument(span)
                 .await
         };
@@ -153,8 +155,12 @@ impl GatewayState {
                 };
                 record::log(&record, &conn, None, StatusCode::OK);
                 let mut remove = self.headers_to_remove();
-                stripped.retain(|name| !remove.contains(name));
-                remove.append(&mut stripped);
+                let present = stripped
+                    .iter()
+                    .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+                    .filter(|name| !remove.contains(name))
+                    .collect::<Vec<_>>();
+                remove.extend(present);
                 Answer::Allow {
                     set,
                     remove,
@@ -183,7 +189,12 @@ impl GatewayState {
 
     /// The phases of the built-in proxy up to its decision, on the authoriser's request; the
     /// identity headers of the permit.
-    async fn authorise_phases(&self, ask: Ask, record: &mut Record) -> Result<HeaderMap, Failure> {
+    async fn authorise_phases(
+        &self,
+        ask: Ask,
+        stripped: &[String],
+        record: &mut Record,
+    ) -> Result<HeaderMap, Failure> {
         let req = request_of(&ask)?;
         let (path, required) = route(self, &req, record)?;
         if path.as_str() != req.uri().path() {
@@ -209,15 +220,10 @@ impl GatewayState {
             return Err(Failure::HeaderNameRefused(super::overrides::echoed(name)));
         }
         // What the built-in proxy would strip and the authoriser's proxy cannot: refused.
-        if !ask.edge_removes {
-            let strip = self.strip();
-            if let Some(name) = ask
-                .header_names
-                .iter()
-                .find(|name| forward::is_stripped(name, &strip))
-            {
-                return Err(Failure::HeaderRefused(super::overrides::echoed(name)));
-            }
+        if !ask.edge_removes
+            && let Some(name) = stripped.first()
+        {
+            return Err(Failure::HeaderRefused(super::overrides::echoed(name)));
         }
         let identity = match &ask.chain {
             Ok(decoded) => {
