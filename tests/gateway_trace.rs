@@ -248,33 +248,45 @@ async fn from_trusted_proxies_ignores_a_clients_traceparent_and_believes_the_pro
     );
 }
 
+/// `site` asked, as a forward-auth caller asks, whether `valid` may GET /v1/accounts, with
+/// the trace fields `trace_headers`.
+async fn forward_auth_ask(
+    site: &psp_gateway::gateway::GatewayState,
+    trace_headers: http::HeaderMap,
+) -> psp_gateway::gateway::Answer {
+    let chain: Vec<Vec<u8>> = in_memory::chain_of("valid")
+        .into_iter()
+        .map(|c| c.to_vec())
+        .collect();
+    site.authorise(psp_gateway::gateway::Ask {
+        face: "forward-auth",
+        method: http::Method::GET,
+        target: "/v1/accounts".to_owned(),
+        host: None,
+        chain: Ok(psp_gateway::gateway::DecodedChain::new(chain)),
+        peer: SocketAddr::from(([127, 0, 0, 1], 1)),
+        header_names: Vec::new(),
+        edge_removes: false,
+        form_body: None,
+        trace_headers,
+    })
+    .await
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn an_external_authorisers_audit_record_carries_the_trace_of_the_request_it_describes() {
     let (captured, _guard) = capture();
     let up = upstream::start().await;
     let faces = faces_with(&up, "");
     let site = faces.sites.named("default").expect("the default site");
-    let chain: Vec<Vec<u8>> = in_memory::chain_of("valid")
-        .into_iter()
-        .map(|c| c.to_vec())
-        .collect();
-    let answer = site
-        .authorise(psp_gateway::gateway::Ask {
-            face: "forward-auth",
-            method: http::Method::GET,
-            target: "/v1/accounts".to_owned(),
-            host: None,
-            chain: Ok(psp_gateway::gateway::DecodedChain::new(chain)),
-            peer: SocketAddr::from(([127, 0, 0, 1], 1)),
-            header_names: Vec::new(),
-            edge_removes: false,
-            form_body: None,
-            trace_headers: psp_gateway::gateway::trace_headers([
-                ("Traceparent", CLIENT_TRACEPARENT.as_bytes()),
-                ("x-other", &b"1"[..]),
-            ]),
-        })
-        .await;
+    let answer = forward_auth_ask(
+        site,
+        psp_gateway::gateway::trace_headers([
+            ("Traceparent", CLIENT_TRACEPARENT.as_bytes()),
+            ("x-other", &b"1"[..]),
+        ]),
+    )
+    .await;
     assert!(answer.allowed(), "{answer:?}");
     let decision = captured.lines("gateway decision");
     assert_eq!(decision.len(), 1);
@@ -294,27 +306,11 @@ async fn through_an_authoriser_from_trusted_proxies_never_believes_the_clients_t
         "trace_context = \"from-trusted-proxies\"\ntrusted_proxies = [\"127.0.0.1/32\"]",
     );
     let site = faces.sites.named("default").expect("the default site");
-    let chain: Vec<Vec<u8>> = in_memory::chain_of("valid")
-        .into_iter()
-        .map(|c| c.to_vec())
-        .collect();
-    let answer = site
-        .authorise(psp_gateway::gateway::Ask {
-            face: "forward-auth",
-            method: http::Method::GET,
-            target: "/v1/accounts".to_owned(),
-            host: None,
-            chain: Ok(psp_gateway::gateway::DecodedChain::new(chain)),
-            peer: SocketAddr::from(([127, 0, 0, 1], 1)),
-            header_names: Vec::new(),
-            edge_removes: false,
-            form_body: None,
-            trace_headers: psp_gateway::gateway::trace_headers([(
-                "traceparent",
-                CLIENT_TRACEPARENT.as_bytes(),
-            )]),
-        })
-        .await;
+    let answer = forward_auth_ask(
+        site,
+        psp_gateway::gateway::trace_headers([("traceparent", CLIENT_TRACEPARENT.as_bytes())]),
+    )
+    .await;
     assert!(answer.allowed(), "{answer:?}");
     let decision = captured.lines("gateway decision");
     assert_eq!(decision.len(), 1);
