@@ -1295,6 +1295,33 @@ async fn a_certificate_header_that_is_not_a_certificate_is_refused() {
 /// /v1/payments through as PSDXX-TEST-000001 with every service. Such a configuration is now
 /// refused; tests/forward_auth_proxies.rs `a_client_of_caddy_cannot_pass_for_nginx` runs the
 /// attack against the configuration that is accepted.
+/// An envoy caller in `append-forward` mode without `xfcc_by` could read the client's own
+/// element as the edge's: the configuration is refused before anything listens.
+#[test]
+fn append_forward_without_the_edges_by_is_refused() {
+    let text = std::fs::read_to_string(common::root().join("gateway.toml")).expect("gateway.toml");
+    let load = |extra: &str| {
+        let section = format!(
+            "\n[forward_auth]\nlisten = \"127.0.0.1:0\"\n\n[[forward_auth.callers]]\nkind = \"envoy\"\naddresses = [\"127.0.0.1/32\"]\n{extra}\n"
+        );
+        psp_gateway::Config::from_toml(
+            &format!("{text}{section}"),
+            std::path::Path::new("gateway.toml"),
+            common::root(),
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    let refused = load("xfcc_forwarding = \"append-forward\"").expect_err("refused");
+    assert!(refused.contains("append-forward"), "{refused}");
+    assert_eq!(
+        load(&format!(
+            "xfcc_forwarding = \"append-forward\"\nxfcc_by = \"{ENVOY}\""
+        )),
+        Ok(())
+    );
+}
+
 #[test]
 fn a_configuration_with_two_callers_on_one_address_is_refused() {
     let text = std::fs::read_to_string(common::root().join("gateway.toml")).expect("gateway.toml");

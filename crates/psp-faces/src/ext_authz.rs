@@ -357,6 +357,31 @@ mod tests {
             config(r#"{"listen": "127.0.0.1:9001", "callers": ["::1"], "site_key": ""}"#)
                 .expect("parses");
         assert_eq!(empty_key.validate(), Err(ExtAuthzConfigError::EmptySiteKey));
+        // APPEND_FORWARD without the edge's By: the client's element could pass for the
+        // edge's. Refused, in peer mode too; with xfcc and xfcc_by it is accepted.
+        for without_by in [
+            r#"{"listen": "127.0.0.1:9001", "callers": ["::1"], "certificate": "xfcc", "xfcc_forwarding": "append-forward"}"#,
+            r#"{"listen": "127.0.0.1:9001", "callers": ["::1"], "xfcc_forwarding": "append-forward"}"#,
+        ] {
+            let c = config(without_by).expect("parses");
+            assert_eq!(
+                c.validate(),
+                Err(ExtAuthzConfigError::AppendForwardWithoutBy),
+                "{without_by}"
+            );
+        }
+        let with_by = config(
+            r#"{"listen": "127.0.0.1:9001", "callers": ["::1"], "certificate": "xfcc", "xfcc_by": "spiffe://edge", "xfcc_forwarding": "append-forward"}"#,
+        )
+        .expect("parses");
+        assert_eq!(with_by.validate(), Ok(()));
+        assert!(
+            config(
+                r#"{"listen": "127.0.0.1:9001", "callers": ["::1"], "xfcc_forwarding": "append"}"#
+            )
+            .is_err(),
+            "an unknown mode is refused, not defaulted"
+        );
     }
 
     #[test]
