@@ -32,7 +32,7 @@ mod files;
 mod refresh;
 
 pub use files::watched_files;
-use files::{wait_for_signals, watcher_for};
+use files::{take_signals, wait_for_signals, watcher_for};
 use refresh::{refresh_registers, refresh_trust};
 
 /// How often the rate-limit tables (requests per source, logins per source and per user name)
@@ -954,8 +954,16 @@ pub async fn run(config_path: &Path, config: Config) -> Result<(), StartError> {
     // answers is never missed (one made during the start reloads right after it).
     let (changed_tx, changed) = tokio::sync::mpsc::channel::<()>(1);
     let watcher = watcher_for(&watched_files(config_path, &config), &changed_tx);
+    let signals = take_signals();
     let running = start(config).await?;
-    wait_for_signals(config_path, &running, (changed_tx, changed), watcher).await;
+    wait_for_signals(
+        config_path,
+        &running,
+        (changed_tx, changed),
+        watcher,
+        signals,
+    )
+    .await;
     tracing::info!("shutting down: draining connections");
     running.stop().await;
     tracing::info!("stopped");

@@ -112,10 +112,14 @@ enum AuditCommand {
     Verify(evidence::VerifyArgs),
     /// Print the inclusion proof of one record against the first checkpoint covering it.
     Prove(evidence::ProveArgs),
-    /// Set a torn final record aside and record the repair in the chain.
+    /// Set a torn final record aside and record the repair in the chain; with
+    /// --checkpoints, set the checkpoint file's torn lines aside too.
     Repair {
         /// The audit file.
         file: PathBuf,
+        /// The checkpoint file, whose torn lines (cut short by a crash) are moved aside.
+        #[arg(long, value_name = "FILE")]
+        checkpoints: Option<PathBuf>,
     },
     /// Print the audit records that match, as JSON lines or a table.
     Query(audit::QueryArgs),
@@ -314,7 +318,9 @@ pub fn run() -> ExitCode {
         Command::Audit { command } => match command {
             AuditCommand::Verify(args) => evidence::run_verify(&args),
             AuditCommand::Prove(args) => evidence::run_prove(&args),
-            AuditCommand::Repair { file } => evidence::run_repair(&file),
+            AuditCommand::Repair { file, checkpoints } => {
+                evidence::run_repair(&file, checkpoints.as_deref())
+            }
             AuditCommand::Query(args) => audit::run_query(&args),
             AuditCommand::Report(args) => evidence::run_report(&args),
         },

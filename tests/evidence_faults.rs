@@ -488,8 +488,17 @@ fn a_sigkill_under_load_leaves_a_log_that_verifies_or_is_repaired_and_goes_on() 
             _ => panic!("round {round}: {}", show(&before)),
         }
         let written = records(&file).len();
+        let found = std::fs::read_to_string(&file).unwrap_or_default();
+        // The last whole checkpoint line (a torn one is passed over, as the restart does).
+        let covered = std::fs::read_to_string(&cp)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|c| c["size"].as_u64())
+            .max()
+            .unwrap_or(0) as usize;
         eprintln!(
-            "round {round}: SIGKILL after {delay} ms, {served} requests answered 200, {written} records in the file"
+            "round {round}: SIGKILL after {delay} ms, {served} requests answered 200, {written} records in the file, {covered} covered by a checkpoint"
         );
 
         // Restart on the same file (the checkpoint resume takes it), more requests, SIGTERM.
@@ -513,14 +522,38 @@ fn a_sigkill_under_load_leaves_a_log_that_verifies_or_is_repaired_and_goes_on() 
             "{status}: {}",
             std::fs::read_to_string(stderr).unwrap_or_default()
         );
+        // The records after the last checkpoint are not taken into the log: they are moved,
+        // as found, to a file of their own, which the restart's record names with its SHA-256.
         let recs = records(&file);
         assert!(
-            recs.len() >= written + 10,
-            "round {round}: {} records after the restart, {written} before",
+            recs.len() > covered + 10,
+            "round {round}: {} records after the restart, {covered} covered before",
             recs.len()
         );
         for (i, r) in recs.iter().enumerate() {
             assert_eq!(r["seq"], (i + 1) as u64, "one chain, no gap: {r}");
+        }
+        let opened = &recs[covered];
+        assert_eq!(opened["message"], "audit_log_opened", "{opened}");
+        assert_eq!(opened["checkpoint"], covered as u64, "{opened}");
+        assert_eq!(opened["clean_stop"], false, "{opened}");
+        if written > covered {
+            assert_eq!(
+                opened["set_aside_first_seq"],
+                covered as u64 + 1,
+                "{opened}"
+            );
+            assert_eq!(opened["set_aside_last_seq"], written as u64, "{opened}");
+            let aside = std::fs::read_to_string(opened["set_aside_file"].as_str().expect("file"))
+                .expect("the records set aside");
+            let kept: String = found.split_inclusive('\n').take(covered).collect();
+            assert_eq!(
+                format!("{kept}{aside}"),
+                found,
+                "moved as found, byte for byte"
+            );
+        } else {
+            assert!(opened.get("set_aside_file").is_none(), "{opened}");
         }
         let full = audit(&[
             "verify",
@@ -536,6 +569,13 @@ fn a_sigkill_under_load_leaves_a_log_that_verifies_or_is_repaired_and_goes_on() 
             "round {round}: {}",
             show(&full)
         );
+        if written > covered {
+            assert!(
+                String::from_utf8_lossy(&full.stderr).contains("holds them, SHA-256 as recorded"),
+                "round {round}: {}",
+                show(&full)
+            );
+        }
     }
     eprintln!("{torn_rounds} of 3 rounds left a torn final record");
 }
@@ -1016,4 +1056,298 @@ fn a_removed_log_that_cannot_be_replaced_refuses_under_fail_closed() {
         drop(serve);
         drop(mnt);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Crashes against the checkpoints (issue 38 findings 1 to 3)
+// ---------------------------------------------------------------------------------------
+
+/// An `[audit]` section whose checkpoints come only at start, rotation and shutdown (never
+/// by count or time within a test), synced every 20 ms; `copy` when given.
+fn rare_checkpoints(file: &Path, cp: &Path, copy: Option<&Path>) -> String {
+    let mut s = format!(
+        "file = \"{}\"\nsync_interval_ms = 20\non_write_failure = \"fail_closed\"\ncheckpoints = \"{}\"\ncheckpoint_records = 100000\ncheckpoint_seconds = 3600\n",
+        file.display(),
+        cp.display()
+    );
+    if let Some(copy) = copy {
+        s.push_str(&format!("checkpoint_copy = \"{}\"\n", copy.display()));
+    }
+    s
+}
+
+/// The sizes of the whole checkpoint lines of `cp`.
+fn checkpoint_sizes(cp: &Path) -> Vec<u64> {
+    std::fs::read_to_string(cp)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|c| c["size"].as_u64())
+        .collect()
+}
+
+/// A started, stopped, started again log (so the last checkpoint is the second start's),
+/// then three refused checks (an expired certificate), answered under `fail_closed` (each
+/// after its record was written), synced, and a SIGKILL. Returns the checkpoint size the
+/// file was left at and the number of records in it.
+fn three_refusals_then_sigkill(dir: &Path, section: &str) -> (usize, usize) {
+    stop_cleanly(serve(dir, section, "first"));
+    let second = serve(dir, section, "second");
+    let jwks = get(second.admin, "/.well-known/jwks.json");
+    std::fs::write(dir.join("jwks.json"), body_of(&jwks)).expect("jwks");
+    let expired = eidas("expired");
+    for _ in 0..3 {
+        let c = try_check(second.api, &expired).expect("check");
+        assert_eq!(c.status, 200, "{}", c.body);
+        assert!(c.body.contains("\"notExpired\":false"), "{}", c.body);
+    }
+    // Synced (every 20 ms) well before the kill.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut second = second;
+    second.child.kill().expect("SIGKILL");
+    let _ = second.child.wait();
+    let covered = *checkpoint_sizes(&dir.join("checkpoints"))
+        .last()
+        .expect("a checkpoint") as usize;
+    let held = records(&dir.join("audit.jsonl")).len();
+    assert_eq!(
+        held,
+        covered + 3,
+        "three refusals after the last checkpoint"
+    );
+    (covered, held)
+}
+
+/// SIGTERM once the process answers (its signal handlers are in place), and a clean exit.
+fn stop_cleanly(serve: Serve) {
+    until_blocking(Duration::from_secs(10), || {
+        try_http(serve.admin, "/healthz", "").ok().map(drop)
+    })
+    .expect("the admin listener answers");
+    let stderr = serve.stderr.clone();
+    let status = serve.terminate();
+    assert!(
+        status.success(),
+        "{status}: {}",
+        std::fs::read_to_string(stderr).unwrap_or_default()
+    );
+}
+
+/// Rewrites `lines` from `from` on with `edit`, and chains them again with plain SHA-256
+/// (what anyone who can write the file can do: the chain has no key).
+fn rewrite_and_rechain(lines: &mut [String], from: usize, edit: impl Fn(&str) -> String) {
+    for i in from..lines.len() {
+        let mut v: serde_json::Value = serde_json::from_str(&edit(&lines[i])).expect("json");
+        if i > 0 {
+            let prev = psp_gateway::hex::lower(&psp_gateway::hex::sha256(lines[i - 1].as_bytes()));
+            v["prev"] = prev.into();
+        }
+        // Keep `seq` and `prev` first, as the writer does.
+        let mut out = format!("{{\"seq\":{},\"prev\":{}", v["seq"], v["prev"]);
+        for (k, val) in v.as_object().expect("object") {
+            if k != "seq" && k != "prev" {
+                out.push_str(&format!(",{}:{}", serde_json::Value::from(k.as_str()), val));
+            }
+        }
+        out.push('}');
+        lines[i] = out;
+    }
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    std::fs::write(path, text).expect("write the log");
+}
+
+fn verify_with_checkpoints(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "verify".to_owned(),
+        dir.join("audit.jsonl").display().to_string(),
+        "--checkpoints".to_owned(),
+        dir.join("checkpoints").display().to_string(),
+        "--key".to_owned(),
+        dir.join("jwks.json").display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    audit(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn refusals_rewritten_as_permits_after_a_crash_never_become_signed_history() {
+    for also_the_mark in [false, true] {
+        let dir = scratch(&format!("rechained-{also_the_mark}"));
+        let (file, cp) = (dir.join("audit.jsonl"), dir.join("checkpoints"));
+        let section = rare_checkpoints(&file, &cp, None);
+        let (covered, _) = three_refusals_then_sigkill(&dir, &section);
+
+        // The attacker: refuse → permit in the records no checkpoint covers, re-chained.
+        let mut lines: Vec<String> = std::fs::read_to_string(&file)
+            .expect("read")
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        rewrite_and_rechain(&mut lines, covered, |l| {
+            l.replace("\"not_expired\":false", "\"not_expired\":true")
+        });
+        write_lines(&file, &lines);
+        let forged: String = lines[covered..].iter().map(|l| format!("{l}\n")).collect();
+        if also_the_mark {
+            // …and the high-water mark beside the checkpoints, made to name the forgery.
+            let mark = cp.with_file_name("checkpoints.synced");
+            let mut m: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&mark).expect("the mark")).expect("json");
+            m["chain_head"] = psp_gateway::hex::lower(&psp_gateway::hex::sha256(
+                lines.last().expect("a line").as_bytes(),
+            ))
+            .into();
+            std::fs::write(&mark, m.to_string()).expect("write the mark");
+        }
+
+        stop_cleanly(serve(&dir, &section, "third"));
+
+        // No record of the main log says what the attacker wrote: the records after the
+        // checkpoint were moved aside as found, and the restart's record names them.
+        let recs = records(&file);
+        assert!(
+            recs.iter().all(|r| r["not_expired"] != true),
+            "a forged permit became part of the log"
+        );
+        let opened = &recs[covered];
+        assert_eq!(opened["message"], "audit_log_opened", "{opened}");
+        assert_eq!(
+            opened["set_aside_first_seq"],
+            covered as u64 + 1,
+            "{opened}"
+        );
+        assert_eq!(opened["set_aside_last_seq"], covered as u64 + 3, "{opened}");
+        let aside = opened["set_aside_file"].as_str().expect("set aside");
+        assert_eq!(std::fs::read_to_string(aside).expect("read"), forged);
+        assert_eq!(
+            opened["set_aside_sha256"],
+            psp_gateway::hex::lower(&psp_gateway::hex::sha256(forged.as_bytes())),
+            "{opened}"
+        );
+        let v = verify_with_checkpoints(&dir, &[]);
+        let said = show(&v);
+        assert!(
+            said.contains("no signature covers them in their true form"),
+            "{said}"
+        );
+        if also_the_mark {
+            // A mark rewritten with the records: only "set aside, unsigned" can be said.
+            assert_eq!(v.status.code(), Some(0), "{said}");
+        } else {
+            // The mark kept apart names the record as synced: the rewrite shows.
+            assert_eq!(opened["synced_record_matches"], false, "{opened}");
+            assert_eq!(v.status.code(), Some(65), "{said}");
+            assert!(
+                said.contains("records were rewritten after they were synced"),
+                "{said}"
+            );
+            let accepted = verify_with_checkpoints(&dir, &["--accept-losses"]);
+            assert_eq!(accepted.status.code(), Some(0), "{}", show(&accepted));
+        }
+    }
+}
+
+#[test]
+fn answered_records_cut_after_a_crash_are_named_missing_and_verify_fails() {
+    for main_mark_removed in [false, true] {
+        let dir = scratch(&format!("cut-{main_mark_removed}"));
+        let (file, cp) = (dir.join("audit.jsonl"), dir.join("checkpoints"));
+        let copy_dir = dir.join("other-volume");
+        let copy = copy_dir.join("checkpoints");
+        let section = rare_checkpoints(&file, &cp, Some(&copy));
+        let (covered, held) = three_refusals_then_sigkill(&dir, &section);
+
+        // Cut back exactly to the last checkpoint: the three answered refusals are gone.
+        let lines: Vec<String> = std::fs::read_to_string(&file)
+            .expect("read")
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        write_lines(&file, &lines[..covered]);
+        if main_mark_removed {
+            // The mark beside the checkpoints goes with the cut; the copy's stays.
+            std::fs::remove_file(cp.with_file_name("checkpoints.synced")).expect("remove");
+        }
+
+        stop_cleanly(serve(&dir, &section, "third"));
+        let recs = records(&file);
+        let opened = &recs[covered];
+        assert_eq!(opened["message"], "audit_log_opened", "{opened}");
+        assert_eq!(opened["found_last_seq"], covered as u64, "{opened}");
+        assert_eq!(opened["synced_seq"], held as u64, "{opened}");
+        assert_eq!(opened["missing_first_seq"], covered as u64 + 1, "{opened}");
+        assert_eq!(opened["missing_last_seq"], held as u64, "{opened}");
+        let v = verify_with_checkpoints(&dir, &[]);
+        assert_eq!(v.status.code(), Some(65), "{}", show(&v));
+        assert!(
+            show(&v).contains(&format!(
+                "records {} to {held} were synced to disk before the stop and are not in the file",
+                covered + 1
+            )),
+            "{}",
+            show(&v)
+        );
+    }
+}
+
+#[test]
+fn a_full_checkpoint_copy_is_counted_shown_by_readiness_and_caught_up_without_rewriting_the_file() {
+    let dir = scratch("copy-full");
+    let mnt = Tmpfs::mount(&dir.join("mnt"), "64k");
+    let (file, cp) = (dir.join("audit.jsonl"), dir.join("checkpoints"));
+    let copy = mnt.dir.join("checkpoints");
+    let filler = mnt.dir.join("filler");
+    fill(&filler);
+    let mut section = rare_checkpoints(&file, &cp, Some(&copy));
+    section = section.replace("checkpoint_seconds = 3600", "checkpoint_seconds = 1");
+    let serve = serve(&dir, &section, "s");
+    let valid = eidas("valid");
+    for _ in 0..4 {
+        let c = try_check(serve.api, &valid).expect("check");
+        assert_eq!(c.status, 200, "{}", c.body);
+    }
+    // A checkpoint is due a second after the records; the copy cannot take it.
+    until_blocking(Duration::from_secs(10), || {
+        (metric(serve.admin, "psp_gateway_audit_checkpoint_copy_failing") == 1.0).then_some(())
+    })
+    .unwrap_or_else(|| panic!("the copy's failure is not shown:\n{}", serve.stderr()));
+    std::thread::sleep(Duration::from_secs(2));
+    // One checkpoint over the records, not one per tick.
+    let sizes = checkpoint_sizes(&cp);
+    let mut distinct = sizes.clone();
+    distinct.dedup();
+    assert_eq!(sizes, distinct, "a checkpoint written again: {sizes:?}");
+    assert!(sizes.len() <= 3, "{sizes:?}");
+    assert!(
+        metric(
+            serve.admin,
+            "psp_gateway_audit_checkpoint_copy_failures_total"
+        ) >= 1.0
+    );
+    let ready = get(serve.admin, "/readyz");
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert!(
+        ready.body.contains("checkpoint_copy cannot be written"),
+        "{}",
+        ready.body
+    );
+
+    // Room again: the copy is caught up from the checkpoint file, which is not written again.
+    std::fs::remove_file(&filler).expect("remove filler");
+    until_blocking(Duration::from_secs(10), || {
+        (metric(serve.admin, "psp_gateway_audit_checkpoint_copy_failing") == 0.0).then_some(())
+    })
+    .unwrap_or_else(|| panic!("the copy did not catch up:\n{}", serve.stderr()));
+    assert_eq!(checkpoint_sizes(&cp), sizes);
+    assert_eq!(
+        std::fs::read_to_string(&copy).expect("copy"),
+        std::fs::read_to_string(&cp).expect("file"),
+        "the copy holds every checkpoint, in order"
+    );
+    assert_eq!(get(serve.admin, "/readyz").status, 200);
+    assert!(serve.terminate().success());
 }

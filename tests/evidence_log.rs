@@ -207,7 +207,7 @@ fn verify(files: &[&Path], checkpoints: &Path, key: &Path, extra: &[&str]) -> Ou
     psp_gateway(&args)
 }
 
-/// The exit status is `code` and stdout (0) or stderr (otherwise) contains each of `says`.
+/// The exit status is `code` and stdout or stderr contains each of `says`.
 #[track_caller]
 fn expect(o: &Output, code: i32, says: &[&str]) {
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -217,7 +217,7 @@ fn expect(o: &Output, code: i32, says: &[&str]) {
         Some(code),
         "stdout: {stdout}\nstderr: {stderr}"
     );
-    let text = if code == 0 { &stdout } else { &stderr };
+    let text = format!("{stdout}{stderr}");
     for s in says {
         assert!(
             text.contains(s),
@@ -854,21 +854,29 @@ fn a_restart_goes_on_from_the_last_checkpoint_and_a_file_cut_below_it_does_not_o
     append(&audit, 13, RECORDS);
     audit.close().expect("close");
     drop(audit);
+    // The restart opened with a record of what it found (a clean stop at checkpoint 12),
+    // signed at once (13); records 13 to 23 became 14 to 24.
     let sizes: Vec<u64> = checkpoint_lines(&cp).iter().map(|c| c.size).collect();
-    assert_eq!(sizes, [5, 10, 12, 17, 22, 23]);
+    assert_eq!(sizes, [5, 10, 12, 13, 18, 23, 24]);
+    let opened: Value = serde_json::from_str(&lines(&log)[12]).expect("json");
+    assert_eq!(opened["message"], "audit_log_opened", "{opened}");
+    assert_eq!(opened["clean_stop"], true, "{opened}");
+    assert_eq!(opened["checkpoint"], 12, "{opened}");
+    assert_eq!(opened["synced_seq"], 12, "{opened}");
+    assert!(opened.get("set_aside_file").is_none(), "{opened}");
     let jwks = jwks_file(&s, "jwks.json", &key);
     let o = verify(&[&log], &cp, &jwks, &[]);
     expect(
         &o,
         0,
-        &["23 records, the first 23 covered by the last checkpoint"],
+        &["24 records, the first 24 covered by the last checkpoint"],
     );
 
     // A file replaced by another chain of as many records: the log does not start on it.
     let original = lines(&log);
     let other = s.path("other.jsonl");
     let forger = open(&other, None);
-    for i in 1..=RECORDS {
+    for i in 1..=RECORDS + 1 {
         forger.append(fields(i, "FORGED")).expect("append");
     }
     drop(forger);
@@ -885,7 +893,7 @@ fn a_restart_goes_on_from_the_last_checkpoint_and_a_file_cut_below_it_does_not_o
     .to_string();
     assert!(
         e.contains(
-            "record 23 is not the record checkpoint 23 was signed over: the file was replaced"
+            "record 24 is not the record checkpoint 24 was signed over: the file was replaced"
         ),
         "{e}"
     );
@@ -906,7 +914,7 @@ fn a_restart_goes_on_from_the_last_checkpoint_and_a_file_cut_below_it_does_not_o
     .expect("refused");
     let e = e.to_string();
     assert!(
-        e.contains("the file ends at record 20, but checkpoint 23"),
+        e.contains("the file ends at record 20, but checkpoint 24"),
         "{e}"
     );
     assert!(e.contains("records were removed from its end"), "{e}");
@@ -924,7 +932,8 @@ fn a_checkpoint_line_torn_by_a_crash_does_not_swallow_the_next_checkpoint() {
     let mut bytes = std::fs::read(&cp).expect("read");
     bytes.extend_from_slice(b"{\"size\":12,\"time\":\"2026-");
     std::fs::write(&cp, &bytes).expect("write");
-    // The restart takes the tree up from the last whole checkpoint (10) and the records.
+    // The restart takes the tree up from the last whole checkpoint (10); records 11 and 12,
+    // which no checkpoint covers, are set aside, and its record (11) is signed at once.
     let audit = open(&log, Some(spec(&cp, &key)));
     append(&audit, 13, RECORDS);
     audit.close().expect("close");
@@ -935,11 +944,55 @@ fn a_checkpoint_line_torn_by_a_crash_does_not_swallow_the_next_checkpoint() {
         .filter_map(|l| serde_json::from_str::<CheckpointLine>(l).ok())
         .map(|c| c.size)
         .collect();
-    assert_eq!(whole, [5, 10, 15, 20, 23], "{text}");
-    // The torn line stays, named (not read as a checkpoint, nor passed over in silence).
+    assert_eq!(whole, [5, 10, 11, 16, 21, 22], "{text}");
+    // The torn line stays, named and passed over as a torn record is; the log verifies.
     let jwks = jwks_file(&s, "jwks.json", &key);
     let o = verify(&[&log], &cp, &jwks, &[]);
-    expect(&o, 65, &["checkpoints.jsonl line 3: not a checkpoint"]);
+    expect(
+        &o,
+        0,
+        &[
+            "checkpoints.jsonl line 3: a torn checkpoint line",
+            "records 11 to 12 were after the last checkpoint",
+            "22 records, the first 22 covered by the last checkpoint",
+        ],
+    );
+    // A line that is not cut short but is no checkpoint is still refused.
+    let mut garbage = std::fs::read(&cp).expect("read");
+    garbage.extend_from_slice(b"{\"size\":1}garbage\n");
+    let other = s.write("garbage.jsonl", &garbage);
+    let o = verify(&[&log], &other, &jwks, &[]);
+    expect(&o, 65, &["garbage.jsonl line 8: not a checkpoint"]);
+    // `audit repair --checkpoints` moves the torn line aside; the file then reads whole.
+    let o = psp_gateway(&[
+        "audit".as_ref(),
+        "repair".as_ref(),
+        log.as_os_str(),
+        "--checkpoints".as_ref(),
+        cp.as_os_str(),
+    ]);
+    expect(&o, 0, &["1 torn checkpoint line(s) of"]);
+    let o = verify(&[&log], &cp, &jwks, &[]);
+    expect(&o, 0, &["22 records, the first 22 covered"]);
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("torn checkpoint line"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let moved: Vec<_> = std::fs::read_dir(&s.0)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("checkpoints.jsonl.torn-")
+        })
+        .collect();
+    assert_eq!(moved.len(), 1);
+    assert_eq!(
+        std::fs::read(moved[0].path()).expect("read"),
+        b"{\"size\":12,\"time\":\"2026-\n"
+    );
 }
 
 #[test]
@@ -986,7 +1039,7 @@ fn after_a_key_rotation_the_log_goes_on_when_the_old_key_is_among_the_previous_k
     expect(
         &o,
         0,
-        &["23 records, the first 23 covered by the last checkpoint"],
+        &["24 records, the first 24 covered by the last checkpoint"],
     );
     // The new key alone does not verify the old checkpoints.
     let only_new = jwks_file(&s, "new.json", &new);

@@ -34,19 +34,53 @@ pub(super) type Changes = (
     tokio::sync::mpsc::Receiver<()>,
 );
 
+/// The signals the service stops (SIGTERM, SIGINT) and reopens its log on (SIGHUP), taken
+/// before any listener answers: a SIGTERM right after the start is a clean stop (the audit
+/// log's last checkpoint written), not the default action's kill.
+#[cfg(unix)]
+pub(super) struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+#[cfg(not(unix))]
+pub(super) struct Signals;
+
+/// Takes the signals ([`Signals`]); `None` when the handlers cannot be installed (then
+/// only Ctrl-C stops the service, said in the log).
+#[cfg(unix)]
+pub(super) fn take_signals() -> Option<Signals> {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(term), Ok(int), Ok(hup)) => Some(Signals { term, int, hup }),
+        _ => None,
+    }
+}
+
+#[cfg(not(unix))]
+pub(super) fn take_signals() -> Option<Signals> {
+    Some(Signals)
+}
+
 #[cfg(unix)]
 pub(super) async fn wait_for_signals(
     config_path: &Path,
     running: &Running,
     (changed_tx, mut changed): Changes,
     watcher: Option<notify::RecommendedWatcher>,
+    signals: Option<Signals>,
 ) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
+    let Some(Signals {
+        mut term,
+        mut int,
+        mut hup,
+    }) = signals
+    else {
         tracing::error!("cannot install signal handlers; stopping on Ctrl-C only");
         let _ = tokio::signal::ctrl_c().await;
         return;
@@ -88,6 +122,7 @@ pub(super) async fn wait_for_signals(
     _running: &Running,
     _changes: Changes,
     _watcher: Option<notify::RecommendedWatcher>,
+    _signals: Option<Signals>,
 ) {
     let _ = tokio::signal::ctrl_c().await;
 }

@@ -32,6 +32,14 @@ pub(super) struct VerifyArgs {
     /// Accept records after the last checkpoint (a log still being written).
     #[arg(long)]
     pub(super) allow_tail: bool,
+    /// Accept what restarts recorded as lost or changed after it was synced (records cut
+    /// from the end before a restart): still printed, no longer a failure.
+    #[arg(long)]
+    pub(super) accept_losses: bool,
+    /// The log's origin (`[audit] origin`): every checkpoint must name it. Without it, the
+    /// first checkpoint's origin is the log's, and every other must name the same.
+    #[arg(long, value_name = "ORIGIN")]
+    pub(super) origin: Option<String>,
 }
 
 /// `audit prove`'s arguments.
@@ -97,14 +105,40 @@ pub(super) fn run_verify(args: &VerifyArgs) -> ExitCode {
     }
     if let Some(cp) = &args.checkpoints {
         let lines = match checkpoint::read_all(cp) {
-            Ok(l) => l,
+            Ok(file) => {
+                for torn in &file.torn {
+                    eprintln!("psp-gateway: checkpoints: {torn}");
+                }
+                file.lines
+            }
             Err(e) => return checkpoints_unreadable(cp, &e),
         };
-        match proof::check(&args.files, &lines, &keys, args.allow_tail) {
+        match proof::check(
+            &args.files,
+            &lines,
+            &keys,
+            args.allow_tail,
+            args.origin.as_deref(),
+        ) {
             Ok(c) => {
                 // Verified, but a record was lost where a write was cut short: said each time.
                 for torn in &c.chain.torn_lines_set_aside {
                     eprintln!("psp-gateway: audit log: {torn}");
+                }
+                for aside in &c.chain.set_aside_at_restart {
+                    eprintln!("psp-gateway: audit log: {aside}");
+                }
+                for loss in &c.chain.losses {
+                    eprintln!("psp-gateway: audit log: {loss}");
+                }
+                if !c.chain.losses.is_empty() && !args.accept_losses {
+                    return fail(
+                        EXIT_DATA_ERR,
+                        &format!(
+                            "audit log not verified: {} restart(s) found records synced before the stop missing or changed (above); --accept-losses accepts them once investigated",
+                            c.chain.losses.len()
+                        ),
+                    );
                 }
                 println!(
                     "audit log verified against {} signed checkpoint(s): {} records, the first {} covered by the last checkpoint{}",
@@ -193,7 +227,7 @@ fn verify_proof(path: &Path, keys: &[PublicKey]) -> ExitCode {
 /// `audit prove`: prints the inclusion proof of one record as JSON.
 pub(super) fn run_prove(args: &ProveArgs) -> ExitCode {
     let lines = match checkpoint::read_all(&args.checkpoints) {
-        Ok(l) => l,
+        Ok(file) => file.lines,
         Err(e) => return checkpoints_unreadable(&args.checkpoints, &e),
     };
     if args.seq == 0 {
@@ -214,7 +248,7 @@ pub(super) fn run_report(args: &super::audit::ReportArgs) -> ExitCode {
     let statuses = match (&args.checkpoints, &args.key) {
         (Some(cp), Some(key)) => {
             let lines = match checkpoint::read_all(cp) {
-                Ok(l) => l,
+                Ok(file) => file.lines,
                 Err(e) => return checkpoints_unreadable(cp, &e),
             };
             let keys = match load_keys(key) {
@@ -234,9 +268,10 @@ fn checkpoint_statuses(
     keys: &[PublicKey],
 ) -> Vec<super::audit::CheckpointStatus> {
     use time::format_description::well_known::Rfc3339;
-    let leaves = proof::leaves(&args.files);
+    let sizes: Vec<u64> = lines.iter().map(|l| l.size).collect();
+    let roots = proof::roots_at(&args.files, &sizes);
     let mut out = Vec::new();
-    for line in lines {
+    for (i, line) in lines.iter().enumerate() {
         let Ok(time) = time::OffsetDateTime::parse(&line.time, &Rfc3339) else {
             continue;
         };
@@ -244,36 +279,32 @@ fn checkpoint_statuses(
         if args.from.is_some_and(|from| time < from) {
             continue;
         }
-        let (verified, detail) = match (proof::open_note(&line.note, keys), &leaves) {
+        let (verified, detail) = match (proof::open_note(&line.note, keys), &roots) {
             (Err(why), _) => (false, format!("signature not verified: {why}")),
             (Ok(_), Err(e)) => (false, e.to_string()),
-            (Ok(c), Ok((_, leaves))) if c.size > leaves.len() as u64 => (
-                false,
-                format!(
-                    "truncated: signed over {} records, the files hold {}",
-                    c.size,
-                    leaves.len()
+            (Ok(c), Ok((chain, roots))) => match roots[i] {
+                None => (
+                    false,
+                    format!(
+                        "truncated: signed over {} records, the files hold {}",
+                        c.size, chain.records
+                    ),
                 ),
-            ),
-            (Ok(c), Ok((_, leaves))) => {
-                if crate::telemetry::merkle::root(&leaves[..c.size as usize]) == c.root {
-                    (
-                        true,
-                        format!(
-                            "signature and root of the first {} records verified",
-                            c.size
-                        ),
-                    )
-                } else {
-                    (
-                        false,
-                        format!(
-                            "the first {} records are not those it was signed over",
-                            c.size
-                        ),
-                    )
-                }
-            }
+                Some(root) if root == c.root && c.size == line.size => (
+                    true,
+                    format!(
+                        "signature and root of the first {} records verified",
+                        c.size
+                    ),
+                ),
+                Some(_) => (
+                    false,
+                    format!(
+                        "the first {} records are not those it was signed over",
+                        c.size
+                    ),
+                ),
+            },
         };
         out.push(super::audit::CheckpointStatus {
             size: line.size,
@@ -289,10 +320,22 @@ fn checkpoint_statuses(
 }
 
 /// `audit repair`: sets a torn final record aside (as `serve` does at start) and appends the
-/// record saying so; a file without one is left as it is.
-pub(super) fn run_repair(file: &Path) -> ExitCode {
+/// record saying so; a file without one is left as it is. With `--checkpoints`, the torn
+/// lines of the checkpoint file are set aside too.
+pub(super) fn run_repair(file: &Path, checkpoints: Option<&Path>) -> ExitCode {
     if !file.exists() {
         return fail(EXIT_NO_INPUT, &format!("{}: no such file", file.display()));
+    }
+    if let Some(cp) = checkpoints {
+        match checkpoint::set_torn_lines_aside(cp) {
+            Ok(Some((aside, n))) => println!(
+                "{n} torn checkpoint line(s) of {} were moved to {}",
+                cp.display(),
+                aside.display()
+            ),
+            Ok(None) => println!("no torn checkpoint line in {}", cp.display()),
+            Err(e) => return fail(EXIT_DATA_ERR, &format!("{}: {e}", cp.display())),
+        }
     }
     match audit::AuditLog::open(file) {
         Ok(log) => {

@@ -180,6 +180,12 @@ fn readiness_response(
                 .to_owned(),
         );
     }
+    if audit.as_ref().is_some_and(|log| log.copy_behind()) {
+        problems.push(
+            "the audit log's checkpoint_copy cannot be written: it lacks the latest signed checkpoints"
+                .to_owned(),
+        );
+    }
     let mut body = serde_json::json!({
         "ready": problems.is_empty(),
         "problems": problems,

@@ -139,6 +139,9 @@ pub struct AuditLog {
     options: Options,
     /// Whether the last write succeeded (read without the lock by every request).
     writable: AtomicBool,
+    /// Whether `checkpoint_copy` lacks checkpoints the checkpoint file has (its writes
+    /// failed): it is caught up at each tick until it can be written again.
+    copy_behind: AtomicBool,
 }
 
 impl AuditLog {
@@ -191,10 +194,12 @@ impl AuditLog {
                 }
             }
         };
-        let (seq, prev, tree) = match &options.checkpoints {
+        let (seq, prev, tree, found) = match &options.checkpoints {
             Some(spec) => checkpoint::resume(spec, path, seq, prev)?,
-            None => (seq, prev, None),
+            None => (seq, prev, None, checkpoint::Found::default()),
         };
+        // Records after the last checkpoint were moved aside: the file now ends at a line end.
+        let needs_newline = needs_newline && found.set_aside.is_none();
         let mut file = open_append(path)?;
         if needs_newline {
             // An intact last record without its line end: end it, so the next record starts
@@ -222,6 +227,7 @@ impl AuditLog {
             torn_set_aside: set_aside.as_ref().map(|a| a.file.clone()),
             options,
             writable: AtomicBool::new(true),
+            copy_behind: AtomicBool::new(false),
         };
         crate::telemetry::metrics::metrics().audit_failing.set(0);
         if let Some(aside) = set_aside {
@@ -233,6 +239,29 @@ impl AuditLog {
             fields.insert("torn_sha256".into(), aside.sha256.into());
             fields.insert("time".into(), now_rfc3339().into());
             log.append(fields)?;
+        }
+        if found.restart {
+            log.append(opened_record(&found))?;
+            if let Some(aside) = &found.set_aside {
+                eprintln!(
+                    "psp-gateway: audit log {}: records {} to {} were after the last checkpoint (an unclean stop): no signature covered them, so they are not taken into the log; moved as found to {}",
+                    path.display(),
+                    aside.first_seq,
+                    aside.last_seq,
+                    aside.file.display()
+                );
+            }
+            if let Some((first, last)) = found.missing() {
+                crate::telemetry::metrics::metrics()
+                    .audit_records_lost
+                    .inc_by(last + 1 - first);
+                eprintln!(
+                    "psp-gateway: audit log {}: records {first} to {last} were synced before the stop and are not in the file (cut from its end?)",
+                    path.display()
+                );
+            }
+            // The record is signed before any other: what this start found is fixed first.
+            log.sync_and_checkpoint(true)?;
         }
         Ok(log)
     }
@@ -622,20 +651,33 @@ impl AuditLog {
     }
 
     /// `fsync`s what was written, then, when one is due (or `force`d), signs and appends a
-    /// checkpoint of the records synced.
+    /// checkpoint of the records synced; then the high-water mark (`checkpoint::Mark`) names
+    /// the last record synced.
     fn sync_and_checkpoint(&self, force: bool) -> io::Result<()> {
-        let (file, due) = {
+        self.sync_and_checkpoint_as(force, false)
+    }
+
+    /// [`Self::sync_and_checkpoint`]; `clean` at a clean stop, where the mark says so once
+    /// the last checkpoint is written.
+    fn sync_and_checkpoint_as(&self, force: bool, clean: bool) -> io::Result<()> {
+        let (file, due, synced) = {
             let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
             let state = &mut *guard;
             let due = match (&state.tree, &self.options.checkpoints) {
                 (Some(tree), Some(spec)) => tree.due(spec, force, state.seq, &state.prev),
                 _ => None,
             };
-            if !state.dirty && due.is_none() {
+            if !state.dirty && due.is_none() && !clean {
+                drop(guard);
+                self.catch_up_copy();
                 return Ok(());
             }
             state.dirty = false;
-            (state.file.try_clone()?, due)
+            (
+                state.file.try_clone()?,
+                due,
+                (state.seq, state.prev.clone()),
+            )
         };
         // Outside the lock: requests go on writing while the disk syncs. A pipe or a device
         // (`/dev/stderr`) has nothing to sync.
@@ -651,28 +693,112 @@ impl AuditLog {
             }
             return Err(e);
         }
-        let (Some(head), Some(spec)) = (due, &self.options.checkpoints) else {
+        let Some(spec) = &self.options.checkpoints else {
             return Ok(());
         };
-        let written = checkpoint::write(spec, &head);
-        let m = crate::telemetry::metrics::metrics();
-        match &written {
-            Ok(()) => m.audit_checkpoints.inc(),
-            Err(_) => m.audit_checkpoint_failures.inc(),
-        };
-        if written.is_ok() {
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(tree) = &mut state.tree {
-                tree.checkpointed(head.size);
+        let mut result = Ok(());
+        if let Some(head) = due {
+            let m = crate::telemetry::metrics::metrics();
+            match checkpoint::write(spec, &head) {
+                Ok(line) => {
+                    m.audit_checkpoints.inc();
+                    let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(tree) = &mut state.tree {
+                        tree.checkpointed(head.size);
+                    }
+                    drop(state);
+                    self.copy(spec, &line);
+                }
+                Err(e) => {
+                    m.audit_checkpoint_failures.inc();
+                    result = Err(e);
+                }
             }
+        } else {
+            self.catch_up_copy();
         }
-        written
+        let mark = checkpoint::Mark {
+            seq: synced.0,
+            chain_head: synced.1,
+            time: now_rfc3339(),
+            clean: clean && result.is_ok(),
+        };
+        let (main, copy) = checkpoint::write_mark(spec, &mark, !self.copy_behind());
+        if let Err(e) = main {
+            crate::telemetry::metrics::metrics()
+                .audit_checkpoint_failures
+                .inc();
+            eprintln!(
+                "psp-gateway: audit log {}: cannot write the high-water mark beside {}: {e}",
+                self.path().display(),
+                spec.file.display()
+            );
+        }
+        if let Some(copy) = copy {
+            self.copy_done(copy);
+        }
+        result
     }
 
-    /// Writes what is queued, then syncs and checkpoints what was written (at shutdown).
+    /// Appends a checkpoint line to `checkpoint_copy`; when the copy is behind, it is caught
+    /// up from the checkpoint file instead (which then holds this line too).
+    fn copy(&self, spec: &checkpoint::CheckpointSpec, line: &[u8]) {
+        let Some(copy) = &spec.copy else { return };
+        let done = if self.copy_behind() {
+            checkpoint::catch_up_copy(spec, copy)
+        } else {
+            checkpoint::append_copy(copy, line)
+        };
+        self.copy_done(done);
+    }
+
+    /// A tick with no checkpoint due: a copy that is behind is tried again.
+    fn catch_up_copy(&self) {
+        if let Some(spec) = &self.options.checkpoints
+            && let Some(copy) = &spec.copy
+            && self.copy_behind()
+        {
+            self.copy_done(checkpoint::catch_up_copy(spec, copy));
+        }
+    }
+
+    /// Counts a failed write of the copy (the copy is then behind: caught up at each tick,
+    /// shown by readiness), or notes that it caught up.
+    fn copy_done(&self, done: io::Result<()>) {
+        let m = crate::telemetry::metrics::metrics();
+        match done {
+            Ok(()) => {
+                if self.copy_behind.swap(false, Ordering::AcqRel) {
+                    m.audit_checkpoint_copy_failing.set(0);
+                    eprintln!(
+                        "psp-gateway: audit log {}: checkpoint_copy is written again and has every checkpoint",
+                        self.path().display()
+                    );
+                }
+            }
+            Err(e) => {
+                m.audit_checkpoint_copy_failures.inc();
+                if !self.copy_behind.swap(true, Ordering::AcqRel) {
+                    m.audit_checkpoint_copy_failing.set(1);
+                    eprintln!(
+                        "psp-gateway: audit log {}: checkpoint_copy cannot be written: {e}; it is caught up from the checkpoint file when it can",
+                        self.path().display()
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether `checkpoint_copy` lacks checkpoints because its writes failed.
+    pub fn copy_behind(&self) -> bool {
+        self.copy_behind.load(Ordering::Acquire)
+    }
+
+    /// Writes what is queued, then syncs and checkpoints what was written, and marks the
+    /// stop clean (at shutdown).
     pub fn close(&self) -> io::Result<()> {
         while self.write_queued(Duration::ZERO) {}
-        self.sync_and_checkpoint(true)
+        self.sync_and_checkpoint_as(true, true)
     }
 
     /// The file a torn final line was moved to when the log was opened, if there was one.
@@ -687,6 +813,39 @@ impl AuditLog {
             .path
             .clone()
     }
+}
+
+/// The record a restart opens the log with (`audit_log_opened`): what it found, so that the
+/// checkpoint signed right after commits to it. `audit verify --checkpoints` reports each.
+fn opened_record(found: &checkpoint::Found) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("message".into(), "audit_log_opened".into());
+    fields.insert("clean_stop".into(), found.clean_stop().into());
+    fields.insert("checkpoint".into(), found.checkpoint.into());
+    fields.insert("found_last_seq".into(), found.last_seq.into());
+    fields.insert(
+        "synced_seq".into(),
+        found.mark.as_ref().map(|m| m.seq).into(),
+    );
+    if let Some(matches) = found.mark_matches {
+        fields.insert("synced_record_matches".into(), matches.into());
+    }
+    if let Some((first, last)) = found.missing() {
+        fields.insert("missing_first_seq".into(), first.into());
+        fields.insert("missing_last_seq".into(), last.into());
+    }
+    if let Some(aside) = &found.set_aside {
+        fields.insert(
+            "set_aside_file".into(),
+            aside.file.display().to_string().into(),
+        );
+        fields.insert("set_aside_first_seq".into(), aside.first_seq.into());
+        fields.insert("set_aside_last_seq".into(), aside.last_seq.into());
+        fields.insert("set_aside_bytes".into(), aside.bytes.into());
+        fields.insert("set_aside_sha256".into(), aside.sha256.clone().into());
+    }
+    fields.insert("time".into(), now_rfc3339().into());
+    fields
 }
 
 /// Whether `file` was removed (unlinked) while open.
@@ -790,10 +949,9 @@ fn last_record(tail: &[u8]) -> LastRecord {
         lines.push((start, end, nl));
         start = end;
     }
-    let content = |&(s, e, nl): &(usize, usize, bool)| {
-        let line = &tail[s..if nl { e - 1 } else { e }];
-        line.strip_suffix(b"\r").unwrap_or(line)
-    };
+    // The bytes hashed are the line up to its LF, a CR included (a converted file does not
+    // continue the chain it was signed as).
+    let content = |&(s, e, nl): &(usize, usize, bool)| &tail[s..if nl { e - 1 } else { e }];
     let mut it = lines
         .iter()
         .rev()
@@ -832,23 +990,7 @@ struct SetAside {
 
 /// Copies `torn` to `<path>.torn-<unix time>` (synced), then cuts `path` back to `kept_len`.
 fn set_torn_aside(path: &Path, torn: &[u8], kept_len: u64) -> io::Result<SetAside> {
-    let stamp = time::OffsetDateTime::now_utc().unix_timestamp();
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".torn-{stamp}"));
-    let mut aside = PathBuf::from(name);
-    let mut n = 1;
-    let mut out = loop {
-        match OpenOptions::new().write(true).create_new(true).open(&aside) {
-            Ok(f) => break f,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                n += 1;
-                let mut name = path.as_os_str().to_owned();
-                name.push(format!(".torn-{stamp}-{n}"));
-                aside = PathBuf::from(name);
-            }
-            Err(e) => return Err(e),
-        }
-    };
+    let (aside, mut out) = create_beside(path, "torn")?;
     out.write_all(torn)?;
     out.sync_all()?;
     let f = OpenOptions::new().write(true).open(path)?;
@@ -859,6 +1001,27 @@ fn set_torn_aside(path: &Path, torn: &[u8], kept_len: u64) -> io::Result<SetAsid
         bytes: torn.len() as u64,
         sha256: crate::hex::lower(&crate::hex::sha256(torn)),
     })
+}
+
+/// Creates a new file beside `path` for bytes set aside: `<path>.<kind>-<unix time>`, or
+/// `…-2`, `…-3` when that exists (never overwritten).
+pub(crate) fn create_beside(path: &Path, kind: &str) -> io::Result<(PathBuf, File)> {
+    let stamp = time::OffsetDateTime::now_utc().unix_timestamp();
+    let mut n = 1;
+    loop {
+        let mut name = path.as_os_str().to_owned();
+        if n == 1 {
+            name.push(format!(".{kind}-{stamp}"));
+        } else {
+            name.push(format!(".{kind}-{stamp}-{n}"));
+        }
+        let aside = PathBuf::from(name);
+        match OpenOptions::new().write(true).create_new(true).open(&aside) {
+            Ok(f) => return Ok((aside, f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => n += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Where a chain breaks.
@@ -884,6 +1047,13 @@ pub struct Verified {
     /// The records saying a torn final line was set aside at start (a write was cut short,
     /// its record is lost), each described with its file, line and the torn bytes' file.
     pub torn_lines_set_aside: Vec<String>,
+    /// What restarts found and set aside (`audit_log_opened`): records after the last
+    /// checkpoint at an unclean stop, which no signature covers in their true form.
+    pub set_aside_at_restart: Vec<String>,
+    /// What restarts found missing or changed: records synced before the stop that the file
+    /// no longer held, or held with other bytes. `audit verify --checkpoints` fails on these
+    /// unless told to accept them.
+    pub losses: Vec<String>,
 }
 
 /// Checks the chain through `files`, in order (oldest first). Each line, in turn: read within
@@ -903,6 +1073,8 @@ pub fn verify_with(files: &[PathBuf], mut each: impl FnMut(u64, &str)) -> Result
         last_hash: GENESIS.to_owned(),
         starts_mid_chain: false,
         torn_lines_set_aside: Vec::new(),
+        set_aside_at_restart: Vec::new(),
+        losses: Vec::new(),
     };
     let mut expected: Option<(u64, String)> = None;
     for file in files {
@@ -930,6 +1102,9 @@ pub fn verify_with(files: &[PathBuf], mut each: impl FnMut(u64, &str)) -> Result
                     record["torn_sha256"].as_str().unwrap_or("?"),
                 ));
             }
+            if record["message"] == "audit_log_opened" {
+                restart_findings(&mut out, file, n, seq, &record);
+            }
             each(seq, &line);
             let hash = crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
             expected = Some((seq + 1, hash.clone()));
@@ -939,6 +1114,60 @@ pub fn verify_with(files: &[PathBuf], mut each: impl FnMut(u64, &str)) -> Result
         }
     }
     Ok(out)
+}
+
+/// What the restart record `record` (line `n`, `seq`, of `file`) says was set aside, missing
+/// or changed, into `out`. A set-aside file is looked for where the record names it and
+/// beside `file`, and its SHA-256 compared with the record's.
+fn restart_findings(out: &mut Verified, file: &Path, n: usize, seq: u64, record: &Value) {
+    let at = format!(
+        "{} line {n} (seq {seq}), the start at {}",
+        file.display(),
+        record["time"].as_str().unwrap_or("?")
+    );
+    if let (Some(first), Some(last)) = (
+        record["missing_first_seq"].as_u64(),
+        record["missing_last_seq"].as_u64(),
+    ) {
+        out.losses.push(format!(
+            "{at}: records {first} to {last} were synced to disk before the stop and are not in the file (cut from its end); the high-water mark kept beside the checkpoints named them"
+        ));
+    }
+    if record["synced_record_matches"] == false {
+        out.losses.push(format!(
+            "{at}: record {} as found is not the record synced before the stop (its hash is not the high-water mark's): records were rewritten after they were synced",
+            record["synced_seq"]
+        ));
+    }
+    let Some(named) = record["set_aside_file"].as_str() else {
+        return;
+    };
+    let named = Path::new(named);
+    let beside = named
+        .file_name()
+        .map(|name| file.parent().unwrap_or(Path::new("")).join(name));
+    let sha256 = record["set_aside_sha256"].as_str().unwrap_or("?");
+    let found = [Some(named.to_owned()), beside]
+        .into_iter()
+        .flatten()
+        .find_map(|p| std::fs::read(&p).ok().map(|bytes| (p, bytes)));
+    let state = match found {
+        None => "the file is not here".to_owned(),
+        Some((p, bytes)) if crate::hex::lower(&crate::hex::sha256(&bytes)) == sha256 => {
+            format!("{} holds them, SHA-256 as recorded", p.display())
+        }
+        Some((p, _)) => format!(
+            "{} is there but its SHA-256 is not the one recorded: it was changed since",
+            p.display()
+        ),
+    };
+    out.set_aside_at_restart.push(format!(
+        "{at}: records {} to {} were after the last checkpoint (an unclean stop); they were not taken into the log and no signature covers them in their true form; moved as found to {} ({} bytes, SHA-256 {sha256}): {state}",
+        record["set_aside_first_seq"],
+        record["set_aside_last_seq"],
+        named.display(),
+        record["set_aside_bytes"],
+    ));
 }
 
 /// Line `n` of an audit file as text, without its line end, and whether it had one (`None`
@@ -961,9 +1190,13 @@ fn read_record_line(
     let ended = bytes.last() == Some(&b'\n');
     if ended {
         bytes.pop();
-        // As `BufRead::lines`: a CRLF line end is a line end.
+        // The bytes hashed and signed are the line up to its LF: a CR before it is no part of
+        // any record the log wrote (a file converted to CRLF is not the file signed).
         if bytes.last() == Some(&b'\r') {
-            bytes.pop();
+            return Err(broken(
+                n,
+                "the line ends in CR LF: the log writes LF line ends, and the bytes hashed and signed are the line up to its LF (was the file converted?)".to_owned(),
+            ));
         }
     } else if bytes.len() > MAX_LINE_BYTES {
         return Err(broken(

@@ -110,6 +110,10 @@ pub struct Metrics {
     pub audit_checkpoints: Counter,
     /// Signed checkpoints of the audit log that could not be written.
     pub audit_checkpoint_failures: Counter,
+    /// Attempts to append checkpoints to `checkpoint_copy` that failed.
+    pub audit_checkpoint_copy_failures: Counter,
+    /// 1 while `checkpoint_copy` is behind the checkpoint file (its writes fail), else 0.
+    pub audit_checkpoint_copy_failing: Gauge<i64>,
     /// Decisions signed (once per cached decision, not per request).
     pub decisions_signed: Counter,
     /// Decisions of shared counters taken by the failure mode because Redis did not answer
@@ -258,6 +262,18 @@ impl Metrics {
             "Signed checkpoints of the audit log that could not be written (its records are covered by the next one written)",
             audit_checkpoint_failures.clone(),
         );
+        let audit_checkpoint_copy_failures = Counter::default();
+        registry.register(
+            "psp_gateway_audit_checkpoint_copy_failures",
+            "Attempts to append signed checkpoints to checkpoint_copy that failed (the copy is caught up from the checkpoint file when it can be written again)",
+            audit_checkpoint_copy_failures.clone(),
+        );
+        let audit_checkpoint_copy_failing = Gauge::<i64>::default();
+        registry.register(
+            "psp_gateway_audit_checkpoint_copy_failing",
+            "1 while checkpoint_copy is behind the checkpoint file because it cannot be written, 0 otherwise",
+            audit_checkpoint_copy_failing.clone(),
+        );
         let decisions_signed = Counter::default();
         registry.register(
             "psp_gateway_decisions_signed",
@@ -293,6 +309,8 @@ impl Metrics {
             audit_failing,
             audit_checkpoints,
             audit_checkpoint_failures,
+            audit_checkpoint_copy_failures,
+            audit_checkpoint_copy_failing,
             decisions_signed,
             limiter_evictions,
             client_chains,

@@ -173,8 +173,9 @@ impl Tree {
     }
 }
 
-/// Signs `head` and appends it to the checkpoint file and its copy, each synced.
-pub(super) fn write(spec: &CheckpointSpec, head: &Head) -> io::Result<()> {
+/// Signs `head` and appends it to the checkpoint file, synced. Returns the line written (with
+/// its line end), for the copy ([`append_copy`]).
+pub(super) fn write(spec: &CheckpointSpec, head: &Head) -> io::Result<Vec<u8>> {
     let time = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
@@ -190,10 +191,30 @@ pub(super) fn write(spec: &CheckpointSpec, head: &Head) -> io::Result<()> {
     let mut bytes = serde_json::to_vec(&line).map_err(io::Error::other)?;
     bytes.push(b'\n');
     append_synced(&spec.file, &bytes)?;
-    if let Some(copy) = &spec.copy {
-        append_synced(copy, &bytes)?;
+    Ok(bytes)
+}
+
+/// Appends checkpoint lines (as [`write`] returned them) to the copy, synced.
+pub(super) fn append_copy(copy: &Path, bytes: &[u8]) -> io::Result<()> {
+    append_synced(copy, bytes)
+}
+
+/// Brings the copy up to the checkpoint file after its writes failed: appends every
+/// checkpoint of the file whose size is past the copy's last, in order. The checkpoint file
+/// is not written again.
+pub(super) fn catch_up_copy(spec: &CheckpointSpec, copy: &Path) -> io::Result<()> {
+    let have = read_last(copy)?.map_or(0, |l| l.size);
+    let mut bytes = Vec::new();
+    for line in read_all(&spec.file)?.lines {
+        if line.size > have {
+            bytes.extend(serde_json::to_vec(&line).map_err(io::Error::other)?);
+            bytes.push(b'\n');
+        }
     }
-    Ok(())
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    append_synced(copy, &bytes)
 }
 
 fn append_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -222,23 +243,81 @@ fn append_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     f.sync_data()
 }
 
-/// Every checkpoint line of `path`, in order; a line that is not one is an error naming it.
-pub fn read_all(path: &Path) -> io::Result<Vec<CheckpointLine>> {
+/// The checkpoints of a checkpoint file, and the lines that were cut short.
+#[derive(Debug, Default)]
+pub struct CheckpointFile {
+    pub lines: Vec<CheckpointLine>,
+    /// Torn lines (a write cut short by a crash or a full disk: JSON that ends before its
+    /// end), each named with its file and line; passed over, as a torn record is.
+    pub torn: Vec<String>,
+}
+
+/// Every checkpoint line of `path`, in order. A line cut short (JSON that ends before its
+/// end) is torn: named in [`CheckpointFile::torn`] and passed over. Any other line that is
+/// not a checkpoint is an error naming it.
+pub fn read_all(path: &Path) -> io::Result<CheckpointFile> {
     let f = File::open(path)?;
-    let mut out = Vec::new();
+    let mut out = CheckpointFile::default();
     for (i, line) in BufReader::new(f).lines().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        out.push(serde_json::from_str(&line).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} line {}: not a checkpoint ({e})", path.display(), i + 1),
-            )
-        })?);
+        match serde_json::from_str(&line) {
+            Ok(c) => out.lines.push(c),
+            Err(e) if e.is_eof() => out.torn.push(format!(
+                "{} line {}: a torn checkpoint line ({} bytes, cut short by a crash or a full disk), passed over; `psp-gateway audit repair --checkpoints` sets it aside",
+                path.display(),
+                i + 1,
+                line.len()
+            )),
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} line {}: not a checkpoint ({e})", path.display(), i + 1),
+                ));
+            }
+        }
     }
     Ok(out)
+}
+
+/// Moves every torn line of the checkpoint file `path` ([`read_all`]) to
+/// `<path>.torn-<unix time>` and writes the file again without them (to a new file, renamed
+/// into place). Returns the file the torn lines went to and how many, or `None` when there
+/// were none.
+pub fn set_torn_lines_aside(path: &Path) -> io::Result<Option<(PathBuf, usize)>> {
+    let text = std::fs::read(path)?;
+    let mut kept = Vec::new();
+    let mut torn = Vec::new();
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        let content = line.strip_suffix(b"\n").unwrap_or(line);
+        match serde_json::from_slice::<CheckpointLine>(content) {
+            Err(e) if e.is_eof() && !content.iter().all(u8::is_ascii_whitespace) => {
+                torn.extend_from_slice(content);
+                torn.push(b'\n');
+            }
+            _ => {
+                kept.extend_from_slice(content);
+                kept.push(b'\n');
+            }
+        }
+    }
+    if torn.is_empty() {
+        return Ok(None);
+    }
+    let count = torn.iter().filter(|&&b| b == b'\n').count();
+    let (aside, mut out) = super::create_beside(path, "torn")?;
+    out.write_all(&torn)?;
+    out.sync_all()?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = PathBuf::from(tmp);
+    let mut f = File::create(&tmp)?;
+    f.write_all(&kept)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(Some((aside, count)))
 }
 
 /// The last checkpoint of `path` (its last complete line; a torn last line, cut short by a
@@ -262,9 +341,125 @@ fn read_last(path: &Path) -> io::Result<Option<CheckpointLine>> {
     Ok(last)
 }
 
-/// Takes the tree up when the log is opened: from the last checkpoint and the records after
-/// it in `path`, whose last record is `seq` with hash `prev` (`0`/genesis when the file is
-/// empty or new). Returns the chain's position to go on from and the tree.
+/// The log's high-water mark, kept apart from it (`<checkpoints>.synced`, and beside the
+/// copy): the last record synced to disk and its hash, rewritten (to a new file, then renamed
+/// into place) after each sync, and at a clean stop marked `clean` after the last checkpoint.
+/// A restart compares the log with it: records synced before the stop that the file no
+/// longer holds (cut from its end) are named in the restart's record, which the next
+/// checkpoint signs. A mark lost with a crash is an older mark, never a higher one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    pub seq: u64,
+    pub chain_head: String,
+    pub time: String,
+    /// Written at a clean stop, after the last checkpoint.
+    #[serde(default)]
+    pub clean: bool,
+}
+
+/// Where the mark of a checkpoint file is kept: beside it, named after it.
+pub fn mark_path(checkpoints: &Path) -> PathBuf {
+    let mut name = checkpoints.as_os_str().to_owned();
+    name.push(".synced");
+    PathBuf::from(name)
+}
+
+/// Writes `mark` beside the checkpoint file and, with `copy`, beside its copy. The copy's
+/// outcome is its own (the second place; `None` when it was not written).
+pub(super) fn write_mark(
+    spec: &CheckpointSpec,
+    mark: &Mark,
+    copy: bool,
+) -> (io::Result<()>, Option<io::Result<()>>) {
+    let main = replace_synced(&mark_path(&spec.file), mark);
+    let copy = match &spec.copy {
+        Some(path) if copy => Some(replace_synced(&mark_path(path), mark)),
+        _ => None,
+    };
+    (main, copy)
+}
+
+fn replace_synced(path: &Path, mark: &Mark) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = PathBuf::from(tmp);
+    let mut bytes = serde_json::to_vec(mark).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    let mut f = File::create(&tmp)?;
+    f.write_all(&bytes)?;
+    f.sync_data()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The highest mark kept beside the checkpoint file or its copy (a cut on one volume shows
+/// from the other); `None` when neither has one. A mark that does not read is passed over.
+pub(super) fn read_mark(spec: &CheckpointSpec) -> Option<Mark> {
+    let read = |p: &Path| {
+        std::fs::read(mark_path(p))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Mark>(&b).ok())
+    };
+    let main = read(&spec.file);
+    let copy = spec.copy.as_deref().and_then(read);
+    match (main, copy) {
+        (Some(a), Some(b)) => Some(if b.seq > a.seq { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What a restart found, for the record that opens the log again
+/// (`audit_log_opened`, [`super::AuditLog::open_with`]).
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Whether anything was there: a checkpoint, a record, a mark. A brand-new log opens
+    /// without a record.
+    pub restart: bool,
+    /// The size of the last checkpoint.
+    pub checkpoint: u64,
+    /// The last intact record of the file.
+    pub last_seq: u64,
+    pub mark: Option<Mark>,
+    /// Whether the hash of record `mark.seq`, as found, is the one the mark names (`None`
+    /// when the file does not hold it).
+    pub mark_matches: Option<bool>,
+    /// The records after the last checkpoint, moved aside.
+    pub set_aside: Option<Uncovered>,
+}
+
+/// Records found after the last checkpoint at a restart: never taken into the log as its
+/// own (no signature covered them, and anyone who can write the file could have rewritten
+/// and re-chained them), but moved as found to a file of their own.
+#[derive(Debug)]
+pub struct Uncovered {
+    pub file: PathBuf,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+impl Found {
+    /// The stop before this start was clean: the mark says so, and the file ends at the
+    /// last checkpoint, which is the mark's record.
+    pub fn clean_stop(&self) -> bool {
+        self.mark.as_ref().is_some_and(|m| {
+            m.clean && m.seq == self.checkpoint && self.last_seq == self.checkpoint
+        }) && self.set_aside.is_none()
+    }
+
+    /// The records synced before the stop that the file does not hold: cut from its end.
+    pub fn missing(&self) -> Option<(u64, u64)> {
+        let mark = self.mark.as_ref()?;
+        (mark.seq > self.last_seq).then_some((self.last_seq + 1, mark.seq))
+    }
+}
+
+/// Takes the tree up when the log is opened: from the last checkpoint, whose record `size`
+/// must be the one the file holds (or the file must start right after it). Records after
+/// it are never adopted: they are moved, as found, to `<file>.uncovered-<unix time>`, and
+/// the file is cut back to the checkpoint ([`Found::set_aside`]). `seq` and `prev` are the
+/// file's last intact record (`0`/genesis when it is empty or new). Returns the chain's
+/// position to go on from, the tree, and what was found.
 ///
 /// Refused, naming what was found: a file whose records end before the last checkpoint (its
 /// tail was removed) or disagree with it (replaced); a file that does not reach back to the
@@ -275,7 +470,7 @@ pub(super) fn resume(
     path: &Path,
     seq: u64,
     prev: String,
-) -> io::Result<(u64, String, Option<Tree>)> {
+) -> io::Result<(u64, String, Option<Tree>, Found)> {
     let refused = |why: String| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -287,6 +482,13 @@ pub(super) fn resume(
     };
     let refuse = |why: String| Err(refused(why));
     let last = read_last(&spec.file)?;
+    let mark = read_mark(spec);
+    let mut found = Found {
+        restart: last.is_some() || seq > 0 || mark.is_some(),
+        last_seq: seq,
+        mark,
+        ..Found::default()
+    };
     let (from, head, frontier) = match last {
         None => (0, super::GENESIS.to_owned(), Frontier::new()),
         Some(line) => {
@@ -312,10 +514,12 @@ pub(super) fn resume(
             (line.size, line.chain_head, frontier)
         }
     };
+    found.checkpoint = from;
     if seq == 0 {
         // A new or empty file (after a rotation): the chain and the tree go on from the
-        // checkpoint.
-        return Ok((from, head, Some(Tree::new(frontier))));
+        // checkpoint, the last record known.
+        found.last_seq = from;
+        return Ok((from, head, Some(Tree::new(frontier)), found));
     }
     if seq < from {
         return refuse(format!(
@@ -323,65 +527,97 @@ pub(super) fn resume(
             spec.file.display()
         ));
     }
-    if seq == from {
-        if prev != head {
-            return refuse(format!(
-                "record {seq} is not the record checkpoint {from} was signed over: the file was replaced"
-            ));
-        }
-        return Ok((seq, prev, Some(Tree::new(frontier))));
+    if seq == from && prev != head {
+        return refuse(format!(
+            "record {seq} is not the record checkpoint {from} was signed over: the file was replaced"
+        ));
     }
-    let mut tree = Tree::new(frontier);
-    let mut expected = (from + 1, head);
-    let mut started = false;
-    for_each_record(path, |line, rseq, rprev| {
-        if rseq <= from {
-            return Ok(());
+    // Where the records after the checkpoint start, and that they start right after it.
+    let mut cut: Option<u64> = None;
+    let mark_seq = found.mark.as_ref().map(|m| m.seq);
+    let mut at_mark = None;
+    let mut first = true;
+    for_each_record(path, |line, offset, rseq, rprev| {
+        let hash = || crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
+        if Some(rseq) == mark_seq {
+            at_mark = Some(hash());
         }
-        if !started && (rseq != expected.0 || rprev != expected.1) && from == 0 {
+        if first {
+            first = false;
+            if from == 0 && rseq != 1 {
+                return Err(format!(
+                    "there is no checkpoint yet and the file starts at record {rseq}: the tree needs every record from 1 (start checkpoints with a new file)"
+                ));
+            }
+            if rseq > from + 1 || (rseq == from + 1 && rprev != head) {
+                return Err(format!(
+                    "the file's records after checkpoint {from} start at record {rseq}, which does not follow it: the records between are in no file here"
+                ));
+            }
+        }
+        if rseq == from && hash() != head {
             return Err(format!(
-                "there is no checkpoint yet and the file starts at record {rseq}: the tree needs every record from 1 (start checkpoints with a new file)"
+                "record {rseq} is not the record checkpoint {from} was signed over: the file was replaced"
             ));
         }
-        if !started && (rseq != expected.0 || rprev != expected.1) {
-            return Err(format!(
-                "the file's records after checkpoint {from} start at record {rseq}, which does not follow it: the records between are in no file here"
-            ));
+        if rseq == from + 1 && cut.is_none() {
+            cut = Some(offset);
         }
-        started = true;
-        if rseq != expected.0 || rprev != expected.1 {
-            return Err(format!(
-                "record {rseq} does not follow record {}: the chain is broken (psp-gateway audit verify names where)",
-                expected.0 - 1
-            ));
-        }
-        tree.push(line.as_bytes());
-        expected = (
-            rseq + 1,
-            crate::hex::lower(&crate::hex::sha256(line.as_bytes())),
-        );
         Ok(())
     })
     .map_err(refused)?;
-    if !started || expected.0 != seq + 1 {
-        return refuse(format!(
-            "the records after checkpoint {from} could not be followed to the file's last record {seq}"
-        ));
+    if let (Some(m), Some(h)) = (&found.mark, &at_mark) {
+        found.mark_matches = Some(m.chain_head == *h);
     }
-    tree.checkpointed = from;
-    Ok((seq, prev, Some(tree)))
+    if seq > from {
+        let Some(offset) = cut else {
+            return refuse(format!(
+                "the records after checkpoint {from} could not be followed to the file's last record {seq}"
+            ));
+        };
+        let (file, bytes, sha256) = set_uncovered_aside(path, offset)?;
+        found.set_aside = Some(Uncovered {
+            file,
+            first_seq: from + 1,
+            last_seq: seq,
+            bytes,
+            sha256,
+        });
+    }
+    Ok((from, head, Some(Tree::new(frontier)), found))
 }
 
-/// Calls `each` with every record line of `path` (without its line end), its `seq` and its
-/// `prev`; a line that is not a record stops the walk (a torn last line was set aside
-/// before this is called).
+/// Moves the bytes of `path` from `offset` on to `<path>.uncovered-<unix time>` (synced),
+/// then cuts `path` back to `offset`. Returns the new file, its length and its SHA-256.
+fn set_uncovered_aside(path: &Path, offset: u64) -> io::Result<(PathBuf, u64, String)> {
+    let mut f = File::open(path)?;
+    f.seek(SeekFrom::Start(offset))?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    let (aside, mut out) = super::create_beside(path, "uncovered")?;
+    out.write_all(&bytes)?;
+    out.sync_all()?;
+    let f = OpenOptions::new().write(true).open(path)?;
+    f.set_len(offset)?;
+    f.sync_all()?;
+    Ok((
+        aside,
+        bytes.len() as u64,
+        crate::hex::lower(&crate::hex::sha256(&bytes)),
+    ))
+}
+
+/// Calls `each` with every record line of `path` (without its line end), where it starts in
+/// the file, its `seq` and its `prev`; a line that is not a record stops the walk (a torn
+/// last line was set aside before this is called).
 fn for_each_record(
     path: &Path,
-    mut each: impl FnMut(&str, u64, String) -> Result<(), String>,
+    mut each: impl FnMut(&str, u64, u64, String) -> Result<(), String>,
 ) -> Result<(), String> {
     let f = File::open(path).map_err(|e| format!("cannot read: {e}"))?;
     let mut reader = BufReader::new(f);
     let mut n = 0;
+    let mut offset = 0u64;
     loop {
         n += 1;
         let broken = |line: usize, why: String| super::Broken {
@@ -389,13 +625,15 @@ fn for_each_record(
             line,
             why,
         };
+        let start = offset;
         let Some((line, ended)) =
             super::read_record_line(&mut reader, n, &broken).map_err(|e| e.to_string())?
         else {
             return Ok(());
         };
+        offset += line.len() as u64 + u64::from(ended);
         let (_, seq, prev) =
             super::parse_record(&line, ended, n, &broken).map_err(|e| e.to_string())?;
-        each(&line, seq, prev)?;
+        each(&line, start, seq, prev)?;
     }
 }

@@ -69,6 +69,15 @@ pub enum Finding {
     /// No checkpoint to check against.
     #[error("no checkpoint given")]
     NoCheckpoint,
+    /// A checkpoint of another log: its note names another origin than the log's.
+    #[error(
+        "checkpoint {index} is of another log: its origin is `{origin}`, this log's is `{expected}` (a checkpoint of another deployment signed by the same key proves nothing about this log)"
+    )]
+    OtherOrigin {
+        index: usize,
+        origin: String,
+        expected: String,
+    },
 }
 
 /// How a finding names its checkpoint: by its place in the checkpoint file (from 1), or,
@@ -122,21 +131,60 @@ pub fn open_note(note: &str, keys: &[PublicKey]) -> Result<Checkpoint, String> {
     Err(why)
 }
 
-/// Checks `files` against every checkpoint in `lines`: each verifies with one of `keys`, the
-/// files hold at least its size of records, and the root of that many is its root. Records
-/// after the last checkpoint are refused unless `allow_tail`.
+/// The chain through `files` (from record 1), and the tree's root at each of `sizes` (`None`
+/// for a size past the records held), in one pass: the leaves are folded into a
+/// [`merkle::Frontier`] as they are read, and a root is taken when the tree reaches a size
+/// asked for, so the work is linear in the records and the memory is the frontier (at most 64
+/// hashes) and one root per size asked for, not one hash per record.
+pub fn roots_at(
+    files: &[PathBuf],
+    sizes: &[u64],
+) -> Result<(Verified, Vec<Option<Hash>>), Finding> {
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&i| sizes[i]);
+    let mut roots = vec![None; sizes.len()];
+    let mut next = 0;
+    let mut frontier = merkle::Frontier::new();
+    let mut settle = |frontier: &merkle::Frontier, next: &mut usize| {
+        while let Some(&i) = order.get(*next)
+            && sizes[i] <= frontier.size()
+        {
+            if sizes[i] == frontier.size() {
+                roots[i] = Some(frontier.root());
+            }
+            *next += 1;
+        }
+    };
+    settle(&frontier, &mut next);
+    let chain = super::verify_with(files, |_, line| {
+        frontier.push(merkle::leaf_hash(line.as_bytes()));
+        settle(&frontier, &mut next);
+    })
+    .map_err(Finding::Chain)?;
+    if chain.starts_mid_chain {
+        return Err(Finding::NotFromStart(chain.first_seq.unwrap_or(0)));
+    }
+    Ok((chain, roots))
+}
+
+/// Checks `files` against every checkpoint in `lines`: each verifies with one of `keys` and
+/// names the log's origin (`origin`, or when `None` the first checkpoint's: a checkpoint of
+/// another log signed by the same key is not this log's), the files hold at least its size of
+/// records, and the root of that many is its root. Records after the last checkpoint are
+/// refused unless `allow_tail`. Linear in the records ([`roots_at`]); the first checkpoint
+/// (in the file's order) that fails is the one named.
 pub fn check(
     files: &[PathBuf],
     lines: &[CheckpointLine],
     keys: &[PublicKey],
     allow_tail: bool,
+    origin: Option<&str>,
 ) -> Result<Covered, Finding> {
     if lines.is_empty() {
         return Err(Finding::NoCheckpoint);
     }
-    let (chain, leaves) = leaves(files)?;
-    let records = leaves.len() as u64;
-    let mut covered = 0;
+    let mut opened = Vec::with_capacity(lines.len());
+    let mut origin = origin.map(str::to_owned);
     for (i, line) in lines.iter().enumerate() {
         let index = i + 1;
         let c = open_note(&line.note, keys).map_err(|why| Finding::BadSignature {
@@ -144,23 +192,44 @@ pub fn check(
             size: line.size,
             why,
         })?;
-        if c.size > records {
-            return Err(Finding::Truncated {
-                index,
-                size: c.size,
-                time: c.time,
-                records,
-            });
+        match &origin {
+            None => origin = Some(c.origin.clone()),
+            Some(expected) if *expected != c.origin => {
+                return Err(Finding::OtherOrigin {
+                    index,
+                    origin: c.origin,
+                    expected: expected.clone(),
+                });
+            }
+            Some(_) => {}
         }
-        if merkle::root(&leaves[..c.size as usize]) != c.root {
-            return Err(Finding::RootMismatch {
-                index,
-                size: c.size,
-                time: c.time,
-            });
-        }
-        covered = covered.max(c.size);
+        opened.push(c);
     }
+    let sizes: Vec<u64> = opened.iter().map(|c| c.size).collect();
+    let (chain, roots) = roots_at(files, &sizes)?;
+    let records = chain.records;
+    for (i, (c, root)) in opened.into_iter().zip(roots).enumerate() {
+        let index = i + 1;
+        match root {
+            None => {
+                return Err(Finding::Truncated {
+                    index,
+                    size: c.size,
+                    time: c.time,
+                    records,
+                });
+            }
+            Some(root) if root != c.root => {
+                return Err(Finding::RootMismatch {
+                    index,
+                    size: c.size,
+                    time: c.time,
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    let covered = sizes.iter().copied().max().unwrap_or(0);
     if covered < records && !allow_tail {
         return Err(Finding::Uncovered {
             covered,
