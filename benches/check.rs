@@ -182,12 +182,12 @@ fn evidence(c: &mut Criterion) {
         let key = SigningKey::from_pem(&SigningKey::generate_pem(alg)).expect("key");
         let jwks = Jwks::new([key.public()]);
         g.bench_function(format!("sign_answer_1k_{alg}"), |b| {
-            b.iter(|| sign_detached(&key, &body, 1_764_000_000))
+            b.iter(|| sign_detached(&key, &body, 1_764_000_000, None))
         });
         g.bench_function(format!("sign_decision_{alg}"), |b| {
             b.iter(|| sign_compact(&key, "psp-decision+json", &decision, 1_764_000_000))
         });
-        let jws = sign_detached(&key, &body, 1_764_000_000);
+        let jws = sign_detached(&key, &body, 1_764_000_000, None);
         g.bench_function(format!("verify_answer_1k_{alg}"), |b| {
             b.iter(|| verify_detached(&jwks, &jws, &body).expect("verifies"))
         });

@@ -749,19 +749,41 @@ pub fn evidence(config: &Config) -> Result<Option<Arc<Evidence>>, StartError> {
     let path = config.resolve(&e.signing_key);
     let key = SigningKey::from_pem_file(&path)
         .map_err(|err| StartError::Evidence(format!("signing_key {}: {err}", path.display())))?;
-    let mut previous = Vec::new();
-    for p in &e.previous_keys {
-        let path = config.resolve(p);
-        previous.push(PublicKey::from_pem_file(&path).map_err(|err| {
-            StartError::Evidence(format!("previous_keys {}: {err}", path.display()))
-        })?);
-    }
+    let previous = previous_keys(config, e).map_err(StartError::Evidence)?;
     Ok(Some(Arc::new(Evidence::new(
         key,
         previous,
         e.forward_signature,
         config.sha256.clone(),
     ))))
+}
+
+/// The previous keys of `[evidence]`, each retired at its instant; an unreadable key or a
+/// time that is not RFC 3339 is an error naming it.
+pub fn previous_keys(
+    config: &Config,
+    e: &crate::config::EvidenceConfig,
+) -> Result<Vec<PublicKey>, String> {
+    e.previous_keys
+        .iter()
+        .map(|p| {
+            let path = config.resolve(&p.path);
+            let retired = time::OffsetDateTime::parse(
+                &p.retired,
+                &time::format_description::well_known::Rfc3339,
+            )
+            .map_err(|err| {
+                format!(
+                    "previous_keys {}: retired `{}` is not an RFC 3339 time ({err})",
+                    path.display(),
+                    p.retired
+                )
+            })?;
+            PublicKey::from_pem_file(&path)
+                .map(|k| k.retired_at(retired.unix_timestamp()))
+                .map_err(|err| format!("previous_keys {}: {err}", path.display()))
+        })
+        .collect()
 }
 
 /// The connection to Redis of `[shared_state]`, when configured: the password read from its

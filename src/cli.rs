@@ -540,16 +540,8 @@ fn audit_options(
                 every: Duration::from_secs(a.checkpoint_seconds),
                 origin: a.origin.clone(),
                 key: Arc::new(key),
-                previous: e
-                    .previous_keys
-                    .iter()
-                    .map(|p| {
-                        let path = config.resolve(p);
-                        crate::evidence::PublicKey::from_pem_file(&path).map_err(|err| {
-                            format!("evidence: previous_keys {}: {err}", path.display())
-                        })
-                    })
-                    .collect::<Result<_, _>>()?,
+                previous: crate::app::previous_keys(config, e)
+                    .map_err(|err| format!("evidence: {err}"))?,
             })
         }
         _ => None,

@@ -135,13 +135,27 @@ pub struct EvidenceConfig {
     /// The signing key: a PKCS#8 PEM file, ECDSA P-256 or Ed25519.
     pub signing_key: PathBuf,
     /// Earlier public keys (SPKI PEM files) still published in the JWKS after a rotation, so
-    /// that what they signed still verifies.
+    /// that what they signed before they were retired still verifies.
     #[serde(default)]
-    pub previous_keys: Vec<PathBuf>,
+    pub previous_keys: Vec<PreviousKey>,
     /// Forward each permitted call's signed decision to the upstream, in
     /// `x-psp-decision-jws`.
     #[serde(default)]
     pub forward_signature: bool,
+}
+
+/// A previous key of a rotation: its public key file and the instant it was retired. Nothing
+/// it signed after that instant is accepted, by `serve` or by `evidence verify` and
+/// `audit verify` (the JWKS publishes the instant).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a previous key with the instant it was retired: { path = \"old.pub.pem\", retired = \"2026-11-01T00:00:00Z\" }"
+)]
+pub struct PreviousKey {
+    pub path: PathBuf,
+    /// RFC 3339.
+    pub retired: String,
 }
 
 /// Sandbox features. Off unless configured; the repository's `gateway.toml` turns it on.

@@ -12,6 +12,7 @@ const PLACES: &[(&str, &str, &str)] = &[
     ("src/config.rs", "Config", ""),
     ("src/config.rs", "AuditConfig", "audit."),
     ("src/config.rs", "EvidenceConfig", "evidence."),
+    ("src/config.rs", "PreviousKey", "evidence.previous_keys[]."),
     ("src/config.rs", "SandboxConfig", "sandbox."),
     ("src/config.rs", "ChecksConfig", "checks."),
     ("src/config.rs", "TrustConfig", "trust."),

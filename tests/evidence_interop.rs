@@ -132,13 +132,14 @@ fn detached_jws_of_both_algorithms_verify_with_jwcrypto() {
     // that every kid is jwcrypto's RFC 7638 thumbprint, which cross-checks ours for EC.
     let jwks = Jwks::new([es.public(), ed.public()]);
     for signer in [&es, &ed] {
-        let jws = sign_detached(signer, PAYLOAD, IAT);
+        let jws = sign_detached(signer, PAYLOAD, IAT, None);
         assert_eq!(
             verify_detached(&jwks, &jws, PAYLOAD),
             Ok(JwsVerified {
                 kid: signer.kid(),
                 alg: signer.alg(),
-                iat: IAT
+                iat: IAT,
+                question: None,
             })
         );
         assert_eq!(
@@ -156,7 +157,7 @@ fn a_tampered_payload_is_refused_by_both() {
     for alg in [Alg::Es256, Alg::EdDsa] {
         let signer = key(alg);
         let jwks = Jwks::new([signer.public()]);
-        let jws = sign_detached(&signer, PAYLOAD, IAT);
+        let jws = sign_detached(&signer, PAYLOAD, IAT, None);
         let tampered = b"{\"psp\":\"PSDGB-FCA-123456\",\"decision\":\"deny\"}\n.\xff\x00";
         assert_eq!(
             verify_detached(&jwks, &jws, tampered),
@@ -176,7 +177,7 @@ fn a_jws_checked_against_another_keys_jwks_is_refused_by_both() {
     for alg in [Alg::Es256, Alg::EdDsa] {
         let (signer, other) = (key(alg), key(alg));
         let jwks = Jwks::new([other.public()]);
-        let jws = sign_detached(&signer, PAYLOAD, IAT);
+        let jws = sign_detached(&signer, PAYLOAD, IAT, None);
         assert_eq!(
             verify_detached(&jwks, &jws, PAYLOAD),
             Err(JwsError::KidUnknown { kid: signer.kid() })
@@ -304,4 +305,132 @@ fn a_tampered_note_and_a_note_checked_with_another_key_are_refused_by_both() {
         let why = cryptography(&scratch, &other.public(), NOTE_NAME, &note).unwrap_err();
         assert!(why.contains("no signature from"), "{alg}: {why}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 38: the question an answer answers, and a retired key's life
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn the_question_in_a_signed_answer_is_critical_and_checked_by_both() {
+    let scratch = Scratch::new("question");
+    let signer = key(Alg::Es256);
+    let jwks = Jwks::new([signer.public()]);
+    let mut question = serde_json::Map::new();
+    question.insert("certSha256".into(), "ab".repeat(32).into());
+    question.insert("jurisdiction".into(), "XX".into());
+    question.insert("fiReferenceId".into(), "R1".into());
+    let jws = sign_detached(&signer, PAYLOAD, IAT, Some(&question));
+    let ours = verify_detached(&jwks, &jws, PAYLOAD).expect("ours");
+    assert_eq!(ours.question.as_ref(), Some(&question));
+    assert_eq!(jwcrypto(&scratch, &jwks.to_json(), PAYLOAD, &jws), Ok(()));
+    // The question as asked: jwcrypto's header holds it; another question is refused.
+    let jwks_file = scratch.write("q-jwks.json", jwks.to_json().as_bytes());
+    let payload = scratch.write("q-payload", PAYLOAD);
+    let check = |asked: &Value| {
+        verify_py(&[
+            "jws".as_ref(),
+            jwks_file.as_os_str(),
+            payload.as_os_str(),
+            jws.as_ref(),
+            asked.to_string().as_ref(),
+        ])
+    };
+    assert_eq!(
+        check(&json!({"certSha256": "ab".repeat(32), "jurisdiction": "XX"})),
+        Ok(())
+    );
+    let why = check(&json!({"certSha256": "cd".repeat(32)})).unwrap_err();
+    assert!(why.contains("the answer is about certSha256"), "{why}");
+    // A question not marked critical is refused by both (a verifier that ignores it would
+    // take the answer for any question).
+    let mut header =
+        json!({"alg": "ES256", "kid": signer.kid(), "b64": false, "crit": ["b64"], "iat": IAT});
+    header["psp_question"] = Value::Object(question.clone());
+    let not_critical = hand_built(&header, &signer.sign(&signing_input(&header, PAYLOAD)));
+    assert_eq!(
+        verify_detached(&jwks, &not_critical, PAYLOAD),
+        Err(JwsError::QuestionMalformed)
+    );
+    let why = jwcrypto(&scratch, &jwks.to_json(), PAYLOAD, &not_critical).unwrap_err();
+    assert!(why.contains("psp_question is not listed in crit"), "{why}");
+}
+
+#[test]
+fn a_retired_key_is_held_to_its_life_by_both_verifiers() {
+    let scratch = Scratch::new("retired");
+    for alg in [Alg::Es256, Alg::EdDsa] {
+        let old = key(alg);
+        let published = Jwks::new([old.public().retired_at(IAT + 60)]);
+        let json_set = published.to_json();
+        assert!(
+            json_set.contains("\"retired\":\"2025-11-24T16:01:00Z\""),
+            "{json_set}"
+        );
+        // Signed before the retirement: both accept.
+        let before = sign_detached(&old, PAYLOAD, IAT, None);
+        assert!(verify_detached(&published, &before, PAYLOAD).is_ok());
+        assert_eq!(jwcrypto(&scratch, &json_set, PAYLOAD, &before), Ok(()));
+        // Dated after it (a stolen retired key, backdating nothing): both refuse.
+        let after = sign_detached(&old, PAYLOAD, IAT + 30 * 86_400, None);
+        assert!(matches!(
+            verify_detached(&published, &after, PAYLOAD),
+            Err(JwsError::Lifetime(_))
+        ));
+        let why = jwcrypto(&scratch, &json_set, PAYLOAD, &after).unwrap_err();
+        assert!(why.contains("after key"), "{alg}: {why}");
+        // A live key's signature from the future: both refuse.
+        let live = Jwks::new([old.public()]);
+        let future = sign_detached(&old, PAYLOAD, time_now() + 30 * 86_400, None);
+        assert!(matches!(
+            verify_detached(&live, &future, PAYLOAD),
+            Err(JwsError::Lifetime(_))
+        ));
+        let why = jwcrypto(&scratch, &live.to_json(), PAYLOAD, &future).unwrap_err();
+        assert!(why.contains("in the future"), "{alg}: {why}");
+
+        // A checkpoint note dated after the retirement: both refuse; before: both accept.
+        let note_at = |t: &str| {
+            let text =
+                format!("{NOTE_NAME}\n7\nqINS1GRFhWHwdkUeqLEoP4yEMkTBBrxhEcqd1K4uo+s=\ntime {t}\n");
+            note_sign(&old, NOTE_NAME, &text).expect("sign")
+        };
+        let retired_key = old.public().retired_at(IAT + 60);
+        let early = note_at("2025-11-24T16:00:30Z");
+        let late = note_at("2025-12-24T16:00:00Z");
+        assert!(
+            psp_gateway::telemetry::audit::proof::open_note(
+                &early,
+                std::slice::from_ref(&retired_key)
+            )
+            .is_ok()
+        );
+        let why = psp_gateway::telemetry::audit::proof::open_note(
+            &late,
+            std::slice::from_ref(&retired_key),
+        )
+        .unwrap_err();
+        assert!(why.contains("after key"), "{why}");
+        let pem = scratch.write("old.pem", old.public().to_pem().as_bytes());
+        let py = |note: &str| {
+            let file = scratch.write("retired-note", note.as_bytes());
+            verify_py(&[
+                "note".as_ref(),
+                pem.as_os_str(),
+                NOTE_NAME.as_ref(),
+                file.as_os_str(),
+                "2025-11-24T16:01:00Z".as_ref(),
+            ])
+        };
+        assert_eq!(py(&early), Ok(()));
+        let why = py(&late).unwrap_err();
+        assert!(why.contains("after the key was retired"), "{alg}: {why}");
+    }
+}
+
+fn time_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as i64
 }

@@ -1021,9 +1021,30 @@ fn after_a_key_rotation_the_log_goes_on_when_the_old_key_is_among_the_previous_k
         "{e}"
     );
 
-    // With the old public key among the previous keys, it goes on, signing with the new.
+    // A previous key retired before it signed the last checkpoint does not vouch for it
+    // (a stolen retired key signs nothing that counts).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as i64;
+    let mut too_early = spec(&cp, &new);
+    too_early.previous = vec![old.public().retired_at(now - 3600)];
+    let e = AuditLog::open_with(
+        &log,
+        Options {
+            checkpoints: Some(too_early),
+            ..Options::default()
+        },
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(e.contains("within its life"), "{e}");
+
+    // With the old public key among the previous keys, retired now, it goes on, signing
+    // with the new.
     let mut rotated = spec(&cp, &new);
-    rotated.previous = vec![old.public()];
+    rotated.previous = vec![old.public().retired_at(now + 2)];
     let audit = open(&log, Some(rotated));
     append(&audit, 13, RECORDS);
     audit.close().expect("close");
@@ -1045,4 +1066,36 @@ fn after_a_key_rotation_the_log_goes_on_when_the_old_key_is_among_the_previous_k
     let only_new = jwks_file(&s, "new.json", &new);
     let o = verify(&[&log], &cp, &only_new, &[]);
     expect(&o, 65, &["does not verify with the keys given"]);
+
+    // The published set says when the old key was retired: its checkpoints from before
+    // verify, and one it signs after (a stolen key, dated after the rotation) does not.
+    let published = s.path("published.json");
+    std::fs::write(
+        &published,
+        psp_gateway::evidence::Jwks::new([new.public(), old.public().retired_at(now + 2)])
+            .to_json(),
+    )
+    .expect("write");
+    let o = verify(&[&log], &cp, &published, &[]);
+    expect(&o, 0, &["24 records"]);
+    let mut lines_cp = lines(&cp);
+    let mut forged: CheckpointLine = serde_json::from_str(&lines_cp[0]).expect("a checkpoint");
+    let later = time::OffsetDateTime::from_unix_timestamp(now + 120)
+        .expect("time")
+        .format(&time::format_description::well_known::Rfc3339)
+        .expect("format");
+    let root = forged
+        .note
+        .lines()
+        .nth(2)
+        .expect("the root line")
+        .to_owned();
+    let text = format!("{ORIGIN}\n{}\n{root}\ntime {later}\n", forged.size);
+    forged.note = note_sign(&old, ORIGIN, &text).expect("sign");
+    forged.time = later;
+    lines_cp.push(serde_json::to_string(&forged).expect("json"));
+    let forged_file = s.path("forged-checkpoints.jsonl");
+    write_lines(&forged_file, &lines_cp);
+    let o = verify(&[&log], &forged_file, &published, &[]);
+    expect(&o, 65, &["after key", "was retired"]);
 }

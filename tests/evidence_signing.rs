@@ -76,7 +76,10 @@ async fn the_jwks_is_served_on_the_admin_listener_with_the_previous_keys_of_a_ro
     let config = test_config(|t| {
         t.replace(
             "[evidence]\n",
-            &format!("[evidence]\nprevious_keys = [\"{}\"]\n", old_pem.display()),
+            &format!(
+                "[evidence]\nprevious_keys = [{{ path = \"{}\", retired = \"2026-11-01T00:00:00Z\" }}]\n",
+                old_pem.display()
+            ),
         )
     });
     let running = common::service::start(config).await;
@@ -97,6 +100,11 @@ async fn the_jwks_is_served_on_the_admin_listener_with_the_previous_keys_of_a_ro
     for key in reply.json()["keys"].as_array().expect("keys") {
         assert!(key.get("d").is_none(), "no private member: {key}");
     }
+    // The previous key is published with the instant it was retired; the signing key without.
+    let keys = reply.json()["keys"].clone();
+    assert_eq!(keys[0].get("retired"), None, "{keys}");
+    assert_eq!(keys[1]["retired"], "2026-11-01T00:00:00Z", "{keys}");
+    assert_eq!(jwks.keys()[1].retired(), Some(1_793_491_200));
 
     // Without [evidence], nothing is published.
     let config = test_config(without_evidence);
@@ -248,6 +256,61 @@ async fn evidence_verify_accepts_a_signed_answer_and_refuses_a_tampered_one_or_a
         "{}",
         String::from_utf8_lossy(&wrong_key.stderr)
     );
+
+    // The signature says which question it answers (issue 38 finding 7): the certificate,
+    // the jurisdiction, the reference and the caller, in the protected header.
+    let verified = psp_gateway::evidence::verify_detached(&sandbox_jwks(), &jws, &reply.body)
+        .expect("verifies");
+    let question = verified.question.expect("a question");
+    let valid_der = STANDARD.decode(&valid).expect("base64");
+    assert_eq!(
+        question["certSha256"],
+        psp_gateway::hex::lower(&psp_gateway::hex::sha256(&valid_der))
+    );
+    assert_eq!(question["jurisdiction"], "XX");
+    assert_eq!(question["fiReferenceId"], "PSDXX-TEST-999999");
+    assert_eq!(question["caller"], "sandbox");
+    let asked = |extra: &[&std::ffi::OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+            .args(["evidence", "verify", "--jwks"])
+            .arg(&jwks)
+            .args(["--signature", &jws, "--body"])
+            .arg(&body)
+            .args(extra)
+            .output()
+            .expect("run")
+    };
+    let valid_pem = test_pki().psp("valid");
+    let revoked_pem = test_pki().psp("revoked");
+    let right = asked(&[
+        "--cert".as_ref(),
+        valid_pem.as_os_str(),
+        "--jurisdiction".as_ref(),
+        "XX".as_ref(),
+        "--fi-reference-id".as_ref(),
+        "PSDXX-TEST-999999".as_ref(),
+    ]);
+    assert_eq!(
+        right.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&right.stderr)
+    );
+    // The same answer presented as the answer about another certificate, or another
+    // reference: refused, naming what differs.
+    for (flag, value, says) in [
+        ("--cert", revoked_pem.as_os_str(), "certSha256"),
+        ("--fi-reference-id", "R-OTHER".as_ref(), "fiReferenceId"),
+        ("--jurisdiction", "XY".as_ref(), "jurisdiction"),
+    ] {
+        let wrong = asked(&[flag.as_ref(), value]);
+        assert_eq!(wrong.status.code(), Some(65), "{flag}");
+        let err = String::from_utf8_lossy(&wrong.stderr);
+        assert!(
+            err.contains("not for this question") && err.contains(says),
+            "{err}"
+        );
+    }
 }
 
 /// The payload of a compact JWS, verified with the sandbox key.

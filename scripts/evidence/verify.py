@@ -1,22 +1,29 @@
 #!/usr/bin/env python3
 """Verifies psp-gateway's evidence signatures with code no one here wrote.
 
-    verify.py jws JWKS_FILE PAYLOAD_FILE JWS_STRING
+    verify.py jws JWKS_FILE PAYLOAD_FILE JWS_STRING [QUESTION_JSON]
         A detached JWS with an unencoded payload (RFC 7515 appendix F + RFC 7797), with
-        jwcrypto. Every key of the JWKS must have its RFC 7638 thumbprint as its kid.
+        jwcrypto. Every key of the JWKS must have its RFC 7638 thumbprint as its kid. The
+        header's `psp_question` (the question the answer answers) must be critical; with
+        QUESTION_JSON, each of its members must be the header's.
 
     verify.py compact JWKS_FILE JWS_STRING
         A compact JWS with its payload (a signed gateway decision), with jwcrypto; the
         payload is printed on stderr once it verifies.
+
+    Both hold a key to its life: a JWK with a `retired` member (RFC 3339) verifies nothing
+    whose `iat` is after it, and no `iat` may be more than 300 s ahead of this clock.
 
     verify.py root SIZE AUDIT_FILE...
         The RFC 9162 Merkle tree root (base64) of the first SIZE records of the audit files
         (oldest first), with hashlib alone: leaf = SHA-256(0x00 || line without its end),
         node = SHA-256(0x01 || left || right). Prints the root, not `valid`.
 
-    verify.py note PUBKEY_PEM NAME NOTE_FILE
+    verify.py note PUBKEY_PEM NAME NOTE_FILE [RETIRED]
         A C2SP signed note (https://c2sp.org/signed-note) with pyca/cryptography only:
-        Ed25519 (type 0x01) or ECDSA P-256 (type 0x02, as transparency-dev/witness).
+        Ed25519 (type 0x01) or ECDSA P-256 (type 0x02, as transparency-dev/witness). With
+        RETIRED (RFC 3339, the key's retirement), the checkpoint's `time` line must not be
+        after it.
 
 Prints `valid` and exits 0, or prints `refused: <why>` and exits 1. Usage errors exit 2.
 The packages are pinned in scripts/evidence/requirements.txt (scripts/test installs them
@@ -24,9 +31,11 @@ into target/evidence-venv).
 """
 
 import base64
+import datetime
 import hashlib
 import json
 import sys
+import time
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -40,16 +49,39 @@ ALLOWED_ALGS = ["ES256", "EdDSA"]
 # c2sp.org/signed-note: verifiers "MUST accept at least up to 16 signatures".
 MAX_NOTE_SIGNATURES = 16
 
+# How far ahead of this clock a signature's time may be.
+MAX_CLOCK_SKEW_SECS = 300
+
+# psp-gateway's header parameter naming the question a signed answer answers: jwcrypto
+# refuses a critical parameter it was not told of, as it must.
+PSP_QUESTION = {"psp_question": jws.JWSEHeaderParameter("The question answered", True, True, None)}
+
+
+def rfc3339(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def check_lifetime(jwks_file, kid, iat):
+    """The key `kid` of the raw JWK set must have been alive at `iat`."""
+    with open(jwks_file, encoding="utf-8") as f:
+        keys = json.load(f).get("keys", [])
+    for key in keys:
+        if key.get("kid") == kid and "retired" in key:
+            if iat > rfc3339(key["retired"]):
+                raise Refused(f"signed at {iat}, after key {kid} was retired at {key['retired']}")
+    if iat > time.time() + MAX_CLOCK_SKEW_SECS:
+        raise Refused(f"signed at {iat}, in the future")
+
 
 class Refused(Exception):
     """The evidence does not verify; the message says why."""
 
 
-def verify_jws(jwks_file, payload_file, token):
+def verify_jws(jwks_file, payload_file, token, question=None):
     keyset = load_keyset(jwks_file)
     with open(payload_file, "rb") as f:
         payload = f.read()
-    token_jws = jws.JWS()
+    token_jws = jws.JWS(header_registry=PSP_QUESTION)
     token_jws.allowed_algs = ALLOWED_ALGS
     try:
         token_jws.deserialize(token)
@@ -59,11 +91,19 @@ def verify_jws(jwks_file, payload_file, token):
     # RFC 7797 section 6: only an unencoded payload that the header marks critical.
     if header.get("b64") is not False or "b64" not in header.get("crit", []):
         raise Refused("the header is not b64:false with crit [b64]")
+    if "psp_question" in header and "psp_question" not in header.get("crit", []):
+        raise Refused("psp_question is not listed in crit")
     try:
         token_jws.verify(keyset, detached_payload=payload)
     except Exception as e:
         log = "; ".join(token_jws.verifylog or [])
         raise Refused(f"{type(e).__name__}: {e} [{log}]") from e
+    check_lifetime(jwks_file, header.get("kid"), header.get("iat"))
+    if question is not None:
+        asked = header.get("psp_question") or {}
+        for member, value in json.loads(question).items():
+            if asked.get(member) != value:
+                raise Refused(f"the answer is about {member} {asked.get(member)!r}, not {value!r}")
 
 
 def load_keyset(jwks_file):
@@ -89,6 +129,8 @@ def verify_compact(jwks_file, token):
     except Exception as e:
         log = "; ".join(token_jws.verifylog or [])
         raise Refused(f"{type(e).__name__}: {e} [{log}]") from e
+    header = token_jws.jose_header
+    check_lifetime(jwks_file, header.get("kid"), header.get("iat"))
     print(token_jws.payload.decode("utf-8"), file=sys.stderr)
 
 
@@ -111,7 +153,7 @@ def signature_verifies(public, text, signature):
         return False
 
 
-def verify_note(pem_file, name, note_file):
+def verify_note(pem_file, name, note_file, retired=None):
     with open(pem_file, "rb") as f:
         public = serialization.load_pem_public_key(f.read())
     if isinstance(public, ec.EllipticCurvePublicKey):
@@ -154,6 +196,14 @@ def verify_note(pem_file, name, note_file):
         verified = True
     if not verified:
         raise Refused(f"no signature from {name} with key ID {key_id.hex()}")
+    times = [l[5:] for l in text.decode().split("\n") if l.startswith("time ")]
+    if retired is not None:
+        if not times:
+            raise Refused("the key is retired and the checkpoint names no time")
+        if rfc3339(times[0]) > rfc3339(retired):
+            raise Refused(f"the checkpoint is dated {times[0]}, after the key was retired at {retired}")
+    if times and rfc3339(times[0]) > time.time() + MAX_CLOCK_SKEW_SECS:
+        raise Refused(f"the checkpoint is dated {times[0]}, in the future")
 
 
 def merkle_root(leaves):
@@ -172,9 +222,8 @@ def print_root(size, files):
     leaves = []
     for name in files:
         with open(name, "rb") as f:
+            # The bytes hashed are the line up to its LF (a CR is part of them).
             for line in f.read().split(b"\n"):
-                if line.endswith(b"\r"):
-                    line = line[:-1]
                 if line:
                     leaves.append(hashlib.sha256(b"\x00" + line).digest())
     if size > len(leaves):
@@ -187,12 +236,12 @@ def print_root(size, files):
 def main(argv):
     if len(argv) >= 4 and argv[1] == "root":
         return print_root(int(argv[2]), argv[3:])
-    if len(argv) == 5 and argv[1] == "jws":
-        check = lambda: verify_jws(argv[2], argv[3], argv[4])
+    if len(argv) in (5, 6) and argv[1] == "jws":
+        check = lambda: verify_jws(*argv[2:])
     elif len(argv) == 4 and argv[1] == "compact":
         check = lambda: verify_compact(argv[2], argv[3])
-    elif len(argv) == 5 and argv[1] == "note":
-        check = lambda: verify_note(argv[2], argv[3], argv[4])
+    elif len(argv) in (5, 6) and argv[1] == "note":
+        check = lambda: verify_note(*argv[2:])
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -71,6 +71,69 @@ pub(super) struct EvidenceVerifyArgs {
     /// header an upstream received): its payload is printed once it verifies.
     #[arg(long, value_name = "JWS", conflicts_with_all = ["signature", "body"])]
     pub(super) decision: Option<String>,
+    /// The certificate the answer must be about (PEM or DER): its SHA-256 must be the
+    /// signed question's `certSha256`.
+    #[arg(long, value_name = "FILE", requires = "signature")]
+    pub(super) cert: Option<PathBuf>,
+    /// The jurisdiction the answer must be for.
+    #[arg(long, value_name = "CC", requires = "signature")]
+    pub(super) jurisdiction: Option<String>,
+    /// The `fi_reference_id` the answer must be for.
+    #[arg(long, value_name = "ID", requires = "signature")]
+    pub(super) fi_reference_id: Option<String>,
+}
+
+/// The SHA-256 (hex) of the certificate in `path`: PEM (the first certificate) or DER.
+fn certificate_sha256(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let der = match std::str::from_utf8(&bytes) {
+        Ok(text) if text.contains("-----BEGIN CERTIFICATE-----") => {
+            let body: String = text
+                .split("-----BEGIN CERTIFICATE-----")
+                .nth(1)
+                .and_then(|rest| rest.split("-----END CERTIFICATE-----").next())
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(body)
+                .map_err(|e| format!("{}: not a PEM certificate ({e})", path.display()))?
+        }
+        _ => bytes,
+    };
+    Ok(crate::hex::lower(&crate::hex::sha256(&der)))
+}
+
+/// Each member of the signed question that the caller named must be what it says.
+fn question_mismatches(
+    args: &EvidenceVerifyArgs,
+    question: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<Vec<String>, String> {
+    let mut expected = Vec::new();
+    if let Some(cert) = &args.cert {
+        expected.push(("certSha256", certificate_sha256(cert)?));
+    }
+    if let Some(j) = &args.jurisdiction {
+        expected.push(("jurisdiction", j.clone()));
+    }
+    if let Some(f) = &args.fi_reference_id {
+        expected.push(("fiReferenceId", f.clone()));
+    }
+    Ok(expected
+        .into_iter()
+        .filter_map(|(member, want)| {
+            let got = question
+                .and_then(|q| q.get(member))
+                .and_then(|v| v.as_str());
+            (got != Some(want.as_str())).then(|| {
+                format!(
+                    "the signed answer is about {member} {}, not {want}",
+                    got.map_or_else(|| "(none)".to_owned(), |g| format!("`{g}`"))
+                )
+            })
+        })
+        .collect())
 }
 
 /// Reads public keys: a JWKS (`{"keys":[…]}`) or PEM public keys.
@@ -368,9 +431,28 @@ pub(super) fn run_evidence_verify(args: &EvidenceVerifyArgs) -> ExitCode {
         };
         return match crate::evidence::verify_detached(&jwks, signature, &payload) {
             Ok(v) => {
+                let mismatches = match question_mismatches(args, v.question.as_ref()) {
+                    Ok(m) => m,
+                    Err(e) => return fail(EXIT_NO_INPUT, &e),
+                };
+                if !mismatches.is_empty() {
+                    return fail(
+                        EXIT_DATA_ERR,
+                        &format!(
+                            "signature verified, but not for this question: {}",
+                            mismatches.join("; ")
+                        ),
+                    );
+                }
                 println!(
-                    "signature verified: {} by key {}, signed at {}",
-                    v.alg, v.kid, v.iat
+                    "signature verified: {} by key {}, signed at {}{}",
+                    v.alg,
+                    v.kid,
+                    crate::evidence::rfc3339_secs(v.iat),
+                    v.question
+                        .as_ref()
+                        .map(|q| format!(", answering {}", serde_json::Value::Object(q.clone())))
+                        .unwrap_or_default()
                 );
                 ExitCode::SUCCESS
             }

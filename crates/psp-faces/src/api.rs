@@ -191,6 +191,28 @@ impl ApiState {
     }
 }
 
+/// The question a check answer answers, handed from the check to its signature
+/// (`psp_question` of the JWS header, docs/evidence.md): the certificate's SHA-256, the
+/// jurisdiction, the `fi_reference_id`, the caller, and for an audit check its time.
+#[derive(Clone)]
+struct Answered(serde_json::Map<String, serde_json::Value>);
+
+impl Answered {
+    fn new(
+        fingerprint: &str,
+        jurisdiction: CountryCode,
+        fi_reference_id: &str,
+        caller: &str,
+    ) -> Answered {
+        let mut q = serde_json::Map::new();
+        q.insert("certSha256".into(), fingerprint.into());
+        q.insert("jurisdiction".into(), jurisdiction.to_string().into());
+        q.insert("fiReferenceId".into(), fi_reference_id.into());
+        q.insert("caller".into(), caller.into());
+        Answered(q)
+    }
+}
+
 /// Bodies whose signature is kept for reuse within its second.
 const SIGNATURES_KEPT: u64 = 10_000;
 
@@ -216,12 +238,22 @@ async fn signed(
             return failed;
         }
     };
-    let digest = crate::hex::sha256(&bytes);
+    // The question answered (a successful check says which; a refusal answers none).
+    let question = parts
+        .extensions
+        .remove::<Answered>()
+        .map(|a| a.0)
+        .unwrap_or_default();
+    let question_json = serde_json::Value::Object(question.clone()).to_string();
+    // The same bytes answering the same question, within the same second: the same
+    // statement, signed once.
+    let digest = crate::hex::sha256(&[&bytes[..], b"\0", question_json.as_bytes()].concat());
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let signature = match state.signatures.get(&digest).await {
         Some((second, value)) if second == now => Some(value),
         _ => {
-            let value = http::HeaderValue::from_str(&evidence.sign_body_at(&bytes, now)).ok();
+            let value =
+                http::HeaderValue::from_str(&evidence.sign_body_at(&bytes, now, &question)).ok();
             if let Some(value) = &value {
                 state.signatures.insert(digest, (now, value.clone())).await;
             }
@@ -368,7 +400,7 @@ async fn respond<B>(
                     certificate,
                     params.jurisdiction,
                     at,
-                    &caller,
+                    (&caller, &params.fi_reference_id),
                     request_id,
                 ))
                 .await;
@@ -398,7 +430,14 @@ async fn respond<B>(
         tracing::error!(request_id = %request_id, error = %e, "cannot serialise a check result");
         ApiError::Internal
     })?;
-    Ok(json_response(StatusCode::OK, body, request_id))
+    let mut response = json_response(StatusCode::OK, body, request_id);
+    response.extensions_mut().insert(Answered::new(
+        &fingerprint,
+        params.jurisdiction,
+        &params.fi_reference_id,
+        &caller,
+    ));
+    Ok(response)
 }
 
 /// Authenticates the request's one `Authorization` header (two are no credentials at all)
@@ -564,7 +603,7 @@ async fn audit(
     certificate: PspCertificate,
     jurisdiction: CountryCode,
     at: OffsetDateTime,
-    caller: &str,
+    (caller, fi_reference_id): (&str, &str),
     request_id: &str,
 ) -> Result<Response<Body>, ApiError> {
     let registers = match state.audit_registers.clone() {
@@ -615,7 +654,13 @@ async fn audit(
     })?;
     crate::service::audit::annotate(&mut wire, at, &registers, &evidence);
     let body = serde_json::to_vec(&wire).map_err(|_| ApiError::Internal)?;
-    Ok(json_response(StatusCode::OK, body, request_id))
+    let mut response = json_response(StatusCode::OK, body, request_id);
+    let mut answered = Answered::new(&fingerprint, jurisdiction, fi_reference_id, caller);
+    answered
+        .0
+        .insert("at".into(), crate::trust::rfc3339(at).into());
+    response.extensions_mut().insert(answered);
+    Ok(response)
 }
 
 /// A query parameter that may appear at most once, percent-decoded.

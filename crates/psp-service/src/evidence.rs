@@ -15,12 +15,12 @@ mod jws;
 mod key;
 mod note;
 
-pub use jwk::{JwkError, Jwks, MAX_JWKS_BYTES};
+pub use jwk::{JwkError, Jwks, MAX_JWKS_BYTES, RETIRED};
 pub use jws::{
-    JwsError, JwsVerified, MAX_HEADER_BYTES, sign_compact, sign_detached, verify_compact,
+    JwsError, JwsVerified, MAX_HEADER_BYTES, QUESTION, sign_compact, sign_detached, verify_compact,
     verify_detached,
 };
-pub use key::{KeyError, PublicKey, SigningKey};
+pub use key::{KeyError, LifetimeError, MAX_CLOCK_SKEW_SECS, PublicKey, SigningKey, rfc3339_secs};
 pub use note::{MAX_NOTE_SIGNATURES, NoteError, note_key_id, note_sign, note_verify, verifier_key};
 
 /// The two signature algorithms evidence is signed with.
@@ -124,14 +124,28 @@ impl Evidence {
         self.jwks_json.clone()
     }
 
-    /// The detached signature of a response body (`x-jws-signature`), dated now.
-    pub fn sign_body(&self, body: &[u8]) -> String {
-        self.sign_body_at(body, time::OffsetDateTime::now_utc().unix_timestamp())
+    /// The detached signature of a response body (`x-jws-signature`) answering `question`
+    /// (`psp_question` in the protected header: [`jws::QUESTION`]), dated now.
+    pub fn sign_body(
+        &self,
+        body: &[u8],
+        question: &serde_json::Map<String, serde_json::Value>,
+    ) -> String {
+        self.sign_body_at(
+            body,
+            time::OffsetDateTime::now_utc().unix_timestamp(),
+            question,
+        )
     }
 
-    /// The detached signature of a response body, dated `iat` (seconds since the epoch).
-    pub fn sign_body_at(&self, body: &[u8], iat: i64) -> String {
-        sign_detached(&self.key, body, iat)
+    /// [`Evidence::sign_body`], dated `iat` (seconds since the epoch).
+    pub fn sign_body_at(
+        &self,
+        body: &[u8],
+        iat: i64,
+        question: &serde_json::Map<String, serde_json::Value>,
+    ) -> String {
+        sign_detached(&self.key, body, iat, Some(question))
     }
 
     /// A signed decision: a compact JWS of `payload` (JSON), typed `psp-decision+json`.

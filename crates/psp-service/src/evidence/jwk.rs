@@ -14,6 +14,10 @@ use crate::hex;
 /// 64 KiB is hundreds of them and bounds what parsing a hostile set costs.
 pub const MAX_JWKS_BYTES: usize = 64 * 1024;
 
+/// The JWK member (a private one, RFC 7517 §4) that says when a previous key was retired
+/// (RFC 3339): a verifier accepts nothing it signed after that instant.
+pub const RETIRED: &str = "retired";
+
 /// Why a JWK or a JWK set was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JwkError {
@@ -50,6 +54,9 @@ pub enum JwkError {
     /// A `use` other than `sig`.
     #[error("the JWK's use `{found}` is not `sig`")]
     NotForSigning { found: String },
+    /// A `retired` member that is not an RFC 3339 time.
+    #[error("the JWK's `retired` member {found} is not an RFC 3339 time")]
+    BadRetired { found: String },
 }
 
 impl PublicKey {
@@ -89,6 +96,12 @@ impl PublicKey {
                 Value::String(self.alg().jws_name().to_owned()),
             );
             members.insert("use".to_owned(), Value::String("sig".to_owned()));
+            if let Some(retired) = self.retired() {
+                members.insert(
+                    RETIRED.to_owned(),
+                    Value::String(super::key::rfc3339_secs(retired)),
+                );
+            }
         }
         jwk
     }
@@ -124,7 +137,19 @@ impl PublicKey {
             reason: e.to_string(),
         })?;
         check_optional_members(members, &key)?;
-        Ok(key)
+        match members.get(RETIRED) {
+            None => Ok(key),
+            Some(value) => value
+                .as_str()
+                .and_then(|t| {
+                    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .map(|t| key.clone().retired_at(t.unix_timestamp()))
+                .ok_or_else(|| JwkError::BadRetired {
+                    found: value.to_string(),
+                }),
+        }
     }
 }
 

@@ -16,8 +16,15 @@ use super::{Alg, b64url, b64url_decode};
 /// us decode and parse before any signature is checked.
 pub const MAX_HEADER_BYTES: usize = 4096;
 
-/// The one header parameter this code lists in `crit` and understands (RFC 7797 §6).
+/// The header parameter RFC 7797 §6 requires in `crit`.
 const B64: &str = "b64";
+
+/// The header parameter that says which question a signed answer answers (the
+/// certificate's SHA-256, the jurisdiction asked, the `fi_reference_id`, the caller): the
+/// contract's body names none of them, so without it the answer about one certificate is
+/// byte for byte the answer about another. Listed in `crit`, so that a verifier that does not
+/// understand it refuses the JWS rather than accept it for any question.
+pub const QUESTION: &str = "psp_question";
 
 /// What a verified JWS said about itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +36,8 @@ pub struct JwsVerified {
     /// When the signer says it signed (seconds since the Unix epoch), from the protected
     /// header; covered by the signature, but only as true as the signer.
     pub iat: i64,
+    /// The question a signed answer answers ([`QUESTION`]), when the header has one.
+    pub question: Option<Map<String, Value>>,
 }
 
 /// Why a detached JWS was refused.
@@ -93,20 +102,36 @@ pub enum JwsError {
     /// signed.
     #[error("the JWS signature does not verify with key `{kid}`")]
     BadSignature { kid: String },
+    /// `psp_question` that is not an object, or not listed in `crit`.
+    #[error("the JWS header's psp_question is not an object listed in crit")]
+    QuestionMalformed,
+    /// Signed outside its key's life: after the key was retired, or in the future.
+    #[error("the JWS verifies, but {0}")]
+    Lifetime(#[from] super::key::LifetimeError),
 }
 
 /// Signs `payload` as a detached JWS with an unencoded payload:
 /// `BASE64URL(header) || ".." || BASE64URL(signature)`, the protected header being
-/// `{"alg","kid","b64":false,"crit":["b64"],"iat"}` and the signing input
+/// `{"alg","kid","b64":false,"crit":["b64"],"iat"}` (with `question`, also
+/// `"psp_question":question`, listed in `crit`) and the signing input
 /// `ASCII(BASE64URL(header)) || '.' || payload` (RFC 7797 §3).
-pub fn sign_detached(key: &SigningKey, payload: &[u8], iat: i64) -> String {
-    let header = json!({
+pub fn sign_detached(
+    key: &SigningKey,
+    payload: &[u8],
+    iat: i64,
+    question: Option<&Map<String, Value>>,
+) -> String {
+    let mut header = json!({
         "alg": key.alg().jws_name(),
         "kid": key.kid(),
         "b64": false,
         "crit": [B64],
         "iat": iat,
     });
+    if let (Some(question), Some(members)) = (question, header.as_object_mut()) {
+        members.insert("crit".to_owned(), json!([B64, QUESTION]));
+        members.insert(QUESTION.to_owned(), Value::Object(question.clone()));
+    }
     let header = b64url(header.to_string().as_bytes());
     let signature = key.sign(&signing_input(&header, payload));
     format!("{header}..{}", b64url(&signature))
@@ -219,10 +244,12 @@ fn verified_by(
             kid: kid.to_owned(),
         });
     }
+    key.signed_in_lifetime(Some(iat), time::OffsetDateTime::now_utc().unix_timestamp())?;
     Ok(JwsVerified {
         kid: kid.to_owned(),
         alg: key.alg(),
         iat,
+        question: header.get(QUESTION).and_then(Value::as_object).cloned(),
     })
 }
 
@@ -266,9 +293,11 @@ fn check_crit_and_b64(header: &Map<String, Value>) -> Result<(), JwsError> {
         .and_then(Value::as_array)
         .ok_or(JwsError::CritWithoutB64)?;
     let mut lists_b64 = false;
+    let mut lists_question = false;
     for member in crit {
         match member.as_str() {
             Some(B64) => lists_b64 = true,
+            Some(QUESTION) => lists_question = true,
             Some(other) => {
                 return Err(JwsError::CritUnknown {
                     member: other.to_owned(),
@@ -283,7 +312,11 @@ fn check_crit_and_b64(header: &Map<String, Value>) -> Result<(), JwsError> {
     if header.get(B64) != Some(&Value::Bool(false)) {
         return Err(JwsError::B64NotFalse);
     }
-    Ok(())
+    // A question is critical: present exactly when listed, and an object.
+    match (header.get(QUESTION), lists_question) {
+        (None, false) | (Some(Value::Object(_)), true) => Ok(()),
+        _ => Err(JwsError::QuestionMalformed),
+    }
 }
 
 fn header_alg(header: &Map<String, Value>) -> Result<Alg, JwsError> {
@@ -301,6 +334,7 @@ fn header_alg(header: &Map<String, Value>) -> Result<Alg, JwsError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::key::{LifetimeError, MAX_CLOCK_SKEW_SECS};
     use super::*;
 
     const IAT: i64 = 1_764_000_000;
@@ -333,19 +367,88 @@ mod tests {
     }
 
     #[test]
+    fn the_question_answered_is_signed_critical_and_read_back() {
+        let key = key(Alg::Es256);
+        let jwks = Jwks::new([key.public()]);
+        let mut question = Map::new();
+        question.insert("certSha256".into(), "ab".repeat(32).into());
+        question.insert("jurisdiction".into(), "XX".into());
+        let jws = sign_detached(&key, b"{}", IAT, Some(&question));
+        let v = verify_detached(&jwks, &jws, b"{}").expect("verifies");
+        assert_eq!(v.question, Some(question.clone()));
+        // A question the verifier is not told is critical could be ignored: refused.
+        let mut header = good_header(&key);
+        header[QUESTION] = Value::Object(question.clone());
+        let not_critical = forged(&key, header, b"{}");
+        assert_eq!(
+            verify_detached(&jwks, &not_critical, b"{}"),
+            Err(JwsError::QuestionMalformed)
+        );
+        // Listed in crit but absent, or not an object: refused.
+        let listed_absent = forged(&key, with(&key, "crit", json!([B64, QUESTION])), b"{}");
+        assert_eq!(
+            verify_detached(&jwks, &listed_absent, b"{}"),
+            Err(JwsError::QuestionMalformed)
+        );
+    }
+
+    #[test]
+    fn a_retired_key_verifies_what_it_signed_before_its_retirement_and_nothing_after() {
+        let key = key(Alg::EdDsa);
+        let retired = key.public().retired_at(IAT + 10);
+        let jwks = Jwks::new([retired]);
+        let before = sign_detached(&key, b"p", IAT, None);
+        assert!(verify_detached(&jwks, &before, b"p").is_ok());
+        let after = sign_detached(&key, b"p", IAT + 11, None);
+        assert!(
+            matches!(
+                verify_detached(&jwks, &after, b"p"),
+                Err(JwsError::Lifetime(LifetimeError::AfterRetirement { .. }))
+            ),
+            "{:?}",
+            verify_detached(&jwks, &after, b"p")
+        );
+        // A compact JWS (a signed decision) is held to the same rule.
+        let decision = sign_compact(&key, "psp-decision+json", b"{}", IAT + 3600);
+        assert!(matches!(
+            verify_compact(&jwks, &decision),
+            Err(JwsError::Lifetime(LifetimeError::AfterRetirement { .. }))
+        ));
+        // The retirement travels in the JWKS.
+        let published = Jwks::from_json(&jwks.to_json()).expect("parses");
+        assert_eq!(published.keys()[0].retired(), Some(IAT + 10));
+        assert!(verify_detached(&published, &after, b"p").is_err());
+    }
+
+    #[test]
+    fn a_signature_dated_beyond_the_clock_skew_is_refused() {
+        let key = key(Alg::Es256);
+        let jwks = Jwks::new([key.public()]);
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let soon = sign_detached(&key, b"p", now + MAX_CLOCK_SKEW_SECS - 5, None);
+        assert!(verify_detached(&jwks, &soon, b"p").is_ok());
+        let later = sign_detached(&key, b"p", now + 30 * 86_400, None);
+        assert!(matches!(
+            verify_detached(&jwks, &later, b"p"),
+            Err(JwsError::Lifetime(LifetimeError::InTheFuture { .. }))
+        ));
+    }
+
+    #[test]
     fn detached_jws_round_trips_for_both_algorithms() {
         for alg in [Alg::Es256, Alg::EdDsa] {
             let key = key(alg);
             let jwks = Jwks::new([key.public()]);
             let payload = b"{\"report\":\"ok\"}\n with raw bytes \xff\x00 and dots ...";
-            let jws = sign_detached(&key, payload, IAT);
+            let jws = sign_detached(&key, payload, IAT, None);
             assert!(jws.contains(".."), "{jws}");
             assert_eq!(
                 verify_detached(&jwks, &jws, payload),
                 Ok(JwsVerified {
                     kid: key.kid(),
                     alg,
-                    iat: IAT
+                    iat: IAT,
+                    question: None,
                 })
             );
             assert_eq!(
@@ -358,7 +461,7 @@ mod tests {
     #[test]
     fn the_header_is_the_one_rfc_7797_describes() {
         let key = key(Alg::EdDsa);
-        let jws = sign_detached(&key, b"x", IAT);
+        let jws = sign_detached(&key, b"x", IAT, None);
         let header: Value =
             serde_json::from_slice(&b64url_decode(jws.split('.').next().unwrap()).unwrap())
                 .unwrap();
@@ -369,7 +472,7 @@ mod tests {
     fn a_tampered_payload_or_header_does_not_verify() {
         let key = key(Alg::Es256);
         let jwks = Jwks::new([key.public()]);
-        let jws = sign_detached(&key, b"amount=10", IAT);
+        let jws = sign_detached(&key, b"amount=10", IAT, None);
         assert_eq!(
             verify_detached(&jwks, &jws, b"amount=99"),
             Err(JwsError::BadSignature { kid: key.kid() })
@@ -388,7 +491,7 @@ mod tests {
         let ours = key(Alg::EdDsa);
         let theirs = key(Alg::EdDsa);
         let jwks = Jwks::new([ours.public()]);
-        let jws = sign_detached(&theirs, b"p", IAT);
+        let jws = sign_detached(&theirs, b"p", IAT, None);
         assert_eq!(
             verify_detached(&jwks, &jws, b"p"),
             Err(JwsError::KidUnknown { kid: theirs.kid() })
@@ -513,7 +616,7 @@ mod tests {
     fn malformed_serializations_are_refused_by_shape() {
         let key = key(Alg::Es256);
         let jwks = Jwks::new([key.public()]);
-        let jws = sign_detached(&key, b"p", IAT);
+        let jws = sign_detached(&key, b"p", IAT, None);
         let (header, signature) = jws.split_once("..").unwrap();
         let check = |text: &str| verify_detached(&jwks, text, b"p");
         assert_eq!(check(header), Err(JwsError::NotThreeParts { parts: 1 }));

@@ -238,6 +238,48 @@ fn ecdsa_sign(pair: &EcdsaKeyPair, rng: &SystemRandom, msg: &[u8]) -> Vec<u8> {
 pub struct PublicKey {
     alg: Alg,
     bytes: Vec<u8>,
+    /// When the key was retired (seconds since the epoch), for a previous key: nothing it
+    /// signed after that instant is accepted ([`PublicKey::signed_in_lifetime`]).
+    retired: Option<i64>,
+}
+
+/// How far ahead of this machine's clock a signature's time may be (the signer's clock may
+/// run a little fast); past that, a signature dated in the future is refused.
+pub const MAX_CLOCK_SKEW_SECS: i64 = 300;
+
+/// Why a signature's time is outside its key's life.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LifetimeError {
+    /// Signed (or dated) after the key was retired: a retired key signs nothing more.
+    #[error(
+        "it is dated {at}, after key `{kid}` was retired at {retired}: a retired key's signatures from after its retirement are not accepted"
+    )]
+    AfterRetirement {
+        kid: String,
+        retired: String,
+        at: String,
+    },
+    /// Dated further in the future than the allowed clock skew.
+    #[error(
+        "it is dated {at}, more than {MAX_CLOCK_SKEW_SECS} s after this machine's clock ({now}): a signature from the future is not accepted"
+    )]
+    InTheFuture { at: String, now: String },
+    /// A retired key's signature that says no time: its place in the key's life is unknown.
+    #[error(
+        "it names no time, and key `{kid}` is retired: its place in the key's life cannot be checked"
+    )]
+    Undated { kid: String },
+}
+
+/// `t` (seconds since the epoch) as RFC 3339, for messages and the JWKS.
+pub fn rfc3339_secs(t: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(t)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| t.to_string())
 }
 
 impl PublicKey {
@@ -261,7 +303,47 @@ impl PublicKey {
         Ok(PublicKey {
             alg,
             bytes: bytes.to_vec(),
+            retired: None,
         })
+    }
+
+    /// This key, retired at `at` (seconds since the epoch): a previous key of a rotation.
+    pub fn retired_at(mut self, at: i64) -> PublicKey {
+        self.retired = Some(at);
+        self
+    }
+
+    /// When this key was retired, if it was.
+    pub fn retired(&self) -> Option<i64> {
+        self.retired
+    }
+
+    /// Whether a signature of this key dated `at` (seconds since the epoch; `None`: it says
+    /// no time) is within the key's life, as of `now`: not after its retirement, not more
+    /// than [`MAX_CLOCK_SKEW_SECS`] ahead of `now`.
+    pub fn signed_in_lifetime(&self, at: Option<i64>, now: i64) -> Result<(), LifetimeError> {
+        let Some(at) = at else {
+            return match self.retired {
+                Some(_) => Err(LifetimeError::Undated { kid: self.kid() }),
+                None => Ok(()),
+            };
+        };
+        if let Some(retired) = self.retired
+            && at > retired
+        {
+            return Err(LifetimeError::AfterRetirement {
+                kid: self.kid(),
+                retired: rfc3339_secs(retired),
+                at: rfc3339_secs(at),
+            });
+        }
+        if at > now.saturating_add(MAX_CLOCK_SKEW_SECS) {
+            return Err(LifetimeError::InTheFuture {
+                at: rfc3339_secs(at),
+                now: rfc3339_secs(now),
+            });
+        }
+        Ok(())
     }
 
     /// Reads an SPKI `PUBLIC KEY` PEM file: a retired key that still verifies.

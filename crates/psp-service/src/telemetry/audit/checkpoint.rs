@@ -113,6 +113,22 @@ pub fn parse_text(text: &str) -> Result<Checkpoint, String> {
     })
 }
 
+/// Whether `key`, which verified checkpoint `c`, was alive at the checkpoint's `time`: not
+/// retired before it, the time not in the future; a retired key's checkpoint must say its
+/// time. The reason, when not.
+pub fn in_lifetime(c: &Checkpoint, key: &crate::evidence::PublicKey) -> Result<(), String> {
+    let at = match &c.time {
+        None => None,
+        Some(t) => Some(
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                .map_err(|_| format!("its time `{t}` is not an RFC 3339 time"))?
+                .unix_timestamp(),
+        ),
+    };
+    key.signed_in_lifetime(at, time::OffsetDateTime::now_utc().unix_timestamp())
+        .map_err(|e| format!("the checkpoint verifies, but {e}"))
+}
+
 /// The log's tree as the writer keeps it.
 pub struct Tree {
     frontier: Frontier,
@@ -500,13 +516,16 @@ pub(super) fn resume(
             })?;
             let signed = std::iter::once(spec.key.public())
                 .chain(spec.previous.iter().cloned())
-                .find_map(|key| crate::evidence::note_verify(&line.note, &spec.origin, &key).ok())
-                .and_then(|text| parse_text(&text).ok());
+                .find_map(|key| {
+                    let text = crate::evidence::note_verify(&line.note, &spec.origin, &key).ok()?;
+                    let c = parse_text(&text).ok()?;
+                    in_lifetime(&c, &key).ok().map(|()| c)
+                });
             match signed {
                 Some(c) if c.size == line.size && c.root == frontier.root() => {}
                 _ => {
                     return refuse(format!(
-                        "the last checkpoint in {} does not verify with the signing key or a previous key ([evidence] previous_keys), or its tree does not match its signed root",
+                        "the last checkpoint in {} does not verify with the signing key or a previous key ([evidence] previous_keys) within its life (not after its retirement, not in the future), or its tree does not match its signed root",
                         spec.file.display()
                     ));
                 }

@@ -114,7 +114,9 @@ pub fn leaves(files: &[PathBuf]) -> Result<(Verified, Vec<Hash>), Finding> {
     Ok((chain, leaves))
 }
 
-/// Verifies a checkpoint note with any of `keys` and reads it.
+/// Verifies a checkpoint note with any of `keys` and reads it. The key must have been alive
+/// at the checkpoint's `time`: not retired before it, and the time not in the future
+/// ([`PublicKey::signed_in_lifetime`]).
 pub fn open_note(note: &str, keys: &[PublicKey]) -> Result<Checkpoint, String> {
     let origin = note
         .split('\n')
@@ -124,7 +126,11 @@ pub fn open_note(note: &str, keys: &[PublicKey]) -> Result<Checkpoint, String> {
     let mut why = String::from("no key given");
     for key in keys {
         match crate::evidence::note_verify(note, origin, key) {
-            Ok(text) => return checkpoint::parse_text(&text),
+            Ok(text) => {
+                let c = checkpoint::parse_text(&text)?;
+                checkpoint::in_lifetime(&c, key)?;
+                return Ok(c);
+            }
             Err(e) => why = e.to_string(),
         }
     }
