@@ -400,7 +400,7 @@ fn run_audit_verify(files: &[PathBuf]) -> ExitCode {
                     v.torn_lines_set_aside.len()
                 );
             }
-            ExitCode::SUCCESS
+            evidence::decisions_stand(&v)
         }
         Err(e) if e.line == 0 => fail(EXIT_NO_INPUT, &format!("audit log: {e}")),
         Err(e) => fail(EXIT_DATA_ERR, &format!("audit chain broken: {e}")),

@@ -1351,3 +1351,40 @@ fn a_full_checkpoint_copy_is_counted_shown_by_readiness_and_caught_up_without_re
     assert_eq!(get(serve.admin, "/readyz").status, 200);
     assert!(serve.terminate().success());
 }
+
+#[test]
+fn a_certificate_no_approved_issuer_signed_is_recorded_as_claiming_a_number_not_as_the_psp() {
+    let dir = scratch("claimed");
+    let file = dir.join("audit.jsonl");
+    let serve = serve(&dir, &audit_section(&file, "fail_closed", None), "s");
+    for name in ["untrusted", "valid", "expired"] {
+        let c = try_check(serve.api, &eidas(name)).expect("check");
+        assert_eq!(c.status, 200, "{name}: {}", c.body);
+    }
+    stop_cleanly(serve);
+    let checks: Vec<_> = records(&file)
+        .into_iter()
+        .filter(|r| r["message"] == "check")
+        .collect();
+    assert_eq!(checks.len(), 3);
+    // An issuer not on the trust list: the number is only claimed (anyone can make such a
+    // certificate with a real PSP's number), never attributed to that PSP.
+    assert_eq!(checks[0]["auth_number"], "", "{}", checks[0]);
+    assert!(
+        checks[0]["claimed_auth_number"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("PSD")),
+        "{}",
+        checks[0]
+    );
+    // An approved issuer's signature attests the number, expired or not.
+    for r in &checks[1..] {
+        assert!(
+            r["auth_number"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("PSD")),
+            "{r}"
+        );
+        assert!(r.get("claimed_auth_number").is_none(), "{r}");
+    }
+}

@@ -1099,3 +1099,129 @@ fn after_a_key_rotation_the_log_goes_on_when_the_old_key_is_among_the_previous_k
     let o = verify(&[&log], &forged_file, &published, &[]);
     expect(&o, 65, &["after key", "was retired"]);
 }
+
+/// A request record (`gateway decision`) naming `id` with `decision`.
+fn request_record(id: &str, decision: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("decision".into(), json!(decision));
+    m.insert("decision_id".into(), json!(id));
+    m.insert("message".into(), json!("gateway decision"));
+    m.insert("time".into(), json!("2026-11-25T12:00:00Z"));
+    m
+}
+
+#[test]
+fn each_request_record_stands_with_the_signed_decision_it_names() {
+    let s = Scratch::new("decisions");
+    let key = key(Alg::Es256);
+    let jws = psp_gateway::evidence::sign_compact(&key, "psp-decision+json", b"{}", 1_764_000_000);
+    let id = hex::lower(&hex::sha256(jws.as_bytes())[..16]);
+    let signed = |id: &str| {
+        let mut m = Map::new();
+        m.insert("decision_id".into(), json!(id));
+        m.insert("decision_jws".into(), json!(jws));
+        m.insert("message".into(), json!("gateway decision signed"));
+        m.insert("signed_decision".into(), json!("refuse"));
+        m.insert("time".into(), json!("2026-11-25T12:00:00Z"));
+        m
+    };
+    let write = |name: &str, records: Vec<Map<String, Value>>| {
+        let path = s.path(name);
+        let log = open(&path, None);
+        for r in records {
+            log.append(r).expect("append");
+        }
+        path
+    };
+    let run = |path: &Path| psp_gateway(&["audit".as_ref(), "verify".as_ref(), path.as_os_str()]);
+
+    let honest = write(
+        "honest.jsonl",
+        vec![signed(&id), request_record(&id, "refuse")],
+    );
+    expect(&run(&honest), 0, &["audit chain unbroken: 2 records"]);
+
+    // A refusal recorded as a permit, re-chained: the chain holds, the decision does not.
+    let flipped = write(
+        "flipped.jsonl",
+        vec![signed(&id), request_record(&id, "permit")],
+    );
+    expect(
+        &run(&flipped),
+        65,
+        &[&format!(
+            "the record says permit, the signed decision {id} it names says refuse"
+        )],
+    );
+    // A request record naming a decision no record signed.
+    let unknown = write(
+        "unknown.jsonl",
+        vec![request_record(&"0".repeat(32), "permit")],
+    );
+    expect(&run(&unknown), 65, &["which no record before it signed"]);
+    // A signed decision whose id is not its JWS's hash.
+    let misnamed = write("misnamed.jsonl", vec![signed(&"f".repeat(32))]);
+    expect(&run(&misnamed), 65, &["is not the hash of its JWS"]);
+}
+
+#[test]
+fn a_report_over_an_edited_log_says_not_verified_and_fails() {
+    let s = Scratch::new("report");
+    let b = build(&s, Alg::Es256);
+    let report = |extra: &[&OsStr]| {
+        let out = s.path("report.html");
+        let mut args: Vec<&OsStr> = vec![
+            "audit".as_ref(),
+            "report".as_ref(),
+            b.log.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ];
+        args.extend_from_slice(extra);
+        let o = psp_gateway(&args);
+        (o, std::fs::read_to_string(&out).unwrap_or_default())
+    };
+    let with_keys = [
+        "--checkpoints".as_ref(),
+        b.checkpoints.as_os_str(),
+        "--key".as_ref(),
+        b.jwks.as_os_str(),
+    ];
+    // Without checkpoints: written, every figure marked unverified.
+    let (o, html) = report(&[]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        html.contains("Unverified: every figure below counts the records as they are"),
+        "{html}"
+    );
+    // The untouched log: verified before counting.
+    let (o, html) = report(&with_keys);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        html.contains("Verified before counting: 23 records"),
+        "{html}"
+    );
+    // An edited log, re-chained: the report says so, and the command fails.
+    let edited: Vec<String> = lines(&b.log)
+        .iter()
+        .map(|l| l.replace("PSDXX-TEST-000003", "PSDXX-FORGED-0003"))
+        .collect();
+    write_lines(&b.log, &rechain(&edited));
+    let (o, html) = report(&with_keys);
+    assert_eq!(
+        o.status.code(),
+        Some(65),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        html.contains("NOT VERIFIED: the files do not stand up"),
+        "{html}"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("replaced or rewritten"));
+}

@@ -535,7 +535,9 @@ pub fn run_query(args: &QueryArgs) -> ExitCode {
     });
     match result {
         Ok(n) => {
-            eprintln!("psp-gateway: {n} audit records matched");
+            eprintln!(
+                "psp-gateway: {n} audit records matched, printed as found: not verified (psp-gateway audit verify --checkpoints says whether the files were edited)"
+            );
             ExitCode::SUCCESS
         }
         Err(e) => super::fail(e.exit_code(), &format!("audit query: {e}")),
@@ -639,13 +641,34 @@ impl Tally {
     }
 }
 
+/// Whether the files a report counts were verified against their signed checkpoints first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verification {
+    /// No checkpoints given: the tallies count the records as found.
+    NotAsked,
+    /// The files stand up to their checkpoints (what was verified).
+    Verified(String),
+    /// They do not (why): every tally is of records that may have been edited.
+    Failed(String),
+}
+
 /// The report of the records of `files` in `period`, as one self-contained HTML document (no
 /// script, no external style, font or image: it is read offline and archived), with the
-/// checkpoints the caller verified.
+/// checkpoints the caller verified; its tallies marked unverified.
 pub fn report_html(
     files: &[PathBuf],
     period: Period,
     checkpoints: &[CheckpointStatus],
+) -> Result<String, AuditReadError> {
+    report_html_verified(files, period, checkpoints, &Verification::NotAsked)
+}
+
+/// [`report_html`], saying first whether the files were verified (`verification`).
+pub fn report_html_verified(
+    files: &[PathBuf],
+    period: Period,
+    checkpoints: &[CheckpointStatus],
+    verification: &Verification,
 ) -> Result<String, AuditReadError> {
     let mut tally = Tally::default();
     for_each_record(files, |record| {
@@ -654,17 +677,28 @@ pub fn report_html(
         }
         Ok::<_, AuditReadError>(())
     })?;
-    Ok(render_report(files, period, &tally, checkpoints))
+    Ok(render_report(
+        files,
+        period,
+        &tally,
+        checkpoints,
+        verification,
+    ))
 }
 
 /// `audit report`: writes the report to `args.out`. Exit 0, 65 at a line that is not a
-/// record, 66 for a file that cannot be read, 73 when the report cannot be written.
-pub fn run_report(args: &ReportArgs, checkpoints: &[CheckpointStatus]) -> ExitCode {
+/// record or when the files do not stand up to their checkpoints (the report is written,
+/// saying so), 66 for a file that cannot be read, 73 when the report cannot be written.
+pub fn run_report(
+    args: &ReportArgs,
+    checkpoints: &[CheckpointStatus],
+    verification: &Verification,
+) -> ExitCode {
     let period = Period {
         from: args.from,
         until: args.to,
     };
-    let result = report_html(&args.files, period, checkpoints)
+    let result = report_html_verified(&args.files, period, checkpoints, verification)
         .map_err(AuditCommandError::from)
         .and_then(|html| {
             std::fs::write(&args.out, html).map_err(|source| AuditCommandError::Write {
@@ -678,7 +712,21 @@ pub fn run_report(args: &ReportArgs, checkpoints: &[CheckpointStatus]) -> ExitCo
                 "psp-gateway: audit report written to {}",
                 args.out.display()
             );
-            ExitCode::SUCCESS
+            match verification {
+                Verification::Failed(why) => super::fail(
+                    super::EXIT_DATA_ERR,
+                    &format!(
+                        "the files do not stand up to their checkpoints, and the report says so: {why}"
+                    ),
+                ),
+                Verification::NotAsked => {
+                    eprintln!(
+                        "psp-gateway: the tallies count the records as found, not verified (give --checkpoints and --key)"
+                    );
+                    ExitCode::SUCCESS
+                }
+                Verification::Verified(_) => ExitCode::SUCCESS,
+            }
         }
         Err(e) => super::fail(e.exit_code(), &format!("audit report: {e}")),
     }
@@ -719,6 +767,7 @@ fn render_report(
     period: Period,
     tally: &Tally,
     checkpoints: &[CheckpointStatus],
+    verification: &Verification,
 ) -> String {
     let mut html = String::new();
     let from = period.from.map_or("the first record".to_owned(), rfc3339);
@@ -739,6 +788,27 @@ fn render_report(
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+    );
+    let _ = writeln!(
+        html,
+        "{}",
+        match verification {
+            Verification::NotAsked => "<p id=\"verification\" class=\"failed\">Unverified: every \
+figure below counts the records as they are in the files; nothing here shows that they were \
+not edited. Run <code>psp-gateway audit report</code> with <code>--checkpoints</code> and \
+<code>--key</code> to verify the files against their signed checkpoints first.</p>"
+                .to_owned(),
+            Verification::Verified(what) => format!(
+                "<p id=\"verification\" class=\"ok\">Verified before counting: {}.</p>",
+                escape_html(what)
+            ),
+            Verification::Failed(why) => format!(
+                "<p id=\"verification\" class=\"failed\">NOT VERIFIED: the files do not stand \
+up to their signed checkpoints ({}). Every figure below counts records that may have been \
+edited.</p>",
+                escape_html(why)
+            ),
+        }
     );
     if tally.records == 0 {
         html.push_str("<p id=\"empty\">No audit records in this period.</p>\n");

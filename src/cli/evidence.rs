@@ -194,6 +194,9 @@ pub(super) fn run_verify(args: &VerifyArgs) -> ExitCode {
                 for loss in &c.chain.losses {
                     eprintln!("psp-gateway: audit log: {loss}");
                 }
+                if decisions_stand(&c.chain) != ExitCode::SUCCESS {
+                    return ExitCode::from(EXIT_DATA_ERR);
+                }
                 if !c.chain.losses.is_empty() && !args.accept_losses {
                     return fail(
                         EXIT_DATA_ERR,
@@ -239,6 +242,24 @@ pub(super) fn run_verify(args: &VerifyArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Every request record stands with the signed decision it names (0), or each that does
+/// not is named and the verification fails (65).
+pub(super) fn decisions_stand(v: &audit::Verified) -> ExitCode {
+    if v.decisions_unmatched.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for d in &v.decisions_unmatched {
+        eprintln!("psp-gateway: audit log: {d}");
+    }
+    fail(
+        EXIT_DATA_ERR,
+        &format!(
+            "audit log not verified: {} record(s) do not stand with the signed decision they name (above)",
+            v.decisions_unmatched.len()
+        ),
+    )
 }
 
 /// A checkpoint file that cannot be read (66) or holds a line that is no checkpoint (65).
@@ -308,7 +329,8 @@ pub(super) fn run_prove(args: &ProveArgs) -> ExitCode {
 /// `audit report`: the report, with the period's checkpoints verified against the files
 /// (every checkpoint signed in the period, and the first one after it).
 pub(super) fn run_report(args: &super::audit::ReportArgs) -> ExitCode {
-    let statuses = match (&args.checkpoints, &args.key) {
+    use super::audit::Verification;
+    let (statuses, verification) = match (&args.checkpoints, &args.key) {
         (Some(cp), Some(key)) => {
             let lines = match checkpoint::read_all(cp) {
                 Ok(file) => file.lines,
@@ -318,11 +340,33 @@ pub(super) fn run_report(args: &super::audit::ReportArgs) -> ExitCode {
                 Ok(k) => k,
                 Err(e) => return fail(EXIT_NO_INPUT, &e),
             };
-            checkpoint_statuses(args, &lines, &keys)
+            // The whole log first: the tallies count only what stands up to the signatures.
+            // Records after the last checkpoint (a live log) are counted, and said to be.
+            let verification = match proof::check(&args.files, &lines, &keys, true, None) {
+                Ok(c) if !c.chain.losses.is_empty() => {
+                    Verification::Failed(c.chain.losses.join("; "))
+                }
+                Ok(c) if !c.chain.decisions_unmatched.is_empty() => {
+                    Verification::Failed(c.chain.decisions_unmatched.join("; "))
+                }
+                Ok(c) => Verification::Verified(format!(
+                    "{} records against {} signed checkpoint(s), the first {} covered{}",
+                    c.chain.records,
+                    c.checkpoints,
+                    c.covered,
+                    if c.tail > 0 {
+                        format!("; the last {} not yet covered by a checkpoint", c.tail)
+                    } else {
+                        String::new()
+                    }
+                )),
+                Err(e) => Verification::Failed(e.to_string()),
+            };
+            (checkpoint_statuses(args, &lines, &keys), verification)
         }
-        _ => Vec::new(),
+        _ => (Vec::new(), Verification::NotAsked),
     };
-    super::audit::run_report(args, &statuses)
+    super::audit::run_report(args, &statuses, &verification)
 }
 
 fn checkpoint_statuses(

@@ -62,6 +62,26 @@ impl AsRef<CheckReport> for CheckReport {
 }
 
 impl CheckReport {
+    /// The authorisation number as attested: the certificate's `organizationIdentifier` when
+    /// an approved issuer signed it (`valid_qtsp` and `valid_signature`), else `None`. What
+    /// an audit record may attribute to a PSP: a self-signed or forged certificate can claim
+    /// any PSP's number.
+    pub fn attested_auth_number(&self) -> Option<&str> {
+        (self.validity.valid_qtsp && self.validity.valid_signature)
+            .then_some(self.auth_number.as_deref())
+            .flatten()
+    }
+
+    /// The authorisation number the certificate claims when no approved issuer vouches for
+    /// it ([`CheckReport::attested_auth_number`] is `None`): recorded as claimed, never as
+    /// the PSP's.
+    pub fn claimed_auth_number(&self) -> Option<&str> {
+        match self.attested_auth_number() {
+            Some(_) => None,
+            None => self.auth_number.as_deref(),
+        }
+    }
+
     /// The revocation evidence lines of the explanation (CRL number, OCSP `producedAt`, or why
     /// a method could not complete), the certificate's and each CA's of its path, for audit
     /// records.

@@ -214,7 +214,8 @@ fn audit_decision(record: &Record, decided: &Decided, conn: &ConnInfo) {
             target: "audit",
             check_id = %record.check_id,
             trace_id = %record.trace.trace_id,
-            auth_number = report.auth_number.as_deref().unwrap_or(""),
+            auth_number = report.attested_auth_number().unwrap_or(""),
+            claimed_auth_number = report.claimed_auth_number(),
             reason = decided.reason,
             "report-only: would have refused, forwarding"
         );
@@ -228,7 +229,8 @@ fn audit_decision(record: &Record, decided: &Decided, conn: &ConnInfo) {
         peer = %conn.peer,
         resumed = conn.tls.as_ref().is_some_and(|t| t.resumed),
         fingerprint = %decided.fingerprint,
-        auth_number = report.auth_number.as_deref().unwrap_or(""),
+        auth_number = report.attested_auth_number().unwrap_or(""),
+        claimed_auth_number = report.claimed_auth_number(),
         psp_name = report.psp_subject_name.as_deref().unwrap_or(""),
         jurisdiction = %record.jurisdiction,
         method = %record.method,

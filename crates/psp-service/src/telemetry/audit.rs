@@ -1054,6 +1054,66 @@ pub struct Verified {
     /// no longer held, or held with other bytes. `audit verify --checkpoints` fails on these
     /// unless told to accept them.
     pub losses: Vec<String>,
+    /// Request records that do not stand with the signed decision their `decision_id`
+    /// names: no such signed decision in the files (from record 1), or another verdict; and
+    /// signed decisions whose `decision_id` is not their JWS's hash. `audit verify` fails on
+    /// these.
+    pub decisions_unmatched: Vec<String>,
+}
+
+/// The signed decisions met so far (`decision_id` → its verdict), to hold each request
+/// record to the decision it names.
+#[derive(Default)]
+struct Decisions {
+    signed: std::collections::HashMap<String, String>,
+}
+
+impl Decisions {
+    /// Notes a signed decision, or checks a request record against the one it names.
+    fn see(&mut self, out: &mut Verified, at: &dyn Fn() -> String, record: &Value) {
+        match record["message"].as_str() {
+            Some("gateway decision signed") => {
+                let (Some(id), Some(jws)) = (
+                    record["decision_id"].as_str(),
+                    record["decision_jws"].as_str(),
+                ) else {
+                    out.decisions_unmatched
+                        .push(format!("{}: a signed decision without its id or JWS", at()));
+                    return;
+                };
+                let hashed = crate::hex::lower(&crate::hex::sha256(jws.as_bytes())[..16]);
+                if hashed != id {
+                    out.decisions_unmatched.push(format!(
+                        "{}: decision_id {id} is not the hash of its JWS ({hashed})",
+                        at()
+                    ));
+                    return;
+                }
+                let verdict = record["signed_decision"].as_str().unwrap_or("").to_owned();
+                self.signed.insert(id.to_owned(), verdict);
+            }
+            Some("gateway decision") => {
+                let Some(id) = record["decision_id"].as_str().filter(|id| !id.is_empty()) else {
+                    return;
+                };
+                let said = record["decision"].as_str().unwrap_or("");
+                match self.signed.get(id) {
+                    Some(signed) if signed == said => {}
+                    Some(signed) => out.decisions_unmatched.push(format!(
+                        "{}: the record says {said}, the signed decision {id} it names says {signed}",
+                        at()
+                    )),
+                    // Only a log read from record 1 holds every decision signed before.
+                    None if out.starts_mid_chain => {}
+                    None => out.decisions_unmatched.push(format!(
+                        "{}: it names decision {id}, which no record before it signed",
+                        at()
+                    )),
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Checks the chain through `files`, in order (oldest first). Each line, in turn: read within
@@ -1075,7 +1135,9 @@ pub fn verify_with(files: &[PathBuf], mut each: impl FnMut(u64, &str)) -> Result
         torn_lines_set_aside: Vec::new(),
         set_aside_at_restart: Vec::new(),
         losses: Vec::new(),
+        decisions_unmatched: Vec::new(),
     };
+    let mut decisions = Decisions::default();
     let mut expected: Option<(u64, String)> = None;
     for file in files {
         let broken = |line: usize, why: String| Broken {
@@ -1105,6 +1167,11 @@ pub fn verify_with(files: &[PathBuf], mut each: impl FnMut(u64, &str)) -> Result
             if record["message"] == "audit_log_opened" {
                 restart_findings(&mut out, file, n, seq, &record);
             }
+            decisions.see(
+                &mut out,
+                &|| format!("{} line {n} (seq {seq})", file.display()),
+                &record,
+            );
             each(seq, &line);
             let hash = crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
             expected = Some((seq + 1, hash.clone()));
