@@ -260,8 +260,15 @@ impl AuditLog {
                     path.display()
                 );
             }
-            // The record is signed before any other: what this start found is fixed first.
-            log.sync_and_checkpoint(true)?;
+            // The record is signed before any other: what this start found is fixed first. A
+            // checkpoint that cannot be written now is counted and tried again at each tick
+            // (the start goes on, as a running log does).
+            if let Err(e) = log.sync_and_checkpoint(true) {
+                eprintln!(
+                    "psp-gateway: audit log {}: the restart's record cannot be checkpointed yet: {e}",
+                    path.display()
+                );
+            }
         }
         Ok(log)
     }
