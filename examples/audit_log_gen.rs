@@ -30,7 +30,7 @@ fn main() -> std::io::Result<()> {
     let mut checkpoints = BufWriter::new(std::fs::File::create(dir.join("checkpoints.jsonl"))?);
     let mut frontier = Frontier::new();
     let mut prev = GENESIS.to_owned();
-    let time = "2026-11-29T10:00:00Z";
+    let time = "2026-11-01T00:00:00Z";
     for seq in 1..=n {
         let line = format!(
             "{{\"seq\":{seq},\"prev\":\"{prev}\",\"auth_number\":\"PSDXX-BENCH-{:06}\",\"caller\":\"bank\",\"evidence\":\"leaf: OCSP good, producedAt 2026-11-29T09:59:00Z\",\"fi_reference_id\":\"R{seq}\",\"fingerprint\":\"{}\",\"jurisdiction\":\"XX\",\"message\":\"check\",\"not_expired\":true,\"not_revoked\":true,\"request_id\":\"req-{seq:012}\",\"source\":\"127.0.0.1\",\"time\":\"{time}\",\"valid_qtsp\":true,\"valid_signature\":true}}",

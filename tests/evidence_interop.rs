@@ -409,7 +409,8 @@ fn a_retired_key_is_held_to_its_life_by_both_verifiers() {
             &late,
             std::slice::from_ref(&retired_key),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(why.contains("after key"), "{why}");
         let pem = scratch.write("old.pem", old.public().to_pem().as_bytes());
         let py = |note: &str| {

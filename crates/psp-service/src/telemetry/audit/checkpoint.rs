@@ -126,7 +126,7 @@ pub fn in_lifetime(c: &Checkpoint, key: &crate::evidence::PublicKey) -> Result<(
         ),
     };
     key.signed_in_lifetime(at, time::OffsetDateTime::now_utc().unix_timestamp())
-        .map_err(|e| format!("the checkpoint verifies, but {e}"))
+        .map_err(|e| e.to_string())
 }
 
 /// The log's tree as the writer keeps it.

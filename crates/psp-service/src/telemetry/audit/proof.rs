@@ -38,6 +38,17 @@ pub enum Finding {
         size: u64,
         why: String,
     },
+    /// A checkpoint a key verifies, dated outside that key's life (after its retirement,
+    /// or in the future).
+    #[error(
+        "{}: signed, but not accepted: {why}",
+        if *index == 0 { which(*index) } else { format!("checkpoint {index} ({size} records)") }
+    )]
+    OutsideKeyLife {
+        index: usize,
+        size: u64,
+        why: String,
+    },
     /// Fewer records than a signed checkpoint says: the tail was cut.
     #[error(
         "truncated: {} was signed over {size} records{}, and the files hold {records}",
@@ -117,24 +128,45 @@ pub fn leaves(files: &[PathBuf]) -> Result<(Verified, Vec<Hash>), Finding> {
 /// Verifies a checkpoint note with any of `keys` and reads it. The key must have been alive
 /// at the checkpoint's `time`: not retired before it, and the time not in the future
 /// ([`PublicKey::signed_in_lifetime`]).
-pub fn open_note(note: &str, keys: &[PublicKey]) -> Result<Checkpoint, String> {
+pub fn open_note(note: &str, keys: &[PublicKey]) -> Result<Checkpoint, NoteRefused> {
     let origin = note
         .split('\n')
         .next()
         .filter(|o| !o.is_empty())
-        .ok_or("the note has no origin line")?;
+        .ok_or_else(|| NoteRefused::Signature("the note has no origin line".to_owned()))?;
     let mut why = String::from("no key given");
     for key in keys {
         match crate::evidence::note_verify(note, origin, key) {
             Ok(text) => {
-                let c = checkpoint::parse_text(&text)?;
-                checkpoint::in_lifetime(&c, key)?;
+                let c = checkpoint::parse_text(&text).map_err(NoteRefused::Signature)?;
+                checkpoint::in_lifetime(&c, key).map_err(NoteRefused::Lifetime)?;
                 return Ok(c);
             }
             Err(e) => why = e.to_string(),
         }
     }
-    Err(why)
+    Err(NoteRefused::Signature(why))
+}
+
+/// Why a checkpoint note is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoteRefused {
+    /// No key given verifies it (or it does not read as a checkpoint).
+    #[error("{0}")]
+    Signature(String),
+    /// A key verifies it, but it is dated outside that key's life.
+    #[error("{0}")]
+    Lifetime(String),
+}
+
+impl NoteRefused {
+    /// The finding for checkpoint `index` of `size` records (0: the one kept from before).
+    fn finding(self, index: usize, size: u64) -> Finding {
+        match self {
+            NoteRefused::Signature(why) => Finding::BadSignature { index, size, why },
+            NoteRefused::Lifetime(why) => Finding::OutsideKeyLife { index, size, why },
+        }
+    }
 }
 
 /// The chain through `files` (from record 1), and the tree's root at each of `sizes` (`None`
@@ -193,11 +225,7 @@ pub fn check(
     let mut origin = origin.map(str::to_owned);
     for (i, line) in lines.iter().enumerate() {
         let index = i + 1;
-        let c = open_note(&line.note, keys).map_err(|why| Finding::BadSignature {
-            index,
-            size: line.size,
-            why,
-        })?;
+        let c = open_note(&line.note, keys).map_err(|e| e.finding(index, line.size))?;
         match &origin {
             None => origin = Some(c.origin.clone()),
             Some(expected) if *expected != c.origin => {
@@ -272,11 +300,7 @@ pub struct Extends {
 /// first `old.size` records have `old`'s root, and a consistency proof from it to today's
 /// tree verifies.
 pub fn since(files: &[PathBuf], old: &str, keys: &[PublicKey]) -> Result<Extends, Finding> {
-    let old = open_note(&note_of(old), keys).map_err(|why| Finding::BadSignature {
-        index: 0,
-        size: 0,
-        why,
-    })?;
+    let old = open_note(&note_of(old), keys).map_err(|e| e.finding(0, 0))?;
     let (_, leaves) = leaves(files)?;
     let records = leaves.len() as u64;
     if old.size > records {
@@ -365,7 +389,7 @@ pub fn prove(
 /// Checks an inclusion proof with the public keys only: the checkpoint's signature, its size,
 /// the record's `seq`, and the path from the record's leaf to the signed root.
 pub fn verify_inclusion(p: &InclusionProof, keys: &[PublicKey]) -> Result<Checkpoint, String> {
-    let c = open_note(&p.checkpoint, keys)?;
+    let c = open_note(&p.checkpoint, keys).map_err(|e| e.to_string())?;
     if c.size != p.tree_size {
         return Err(format!(
             "the proof is for a tree of {} records, the checkpoint states {}",
