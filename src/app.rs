@@ -758,32 +758,53 @@ pub fn evidence(config: &Config) -> Result<Option<Arc<Evidence>>, StartError> {
     ))))
 }
 
-/// The previous keys of `[evidence]`, each retired at its instant; an unreadable key or a
-/// time that is not RFC 3339 is an error naming it.
+/// The previous keys of `[evidence]`, each retired at its instant; an unreadable key, a time
+/// that is not RFC 3339 or is in the future (a stolen old key could sign until then), a key
+/// listed twice, or the signing key itself among them is an error naming it.
 pub fn previous_keys(
     config: &Config,
     e: &crate::config::EvidenceConfig,
 ) -> Result<Vec<PublicKey>, String> {
-    e.previous_keys
-        .iter()
-        .map(|p| {
-            let path = config.resolve(&p.path);
-            let retired = time::OffsetDateTime::parse(
-                &p.retired,
-                &time::format_description::well_known::Rfc3339,
-            )
-            .map_err(|err| {
-                format!(
-                    "previous_keys {}: retired `{}` is not an RFC 3339 time ({err})",
-                    path.display(),
-                    p.retired
-                )
-            })?;
-            PublicKey::from_pem_file(&path)
-                .map(|k| k.retired_at(retired.unix_timestamp()))
-                .map_err(|err| format!("previous_keys {}: {err}", path.display()))
-        })
-        .collect()
+    let signing = SigningKey::from_pem_file(&config.resolve(&e.signing_key))
+        .map(|k| k.kid())
+        .unwrap_or_default();
+    let now = time::OffsetDateTime::now_utc();
+    let mut keys: Vec<PublicKey> = Vec::new();
+    for p in &e.previous_keys {
+        let path = config.resolve(&p.path);
+        let retired =
+            time::OffsetDateTime::parse(&p.retired, &time::format_description::well_known::Rfc3339)
+                .map_err(|err| {
+                    format!(
+                        "previous_keys {}: retired `{}` is not an RFC 3339 time ({err})",
+                        path.display(),
+                        p.retired
+                    )
+                })?;
+        if retired > now {
+            return Err(format!(
+                "previous_keys {}: retired `{}` is in the future: a previous key is one that no longer signs (until then, anything it signs would be accepted)",
+                path.display(),
+                p.retired
+            ));
+        }
+        let key = PublicKey::from_pem_file(&path)
+            .map_err(|err| format!("previous_keys {}: {err}", path.display()))?;
+        if key.kid() == signing {
+            return Err(format!(
+                "previous_keys {}: this is the signing key's public key; a key cannot sign and be retired",
+                path.display()
+            ));
+        }
+        if keys.iter().any(|k| k.kid() == key.kid()) {
+            return Err(format!(
+                "previous_keys {}: the same key is listed twice",
+                path.display()
+            ));
+        }
+        keys.push(key.retired_at(retired.unix_timestamp()));
+    }
+    Ok(keys)
 }
 
 /// The connection to Redis of `[shared_state]`, when configured: the password read from its

@@ -1388,3 +1388,98 @@ fn a_certificate_no_approved_issuer_signed_is_recorded_as_claiming_a_number_not_
         assert!(r.get("claimed_auth_number").is_none(), "{r}");
     }
 }
+
+#[test]
+fn b3_a_copy_volume_that_fills_after_the_start_stays_shown_as_failing_while_its_mark_cannot_be_written()
+ {
+    let dir = scratch("copy-fills");
+    let mnt = Tmpfs::mount(&dir.join("mnt"), "64k");
+    let (file, cp) = (dir.join("audit.jsonl"), dir.join("checkpoints"));
+    let copy = mnt.dir.join("checkpoints");
+    let section = rare_checkpoints(&file, &cp, Some(&copy))
+        .replace("checkpoint_seconds = 3600", "checkpoint_seconds = 1");
+    let serve = serve(&dir, &section, "s");
+    let valid = eidas("valid");
+    let check = || {
+        let c = try_check(serve.api, &valid).expect("check");
+        assert_eq!(c.status, 200, "{}", c.body);
+    };
+    check();
+    // The copy and its mark written while there is room.
+    until_blocking(Duration::from_secs(10), || {
+        (!checkpoint_sizes(&copy).is_empty()).then_some(())
+    })
+    .unwrap_or_else(|| panic!("no checkpoint in the copy:\n{}", serve.stderr()));
+    fill(&mnt.dir.join("filler"));
+    // A checkpoint line may still fit in the copy's last page; its mark (a new file) cannot.
+    for _ in 0..3 {
+        check();
+        std::thread::sleep(Duration::from_millis(1200));
+        assert_eq!(
+            metric(serve.admin, "psp_gateway_audit_checkpoint_copy_failing"),
+            1.0,
+            "{}",
+            serve.stderr()
+        );
+        assert_eq!(get(serve.admin, "/readyz").status, 503);
+    }
+    std::fs::remove_file(mnt.dir.join("filler")).expect("remove");
+    until_blocking(Duration::from_secs(10), || {
+        (metric(serve.admin, "psp_gateway_audit_checkpoint_copy_failing") == 0.0).then_some(())
+    })
+    .unwrap_or_else(|| panic!("the copy did not recover:\n{}", serve.stderr()));
+    stop_cleanly(serve);
+    let main_mark = std::fs::read_to_string(dir.join("checkpoints.synced")).expect("mark");
+    let copy_mark = std::fs::read_to_string(mnt.dir.join("checkpoints.synced")).expect("mark");
+    assert_eq!(main_mark, copy_mark, "the copy's mark caught up");
+}
+
+#[test]
+fn b4_audit_repair_changes_nothing_it_refuses_and_never_follows_a_symbolic_link() {
+    let dir = scratch("repair");
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, "line one\nline two\n").expect("write");
+    let link = dir.join("audit.jsonl");
+    std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+    let o = audit(&["repair", link.to_str().expect("path")]);
+    assert_eq!(o.status.code(), Some(65), "{}", show(&o));
+    assert!(show(&o).contains("not a regular file"), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("read"),
+        "line one\nline two\n"
+    );
+    // A file whose end is no audit record: refused as it is, not cut.
+    let not_a_log = dir.join("not-a-log.jsonl");
+    std::fs::write(&not_a_log, "line one\nline two\n").expect("write");
+    let o = audit(&["repair", not_a_log.to_str().expect("path")]);
+    assert_eq!(o.status.code(), Some(65), "{}", show(&o));
+    assert!(show(&o).contains("nothing was changed"), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(&not_a_log).expect("read"),
+        "line one\nline two\n"
+    );
+    // A log whose last line is longer than the window read back: refused, not cut.
+    let long = dir.join("long.jsonl");
+    let log = psp_gateway::telemetry::audit::AuditLog::open(&long).expect("open");
+    let mut m = serde_json::Map::new();
+    m.insert("message".into(), "check".into());
+    log.append(m).expect("append");
+    drop(log);
+    let mut bytes = std::fs::read(&long).expect("read");
+    bytes.extend(std::iter::repeat_n(b'x', 5 << 20));
+    std::fs::write(&long, &bytes).expect("write");
+    let o = audit(&["repair", long.to_str().expect("path")]);
+    assert_eq!(o.status.code(), Some(65), "{}", show(&o));
+    assert_eq!(
+        std::fs::read(&long).expect("read").len(),
+        bytes.len(),
+        "not cut"
+    );
+    assert!(
+        std::fs::read_dir(&dir)
+            .expect("dir")
+            .filter_map(Result::ok)
+            .all(|e| !e.file_name().to_string_lossy().contains(".torn-")),
+        "nothing set aside"
+    );
+}

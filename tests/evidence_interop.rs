@@ -435,3 +435,62 @@ fn time_now() -> i64 {
         .expect("after 1970")
         .as_secs() as i64
 }
+
+#[test]
+fn b5_b6_a_jws_without_kid_or_a_set_listing_a_key_twice_cannot_escape_a_retirement() {
+    let scratch = Scratch::new("b5-b6");
+    let old = key(Alg::Es256);
+    let retired = old.public().retired_at(IAT + 60);
+    let set = Jwks::new([retired.clone()]);
+    let late = IAT + 3600;
+    // B5: no kid (jwcrypto would try every key of the set).
+    let header = json!({"alg": "ES256", "b64": false, "crit": ["b64"], "iat": late});
+    let no_kid = hand_built(&header, &old.sign(&signing_input(&header, PAYLOAD)));
+    assert_eq!(
+        verify_detached(&set, &no_kid, PAYLOAD),
+        Err(JwsError::KidMissing)
+    );
+    let why = jwcrypto(&scratch, &set.to_json(), PAYLOAD, &no_kid).unwrap_err();
+    assert!(why.contains("names no kid"), "{why}");
+    // B6: the key twice, once without its retirement (two sets joined).
+    let mut twice: Value = serde_json::from_str(&set.to_json()).expect("json");
+    let mut bare = twice["keys"][0].clone();
+    bare.as_object_mut().expect("object").remove("retired");
+    twice["keys"] = json!([bare, twice["keys"][0].clone()]);
+    assert!(matches!(
+        Jwks::from_json(&twice.to_string()),
+        Err(JwkError::Duplicate { .. })
+    ));
+    let signed_late = sign_detached(&old, PAYLOAD, late, None);
+    let why = jwcrypto(&scratch, &twice.to_string(), PAYLOAD, &signed_late).unwrap_err();
+    assert!(why.contains("more than once"), "{why}");
+    // A set built from both keeps the strictest life.
+    let merged = Jwks::new([old.public(), retired]);
+    assert_eq!(merged.keys()[0].retired(), Some(IAT + 60));
+}
+
+#[test]
+fn a_note_with_two_time_lines_or_a_compact_jws_of_another_type_is_refused_by_both() {
+    let scratch = Scratch::new("two-times");
+    let signer = key(Alg::EdDsa);
+    let text = format!(
+        "{NOTE_NAME}\n7\nqINS1GRFhWHwdkUeqLEoP4yEMkTBBrxhEcqd1K4uo+s=\ntime 2025-11-24T16:00:30Z\ntime 2025-12-24T16:00:00Z\n"
+    );
+    let note = note_sign(&signer, NOTE_NAME, &text).expect("sign");
+    let why = psp_gateway::telemetry::audit::proof::open_note(&note, &[signer.public()])
+        .unwrap_err()
+        .to_string();
+    assert!(why.contains("more than one time line"), "{why}");
+    let why = cryptography(&scratch, &signer.public(), NOTE_NAME, &note).unwrap_err();
+    assert!(why.contains("more than one time line"), "{why}");
+    // A compact JWS typed as a JWT is not a signed decision.
+    let jwks = Jwks::new([signer.public()]);
+    let jwt = psp_gateway::evidence::sign_compact(&signer, "JWT", b"{}", IAT);
+    assert!(matches!(
+        psp_gateway::evidence::verify_compact(&jwks, &jwt),
+        Err(JwsError::NotADecision { .. })
+    ));
+    let jwks_file = scratch.write("typ-jwks.json", jwks.to_json().as_bytes());
+    let why = verify_py(&["compact".as_ref(), jwks_file.as_os_str(), jwt.as_ref()]).unwrap_err();
+    assert!(why.contains("not psp-decision+json"), "{why}");
+}

@@ -1017,7 +1017,7 @@ fn after_a_key_rotation_the_log_goes_on_when_the_old_key_is_among_the_previous_k
     .expect("refused")
     .to_string();
     assert!(
-        e.contains("does not verify with the signing key or a previous key"),
+        e.contains("verifies with the signing key or a previous key"),
         "{e}"
     );
 
@@ -1224,4 +1224,284 @@ fn a_report_over_an_edited_log_says_not_verified_and_fails() {
         "{html}"
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("replaced or rewritten"));
+}
+
+#[test]
+fn a_checkpoint_of_another_log_signed_by_the_same_key_is_refused() {
+    let s = Scratch::new("origin");
+    let b = build(&s, Alg::Es256);
+    // Another deployment, same key, same records: its checkpoint verifies and its root
+    // matches, but it is another log's statement.
+    let mut l = lines(&b.checkpoints);
+    let mut other: CheckpointLine = serde_json::from_str(&l[0]).expect("a checkpoint");
+    let text = other.note.split("\n\n").next().expect("text").to_owned() + "\n";
+    let text = text.replacen(ORIGIN, "other.example/audit", 1);
+    other.note = note_sign(&b.key, "other.example/audit", &text).expect("sign");
+    l.push(serde_json::to_string(&other).expect("json"));
+    let spliced = s.path("spliced.jsonl");
+    write_lines(&spliced, &l);
+    let o = verify(&[&b.log], &spliced, &b.jwks, &[]);
+    expect(
+        &o,
+        65,
+        &[
+            "is of another log: its origin is `other.example/audit`, this log's is `psp-gateway.test/audit`",
+        ],
+    );
+    // --origin pins it: the log's own checkpoints under another origin are refused too.
+    let o = verify(
+        &[&b.log],
+        &b.checkpoints,
+        &b.jwks,
+        &["--origin", "bank.example/audit"],
+    );
+    expect(&o, 65, &["checkpoint 1 is of another log"]);
+    let o = verify(&[&b.log], &b.checkpoints, &b.jwks, &["--origin", ORIGIN]);
+    expect(&o, 0, &["23 records"]);
+}
+
+// ---------------------------------------------------------------------------------------
+// The fresh-eyes attack of issue 38 (docs/attacks/evidence.md): each break, as a test
+// ---------------------------------------------------------------------------------------
+
+/// `spec` with a copy of the checkpoints (and its high-water mark) in `copy`.
+fn spec_with_copy(checkpoints: &Path, copy: &Path, key: &Arc<SigningKey>) -> CheckpointSpec {
+    let mut s = spec(checkpoints, key);
+    s.copy = Some(copy.to_owned());
+    s
+}
+
+fn reopen(log: &Path, spec: CheckpointSpec) -> Result<AuditLog, String> {
+    AuditLog::open_with(
+        log,
+        Options {
+            checkpoints: Some(spec),
+            ..Options::default()
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+#[test]
+fn b1_an_old_checkpoint_appended_or_the_file_reordered_never_sets_signed_records_aside() {
+    let s = Scratch::new("b1");
+    let b = build(&s, Alg::Es256);
+    let original = lines(&b.checkpoints);
+    for (name, doctored) in [
+        (
+            "appended",
+            [original.clone(), vec![original[0].clone()]].concat(),
+        ),
+        (
+            "reversed",
+            original.iter().rev().cloned().collect::<Vec<_>>(),
+        ),
+    ] {
+        write_lines(&b.checkpoints, &doctored);
+        let before = lines(&b.log);
+        let audit = reopen(&b.log, spec(&b.checkpoints, &b.key)).expect("opens");
+        audit.close().expect("close");
+        drop(audit);
+        let after = lines(&b.log);
+        assert_eq!(
+            after[..before.len()],
+            before[..],
+            "{name}: signed records kept"
+        );
+        let opened: Value = serde_json::from_str(&after[before.len()]).expect("json");
+        assert_eq!(
+            opened["checkpoint"],
+            before.len() as u64,
+            "{name}: {opened}"
+        );
+        assert_eq!(opened["clean_stop"], true, "{name}: {opened}");
+        assert!(opened.get("set_aside_file").is_none(), "{name}: {opened}");
+        // Put the log back as built for the next round.
+        write_lines(&b.log, &before);
+        write_lines(&b.checkpoints, &original);
+        let mark = cp_mark(&b.checkpoints);
+        let mut m: Value =
+            serde_json::from_str(&std::fs::read_to_string(&mark).expect("mark")).expect("json");
+        m["seq"] = json!(RECORDS);
+        m["chain_head"] = json!(line_hash(before.last().expect("a record")));
+        m["clean"] = json!(true);
+        std::fs::write(&mark, m.to_string()).expect("write");
+    }
+    // The latest checkpoints removed after a clean stop: refused, not a fork.
+    write_lines(&b.checkpoints, &original[..2]);
+    let e = reopen(&b.log, spec(&b.checkpoints, &b.key))
+        .err()
+        .expect("refused");
+    assert!(e.contains("checkpoints were removed"), "{e}");
+}
+
+fn cp_mark(checkpoints: &Path) -> PathBuf {
+    psp_gateway::telemetry::audit::checkpoint::mark_path(checkpoints)
+}
+
+#[test]
+fn b2_a_rewritten_mark_beside_the_checkpoints_does_not_outvote_the_copys() {
+    let s = Scratch::new("b2");
+    let key = key(Alg::Es256);
+    let (log, cp, copy) = (
+        s.path("audit.jsonl"),
+        s.path("checkpoints.jsonl"),
+        s.path("copy/checkpoints.jsonl"),
+    );
+    let audit = open(&log, Some(spec_with_copy(&cp, &copy, &key)));
+    append(&audit, 1, 12);
+    drop(audit); // a crash: 10 covered, 11 and 12 synced (the marks say 12)
+    let mut l = lines(&log);
+    l[11] = l[11].replace("PSDXX-TEST-000012", "PSDXX-EVIL-000012");
+    let l = rechain(&l);
+    write_lines(&log, &l);
+    // The attacker rewrites the mark beside the checkpoints to name the forgery.
+    let mut m: Value =
+        serde_json::from_str(&std::fs::read_to_string(cp_mark(&cp)).expect("mark")).expect("json");
+    m["chain_head"] = json!(line_hash(&l[11]));
+    std::fs::write(cp_mark(&cp), m.to_string()).expect("write");
+    let audit = reopen(&log, spec_with_copy(&cp, &copy, &key)).expect("opens");
+    drop(audit);
+    let opened: Value = serde_json::from_str(&lines(&log)[10]).expect("json");
+    assert_eq!(opened["message"], "audit_log_opened");
+    assert_eq!(opened["synced_record_matches"], false, "{opened}");
+}
+
+#[test]
+fn b9_a_file_moved_away_while_the_service_was_down_is_not_taken_for_a_loss() {
+    let s = Scratch::new("b9");
+    let key = key(Alg::Es256);
+    let (log, cp) = (s.path("audit.jsonl"), s.path("checkpoints.jsonl"));
+    let audit = open(&log, Some(spec(&cp, &key)));
+    append(&audit, 1, 12);
+    drop(audit); // a crash: records 11 and 12 synced after checkpoint 10
+    std::fs::rename(&log, s.path("audit.jsonl.1")).expect("logrotate's move");
+    let e = reopen(&log, spec(&cp, &key)).err().expect("refused");
+    assert!(
+        e.contains("records 11 to 12 were synced after checkpoint 10") && e.contains("moved away"),
+        "{e}"
+    );
+    // Put back, it opens (the two records set aside), and verifies.
+    std::fs::rename(s.path("audit.jsonl.1"), &log).expect("back");
+    let audit = reopen(&log, spec(&cp, &key)).expect("opens");
+    audit.close().expect("close");
+    drop(audit);
+    let jwks = jwks_file(&s, "jwks.json", &key);
+    let o = verify(&[&log], &cp, &jwks, &[]);
+    expect(&o, 0, &["records 11 to 12 were after the last checkpoint"]);
+}
+
+#[test]
+fn b7_a_request_record_is_held_to_the_decisions_signature_and_subject() {
+    let s = Scratch::new("b7");
+    let key = key(Alg::Es256);
+    let stranger = self::key(Alg::Es256);
+    let decision = |signer: &SigningKey, verdict: &str, cert: &str| {
+        let payload =
+            json!({"decision": verdict, "psp": {"certificateSha256": cert}, "site": "xx"});
+        let jws = psp_gateway::evidence::sign_compact(
+            signer,
+            "psp-decision+json",
+            payload.to_string().as_bytes(),
+            1_764_000_000,
+        );
+        let id = hex::lower(&hex::sha256(jws.as_bytes())[..16]);
+        let mut m = Map::new();
+        m.insert("decision_id".into(), json!(id));
+        m.insert("decision_jws".into(), json!(jws));
+        m.insert("message".into(), json!("gateway decision signed"));
+        m.insert("signed_decision".into(), json!(verdict));
+        m.insert("time".into(), json!("2026-11-25T12:00:00Z"));
+        (id, m)
+    };
+    let request = |id: &str, verdict: &str, cert: &str| {
+        let mut m = request_record(id, verdict);
+        m.insert("fingerprint".into(), json!(cert));
+        m.insert("site".into(), json!("xx"));
+        m
+    };
+    let (cert_a, cert_b) = ("a".repeat(64), "b".repeat(64));
+    let run = |name: &str, records: Vec<Map<String, Value>>| {
+        let (log, cp) = (
+            s.path(&format!("{name}.jsonl")),
+            s.path(&format!("{name}-cp.jsonl")),
+        );
+        let audit = open(&log, Some(spec(&cp, &key)));
+        for r in records {
+            audit.append(r).expect("append");
+        }
+        audit.close().expect("close");
+        drop(audit);
+        let jwks = jwks_file(&s, "b7-jwks.json", &key);
+        verify(&[&log], &cp, &jwks, &[])
+    };
+    // A refused PSP's record made to name another PSP's permit: the subjects differ.
+    let (permit_a, signed_a) = decision(&key, "permit", &cert_a);
+    let o = run(
+        "other-psp",
+        vec![signed_a, request(&permit_a, "permit", &cert_b)],
+    );
+    expect(
+        &o,
+        65,
+        &["the record's fingerprint is bbbb", "is about aaaa"],
+    );
+    // A decision signed by a key not in the set: not a signed decision of this gateway.
+    let (forged, signed_forged) = decision(&stranger, "permit", &cert_b);
+    let o = run(
+        "forged",
+        vec![signed_forged, request(&forged, "permit", &cert_b)],
+    );
+    expect(&o, 65, &["does not verify with the keys given"]);
+    // The honest pair verifies.
+    let (ok, signed_ok) = decision(&key, "refuse", &cert_b);
+    let o = run("honest", vec![signed_ok, request(&ok, "refuse", &cert_b)]);
+    expect(&o, 0, &["2 records"]);
+}
+
+#[test]
+fn b8_a_report_does_not_count_records_no_checkpoint_covers_as_verified() {
+    let s = Scratch::new("b8");
+    let b = build(&s, Alg::Es256);
+    // Three records appended after the last checkpoint, chained.
+    let forger = AuditLog::open(&b.log).expect("opens");
+    for i in 1..=3 {
+        forger.append(fields(i, "FORGED")).expect("append");
+    }
+    drop(forger);
+    let out = s.path("report.html");
+    let report = |extra: &[&str]| {
+        let mut args: Vec<&OsStr> = vec![
+            "audit".as_ref(),
+            "report".as_ref(),
+            b.log.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--checkpoints".as_ref(),
+            b.checkpoints.as_os_str(),
+            "--key".as_ref(),
+            b.jwks.as_os_str(),
+        ];
+        args.extend(extra.iter().map(OsStr::new));
+        let o = psp_gateway(&args);
+        (o, std::fs::read_to_string(&out).unwrap_or_default())
+    };
+    let (o, html) = report(&[]);
+    assert_eq!(
+        o.status.code(),
+        Some(65),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        html.contains("NOT VERIFIED")
+            && html.contains("records 24 to 26 are after the last checkpoint"),
+        "{html}"
+    );
+    let (o, html) = report(&["--allow-tail"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        html.contains("the last 3 not yet covered by a checkpoint"),
+        "{html}"
+    );
 }

@@ -589,3 +589,39 @@ fn evidence_settings_that_cannot_sign_are_refused_by_name() {
     assert_eq!(code, Some(78), "{err}");
     assert!(err.contains("audit.origin `two words`"), "{err}");
 }
+
+#[test]
+fn a_previous_key_retired_in_the_future_listed_twice_or_still_signing_is_refused() {
+    let dir = scratch("previous-keys");
+    let old = SigningKey::from_pem(&SigningKey::generate_pem(Alg::EdDsa)).expect("key");
+    let old_pem = dir.join("old.pub.pem");
+    std::fs::write(&old_pem, old.public().to_pem()).expect("write");
+    let current_pem = dir.join("current.pub.pem");
+    std::fs::write(&current_pem, sandbox_key().public().to_pem()).expect("write");
+    let refused = |entries: String| {
+        let config = test_config(|t| {
+            t.replace(
+                "[evidence]\n",
+                &format!("[evidence]\nprevious_keys = [{entries}]\n"),
+            )
+        });
+        let evidence = config.evidence.as_ref().expect("[evidence]");
+        psp_gateway::app::previous_keys(&config, evidence).expect_err("refused")
+    };
+    let entry = |path: &Path, retired: &str| {
+        format!(
+            "{{ path = \"{}\", retired = \"{retired}\" }}",
+            path.display()
+        )
+    };
+    let e = refused(entry(&old_pem, "2999-01-01T00:00:00Z"));
+    assert!(e.contains("is in the future"), "{e}");
+    let e = refused(format!(
+        "{}, {}",
+        entry(&old_pem, "2026-11-01T00:00:00Z"),
+        entry(&old_pem, "2026-10-01T00:00:00Z")
+    ));
+    assert!(e.contains("listed twice"), "{e}");
+    let e = refused(entry(&current_pem, "2026-11-01T00:00:00Z"));
+    assert!(e.contains("this is the signing key's public key"), "{e}");
+}

@@ -62,9 +62,17 @@ def rfc3339(text):
 
 
 def check_lifetime(jwks_file, kid, iat):
-    """The key `kid` of the raw JWK set must have been alive at `iat`."""
+    """The key `kid` of the raw JWK set must have been alive at `iat`. Without a `kid`,
+    jwcrypto tries every key of the set, so which key's life applies is unknown: refused, as
+    is an `iat` that is not an integer."""
+    if not isinstance(kid, str):
+        raise Refused("the header names no kid: which key's life applies cannot be told")
+    if not isinstance(iat, int) or isinstance(iat, bool):
+        raise Refused("the header has no integer iat")
     with open(jwks_file, encoding="utf-8") as f:
         keys = json.load(f).get("keys", [])
+    if sum(1 for key in keys if key.get("kid") == kid) > 1:
+        raise Refused(f"the JWK set lists key {kid} more than once")
     for key in keys:
         if key.get("kid") == kid and "retired" in key:
             if iat > rfc3339(key["retired"]):
@@ -99,6 +107,8 @@ def verify_jws(jwks_file, payload_file, token, question=None):
         log = "; ".join(token_jws.verifylog or [])
         raise Refused(f"{type(e).__name__}: {e} [{log}]") from e
     check_lifetime(jwks_file, header.get("kid"), header.get("iat"))
+    if "psp_question" in header and not isinstance(header["psp_question"], dict):
+        raise Refused("psp_question is not an object")
     if question is not None:
         asked = header.get("psp_question") or {}
         for member, value in json.loads(question).items():
@@ -130,6 +140,8 @@ def verify_compact(jwks_file, token):
         log = "; ".join(token_jws.verifylog or [])
         raise Refused(f"{type(e).__name__}: {e} [{log}]") from e
     header = token_jws.jose_header
+    if header.get("typ") != "psp-decision+json":
+        raise Refused(f"typ is {header.get('typ')!r}, not psp-decision+json")
     check_lifetime(jwks_file, header.get("kid"), header.get("iat"))
     print(token_jws.payload.decode("utf-8"), file=sys.stderr)
 
@@ -197,6 +209,8 @@ def verify_note(pem_file, name, note_file, retired=None):
     if not verified:
         raise Refused(f"no signature from {name} with key ID {key_id.hex()}")
     times = [l[5:] for l in text.decode().split("\n") if l.startswith("time ")]
+    if len(times) > 1:
+        raise Refused("the checkpoint has more than one time line")
     if retired is not None:
         if not times:
             raise Refused("the key is retired and the checkpoint names no time")

@@ -577,6 +577,10 @@ pub struct ReportArgs {
     /// The public keys the checkpoints are verified with (JWKS or PEM).
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
+    /// Count records after the last checkpoint too (a live log), said in the report; without
+    /// it, records no checkpoint covers make the report NOT VERIFIED.
+    #[arg(long, requires = "checkpoints")]
+    pub allow_tail: bool,
 }
 
 /// What the report counts, gathered in one pass over the records of the period.

@@ -81,6 +81,9 @@ pub(super) struct EvidenceVerifyArgs {
     /// The `fi_reference_id` the answer must be for.
     #[arg(long, value_name = "ID", requires = "signature")]
     pub(super) fi_reference_id: Option<String>,
+    /// The caller (the check endpoint's user) the answer must be for.
+    #[arg(long, value_name = "USER", requires = "signature")]
+    pub(super) caller: Option<String>,
 }
 
 /// The SHA-256 (hex) of the certificate in `path`: PEM (the first certificate) or DER.
@@ -119,6 +122,9 @@ fn question_mismatches(
     }
     if let Some(f) = &args.fi_reference_id {
         expected.push(("fiReferenceId", f.clone()));
+    }
+    if let Some(c) = &args.caller {
+        expected.push(("caller", c.clone()));
     }
     Ok(expected
         .into_iter()
@@ -247,6 +253,9 @@ pub(super) fn run_verify(args: &VerifyArgs) -> ExitCode {
 /// Every request record stands with the signed decision it names (0), or each that does
 /// not is named and the verification fails (65).
 pub(super) fn decisions_stand(v: &audit::Verified) -> ExitCode {
+    for d in &v.decisions_unknown_after_loss {
+        eprintln!("psp-gateway: audit log: {d}");
+    }
     if v.decisions_unmatched.is_empty() {
         return ExitCode::SUCCESS;
     }
@@ -342,7 +351,8 @@ pub(super) fn run_report(args: &super::audit::ReportArgs) -> ExitCode {
             };
             // The whole log first: the tallies count only what stands up to the signatures.
             // Records after the last checkpoint (a live log) are counted, and said to be.
-            let verification = match proof::check(&args.files, &lines, &keys, true, None) {
+            let verification = match proof::check(&args.files, &lines, &keys, args.allow_tail, None)
+            {
                 Ok(c) if !c.chain.losses.is_empty() => {
                     Verification::Failed(c.chain.losses.join("; "))
                 }
@@ -376,7 +386,7 @@ fn checkpoint_statuses(
 ) -> Vec<super::audit::CheckpointStatus> {
     use time::format_description::well_known::Rfc3339;
     let sizes: Vec<u64> = lines.iter().map(|l| l.size).collect();
-    let roots = proof::roots_at(&args.files, &sizes);
+    let roots = proof::roots_at(&args.files, &sizes, keys);
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let Ok(time) = time::OffsetDateTime::parse(&line.time, &Rfc3339) else {
@@ -430,8 +440,21 @@ fn checkpoint_statuses(
 /// record saying so; a file without one is left as it is. With `--checkpoints`, the torn
 /// lines of the checkpoint file are set aside too.
 pub(super) fn run_repair(file: &Path, checkpoints: Option<&Path>) -> ExitCode {
-    if !file.exists() {
-        return fail(EXIT_NO_INPUT, &format!("{}: no such file", file.display()));
+    // Only regular files, never through a symbolic link: a repair cuts the file it is given.
+    for path in std::iter::once(file).chain(checkpoints) {
+        match std::fs::symlink_metadata(path) {
+            Err(e) => return fail(EXIT_NO_INPUT, &format!("{}: {e}", path.display())),
+            Ok(m) if !m.file_type().is_file() => {
+                return fail(
+                    EXIT_DATA_ERR,
+                    &format!(
+                        "{}: not a regular file (a symbolic link, a FIFO, a device or a directory): audit repair changes only the file itself; nothing was changed",
+                        path.display()
+                    ),
+                );
+            }
+            Ok(_) => {}
+        }
     }
     if let Some(cp) = checkpoints {
         match checkpoint::set_torn_lines_aside(cp) {

@@ -66,6 +66,11 @@ fn b64url(bytes: &[u8]) -> String {
 
 /// Decodes base64url without padding; padding, whitespace and the standard alphabet's `+/`
 /// are refused, so each value has one spelling.
+/// Unpadded base64url, decoded (a JWS part read without verifying it).
+pub fn b64url_decode_pub(text: &str) -> Option<Vec<u8>> {
+    b64url_decode(text)
+}
+
 fn b64url_decode(text: &str) -> Option<Vec<u8>> {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD

@@ -54,6 +54,9 @@ pub enum JwkError {
     /// A `use` other than `sig`.
     #[error("the JWK's use `{found}` is not `sig`")]
     NotForSigning { found: String },
+    /// Two entries for the same key.
+    #[error("the JWK set lists key `{kid}` more than once: one entry per key")]
+    Duplicate { kid: String },
     /// A `retired` member that is not an RFC 3339 time.
     #[error("the JWK's `retired` member {found} is not an RFC 3339 time")]
     BadRetired { found: String },
@@ -222,9 +225,21 @@ impl Jwks {
         set
     }
 
+    /// Adds `key`; the same key given again is kept once, with the earliest retirement of
+    /// the two (the strictest: a copy without `retired` never widens a retired key's life).
     fn insert(&mut self, key: PublicKey) {
-        if !self.keys.contains(&key) {
-            self.keys.push(key);
+        let kid = key.kid();
+        match self.keys.iter_mut().find(|k| k.kid() == kid) {
+            None => self.keys.push(key),
+            Some(kept) => {
+                let earliest = match (kept.retired(), key.retired()) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                if let Some(at) = earliest {
+                    *kept = kept.clone().retired_at(at);
+                }
+            }
         }
     }
 
@@ -268,6 +283,11 @@ impl Jwks {
         let mut set = Jwks::default();
         for entry in entries {
             match PublicKey::from_jwk(entry) {
+                // One key, one entry: two entries for one key (a set made by joining the sets
+                // of before and after a rotation) could say two lives.
+                Ok(key) if set.get(&key.kid()).is_some() => {
+                    return Err(JwkError::Duplicate { kid: key.kid() });
+                }
                 Ok(key) => set.insert(key),
                 Err(JwkError::Unsupported { .. }) => continue,
                 Err(refused) => return Err(refused),

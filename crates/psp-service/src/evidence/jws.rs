@@ -102,6 +102,12 @@ pub enum JwsError {
     /// signed.
     #[error("the JWS signature does not verify with key `{kid}`")]
     BadSignature { kid: String },
+    /// A signed decision's header with a member only an answer's has.
+    #[error("the JWS header has `{member}`, which a signed decision never has")]
+    MemberNotInDecision { member: String },
+    /// A compact JWS whose `typ` is not a signed decision's.
+    #[error("the JWS typ is `{typ}`, not psp-decision+json: it is not a signed decision")]
+    NotADecision { typ: String },
     /// `psp_question` that is not an object, or not listed in `crit`.
     #[error("the JWS header's psp_question is not an object listed in crit")]
     QuestionMalformed,
@@ -191,9 +197,20 @@ pub fn verify_compact(jwks: &Jwks, jws: &str) -> Result<(JwsVerified, Vec<u8>), 
     };
     let header = decode_header(header_b64)?;
     let header_alg = header_alg(&header)?;
-    if let Some(member) = ["crit", B64].into_iter().find(|m| header.contains_key(*m)) {
-        return Err(JwsError::CritUnknown {
+    if let Some(member) = ["crit", B64, QUESTION]
+        .into_iter()
+        .find(|m| header.contains_key(*m))
+    {
+        return Err(JwsError::MemberNotInDecision {
             member: member.to_owned(),
+        });
+    }
+    // A compact JWS of this key is a signed decision, and says so: another type of statement
+    // (a JWT, an answer recast) is not taken for one.
+    let typ = header.get("typ").and_then(Value::as_str);
+    if typ != Some(super::DECISION_TYPE) {
+        return Err(JwsError::NotADecision {
+            typ: typ.unwrap_or("(none)").to_owned(),
         });
     }
     let input = [header_b64.as_bytes(), b".", payload_b64.as_bytes()].concat();

@@ -140,8 +140,11 @@ pub struct AuditLog {
     /// Whether the last write succeeded (read without the lock by every request).
     writable: AtomicBool,
     /// Whether `checkpoint_copy` lacks checkpoints the checkpoint file has (its writes
-    /// failed): it is caught up at each tick until it can be written again.
+    /// failed, its checkpoints' or its high-water mark's): it is caught up at each tick
+    /// until it can be written again.
     copy_behind: AtomicBool,
+    /// The last high-water mark written, to write beside the copy again when it is behind.
+    last_mark: Mutex<Option<checkpoint::Mark>>,
 }
 
 impl AuditLog {
@@ -160,16 +163,14 @@ impl AuditLog {
     /// removed from its end) is refused, naming both sizes.
     pub fn open_with(path: &Path, options: Options) -> io::Result<AuditLog> {
         let tail = read_tail(path)?;
-        let mut set_aside = None;
+        // Decided before anything is changed: a file whose end is no audit record (nor one
+        // followed by a torn line) is refused as it is.
+        let mut torn_at = None;
         let (seq, prev, needs_newline) = match &tail {
             None => (0, GENESIS.to_owned(), false),
             Some(tail) => {
                 let found = last_record(&tail.bytes);
-                if let Some(torn) = found.torn.clone() {
-                    let kept_len = tail.offset + found.end as u64;
-                    set_aside = Some(set_torn_aside(path, &torn, kept_len)?);
-                }
-                match found.record {
+                let kept = match found.record {
                     Some((seq, line)) => (
                         seq,
                         crate::hex::lower(&crate::hex::sha256(line.as_bytes())),
@@ -186,13 +187,24 @@ impl AuditLog {
                         return Err(io::Error::new(
                             io::ErrorKind::InvalidData,
                             format!(
-                                "{}: the last line is not an audit record, nor is the one before a torn line",
+                                "{}: the last line is not an audit record, nor is the one before a torn line; nothing was changed",
                                 path.display()
                             ),
                         ));
                     }
+                };
+                if let Some(torn) = found.torn {
+                    torn_at = Some((torn, tail.offset + found.end as u64));
                 }
+                kept
             }
+        };
+        let set_aside = match torn_at {
+            Some((torn, kept_len)) => {
+                refuse_symlink(path)?;
+                Some(set_torn_aside(path, &torn, kept_len)?)
+            }
+            None => None,
         };
         let (seq, prev, tree, found) = match &options.checkpoints {
             Some(spec) => checkpoint::resume(spec, path, seq, prev)?,
@@ -228,6 +240,7 @@ impl AuditLog {
             options,
             writable: AtomicBool::new(true),
             copy_behind: AtomicBool::new(false),
+            last_mark: Mutex::new(None),
         };
         crate::telemetry::metrics::metrics().audit_failing.set(0);
         if let Some(aside) = set_aside {
@@ -676,7 +689,9 @@ impl AuditLog {
             };
             if !state.dirty && due.is_none() && !clean {
                 drop(guard);
-                self.catch_up_copy();
+                if self.copy_behind() {
+                    self.sync_copy(None, None);
+                }
                 return Ok(());
             }
             state.dirty = false;
@@ -704,25 +719,23 @@ impl AuditLog {
             return Ok(());
         };
         let mut result = Ok(());
+        let mut line = None;
         if let Some(head) = due {
             let m = crate::telemetry::metrics::metrics();
             match checkpoint::write(spec, &head) {
-                Ok(line) => {
+                Ok(written) => {
                     m.audit_checkpoints.inc();
                     let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(tree) = &mut state.tree {
                         tree.checkpointed(head.size);
                     }
-                    drop(state);
-                    self.copy(spec, &line);
+                    line = Some(written);
                 }
                 Err(e) => {
                     m.audit_checkpoint_failures.inc();
                     result = Err(e);
                 }
             }
-        } else {
-            self.catch_up_copy();
         }
         let mark = checkpoint::Mark {
             seq: synced.0,
@@ -730,8 +743,7 @@ impl AuditLog {
             time: now_rfc3339(),
             clean: clean && result.is_ok(),
         };
-        let (main, copy) = checkpoint::write_mark(spec, &mark, !self.copy_behind());
-        if let Err(e) = main {
+        if let Err(e) = checkpoint::write_mark(&spec.file, &mark) {
             crate::telemetry::metrics::metrics()
                 .audit_checkpoint_failures
                 .inc();
@@ -741,32 +753,37 @@ impl AuditLog {
                 spec.file.display()
             );
         }
-        if let Some(copy) = copy {
-            self.copy_done(copy);
-        }
+        self.sync_copy(line.as_deref(), Some(&mark));
+        *self.last_mark.lock().unwrap_or_else(|p| p.into_inner()) = Some(mark);
         result
     }
 
-    /// Appends a checkpoint line to `checkpoint_copy`; when the copy is behind, it is caught
-    /// up from the checkpoint file instead (which then holds this line too).
-    fn copy(&self, spec: &checkpoint::CheckpointSpec, line: &[u8]) {
+    /// Brings `checkpoint_copy` along: appends the checkpoint `line` just written (or, when
+    /// the copy is behind, catches it up from the checkpoint file) and writes the high-water
+    /// mark beside it (`mark`, or the last one written). The copy is well only when both
+    /// succeed ([`Self::copy_done`]).
+    fn sync_copy(&self, line: Option<&[u8]>, mark: Option<&checkpoint::Mark>) {
+        let Some(spec) = &self.options.checkpoints else {
+            return;
+        };
         let Some(copy) = &spec.copy else { return };
-        let done = if self.copy_behind() {
+        let mut done = if self.copy_behind() {
             checkpoint::catch_up_copy(spec, copy)
         } else {
-            checkpoint::append_copy(copy, line)
+            line.map_or(Ok(()), |line| checkpoint::append_copy(copy, line))
         };
-        self.copy_done(done);
-    }
-
-    /// A tick with no checkpoint due: a copy that is behind is tried again.
-    fn catch_up_copy(&self) {
-        if let Some(spec) = &self.options.checkpoints
-            && let Some(copy) = &spec.copy
-            && self.copy_behind()
-        {
-            self.copy_done(checkpoint::catch_up_copy(spec, copy));
+        let last = self
+            .last_mark
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(mark) = mark.cloned().or(last) {
+            let written = checkpoint::write_mark(copy, &mark);
+            if done.is_ok() {
+                done = written;
+            }
         }
+        self.copy_done(done);
     }
 
     /// Counts a failed write of the copy (the copy is then behind: caught up at each tick,
@@ -995,6 +1012,21 @@ struct SetAside {
     sha256: String,
 }
 
+/// A file the log changes at start (a torn line or records set aside) must be the file
+/// itself: cutting the target of a symbolic link would cut whatever file it names.
+pub(crate) fn refuse_symlink(path: &Path) -> io::Result<()> {
+    if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a symbolic link: a file the audit log changes at start (a torn line or records set aside) must be the file itself; nothing was changed",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Copies `torn` to `<path>.torn-<unix time>` (synced), then cuts `path` back to `kept_len`.
 fn set_torn_aside(path: &Path, torn: &[u8], kept_len: u64) -> io::Result<SetAside> {
     let (aside, mut out) = create_beside(path, "torn")?;
@@ -1066,60 +1098,162 @@ pub struct Verified {
     /// signed decisions whose `decision_id` is not their JWS's hash. `audit verify` fails on
     /// these.
     pub decisions_unmatched: Vec<String>,
+    /// Request records naming a decision no record signed, after the log recorded a loss
+    /// (its record may be what was lost): said, not a failure.
+    pub decisions_unknown_after_loss: Vec<String>,
 }
 
-/// The signed decisions met so far (`decision_id` → its verdict), to hold each request
-/// record to the decision it names.
-#[derive(Default)]
-struct Decisions {
-    signed: std::collections::HashMap<String, String>,
+/// What a signed decision states, as far as a request record must agree with it.
+struct SignedDecision {
+    verdict: String,
+    certificate: Option<String>,
+    site: Option<String>,
 }
 
-impl Decisions {
+/// The signed decisions met so far (`decision_id` → what it states), to hold each request
+/// record to the decision it names; with `keys`, each decision's JWS is verified too.
+struct Decisions<'k> {
+    signed: std::collections::HashMap<String, SignedDecision>,
+    keys: Option<&'k crate::evidence::Jwks>,
+    /// A record before says records were lost (a full disk, a removed file, a torn line, a
+    /// restart's set-aside or missing records): a signed decision may have been among them.
+    after_loss: bool,
+    /// Request records naming a decision no record before them signed.
+    unknown: Vec<String>,
+}
+
+impl Decisions<'_> {
+    /// At the end of the files: a record naming an unknown decision fails the verification,
+    /// unless the log recorded a loss of records anywhere (under `fail_open` the record saying
+    /// so comes after the records lost), when the decision's own record may be what was lost:
+    /// then it is said, not a failure.
+    fn finish(self, out: &mut Verified) {
+        if self.after_loss {
+            out.decisions_unknown_after_loss
+                .extend(self.unknown.into_iter().map(|u| {
+                    format!("{u}; the log records a loss of records, which may have held it")
+                }));
+        } else {
+            out.decisions_unmatched.extend(self.unknown);
+        }
+    }
+
     /// Notes a signed decision, or checks a request record against the one it names.
     fn see(&mut self, out: &mut Verified, at: &dyn Fn() -> String, record: &Value) {
         match record["message"].as_str() {
-            Some("gateway decision signed") => {
-                let (Some(id), Some(jws)) = (
-                    record["decision_id"].as_str(),
-                    record["decision_jws"].as_str(),
-                ) else {
-                    out.decisions_unmatched
-                        .push(format!("{}: a signed decision without its id or JWS", at()));
-                    return;
-                };
-                let hashed = crate::hex::lower(&crate::hex::sha256(jws.as_bytes())[..16]);
-                if hashed != id {
-                    out.decisions_unmatched.push(format!(
-                        "{}: decision_id {id} is not the hash of its JWS ({hashed})",
-                        at()
-                    ));
-                    return;
-                }
-                let verdict = record["signed_decision"].as_str().unwrap_or("").to_owned();
-                self.signed.insert(id.to_owned(), verdict);
+            Some("audit_file_removed_while_open" | "audit_torn_line_set_aside") => {
+                self.after_loss = true;
             }
+            Some("audit_log_writable_again") if record["records_lost"].as_u64() > Some(0) => {
+                self.after_loss = true;
+            }
+            Some("audit_log_opened")
+                if record.get("set_aside_file").is_some()
+                    || record.get("missing_first_seq").is_some() =>
+            {
+                self.after_loss = true;
+            }
+            Some("gateway decision signed") => self.signed_record(out, at, record),
             Some("gateway decision") => {
                 let Some(id) = record["decision_id"].as_str().filter(|id| !id.is_empty()) else {
                     return;
                 };
                 let said = record["decision"].as_str().unwrap_or("");
-                match self.signed.get(id) {
-                    Some(signed) if signed == said => {}
-                    Some(signed) => out.decisions_unmatched.push(format!(
-                        "{}: the record says {said}, the signed decision {id} it names says {signed}",
-                        at()
-                    )),
-                    // Only a log read from record 1 holds every decision signed before.
-                    None if out.starts_mid_chain => {}
-                    None => out.decisions_unmatched.push(format!(
-                        "{}: it names decision {id}, which no record before it signed",
-                        at()
-                    )),
+                let Some(signed) = self.signed.get(id) else {
+                    // Only a log read from record 1 holds every decision signed before; after
+                    // a recorded loss, the decision's own record may be what was lost.
+                    if !out.starts_mid_chain {
+                        self.unknown.push(format!(
+                            "{}: it names decision {id}, which no record before it signed",
+                            at()
+                        ));
+                    }
+                    return;
+                };
+                let mut differs = Vec::new();
+                if signed.verdict != said {
+                    differs.push(format!(
+                        "the record says {said}, the signed decision {id} it names says {}",
+                        signed.verdict
+                    ));
+                }
+                for (member, theirs) in
+                    [("fingerprint", &signed.certificate), ("site", &signed.site)]
+                {
+                    let ours = record[member].as_str();
+                    if theirs.is_some() && ours != theirs.as_deref() {
+                        differs.push(format!(
+                            "the record's {member} is {}, the signed decision {id} is about {}",
+                            ours.unwrap_or("(none)"),
+                            theirs.as_deref().unwrap_or("(none)")
+                        ));
+                    }
+                }
+                if !differs.is_empty() {
+                    out.decisions_unmatched
+                        .push(format!("{}: {}", at(), differs.join("; ")));
                 }
             }
             _ => {}
         }
+    }
+
+    /// A `gateway decision signed` record: its id must be its JWS's hash; its JWS verify
+    /// with the keys, when given; what it states is kept for the records naming it.
+    fn signed_record(&mut self, out: &mut Verified, at: &dyn Fn() -> String, record: &Value) {
+        let (Some(id), Some(jws)) = (
+            record["decision_id"].as_str(),
+            record["decision_jws"].as_str(),
+        ) else {
+            out.decisions_unmatched
+                .push(format!("{}: a signed decision without its id or JWS", at()));
+            return;
+        };
+        let hashed = crate::hex::lower(&crate::hex::sha256(jws.as_bytes())[..16]);
+        if hashed != id {
+            out.decisions_unmatched.push(format!(
+                "{}: decision_id {id} is not the hash of its JWS ({hashed})",
+                at()
+            ));
+            return;
+        }
+        let payload = match self.keys {
+            Some(keys) => match crate::evidence::verify_compact(keys, jws) {
+                Ok((_, payload)) => Some(payload),
+                Err(e) => {
+                    out.decisions_unmatched.push(format!(
+                        "{}: the signed decision {id} does not verify with the keys given: {e}",
+                        at()
+                    ));
+                    return;
+                }
+            },
+            None => jws
+                .split('.')
+                .nth(1)
+                .and_then(crate::evidence::b64url_decode_pub),
+        };
+        let payload: Value = payload
+            .and_then(|p| serde_json::from_slice(&p).ok())
+            .unwrap_or(Value::Null);
+        let verdict = record["signed_decision"].as_str().unwrap_or("").to_owned();
+        if payload["decision"].as_str().is_some_and(|d| d != verdict) {
+            out.decisions_unmatched.push(format!(
+                "{}: the record says the decision {id} is {verdict}, its JWS says {}",
+                at(),
+                payload["decision"]
+            ));
+        }
+        self.signed.insert(
+            id.to_owned(),
+            SignedDecision {
+                verdict,
+                certificate: payload["psp"]["certificateSha256"]
+                    .as_str()
+                    .map(str::to_owned),
+                site: payload["site"].as_str().map(str::to_owned),
+            },
+        );
     }
 }
 
@@ -1132,7 +1266,16 @@ pub fn verify(files: &[PathBuf]) -> Result<Verified, Broken> {
 }
 
 /// [`verify`], handing each record's `seq` and line (without its line end) to `each`.
-pub fn verify_with(files: &[PathBuf], mut each: impl FnMut(u64, &str)) -> Result<Verified, Broken> {
+pub fn verify_with(files: &[PathBuf], each: impl FnMut(u64, &str)) -> Result<Verified, Broken> {
+    verify_with_keys(files, None, each)
+}
+
+/// [`verify_with`]; with `keys`, the JWS of every signed decision in the log is verified too.
+pub fn verify_with_keys(
+    files: &[PathBuf],
+    keys: Option<&crate::evidence::Jwks>,
+    mut each: impl FnMut(u64, &str),
+) -> Result<Verified, Broken> {
     let mut out = Verified {
         records: 0,
         first_seq: None,
@@ -1143,8 +1286,14 @@ pub fn verify_with(files: &[PathBuf], mut each: impl FnMut(u64, &str)) -> Result
         set_aside_at_restart: Vec::new(),
         losses: Vec::new(),
         decisions_unmatched: Vec::new(),
+        decisions_unknown_after_loss: Vec::new(),
     };
-    let mut decisions = Decisions::default();
+    let mut decisions = Decisions {
+        signed: std::collections::HashMap::new(),
+        keys,
+        after_loss: false,
+        unknown: Vec::new(),
+    };
     let mut expected: Option<(u64, String)> = None;
     for file in files {
         let broken = |line: usize, why: String| Broken {
@@ -1187,6 +1336,7 @@ pub fn verify_with(files: &[PathBuf], mut each: impl FnMut(u64, &str)) -> Result
             out.last_hash = hash;
         }
     }
+    decisions.finish(&mut out);
     Ok(out)
 }
 

@@ -102,9 +102,11 @@ pub fn parse_text(text: &str) -> Result<Checkpoint, String> {
         .and_then(|l| STANDARD.decode(l).ok())
         .and_then(|b| b.try_into().ok())
         .ok_or("the third line is not a base64 SHA-256 root hash")?;
-    let time = lines
-        .find_map(|l| l.strip_prefix("time "))
-        .map(str::to_owned);
+    let mut times = lines.filter_map(|l| l.strip_prefix("time "));
+    let time = times.next().map(str::to_owned);
+    if times.next().is_some() {
+        return Err("the checkpoint has more than one time line".to_owned());
+    }
     Ok(Checkpoint {
         origin: origin.to_owned(),
         size,
@@ -336,12 +338,18 @@ pub fn set_torn_lines_aside(path: &Path) -> io::Result<Option<(PathBuf, usize)>>
     Ok(Some((aside, count)))
 }
 
-/// The last checkpoint of `path` (its last complete line; a torn last line, cut short by a
-/// crash, is passed over), or `None` when there is no file or no checkpoint yet.
+/// The checkpoint of `path` with the largest size among its last MiB of lines (lines that
+/// are not checkpoints, a torn one among them, are passed over), or `None` when there is no
+/// file or no checkpoint yet.
 fn read_last(path: &Path) -> io::Result<Option<CheckpointLine>> {
+    Ok(read_tail_lines(path)?.into_iter().max_by_key(|l| l.size))
+}
+
+/// The checkpoint lines among the last MiB of `path` (none when there is no file).
+fn read_tail_lines(path: &Path) -> io::Result<Vec<CheckpointLine>> {
     let mut f = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let len = f.metadata()?.len();
@@ -349,12 +357,11 @@ fn read_last(path: &Path) -> io::Result<Option<CheckpointLine>> {
     f.seek(SeekFrom::Start(len.saturating_sub(window)))?;
     let mut tail = Vec::new();
     f.take(window).read_to_end(&mut tail)?;
-    let last = tail
+    Ok(tail
         .split(|&b| b == b'\n')
-        .rev()
         .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-        .find_map(|l| serde_json::from_slice::<CheckpointLine>(l).ok());
-    Ok(last)
+        .filter_map(|l| serde_json::from_slice::<CheckpointLine>(l).ok())
+        .collect())
 }
 
 /// The log's high-water mark, kept apart from it (`<checkpoints>.synced`, and beside the
@@ -380,19 +387,9 @@ pub fn mark_path(checkpoints: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Writes `mark` beside the checkpoint file and, with `copy`, beside its copy. The copy's
-/// outcome is its own (the second place; `None` when it was not written).
-pub(super) fn write_mark(
-    spec: &CheckpointSpec,
-    mark: &Mark,
-    copy: bool,
-) -> (io::Result<()>, Option<io::Result<()>>) {
-    let main = replace_synced(&mark_path(&spec.file), mark);
-    let copy = match &spec.copy {
-        Some(path) if copy => Some(replace_synced(&mark_path(path), mark)),
-        _ => None,
-    };
-    (main, copy)
+/// Writes `mark` beside the checkpoint file `file` (or its copy).
+pub(super) fn write_mark(file: &Path, mark: &Mark) -> io::Result<()> {
+    replace_synced(&mark_path(file), mark)
 }
 
 fn replace_synced(path: &Path, mark: &Mark) -> io::Result<()> {
@@ -407,20 +404,18 @@ fn replace_synced(path: &Path, mark: &Mark) -> io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// The highest mark kept beside the checkpoint file or its copy (a cut on one volume shows
-/// from the other); `None` when neither has one. A mark that does not read is passed over.
-pub(super) fn read_mark(spec: &CheckpointSpec) -> Option<Mark> {
+/// The marks kept beside the checkpoint file and beside its copy, those that read (a cut on
+/// one volume shows from the other; a mark that does not read is passed over).
+pub(super) fn read_marks(spec: &CheckpointSpec) -> Vec<Mark> {
     let read = |p: &Path| {
         std::fs::read(mark_path(p))
             .ok()
             .and_then(|b| serde_json::from_slice::<Mark>(&b).ok())
     };
-    let main = read(&spec.file);
-    let copy = spec.copy.as_deref().and_then(read);
-    match (main, copy) {
-        (Some(a), Some(b)) => Some(if b.seq > a.seq { b } else { a }),
-        (a, b) => a.or(b),
-    }
+    std::iter::once(read(&spec.file))
+        .chain(std::iter::once(spec.copy.as_deref().and_then(read)))
+        .flatten()
+        .collect()
 }
 
 /// What a restart found, for the record that opens the log again
@@ -434,9 +429,11 @@ pub struct Found {
     pub checkpoint: u64,
     /// The last intact record of the file.
     pub last_seq: u64,
+    /// The highest of the marks ([`read_marks`]).
     pub mark: Option<Mark>,
-    /// Whether the hash of record `mark.seq`, as found, is the one the mark names (`None`
-    /// when the file does not hold it).
+    /// Whether every mark's record, as found, has the hash the mark names (`None` when the
+    /// file holds none of them). Two marks that name the same record with different hashes
+    /// are never both right.
     pub mark_matches: Option<bool>,
     /// The records after the last checkpoint, moved aside.
     pub set_aside: Option<Uncovered>,
@@ -497,46 +494,66 @@ pub(super) fn resume(
         )
     };
     let refuse = |why: String| Err(refused(why));
-    let last = read_last(&spec.file)?;
-    let mark = read_mark(spec);
+    let marks = read_marks(spec);
+    let mark = marks.iter().max_by_key(|m| m.seq).cloned();
     let mut found = Found {
-        restart: last.is_some() || seq > 0 || mark.is_some(),
+        restart: mark.is_some() || seq > 0,
         last_seq: seq,
         mark,
         ..Found::default()
     };
-    let (from, head, frontier) = match last {
-        None => (0, super::GENESIS.to_owned(), Frontier::new()),
-        Some(line) => {
-            let frontier = Frontier::from_hex(line.size, &line.frontier).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: last checkpoint: {e}", spec.file.display()),
-                )
+    // The latest checkpoint that verifies, of the checkpoint file and its copy: the largest
+    // signed size, not the last line (an old line appended or the lines reordered must not
+    // make a restart set signed records aside).
+    let mut candidates = read_tail_lines(&spec.file)?;
+    if let Some(copy) = &spec.copy {
+        candidates.extend(read_tail_lines(copy)?);
+    }
+    found.restart |= !candidates.is_empty();
+    candidates.sort_by_key(|l| std::cmp::Reverse(l.size));
+    let verified = candidates.iter().find_map(|line| {
+        let frontier = Frontier::from_hex(line.size, &line.frontier).ok()?;
+        let signed = std::iter::once(spec.key.public())
+            .chain(spec.previous.iter().cloned())
+            .find_map(|key| {
+                let text = crate::evidence::note_verify(&line.note, &spec.origin, &key).ok()?;
+                let c = parse_text(&text).ok()?;
+                in_lifetime(&c, &key).ok().map(|()| c)
             })?;
-            let signed = std::iter::once(spec.key.public())
-                .chain(spec.previous.iter().cloned())
-                .find_map(|key| {
-                    let text = crate::evidence::note_verify(&line.note, &spec.origin, &key).ok()?;
-                    let c = parse_text(&text).ok()?;
-                    in_lifetime(&c, &key).ok().map(|()| c)
-                });
-            match signed {
-                Some(c) if c.size == line.size && c.root == frontier.root() => {}
-                _ => {
-                    return refuse(format!(
-                        "the last checkpoint in {} does not verify with the signing key or a previous key ([evidence] previous_keys) within its life (not after its retirement, not in the future), or its tree does not match its signed root",
-                        spec.file.display()
-                    ));
-                }
-            }
-            (line.size, line.chain_head, frontier)
+        (signed.size == line.size && signed.root == frontier.root())
+            .then(|| (line.size, line.chain_head.clone(), frontier))
+    });
+    let (from, head, frontier) = match (verified, candidates.is_empty()) {
+        (Some(v), _) => v,
+        (None, true) => (0, super::GENESIS.to_owned(), Frontier::new()),
+        (None, false) => {
+            return refuse(format!(
+                "no checkpoint in {} verifies with the signing key or a previous key ([evidence] previous_keys) within its life (not after its retirement, not in the future) with its tree matching its signed root",
+                spec.file.display()
+            ));
         }
     };
+    // A clean stop ends with a checkpoint of every record: a mark saying so with more records
+    // than the checkpoint found means checkpoints were removed.
+    if let Some(m) = marks.iter().find(|m| m.clean && m.seq > from) {
+        return refuse(format!(
+            "the high-water mark says the last stop was clean after record {}, but the latest checkpoint found covers {from}: checkpoints were removed from {} (and its copy)",
+            m.seq,
+            spec.file.display()
+        ));
+    }
     found.checkpoint = from;
     if seq == 0 {
         // A new or empty file (after a rotation): the chain and the tree go on from the
-        // checkpoint, the last record known.
+        // checkpoint, the last record known, unless records after it were synced: those are
+        // in a file moved away while the service was down, or were removed.
+        if let Some(m) = found.mark.as_ref().filter(|m| m.seq > from) {
+            return refuse(format!(
+                "the file is empty or new, but records {} to {} were synced after checkpoint {from} before the stop: they are in a file moved away while the service was down (put it back at this path, start, then rotate), or were removed",
+                from + 1,
+                m.seq
+            ));
+        }
         found.last_seq = from;
         return Ok((from, head, Some(Tree::new(frontier)), found));
     }
@@ -553,13 +570,14 @@ pub(super) fn resume(
     }
     // Where the records after the checkpoint start, and that they start right after it.
     let mut cut: Option<u64> = None;
-    let mark_seq = found.mark.as_ref().map(|m| m.seq);
-    let mut at_mark = None;
+    let mut at_marks: Vec<Option<String>> = vec![None; marks.len()];
     let mut first = true;
     for_each_record(path, |line, offset, rseq, rprev| {
         let hash = || crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
-        if Some(rseq) == mark_seq {
-            at_mark = Some(hash());
+        for (i, m) in marks.iter().enumerate() {
+            if m.seq == rseq {
+                at_marks[i] = Some(hash());
+            }
         }
         if first {
             first = false;
@@ -585,8 +603,10 @@ pub(super) fn resume(
         Ok(())
     })
     .map_err(refused)?;
-    if let (Some(m), Some(h)) = (&found.mark, &at_mark) {
-        found.mark_matches = Some(m.chain_head == *h);
+    for (m, h) in marks.iter().zip(&at_marks) {
+        if let Some(h) = h {
+            found.mark_matches = Some(found.mark_matches.unwrap_or(true) && m.chain_head == *h);
+        }
     }
     if seq > from {
         let Some(offset) = cut else {
@@ -609,6 +629,7 @@ pub(super) fn resume(
 /// Moves the bytes of `path` from `offset` on to `<path>.uncovered-<unix time>` (synced),
 /// then cuts `path` back to `offset`. Returns the new file, its length and its SHA-256.
 fn set_uncovered_aside(path: &Path, offset: u64) -> io::Result<(PathBuf, u64, String)> {
+    super::refuse_symlink(path)?;
     let mut f = File::open(path)?;
     f.seek(SeekFrom::Start(offset))?;
     let mut bytes = Vec::new();

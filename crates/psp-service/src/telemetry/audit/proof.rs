@@ -173,11 +173,14 @@ impl NoteRefused {
 /// for a size past the records held), in one pass: the leaves are folded into a
 /// [`merkle::Frontier`] as they are read, and a root is taken when the tree reaches a size
 /// asked for, so the work is linear in the records and the memory is the frontier (at most 64
-/// hashes) and one root per size asked for, not one hash per record.
+/// hashes) and one root per size asked for, not one hash per record. The signed decisions
+/// in the log are verified with `keys` on the way.
 pub fn roots_at(
     files: &[PathBuf],
     sizes: &[u64],
+    keys: &[PublicKey],
 ) -> Result<(Verified, Vec<Option<Hash>>), Finding> {
+    let jwks = crate::evidence::Jwks::new(keys.iter().cloned());
     let mut order: Vec<usize> = (0..sizes.len()).collect();
     order.sort_by_key(|&i| sizes[i]);
     let mut roots = vec![None; sizes.len()];
@@ -194,7 +197,7 @@ pub fn roots_at(
         }
     };
     settle(&frontier, &mut next);
-    let chain = super::verify_with(files, |_, line| {
+    let chain = super::verify_with_keys(files, Some(&jwks), |_, line| {
         frontier.push(merkle::leaf_hash(line.as_bytes()));
         settle(&frontier, &mut next);
     })
@@ -240,7 +243,7 @@ pub fn check(
         opened.push(c);
     }
     let sizes: Vec<u64> = opened.iter().map(|c| c.size).collect();
-    let (chain, roots) = roots_at(files, &sizes)?;
+    let (chain, roots) = roots_at(files, &sizes, keys)?;
     let records = chain.records;
     for (i, (c, root)) in opened.into_iter().zip(roots).enumerate() {
         let index = i + 1;
