@@ -1505,3 +1505,38 @@ fn b8_a_report_does_not_count_records_no_checkpoint_covers_as_verified() {
         "{html}"
     );
 }
+
+#[test]
+fn a_log_converted_to_crlf_is_not_the_log_signed() {
+    let s = Scratch::new("crlf");
+    let b = build(&s, Alg::Es256);
+    let text = std::fs::read_to_string(&b.log).expect("read");
+    std::fs::write(&b.log, text.replace('\n', "\r\n")).expect("write");
+    for o in [
+        verify(&[&b.log], &b.checkpoints, &b.jwks, &[]),
+        psp_gateway(&["audit".as_ref(), "verify".as_ref(), b.log.as_os_str()]),
+    ] {
+        expect(&o, 65, &["line 1: the line ends in CR LF"]);
+    }
+    // The independent root (hashlib alone) of the converted bytes is not the signed root;
+    // of the file as written, it is.
+    let root_of = |path: &Path| {
+        let out = Command::new(common::evidence_py::python())
+            .arg(common::root().join("scripts/evidence/verify.py"))
+            .args(["root".as_ref(), "23".as_ref(), path.as_os_str()])
+            .output()
+            .expect("verify.py root");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let signed = checkpoint_lines(&b.checkpoints)
+        .last()
+        .expect("a checkpoint")
+        .note
+        .lines()
+        .nth(2)
+        .expect("root line")
+        .to_owned();
+    assert_ne!(root_of(&b.log), signed);
+    std::fs::write(&b.log, text).expect("write back");
+    assert_eq!(root_of(&b.log), signed);
+}
