@@ -429,7 +429,7 @@ pub struct Found {
     pub checkpoint: u64,
     /// The last intact record of the file.
     pub last_seq: u64,
-    /// The highest of the marks ([`read_marks`]).
+    /// The highest of the marks kept beside the checkpoint file and its copy.
     pub mark: Option<Mark>,
     /// Whether every mark's record, as found, has the hash the mark names (`None` when the
     /// file holds none of them). Two marks that name the same record with different hashes
