@@ -609,3 +609,52 @@ async fn with_failed_logins_closed_a_stopped_redis_refuses_password_checks_but_n
     );
     running.stop().await;
 }
+
+#[tokio::test]
+async fn a_login_script_redis_refuses_does_not_switch_the_request_limits_to_their_failure_mode() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let running = replica(&redis, 30, "rate_limits = \"open\"").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    // Verified once while every script runs: remembered, so the right password needs no
+    // login script from now on.
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    // An ACL that lacks a command only the login scripts use (HMGET).
+    redis.cli(&["ACL", "SETUSER", USER, "-hmget"]);
+    let mut passed = 1;
+    for _ in 0..30 {
+        // A wrong password runs the login script: Redis refuses it (NOPERM).
+        let (wrong, _) = wrong_login(api, &valid).await;
+        if wrong.status != StatusCode::TOO_MANY_REQUESTS {
+            passed += 1;
+        }
+        // The request limit's script is unaffected: counted in Redis, never "open".
+        let (right, _) = call(api, &valid).await;
+        if right.status != StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(right.status, StatusCode::OK, "{}", right.json());
+            passed += 1;
+        }
+    }
+    assert_eq!(
+        passed, 30,
+        "exactly the quota passed the shared request limit, however the login script failed"
+    );
+    assert_eq!(
+        metric(
+            &running,
+            "psp_gateway_shared_state_fallbacks_total{kind=\"rate_limits\",mode=\"open\"}"
+        )
+        .await,
+        0.0
+    );
+    assert!(
+        metric(
+            &running,
+            "psp_gateway_shared_state_fallbacks_total{kind=\"failed_logins\",mode=\"closed\"}"
+        )
+        .await
+            >= 1.0
+    );
+    running.stop().await;
+}

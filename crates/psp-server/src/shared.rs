@@ -358,6 +358,36 @@ pub enum LoginCharge {
     },
 }
 
+/// Whether Redis answered a script with an error of the script's own (an ACL without one of
+/// its commands, keys in several cluster slots, an error in the script), rather than the
+/// connection failing (I/O, authentication, a server loading or down).
+fn script_refused(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::ResponseError
+                | ServerErrorKind::NoScript
+                | ServerErrorKind::NoPerm
+                | ServerErrorKind::CrossSlot
+                | ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::ExecAbort
+        )
+    ) || e.kind() == ErrorKind::Extension
+}
+
+/// Whole seconds to wait from a script's answer in µs, never more than the `period_us` a
+/// steady clock can make a client wait (a reply Redis never sends, or a counter written by
+/// something else, cannot hold a client longer, nor give a `Retry-After` of 2⁶³ µs).
+fn wait_secs(wait_us: i64, period_us: u64) -> u64 {
+    u64::try_from(wait_us)
+        .unwrap_or(0)
+        .min(period_us)
+        .div_ceil(1_000_000)
+        .max(1)
+}
+
 /// After a failed call, calls are skipped (the failure mode decides at once) for this long;
 /// the first request after it tries Redis again. Half a second: recovery is seen within a
 /// second of Redis answering again, and a dead Redis costs one budget per half second, not
@@ -389,11 +419,16 @@ pub struct SharedState {
     replicas: u32,
     rate_limits: FailureMode,
     failed_logins: FailureMode,
-    /// Whether the last call was answered (for `/readyz`, the gauge, and logging once per
-    /// change of state).
-    up: AtomicBool,
-    /// Nanoseconds after `epoch` before which calls are skipped.
-    retry_at: AtomicU64,
+    /// Per counter kind ([`CounterKind::index`]): whether its last call was answered (for
+    /// `/readyz`, the gauge, and logging once per change of state). One kind's failure (an
+    /// ACL that lacks a command only the login scripts use) never decides for the other.
+    up: [AtomicBool; 2],
+    /// Per counter kind: nanoseconds after `epoch` before which its calls are skipped.
+    retry_at: [AtomicU64; 2],
+    /// Per counter kind: whether its last failure was its own (Redis answered its script
+    /// with an error: a missing ACL permission, `CROSSSLOT`), not the connection's. A
+    /// connection's failure ends for every kind as soon as one kind is answered again.
+    own_failure: [AtomicBool; 2],
     epoch: Instant,
 }
 
@@ -457,17 +492,24 @@ impl SharedState {
             failed_logins: config.failed_logins,
             // Unknown until the first call: counted as up so that the first failure is
             // logged.
-            up: AtomicBool::new(true),
-            retry_at: AtomicU64::new(0),
+            up: [AtomicBool::new(true), AtomicBool::new(true)],
+            retry_at: [AtomicU64::new(0), AtomicU64::new(0)],
+            own_failure: [AtomicBool::new(false), AtomicBool::new(false)],
             epoch: Instant::now(),
         };
         crate::telemetry::metrics::metrics().shared_state_up.set(1);
         Ok(Arc::new(state))
     }
 
-    /// Whether the last call to Redis was answered within the budget (`/readyz`).
+    /// Whether the last call of every counter kind was answered within the budget
+    /// (`/readyz`).
     pub fn is_up(&self) -> bool {
-        self.up.load(Ordering::Relaxed)
+        self.up.iter().all(|up| up.load(Ordering::Relaxed))
+    }
+
+    /// Whether the last call of `kind` was answered within the budget.
+    pub fn kind_is_up(&self, kind: CounterKind) -> bool {
+        self.up[kind.index()].load(Ordering::Relaxed)
     }
 
     /// The budget of one call.
@@ -508,36 +550,39 @@ impl SharedState {
         let redis_key = format!("{}:{table}:{key}", self.prefix);
         let mut invocation = self.script.key(redis_key);
         invocation.arg(cell_us).arg(period_us);
-        let (allowed, wait_us) = self.run::<(i64, i64)>(&invocation).await?;
+        let (allowed, wait_us) = self
+            .run::<(i64, i64)>(CounterKind::RateLimits, &invocation)
+            .await?;
         Ok(if allowed == 1 {
             Ok(())
         } else {
-            let wait_us = u64::try_from(wait_us).unwrap_or(0);
-            Err(wait_us.div_ceil(1_000_000).max(1))
+            Err(wait_secs(wait_us, period_us))
         })
     }
 
-    /// Runs `invocation` within the budget, keeping the state (up or degraded) current.
+    /// Runs `invocation` for a counter of `kind` within the budget, keeping that kind's
+    /// state (up or degraded) current.
     async fn run<T: redis::FromRedisValue>(
         &self,
+        kind: CounterKind,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<T, Unavailable> {
-        if self.now_nanos() < self.retry_at.load(Ordering::Relaxed) {
+        if self.now_nanos() < self.retry_at[kind.index()].load(Ordering::Relaxed) {
             return Err(Unavailable::Skipped);
         }
         let mut connection = self.connection.clone();
         match tokio::time::timeout(self.budget, invocation.invoke_async::<T>(&mut connection)).await
         {
             Ok(Ok(value)) => {
-                self.answered();
+                self.answered(kind);
                 Ok(value)
             }
             Ok(Err(e)) => {
-                self.failed(&e.to_string());
+                self.failed(kind, &e.to_string(), script_refused(&e));
                 Err(Unavailable::Error)
             }
             Err(_) => {
-                self.failed("no answer within the budget");
+                self.failed(kind, "no answer within the budget", false);
                 Err(Unavailable::Timeout)
             }
         }
@@ -566,16 +611,16 @@ impl SharedState {
             invocation.arg(limit.max(1));
         }
         invocation.arg(ledgers.period_us());
-        let (charged, wait_us, clean, attack) =
-            self.run::<(i64, i64, i64, i64)>(&invocation).await?;
+        let (charged, wait_us, clean, attack) = self
+            .run::<(i64, i64, i64, i64)>(CounterKind::FailedLogins, &invocation)
+            .await?;
         Ok(if charged == 1 {
             LoginCharge::Charged {
                 clean_pair: clean == 1,
                 under_attack: attack == 1,
             }
         } else {
-            let wait_us = u64::try_from(wait_us).unwrap_or(0);
-            LoginCharge::Refused(wait_us.div_ceil(1_000_000).max(1))
+            LoginCharge::Refused(wait_secs(wait_us, ledgers.period_us()))
         })
     }
 
@@ -601,7 +646,9 @@ impl SharedState {
             .arg(if refund { "refund" } else { "fail" })
             .arg(if user_charged { "1" } else { "0" })
             .arg(ledgers.period_us());
-        self.run::<i64>(&invocation).await.map(|_| ())
+        self.run::<i64>(CounterKind::FailedLogins, &invocation)
+            .await
+            .map(|_| ())
     }
 
     /// Counts a decision taken by the failure mode of `kind` and returns the mode.
@@ -617,24 +664,43 @@ impl SharedState {
         mode
     }
 
-    fn failed(&self, why: &str) {
+    fn failed(&self, kind: CounterKind, why: &str, own: bool) {
         let retry = self
             .now_nanos()
             .saturating_add(u64::try_from(RETRY_AFTER_FAILURE.as_nanos()).unwrap_or(u64::MAX));
-        self.retry_at.store(retry, Ordering::Relaxed);
-        if self.up.swap(false, Ordering::Relaxed) {
+        self.retry_at[kind.index()].store(retry, Ordering::Relaxed);
+        self.own_failure[kind.index()].store(own, Ordering::Relaxed);
+        if self.up[kind.index()].swap(false, Ordering::Relaxed) {
             crate::telemetry::metrics::metrics().shared_state_up.set(0);
             tracing::warn!(
+                kind = kind.label(),
                 error = why,
-                "shared state (Redis) degraded: shared counters follow their failure modes"
+                "shared state (Redis) degraded for this kind of counter: it follows its failure mode"
             );
         }
     }
 
-    fn answered(&self) {
-        if !self.up.swap(true, Ordering::Relaxed) {
+    fn answered(&self, kind: CounterKind) {
+        // The connection answers: a kind that failed for the connection's sake (not its own
+        // script's) is answered again too.
+        for other in [CounterKind::RateLimits, CounterKind::FailedLogins] {
+            let i = other.index();
+            let again = if other == kind {
+                !self.up[i].swap(true, Ordering::Relaxed)
+            } else {
+                !self.own_failure[i].load(Ordering::Relaxed)
+                    && !self.up[i].swap(true, Ordering::Relaxed)
+            };
+            if again {
+                self.retry_at[i].store(0, Ordering::Relaxed);
+                tracing::info!(
+                    kind = other.label(),
+                    "shared state (Redis) answers again for this kind of counter: it is shared"
+                );
+            }
+        }
+        if self.is_up() {
             crate::telemetry::metrics::metrics().shared_state_up.set(1);
-            tracing::info!("shared state (Redis) answers again: counters are shared");
         }
     }
 }
@@ -647,6 +713,14 @@ pub enum CounterKind {
 }
 
 impl CounterKind {
+    /// Its place in the per-kind state of [`SharedState`].
+    fn index(self) -> usize {
+        match self {
+            CounterKind::RateLimits => 0,
+            CounterKind::FailedLogins => 1,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             CounterKind::RateLimits => "rate_limits",
@@ -779,6 +853,16 @@ mod tests {
             rate_limits: default_rate_limits_mode(),
             failed_logins: default_failed_logins_mode(),
         }
+    }
+
+    #[test]
+    fn a_wait_from_redis_is_never_more_than_one_period() {
+        let period_us = 300 * 1_000_000;
+        assert_eq!(wait_secs(1_500_000, period_us), 2);
+        assert_eq!(wait_secs(0, period_us), 1);
+        assert_eq!(wait_secs(-5, period_us), 1);
+        // A reply of 2^63 µs (a hostile or broken Redis): one period, not 9,223,372,036,855 s.
+        assert_eq!(wait_secs(i64::MAX, period_us), 300);
     }
 
     #[test]

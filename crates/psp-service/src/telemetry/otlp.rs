@@ -44,6 +44,34 @@ pub enum OtlpError {
     Build(String),
 }
 
+/// `text` with the userinfo of every URL in it (`scheme://user:password@host`) replaced by
+/// `***`: an exporter's error names its endpoint, and a credential in it must not reach the
+/// logs.
+pub fn redact_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority ends at the first `/`, `?`, `#` or whitespace; userinfo is what comes
+        // before its last `@`.
+        let end = tail
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push_str("***");
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The traces' provider while export is on; shuts it down (the last batch sent) when dropped.
 pub struct TraceExport {
     provider: SdkTracerProvider,
@@ -105,7 +133,7 @@ impl TraceExport {
         }
         let exporter = builder
             .build()
-            .map_err(|e| OtlpError::Build(e.to_string()))?;
+            .map_err(|e| OtlpError::Build(redact_userinfo(&e.to_string())))?;
         let mut resource = opentelemetry_sdk::Resource::builder();
         if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
             resource = resource.with_service_name("psp-gateway");
@@ -219,5 +247,32 @@ impl NativeRootsOrEmpty for rustls::ConfigBuilder<rustls::ClientConfig, rustls::
             let _ = roots.add(certificate);
         }
         self.with_root_certificates(roots).with_no_client_auth()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_credential_in_an_endpoint_never_reaches_an_error_message() {
+        assert_eq!(
+            redact_userinfo("invalid uri http://user:s3cret@collector:4318/v1/traces here"),
+            "invalid uri http://***@collector:4318/v1/traces here"
+        );
+        assert_eq!(
+            redact_userinfo("https://a@b@host x https://plain/"),
+            "https://***@host x https://plain/"
+        );
+        assert_eq!(redact_userinfo("no url"), "no url");
+    }
+
+    #[tokio::test]
+    async fn a_malformed_endpoint_with_a_credential_is_refused_without_it() {
+        let e = TraceExport::to_endpoint("http://user:s3cret@[::1")
+            .expect_err("not a URL")
+            .to_string();
+        assert!(!e.contains("s3cret"), "{e}");
+        assert!(e.contains("***@"), "{e}");
     }
 }
