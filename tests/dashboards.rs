@@ -784,7 +784,9 @@ fn traffic_config(xy_upstream: std::net::SocketAddr, dir: &Path) -> psp_gateway:
              lotl = {{ location = \"{lotl}\", signers = [\"{signer}\"], territories = [\"CZ\"] }}\n\n\
              [[trust.sources]]\nname = \"cz-configured\"\nqtsp_source = \"EIDAS\"\n\
              qtsp_jurisdiction = \"EEA\"\nvalid_for = [\"EEA\"]\ntrusted_lists = [\"{cz}\"]\n\n\
-             [danger]\nunsigned_trusted_lists = [\"{cz}\"]\n",
+             [danger]\nunsigned_trusted_lists = [\"{cz}\"]\n\n\
+             [shared_state]\nurl = \"redis://127.0.0.1:{redis}\"\nbudget_ms = 50\nfailed_logins = \"local\"\n",
+            redis = closed_port(),
             cache = dir.join("trust-cache").display(),
             signer = signer.display(),
             cz = cz.display(),
@@ -793,7 +795,8 @@ fn traffic_config(xy_upstream: std::net::SocketAddr, dir: &Path) -> psp_gateway:
 }
 
 /// Requests that make every family the two files name carry samples: the endpoint (answered,
-/// refused, rate-limited, a limiter eviction), the gateway at both sites (forwarded,
+/// refused, rate-limited, a limiter eviction, each decided by the `local` failure mode of a
+/// `[shared_state]` whose Redis does not listen), the gateway at both sites (forwarded,
 /// rejected, an upstream timeout, an upstream budget spent, a failed handshake), a refused
 /// reload, and the LOTL's failed first download.
 async fn traffic(running: &Running, held: &common::upstream::HeldUpstream, dir: &Path) {

@@ -323,3 +323,102 @@ async fn through_an_authoriser_from_trusted_proxies_never_believes_the_clients_t
     );
     assert_eq!(trace_id.len(), 32);
 }
+
+/// Other tracing systems' headers, as a client may send them to choose a bank's trace id.
+const OTHER_SYSTEMS: [(&str, &str); 8] = [
+    ("b3", "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1"),
+    ("x-b3-traceid", "80f198ee56343ba864fe8b2a57d3eff7"),
+    ("uber-trace-id", "5f1f45d9a0c4f1e2:1:0:1"),
+    (
+        "x-amzn-trace-id",
+        "Root=1-5759e988-bd862e3fe1be46a994272793",
+    ),
+    ("x-datadog-trace-id", "1234567890"),
+    (
+        "x-cloud-trace-context",
+        "105445aa7843bc8bf206b12000100000/1;o=1",
+    ),
+    ("baggage", "userId=alice"),
+    ("uberctx-tenant", "evil"),
+];
+
+/// Which of [`OTHER_SYSTEMS`] the upstream received with its last request.
+fn other_systems_forwarded(up: &upstream::Upstream) -> Vec<String> {
+    let received = up.received.lock().expect("lock");
+    let last = received.last().expect("a forwarded request");
+    OTHER_SYSTEMS
+        .iter()
+        .filter(|(name, _)| last.headers.contains_key(*name))
+        .map(|(name, _)| (*name).to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn other_tracing_systems_headers_follow_the_trust_mode_as_traceparent_does() {
+    let up = upstream::start().await;
+    for (extra, believed) in [
+        ("", true),
+        (
+            "trace_context = \"from-trusted-proxies\"\ntrusted_proxies = [\"127.0.0.1/32\"]",
+            true,
+        ),
+        (
+            "trace_context = \"from-trusted-proxies\"\ntrusted_proxies = [\"10.0.0.0/8\"]",
+            false,
+        ),
+        ("trace_context = \"ignore\"", false),
+    ] {
+        let faces = faces_with(&up, extra);
+        assert_eq!(send(&faces, &OTHER_SYSTEMS).await.status, StatusCode::OK);
+        let forwarded = other_systems_forwarded(&up);
+        if believed {
+            assert_eq!(
+                forwarded.len(),
+                OTHER_SYSTEMS.len(),
+                "{extra:?}: {forwarded:?}"
+            );
+        } else {
+            assert!(forwarded.is_empty(), "{extra:?}: a PSP chose {forwarded:?}");
+        }
+    }
+    // Through an authoriser whose proxy removes what it is told (Envoy): named for removal
+    // under from-trusted-proxies (a client's headers), not under accept.
+    for (extra, removed) in [
+        (
+            "trace_context = \"from-trusted-proxies\"\ntrusted_proxies = [\"127.0.0.1/32\"]",
+            true,
+        ),
+        ("", false),
+    ] {
+        let faces = faces_with(&up, extra);
+        let site = faces.sites.named("default").expect("the default site");
+        let chain: Vec<Vec<u8>> = in_memory::chain_of("valid")
+            .into_iter()
+            .map(|c| c.to_vec())
+            .collect();
+        let answer = site
+            .authorise(psp_gateway::gateway::Ask {
+                face: "ext_authz",
+                method: http::Method::GET,
+                target: "/v1/accounts".to_owned(),
+                host: None,
+                chain: Ok(psp_gateway::gateway::DecodedChain::new(chain)),
+                peer: SocketAddr::from(([127, 0, 0, 1], 1)),
+                header_names: OTHER_SYSTEMS.iter().map(|(n, _)| (*n).to_owned()).collect(),
+                edge_removes: true,
+                form_body: None,
+                trace_headers: http::HeaderMap::new(),
+            })
+            .await;
+        let psp_gateway::gateway::Answer::Allow { remove, .. } = answer else {
+            panic!("{extra:?}: not allowed: {answer:?}");
+        };
+        for (name, _) in OTHER_SYSTEMS {
+            assert_eq!(
+                remove.iter().any(|r| r.as_str() == name),
+                removed,
+                "{extra:?}: {name} in {remove:?}"
+            );
+        }
+    }
+}

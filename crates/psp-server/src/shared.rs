@@ -498,6 +498,9 @@ impl SharedState {
             epoch: Instant::now(),
         };
         crate::telemetry::metrics::metrics().shared_state_up.set(1);
+        crate::telemetry::metrics::metrics()
+            .shared_state_configured
+            .set(1);
         Ok(Arc::new(state))
     }
 

@@ -138,6 +138,21 @@ impl GatewayState {
             .filter(|name| forward::is_stripped(name, &strip))
             .cloned()
             .collect();
+        // Other tracing systems' headers of a caller whose trace is not believed: removed
+        // where the authoriser's proxy removes what it is told (as the built-in proxy does).
+        let untrusted_trace: Vec<HeaderName> = if record.trace.believed || !ask.edge_removes {
+            Vec::new()
+        } else {
+            ask.header_names
+                .iter()
+                .filter(|name| {
+                    crate::telemetry::trace_context::is_other_trace_header(
+                        &name.to_ascii_lowercase(),
+                    )
+                })
+                .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+                .collect()
+        };
         let phased = {
             use tracing::Instrument;
             self.authorise_phases(ask, &stripped, &mut record)
@@ -161,6 +176,7 @@ impl GatewayState {
                     .filter(|name| !remove.contains(name))
                     .collect::<Vec<_>>();
                 remove.extend(present);
+                remove.extend(untrusted_trace);
                 Answer::Allow {
                     set,
                     remove,

@@ -122,6 +122,8 @@ pub struct Metrics {
     /// 1 while the shared state (Redis) answered the last call, 0 after a failure; absent
     /// from the meaning when `[shared_state]` is not configured (stays 0).
     pub shared_state_up: Gauge<i64>,
+    /// 1 when `[shared_state]` is configured: what tells `shared_state_up`'s 0 apart.
+    pub shared_state_configured: Gauge<i64>,
     /// Bytes of argon2 working memory the endpoint's password-check slots hold (each slot's
     /// buffer grows to the hashes' memory cost on first use and is kept).
     pub password_check_memory: Gauge<i64>,
@@ -289,8 +291,14 @@ impl Metrics {
         let shared_state_up = Gauge::<i64>::default();
         registry.register(
             "psp_gateway_shared_state_up",
-            "1 while the shared state (Redis) answers within the budget, 0 when degraded (or not configured)",
+            "1 while the shared state (Redis) answers both kinds of counter within the budget, 0 when either is degraded; read it with psp_gateway_shared_state_configured (0 without [shared_state], when this reads 0 too)",
             shared_state_up.clone(),
+        );
+        let shared_state_configured = Gauge::<i64>::default();
+        registry.register(
+            "psp_gateway_shared_state_configured",
+            "1 when [shared_state] is configured (counters shared through Redis), 0 when every counter is per process",
+            shared_state_configured.clone(),
         );
         let password_check_memory = Gauge::<i64>::default();
         registry.register(
@@ -303,6 +311,7 @@ impl Metrics {
             password_check_memory,
             shared_state_fallbacks,
             shared_state_up,
+            shared_state_configured,
             audit_write_failures,
             audit_torn_lines,
             audit_records_lost,

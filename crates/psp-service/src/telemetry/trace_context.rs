@@ -21,6 +21,39 @@ pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 /// `tracestate` (section 3.3).
 pub const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
+/// The trace and baggage headers of other tracing systems than W3C Trace Context: Zipkin B3
+/// (single and multi), Jaeger, AWS X-Ray, Datadog, Google Cloud Trace, OpenCensus gRPC,
+/// Sentry, and W3C Baggage. A caller that `gateway.trace_context` does not believe cannot
+/// choose a trace id with them either: they are removed as its `traceparent` is replaced.
+pub const OTHER_TRACE_HEADERS: [&str; 17] = [
+    "b3",
+    "x-b3-traceid",
+    "x-b3-spanid",
+    "x-b3-parentspanid",
+    "x-b3-sampled",
+    "x-b3-flags",
+    "uber-trace-id",
+    "x-amzn-trace-id",
+    "x-datadog-trace-id",
+    "x-datadog-parent-id",
+    "x-datadog-sampling-priority",
+    "x-datadog-origin",
+    "x-datadog-tags",
+    "x-cloud-trace-context",
+    "grpc-trace-bin",
+    "sentry-trace",
+    "baggage",
+];
+
+/// Prefixes of other systems' baggage headers (Jaeger's `uberctx-*`, OpenTracing's
+/// `ot-baggage-*`).
+pub const OTHER_TRACE_PREFIXES: [&str; 2] = ["uberctx-", "ot-baggage-"];
+
+/// Whether `name` (lower case) is another tracing system's trace or baggage header.
+pub fn is_other_trace_header(name: &str) -> bool {
+    OTHER_TRACE_HEADERS.contains(&name) || OTHER_TRACE_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
 /// A version-00 `traceparent` is exactly this long: `00-` 32 hex `-` 16 hex `-` 2 hex.
 const TRACEPARENT_LEN: usize = 55;
 /// Section 3.3.1.1: "There can be a maximum of 32 list-members in a list."
@@ -446,6 +479,9 @@ pub struct TraceContext {
     /// The caller's `tracestate`, passed on unchanged, only with an accepted `traceparent`.
     pub state: Option<TraceState>,
     pub inbound: Inbound,
+    /// Whether this hop believes its caller's trace headers (`gateway.trace_context`): when
+    /// not, the other tracing systems' headers ([`is_other_trace_header`]) are removed too.
+    pub believed: bool,
 }
 
 impl TraceContext {
@@ -468,8 +504,12 @@ impl TraceContext {
                 flags: parent.flags & SAMPLED,
                 state: TraceState::from_headers(headers),
                 inbound,
+                believed: true,
             },
-            _ => TraceContext::start(inbound, ids),
+            _ => TraceContext {
+                believed: believe,
+                ..TraceContext::start(inbound, ids)
+            },
         }
     }
 
@@ -482,6 +522,7 @@ impl TraceContext {
             flags: SAMPLED,
             state: None,
             inbound,
+            believed: false,
         }
     }
 
@@ -495,8 +536,19 @@ impl TraceContext {
         .to_header_value()
     }
 
-    /// Replaces the caller's `traceparent` and `tracestate` in `headers` with this hop's.
+    /// Replaces the caller's `traceparent` and `tracestate` in `headers` with this hop's;
+    /// when the caller is not believed, removes the other tracing systems' headers too.
     pub fn write_to(&self, headers: &mut HeaderMap) {
+        if !self.believed {
+            let others: Vec<HeaderName> = headers
+                .keys()
+                .filter(|name| is_other_trace_header(name.as_str()))
+                .cloned()
+                .collect();
+            for name in others {
+                headers.remove(&name);
+            }
+        }
         headers.remove(&TRACEPARENT);
         headers.remove(&TRACESTATE);
         headers.insert(TRACEPARENT, self.traceparent());
