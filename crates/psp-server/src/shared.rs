@@ -360,7 +360,8 @@ pub enum LoginCharge {
 
 /// Whether Redis answered a script with an error of the script's own (an ACL without one of
 /// its commands, keys in several cluster slots, an error in the script), rather than the
-/// connection failing (I/O, authentication, a server loading or down).
+/// connection failing (I/O, a server loading or down, and any error the client library does
+/// not know, such as `WRONGPASS` when the connection logs in).
 fn script_refused(e: &redis::RedisError) -> bool {
     use redis::{ErrorKind, ServerErrorKind};
     matches!(
@@ -374,7 +375,7 @@ fn script_refused(e: &redis::RedisError) -> bool {
                 | ServerErrorKind::Ask
                 | ServerErrorKind::ExecAbort
         )
-    ) || e.kind() == ErrorKind::Extension
+    )
 }
 
 /// Whole seconds to wait from a script's answer in µs, never more than the `period_us` a
