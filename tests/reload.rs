@@ -198,6 +198,22 @@ async fn twenty_reloads_under_load_fail_no_request_and_a_new_credential_takes_ef
             .contains("configuration invalid"),
         "{ready:#}"
     );
+    // Unauthenticated: it says where the file is wrong, never what the file says there (a
+    // secret on the offending line, or a secret value in the wrong place).
+    for bad in [
+        "[checks]\nerror_link_base = hunter2-on-the-line\n",
+        "[[api.credentials]]\nusername = \"a\"\npassword_hash = 7\n[evidence]\nsigning_key = 1\nprevious_keys = \"hunter2-as-a-value\"\n",
+    ] {
+        std::fs::write(dir.join("bad.toml"), bad).expect("write");
+        app::reload(&dir.join("bad.toml"), &running).await;
+        let ready = send(admin, http::Method::GET, "/readyz", &[]).await;
+        let text = String::from_utf8_lossy(&ready.body).into_owned();
+        assert!(text.contains("lastReloadError"), "{text}");
+        assert!(
+            !text.contains("hunter2"),
+            "a configuration's text in /readyz: {text}"
+        );
+    }
     app::reload(&sandbox_file(&dir, &callers), &running).await;
     let ready = send(admin, http::Method::GET, "/readyz", &[]).await.json();
     assert!(ready["lastReloadError"].is_null(), "{ready:#}");

@@ -199,7 +199,7 @@ fn readiness_response(
         "registerFiles": register_files(&data, wall),
         // The data in use is the last good; a failed reload is shown, not fatal.
         "lastReloadError": service.last_reload_error().map(|(at, why)| {
-            serde_json::json!({ "at": crate::trust::rfc3339(at), "error": why })
+            serde_json::json!({ "at": crate::trust::rfc3339(at), "error": without_values(&why) })
         }),
         "loadedAt": crate::trust::rfc3339(data.loaded_at),
     });
@@ -480,4 +480,64 @@ fn json(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
         HeaderValue::from_static("application/json"),
     );
     r
+}
+
+/// A reload error as `/readyz` (unauthenticated) shows it: where and what, without the
+/// configuration's own text. A parser's error quotes the offending line and value, which may be
+/// a secret (a password, a key); the log has the whole error. Dropped: the source lines of a
+/// TOML error (`80 | password = …`, its `|` and `^` lines); every double-quoted value becomes
+/// `"…"`.
+pub fn without_values(error: &str) -> String {
+    let mut out = Vec::new();
+    for line in error.lines() {
+        let trimmed = line.trim_start();
+        let gutter = trimmed.trim_start_matches(|c: char| c.is_ascii_digit());
+        if gutter.trim_start().starts_with('|') {
+            continue;
+        }
+        let mut kept = String::with_capacity(line.len());
+        let mut quoted = false;
+        for c in line.chars() {
+            match (c, quoted) {
+                ('"', false) => {
+                    quoted = true;
+                    kept.push_str("\"…");
+                }
+                ('"', true) => {
+                    quoted = false;
+                    kept.push('"');
+                }
+                (_, true) => {}
+                (c, false) => kept.push(c),
+            }
+        }
+        if quoted {
+            // An unterminated quote: what follows it stays hidden.
+            kept.push('"');
+        }
+        out.push(kept);
+    }
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod reload_error_tests {
+    use super::without_values;
+
+    #[test]
+    fn a_reload_error_shown_to_anyone_holds_no_line_or_value_of_the_configuration() {
+        let toml = "configuration invalid: gateway.toml: TOML parse error at line 12, column 12\n   |\n12 | password = hunter2-secret\n   |            ^\ninvalid string\nexpected `\"`, `'`";
+        let shown = without_values(toml);
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("line 12, column 12"), "{shown}");
+        let typed = "previous_keys: invalid type: string \"s3cret\", expected a table";
+        let shown = without_values(typed);
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert_eq!(
+            shown,
+            "previous_keys: invalid type: string \"…\", expected a table"
+        );
+        let file = "registers/sandbox/XX.json: not a register file";
+        assert_eq!(without_values(file), file);
+    }
 }
