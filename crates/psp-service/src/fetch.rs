@@ -249,20 +249,28 @@ fn classify_v6(ip: Ipv6Addr) -> AddressClass {
         return AddressClass::Loopback;
     }
     let s = ip.segments();
-    // ::ffff:a.b.c.d (mapped), ::a.b.c.d (compatible, deprecated), 64:ff9b::a.b.c.d (NAT64).
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    // ::ffff:a.b.c.d (mapped), ::ffff:0:a.b.c.d (translated, RFC 2765), ::a.b.c.d
+    // (compatible, deprecated), 64:ff9b::a.b.c.d (NAT64, RFC 6052) and 64:ff9b:1::/48's
+    // (local-use NAT64, RFC 8215): the IPv4 address in the last 32 bits. 2002:aabb:ccdd::/48
+    // (6to4, RFC 3056): the IPv4 address after the prefix. A router reaches that IPv4 address
+    // through them, so they are what it is.
     let embedded = match s {
-        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0, 0, ..] | [0x64, 0xff9b, 0, 0, 0, 0, ..] => {
-            Some(Ipv4Addr::new(
-                (s[6] >> 8) as u8,
-                s[6] as u8,
-                (s[7] >> 8) as u8,
-                s[7] as u8,
-            ))
-        }
+        [0, 0, 0, 0, 0, 0xffff, ..]
+        | [0, 0, 0, 0, 0xffff, 0, ..]
+        | [0, 0, 0, 0, 0, 0, ..]
+        | [0x64, 0xff9b, 0, 0, 0, 0, ..]
+        | [0x64, 0xff9b, 1, ..] => Some(v4(s[6], s[7])),
+        [0x2002, ..] => Some(v4(s[1], s[2])),
         _ => None,
     };
     if let Some(v4) = embedded {
         return classify_v4(v4);
+    }
+    // Teredo (2001:0::/32, RFC 4380) tunnels to an IPv4 client address it hides (XORed) in
+    // its last 32 bits, through a server named in the middle: never a destination here.
+    if s[0] == 0x2001 && s[1] == 0 {
+        return AddressClass::Reserved;
     }
     match s[0] {
         x if x & 0xfe00 == 0xfc00 => AddressClass::Private,
@@ -679,6 +687,21 @@ mod tests {
         assert_eq!(class("::ffff:10.0.0.1"), AddressClass::Private);
         assert_eq!(class("64:ff9b::a9fe:a9fe"), AddressClass::LinkLocal);
         assert_eq!(class("::ffff:8.8.8.8"), AddressClass::Public);
+        // 6to4 of 127.0.0.1, 10.0.0.1 and 169.254.169.254; of 8.8.8.8 it is public.
+        assert_eq!(class("2002:7f00:1::1"), AddressClass::Loopback);
+        assert_eq!(class("2002:a00:1::"), AddressClass::Private);
+        assert_eq!(class("2002:a9fe:a9fe::1"), AddressClass::LinkLocal);
+        assert_eq!(class("2002:808:808::1"), AddressClass::Public);
+        // Local-use NAT64 (RFC 8215) and the translated form (RFC 2765).
+        assert_eq!(class("64:ff9b:1::7f00:1"), AddressClass::Loopback);
+        assert_eq!(class("64:ff9b:1::a00:1"), AddressClass::Private);
+        assert_eq!(class("::ffff:0:a9fe:a9fe"), AddressClass::LinkLocal);
+        // Teredo, whatever client it hides (here 10.0.0.1 XORed): never a destination.
+        assert_eq!(
+            class("2001:0:4136:e378:8000:63bf:f5ff:fffe"),
+            AddressClass::Reserved
+        );
+        assert_eq!(class("2001:db8::1"), AddressClass::Reserved);
     }
 
     #[test]
