@@ -177,8 +177,9 @@ struct CheckArgs {
     /// Intermediate certificates presented with it (PEM bundle or DER); repeatable.
     #[arg(long, value_name = "FILE")]
     chain: Vec<PathBuf>,
-    /// Check at this time (RFC 3339) instead of now.
-    #[arg(long, value_name = "RFC3339", value_parser = parse_time)]
+    /// Check at this time (RFC 3339) instead of now; not in the future (the evidence of a
+    /// later time does not exist yet).
+    #[arg(long, value_name = "RFC3339", value_parser = parse_past_time)]
     at: Option<OffsetDateTime>,
     /// Configuration file [default: ./gateway.toml when present].
     #[arg(long, value_name = "FILE")]
@@ -266,6 +267,24 @@ fn parse_country(s: &str) -> Result<CountryCode, crate::country::InvalidCountryC
 struct TimeArgError {
     text: String,
     source: time::error::Parse,
+}
+
+/// `--at` later than now (5 minutes of clock skew allowed): a check as of a time to come would
+/// answer from today's registers and revocation evidence as if they held then.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`{text}` is in the future: a check as of a later time would answer from today's registers and revocation evidence as if they held then"
+)]
+struct FutureTimeError {
+    text: String,
+}
+
+fn parse_past_time(s: &str) -> Result<OffsetDateTime, Box<dyn std::error::Error + Send + Sync>> {
+    let t = parse_time(s)?;
+    if t > OffsetDateTime::now_utc() + time::Duration::minutes(5) {
+        return Err(Box::new(FutureTimeError { text: s.to_owned() }));
+    }
+    Ok(t)
 }
 
 fn parse_time(s: &str) -> Result<OffsetDateTime, TimeArgError> {

@@ -496,3 +496,34 @@ fn a_fifo_fed_without_end_as_the_certificate_is_refused_at_the_limit() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn check_at_a_future_time_is_refused_not_answered_from_todays_evidence() {
+    let cert = data("psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem");
+    let tl = data("trusted-lists/CZ-tl_seq77_2019-08-23.xml");
+    let o = psp_gateway(&[
+        "check",
+        "--cert",
+        cert.to_str().expect("utf-8 path"),
+        "--jurisdiction",
+        "CZ",
+        "--at",
+        "2999-01-15T00:00:00Z",
+        "--trust",
+        tl.to_str().expect("utf-8 path"),
+        "--offline",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(64),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is in the future"), "{err}");
+    assert!(
+        o.stdout.is_empty(),
+        "no answer: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
