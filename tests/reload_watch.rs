@@ -184,6 +184,11 @@ fn eventually(deadline: Duration, mut what: impl FnMut() -> bool) -> bool {
 }
 
 fn serve_relative(name: &str) -> Relative {
+    serve_relative_with(name, &one_site_sandbox_toml())
+}
+
+/// [`serve_relative`] with the configuration `toml` (before its ports are made ephemeral).
+fn serve_relative_with(name: &str, toml: &str) -> Relative {
     let dir =
         std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("reload_watch_{name}"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -192,7 +197,7 @@ fn serve_relative(name: &str) -> Relative {
         &root().join("registers/sandbox"),
         &dir.join("registers/sandbox"),
     );
-    let text = one_site_sandbox_toml()
+    let text = toml
         .replace("127.0.0.1:8080", "127.0.0.1:0")
         .replace("127.0.0.1:8443", "127.0.0.1:0")
         .replace("127.0.0.1:9090", "127.0.0.1:0");
@@ -332,4 +337,42 @@ fn a_rotated_tls_certificate_and_key_are_presented_to_new_handshakes_without_a_r
         std::fs::read_to_string(serve.dir.join("serve.stderr")).unwrap_or_default()
     );
     assert!(generation(&serve).is_some_and(|g| g >= 2));
+}
+
+/// With `[[sites]]` (the repository's gateway.toml: two sites on one listener, each with its
+/// own certificate), a site's rotated certificate and key are watched and presented too.
+#[test]
+fn a_rotated_site_certificate_is_presented_without_a_restart_with_two_sites() {
+    use rustls::pki_types::pem::PemObject;
+    let toml = std::fs::read_to_string(root().join("gateway.toml")).expect("gateway.toml");
+    assert!(
+        toml.contains("[[sites]]"),
+        "the repository's gateway.toml has sites"
+    );
+    let serve = serve_relative_with("sites-tls", &toml);
+    // `localhost` is one of site xx's server names.
+    let before = presented_certificate(&serve).expect("a handshake before the rotation");
+    let (cert, key) = new_server_certificate(&serve.dir.join("certs"));
+    let expected = rustls::pki_types::CertificateDer::from_pem_slice(cert.as_bytes())
+        .expect("new certificate")
+        .to_vec();
+    assert_ne!(before, expected);
+    replace_file(
+        &serve.dir.join("certs/server/xx.localhost.key"),
+        key.as_bytes(),
+    );
+    replace_file(
+        &serve.dir.join("certs/server/xx.localhost.pem"),
+        cert.as_bytes(),
+    );
+    let mut last = None;
+    let rotated = eventually(Duration::from_secs(20), || {
+        last = presented_certificate(&serve);
+        last.as_deref() == Some(&expected[..])
+    });
+    assert!(
+        rotated,
+        "new handshakes still get site xx's old certificate; serve said: {}",
+        std::fs::read_to_string(serve.dir.join("serve.stderr")).unwrap_or_default()
+    );
 }

@@ -163,14 +163,18 @@ pub fn watched_files(config_path: &Path, config: &Config) -> Vec<PathBuf> {
         files.push(config.resolve(key));
     }
     // The listeners' certificates and keys (a reload replaces them: certificate rotation
-    // without a restart), and the upstream CA (a reload rebuilds the gateway's client).
+    // without a restart), and the upstream CA (a reload rebuilds the gateway's client): of
+    // `[gateway]` and of every `[[sites]]` entry.
+    let gateways = || config.gateway.iter().chain(&config.sites);
     let api_tls = config.api.as_ref().and_then(|a| a.tls.as_ref());
-    let gateway_tls = config.gateway.as_ref().and_then(|g| g.tls.as_ref());
-    for tls in api_tls.into_iter().chain(gateway_tls) {
+    for tls in api_tls
+        .into_iter()
+        .chain(gateways().filter_map(|g| g.tls.as_ref()))
+    {
         files.push(config.resolve(&tls.cert));
         files.push(config.resolve(&tls.key));
     }
-    if let Some(ca) = config.gateway.as_ref().and_then(|g| g.upstream_ca.as_ref()) {
+    for ca in gateways().filter_map(|g| g.upstream_ca.as_ref()) {
         files.push(config.resolve(ca));
     }
     let mut files: Vec<PathBuf> = files
