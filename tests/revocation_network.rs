@@ -396,8 +396,27 @@ async fn the_nonce_is_sent_and_a_wrong_echo_is_refused() {
     )))
     .await;
     let cert = ca.leaf(SERIAL, &[], &[wrong.url("/ocsp")]);
-    let evidence = checker(config).evidence(&cert, Some(&ca.cert), NOW).await;
+    let evidence = checker(config.clone())
+        .evidence(&cert, Some(&ca.cert), NOW)
+        .await;
     assert!(reason(&evidence.ocsp).contains("nonce does not match"));
+
+    // A good answer with the nonce stripped (a replayed or pre-signed one): not good.
+    let stripped = TestServer::fixed(Reply::ocsp(ocsp_response(
+        &ca,
+        OcspSpec {
+            nonce: None,
+            ..OcspSpec::good(SERIAL)
+        },
+    )))
+    .await;
+    let cert = ca.leaf(SERIAL, &[], &[stripped.url("/ocsp")]);
+    let evidence = checker(config).evidence(&cert, Some(&ca.cert), NOW).await;
+    assert!(
+        reason(&evidence.ocsp).contains("carries no nonce, though one was sent"),
+        "{:?}",
+        evidence.ocsp
+    );
 }
 
 #[tokio::test]

@@ -261,6 +261,11 @@ pub enum OcspError {
     /// The response's signature does not verify with the signer's key.
     #[error("the response signature does not verify: {}", super::reason::signature_detail(.0))]
     Signature(SignatureError),
+    /// A nonce was sent and the response carries none (a pre-signed or replayed response).
+    #[error(
+        "the response carries no nonce, though one was sent (revocation.ocsp_nonce): a pre-signed or replayed response"
+    )]
+    NonceMissing,
     /// The response's nonce differs from the one sent (RFC 8954).
     #[error("the response's nonce does not match the request's")]
     NonceMismatch,
@@ -762,9 +767,11 @@ fn time_of(t: &OcspGeneralizedTime) -> Result<OffsetDateTime, OcspError> {
 
 /// Verifies a response for the certificate `serial` issued by `issuer`, at `now`.
 ///
-/// `expected_nonce` is the nonce sent with the request, if any: a response that carries a
-/// nonce must echo it; one without a nonce is accepted (RFC 8954 section 2.1 leaves that to
-/// the client, and pre-signed responses never carry one).
+/// `expected_nonce` is the nonce sent with the request, if any: the response must echo it.
+/// One without a nonce is refused (RFC 8954 section 2.1 leaves that to the client): a nonce is
+/// sent only where it was asked for (`revocation.ocsp_nonce`), and a response with the nonce
+/// stripped is exactly a replayed one. Pre-signed responses never carry one: a responder that
+/// serves only those cannot be used with `ocsp_nonce` on.
 ///
 /// `good` and `revoked` are answers; `unknown` and every unsigned error status are
 /// [`OcspError`]s ("could not complete"), never "good".
@@ -791,10 +798,12 @@ pub fn verify_response(
     if let Some(oid) = info.critical_extensions.first() {
         return Err(OcspError::UnsupportedCriticalExtension(oid.clone()));
     }
-    if let (Some(sent), Some(got)) = (expected_nonce, &info.nonce)
-        && sent != got.as_slice()
-    {
-        return Err(OcspError::NonceMismatch);
+    match (expected_nonce, &info.nonce) {
+        (Some(sent), Some(got)) if sent != got.as_slice() => {
+            return Err(OcspError::NonceMismatch);
+        }
+        (Some(_), None) => return Err(OcspError::NonceMissing),
+        _ => {}
     }
 
     let single = matching_single(&info, issuer, serial)?;
