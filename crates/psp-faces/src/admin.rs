@@ -487,7 +487,7 @@ fn json(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
 /// a secret (a password, a key); the log has the whole error. Dropped: the source lines of a
 /// TOML error (`80 | password = …`, its `|` and `^` lines); every double-quoted value becomes
 /// `"…"`.
-pub fn without_values(error: &str) -> String {
+fn without_values(error: &str) -> String {
     let mut out = Vec::new();
     for line in error.lines() {
         let trimmed = line.trim_start();

@@ -511,11 +511,6 @@ impl SharedState {
         self.up.iter().all(|up| up.load(Ordering::Relaxed))
     }
 
-    /// Whether the last call of `kind` was answered within the budget.
-    pub fn kind_is_up(&self, kind: CounterKind) -> bool {
-        self.up[kind.index()].load(Ordering::Relaxed)
-    }
-
     /// The budget of one call.
     pub fn budget(&self) -> Duration {
         self.budget
