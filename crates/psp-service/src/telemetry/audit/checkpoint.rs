@@ -568,7 +568,16 @@ pub(super) fn resume(
             "record {seq} is not the record checkpoint {from} was signed over: the file was replaced"
         ));
     }
-    // Where the records after the checkpoint start, and that they start right after it.
+    if seq == from {
+        // The file ends at the checkpoint (a clean stop): nothing to walk. A mark of that
+        // record is compared with its hash directly.
+        for m in marks.iter().filter(|m| m.seq == seq) {
+            found.mark_matches = Some(found.mark_matches.unwrap_or(true) && m.chain_head == prev);
+        }
+        return Ok((from, head, Some(Tree::new(frontier)), found));
+    }
+    // Records after the checkpoint (an unclean stop): the file is read once, to find where
+    // they start, that they start right after it, and the records the marks name.
     let mut cut: Option<u64> = None;
     let mut at_marks: Vec<Option<String>> = vec![None; marks.len()];
     let mut first = true;
