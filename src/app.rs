@@ -127,6 +127,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     // Every file every face needs (TLS keys, the upstream CA, the sandbox PKI) is loaded
     // here, before any public port is bound.
     let shared_state = shared_state(&config)?;
+    if let Some(shared) = &shared_state {
+        // Connected before any port is bound: a start is not a window of fallbacks.
+        shared.connect().await;
+    }
     let faces = build_faces(&config, service.clone(), echo_addr, shared_state.as_ref())?;
 
     // Bind everything before serving anything.
@@ -808,8 +812,8 @@ pub fn previous_keys(
 }
 
 /// The connection to Redis of `[shared_state]`, when configured: the password read from its
-/// file or variable now (a missing one stops the start), the connection made lazily (a Redis
-/// down at start-up does not: the failure modes decide until it answers).
+/// file or variable now (a missing one stops the start); a Redis down at start-up does not
+/// (the failure modes decide until it answers).
 fn shared_state(config: &Config) -> Result<Option<Arc<SharedState>>, StartError> {
     let Some(shared) = &config.shared_state else {
         return Ok(None);

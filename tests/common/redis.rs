@@ -81,7 +81,7 @@ impl RedisServer {
         };
         let conf = format!(
             "bind 127.0.0.1\n{ports}dir {d}\nsave \"\"\nappendonly no\ndaemonize no\n\
-             logfile {d}/redis.log\nuser default off\nuser {USER} on >{PASSWORD} ~test-*:* {ACL}\n\
+             logfile {d}/redis.log\nuser default off\nuser {USER} on >{PASSWORD} ~test-*:* ~{{test-*:logins}}:* {ACL}\n\
              user {ADMIN} on >{ADMIN_PASSWORD} ~* +@all\n",
             d = dir.display()
         );

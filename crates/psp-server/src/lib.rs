@@ -36,6 +36,7 @@ mod error_body;
 pub mod framing;
 mod idle;
 pub mod limiter;
+mod redis_link;
 mod request_id;
 pub mod shared;
 mod write_rest;

@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::limiter::KeyedLimiter;
+use crate::redis_link::{CallError, Endpoint, Link};
 
 /// What a counter kind does when Redis does not answer within the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -101,6 +102,12 @@ pub struct SharedStateConfig {
     /// Failure mode of the failed-login quotas.
     #[serde(default = "default_failed_logins_mode")]
     pub failed_logins: FailureMode,
+    /// Redis Cluster: every node (`host:port`, as the cluster announces it) the gateway may
+    /// be sent to. Empty: one Redis (or a primary behind one address). A redirect (`MOVED`)
+    /// to a node not listed is refused: a Redis that could send the gateway, and its
+    /// password, anywhere is not trusted to.
+    #[serde(default)]
+    pub cluster_nodes: Vec<String>,
 }
 
 fn default_key_prefix() -> String {
@@ -158,10 +165,20 @@ pub enum SharedStateConfigError {
     ConnectTimeout,
     #[error("shared_state.replicas must be positive")]
     Replicas,
-    #[error("shared_state.key_prefix must be non-empty, printable and without spaces")]
+    #[error(
+        "shared_state.key_prefix must be non-empty, printable, without spaces and without braces"
+    )]
     KeyPrefix,
     #[error("shared_state: the password cannot be read from {from}: {why}")]
     Password { from: String, why: String },
+    #[error(
+        "shared_state.url: no fragment (redis-rs's #insecure turns off the check of the server's name)"
+    )]
+    Insecure,
+    #[error("shared_state.cluster_nodes: {0:?} is not host:port")]
+    ClusterNode(String),
+    #[error("shared_state.url: Redis Cluster has database 0 only")]
+    ClusterDatabase,
 }
 
 impl SharedStateConfig {
@@ -170,8 +187,7 @@ impl SharedStateConfig {
         if !(self.url.starts_with("redis://") || self.url.starts_with("rediss://")) {
             return Err(SharedStateConfigError::Scheme);
         }
-        let info = redis::IntoConnectionInfo::into_connection_info(self.url.as_str())
-            .map_err(|e| SharedStateConfigError::Url(e.to_string()))?;
+        let (info, _) = connection_info(&self.url)?;
         if info.redis_settings().password().is_some() {
             return Err(SharedStateConfigError::PasswordInUrl);
         }
@@ -187,8 +203,22 @@ impl SharedStateConfig {
         if self.replicas == 0 {
             return Err(SharedStateConfigError::Replicas);
         }
-        if self.key_prefix.is_empty() || !self.key_prefix.bytes().all(|b| b.is_ascii_graphic()) {
+        // Braces would move the keys' hash tag (Redis Cluster's slot) into the prefix.
+        if self.key_prefix.is_empty()
+            || !self
+                .key_prefix
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'{' && b != b'}')
+        {
             return Err(SharedStateConfigError::KeyPrefix);
+        }
+        for node in &self.cluster_nodes {
+            if host_port(node).is_none() {
+                return Err(SharedStateConfigError::ClusterNode(node.clone()));
+            }
+        }
+        if !self.cluster_nodes.is_empty() && info.redis_settings().db() != 0 {
+            return Err(SharedStateConfigError::ClusterDatabase);
         }
         Ok(())
     }
@@ -395,26 +425,171 @@ fn wait_secs(wait_us: i64, period_us: u64) -> u64 {
 /// one per request.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
 
-/// Longest wait between two reconnect attempts (redis-rs's exponential backoff).
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(2);
-
 /// Why a shared count could not be had within the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unavailable {
     /// No answer within the budget.
     Timeout,
-    /// Redis answered with an error, or the connection is down.
+    /// Redis answered with an error, or there is no connection.
     Error,
-    /// A recent failure: not tried (for half a second after a failure).
+    /// A recent failure: not tried (for half a second after a failure, unless a new connection
+    /// was made since).
     Skipped,
+}
+
+/// A script: its text (loaded on every new connection, and again on `NOSCRIPT`) and its SHA-1.
+struct Script {
+    code: String,
+    hash: String,
+}
+
+impl Script {
+    fn new(code: String) -> Script {
+        let hash = redis::Script::new(&code).get_hash().to_owned();
+        Script { code, hash }
+    }
+}
+
+/// The nodes the counters live on: one, or a Redis Cluster's listed nodes with the slots
+/// learned from its redirects.
+struct Nodes {
+    /// The URL's node first; in a cluster, every `cluster_nodes` entry after it.
+    links: Vec<Arc<Link>>,
+    cluster: bool,
+    /// Cluster: which of `links` serves a slot, as its last `MOVED` said (the URL's node until
+    /// then).
+    slots: std::sync::Mutex<std::collections::HashMap<u16, usize>>,
+}
+
+impl Nodes {
+    fn link_for(&self, slot: Option<u16>) -> &Arc<Link> {
+        let index = slot
+            .and_then(|slot| {
+                self.slots
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .get(&slot)
+                    .copied()
+            })
+            .unwrap_or(0);
+        &self.links[index]
+    }
+
+    /// The link a `MOVED` names, when it is one of the listed nodes (then remembered for the
+    /// slot).
+    fn moved(&self, slot: u16, host: &str, port: u16) -> Option<&Arc<Link>> {
+        let wanted = node_name(host, port);
+        let index = self.links.iter().position(|l| l.name() == wanted)?;
+        self.slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(slot, index);
+        Some(&self.links[index])
+    }
+
+    /// `EVALSHA` of `script` on the node that holds `keys`, until `deadline`: loads the script
+    /// once on `NOSCRIPT` and follows one `MOVED` to a listed node.
+    async fn eval(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: &[String],
+        deadline: tokio::time::Instant,
+    ) -> Result<redis::Value, CallError> {
+        let slot = self
+            .cluster
+            .then(|| keys.first().map(|k| key_slot(k.as_bytes())))
+            .flatten();
+        let mut link = self.link_for(slot);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&script.hash).arg(keys.len()).arg(keys).arg(args);
+        let (mut loaded, mut redirected) = (false, false);
+        loop {
+            match link.call(&cmd, deadline).await {
+                Err(CallError::Redis(e)) if is(&e, redis::ServerErrorKind::NoScript) && !loaded => {
+                    loaded = true;
+                    let mut load = redis::cmd("SCRIPT");
+                    load.arg("LOAD").arg(&script.code);
+                    link.call(&load, deadline).await?;
+                }
+                Err(CallError::Redis(e))
+                    if is(&e, redis::ServerErrorKind::Moved) && !redirected =>
+                {
+                    redirected = true;
+                    let (Some(slot), Some((host, port))) = (slot, e.redirect_node()) else {
+                        return Err(CallError::Redirect(format!(
+                            "redirected ({e}) while shared_state.cluster_nodes is empty: list the cluster's nodes"
+                        )));
+                    };
+                    link = self.moved(slot, host, port).ok_or_else(|| {
+                        CallError::Redirect(format!(
+                            "redirected to {}, which is not in shared_state.cluster_nodes",
+                            node_name(host, port)
+                        ))
+                    })?;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+fn is(e: &redis::RedisError, kind: redis::ServerErrorKind) -> bool {
+    e.kind() == redis::ErrorKind::Server(kind)
+}
+
+/// `host:port`, with brackets around an IPv6 address.
+fn node_name(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// `host:port` (or `[v6]:port`) split.
+fn host_port(node: &str) -> Option<(String, u16)> {
+    let (host, port) = node.rsplit_once(':')?;
+    let port: u16 = port.parse().ok().filter(|p| *p != 0)?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    (!host.is_empty() && !host.contains(['/', '@', ' '])).then(|| (host.to_owned(), port))
+}
+
+/// Redis Cluster's hash slot of a key: CRC16 (XMODEM) of the key, or of its hash tag (the
+/// text between the first `{` and the first `}` after it, when not empty), modulo 16384.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|b| *b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|b| *b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16_xmodem(tagged.unwrap_or(key)) % 16384
+}
+
+fn crc16_xmodem(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for byte in data {
+        crc ^= u16::from(*byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
 }
 
 /// The connection to Redis of one process, and whether it answers.
 pub struct SharedState {
-    connection: redis::aio::ConnectionManager,
-    script: redis::Script,
-    login_charge: redis::Script,
-    login_settle: redis::Script,
+    nodes: Nodes,
+    script: Script,
+    login_charge: Script,
+    login_settle: Script,
     prefix: String,
     budget: Duration,
     replicas: u32,
@@ -428,8 +603,13 @@ pub struct SharedState {
     retry_at: [AtomicU64; 2],
     /// Per counter kind: whether its last failure was its own (Redis answered its script
     /// with an error: a missing ACL permission, `CROSSSLOT`), not the connection's. A
-    /// connection's failure ends for every kind as soon as one kind is answered again.
+    /// connection's failure ends for every kind as soon as one kind is answered again, or a
+    /// new connection is made.
     own_failure: [AtomicBool; 2],
+    /// Per counter kind: `connects` when it last failed.
+    failed_at_connects: [AtomicU64; 2],
+    /// Connections made so far, by every node's link.
+    connects: Arc<AtomicU64>,
     epoch: Instant,
 }
 
@@ -439,18 +619,21 @@ pub struct SharedState {
 pub struct SharedStateError(String);
 
 impl SharedState {
-    /// Prepares the connection; connects lazily, in the background, so that a Redis down at
-    /// start-up does not stop the gateway (the failure modes decide until it answers).
-    /// `root_pem`: the CA certificates (PEM) a `rediss://` server is verified against instead
-    /// of the system's roots. Needs a Tokio runtime.
+    /// Prepares the connections; they are made in the background (and by
+    /// [`SharedState::connect`] at start-up), so that a Redis down at start-up does not stop
+    /// the gateway (the failure modes decide until it answers). `root_pem`: the CA
+    /// certificates (PEM) a `rediss://` server is verified against instead of the system's
+    /// roots. Needs a Tokio runtime.
     pub fn new(
         config: &SharedStateConfig,
         password: Option<String>,
         root_pem: Option<Vec<u8>>,
     ) -> Result<Arc<SharedState>, SharedStateError> {
-        let err = |e: redis::RedisError| SharedStateError(e.to_string());
-        let info =
-            redis::IntoConnectionInfo::into_connection_info(config.url.as_str()).map_err(err)?;
+        config
+            .validate()
+            .map_err(|e| SharedStateError(e.to_string()))?;
+        let (info, tls) =
+            connection_info(&config.url).map_err(|e| SharedStateError(e.to_string()))?;
         let mut settings = info.redis_settings().clone();
         if let Some(user) = &config.username {
             settings = settings.set_username(user);
@@ -458,34 +641,56 @@ impl SharedState {
         if let Some(password) = &password {
             settings = settings.set_password(password);
         }
-        let info = info.set_redis_settings(settings);
-        let client = match root_pem {
-            Some(root_cert) => redis::Client::build_with_tls(
-                info,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(root_cert),
-                },
-            ),
-            None => redis::Client::open(info),
+        let tls = if tls {
+            Some(tls_config(root_pem.as_deref())?)
+        } else {
+            None
+        };
+        let (host, port) = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+            _ => {
+                return Err(SharedStateError(
+                    "only redis:// and rediss:// are supported".to_owned(),
+                ));
+            }
+        };
+        let script = Script::new(GCRA_SCRIPT.to_owned());
+        let login_charge = Script::new(format!("{LEDGER_FUNCTIONS}{LOGIN_CHARGE_SCRIPT}"));
+        let login_settle = Script::new(format!("{LEDGER_FUNCTIONS}{LOGIN_SETTLE_SCRIPT}"));
+        let codes = vec![
+            script.code.clone(),
+            login_charge.code.clone(),
+            login_settle.code.clone(),
+        ];
+        let connects = Arc::new(AtomicU64::new(0));
+        let endpoint = |host: String, port: u16| Endpoint {
+            host,
+            port,
+            tls: tls.clone(),
+            settings: settings.clone(),
+            connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+        };
+        let mut links = vec![Link::new(
+            endpoint(host.clone(), port),
+            connects.clone(),
+            codes.clone(),
+        )];
+        for node in &config.cluster_nodes {
+            let (h, p) = host_port(node)
+                .ok_or_else(|| SharedStateError(format!("cluster node {node:?}")))?;
+            if links.iter().all(|l| l.name() != node_name(&h, p)) {
+                links.push(Link::new(endpoint(h, p), connects.clone(), codes.clone()));
+            }
         }
-        .map_err(err)?;
-        let manager_config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_millis(config.connect_timeout_ms)))
-            // Answers later than the budget are of no use: the request was decided without
-            // them. Dropping them keeps a paused Redis from piling up waiting entries.
-            .set_response_timeout(Some(config.budget()))
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(MAX_RECONNECT_DELAY)
-            .set_number_of_retries(3);
-        let connection =
-            redis::aio::ConnectionManager::new_lazy_with_config(client, manager_config)
-                .map_err(err)?;
         let state = SharedState {
-            connection,
-            script: redis::Script::new(GCRA_SCRIPT),
-            login_charge: redis::Script::new(&format!("{LEDGER_FUNCTIONS}{LOGIN_CHARGE_SCRIPT}")),
-            login_settle: redis::Script::new(&format!("{LEDGER_FUNCTIONS}{LOGIN_SETTLE_SCRIPT}")),
+            nodes: Nodes {
+                links,
+                cluster: !config.cluster_nodes.is_empty(),
+                slots: std::sync::Mutex::new(std::collections::HashMap::new()),
+            },
+            script,
+            login_charge,
+            login_settle,
             prefix: config.key_prefix.clone(),
             budget: config.budget(),
             replicas: config.replicas,
@@ -496,6 +701,8 @@ impl SharedState {
             up: [AtomicBool::new(true), AtomicBool::new(true)],
             retry_at: [AtomicU64::new(0), AtomicU64::new(0)],
             own_failure: [AtomicBool::new(false), AtomicBool::new(false)],
+            failed_at_connects: [AtomicU64::new(0), AtomicU64::new(0)],
+            connects,
             epoch: Instant::now(),
         };
         crate::telemetry::metrics::metrics().shared_state_up.set(1);
@@ -503,6 +710,20 @@ impl SharedState {
             .shared_state_configured
             .set(1);
         Ok(Arc::new(state))
+    }
+
+    /// Connects to every node now (each bounded by `connect_timeout_ms`), so that the first
+    /// requests find a connection; a node that cannot be reached is retried in the background
+    /// and logged.
+    pub async fn connect(&self) {
+        let attempts = self.nodes.links.iter().map(|link| async move {
+            if let Err(why) = link.connect_now().await {
+                tracing::warn!(node = link.name(), error = %why, "shared state (Redis): not connected at start; the failure modes decide until it is");
+            }
+        });
+        for attempt in attempts {
+            attempt.await;
+        }
     }
 
     /// Whether the last call of every counter kind was answered within the budget
@@ -546,11 +767,10 @@ impl SharedState {
         let requests = requests.max(1);
         let period_us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX).max(1);
         let cell_us = (period_us / u64::from(requests)).max(1);
-        let redis_key = format!("{}:{table}:{key}", self.prefix);
-        let mut invocation = self.script.key(redis_key);
-        invocation.arg(cell_us).arg(period_us);
+        let keys = [format!("{}:{table}:{key}", self.prefix)];
+        let args = [cell_us.to_string(), period_us.to_string()];
         let (allowed, wait_us) = self
-            .run::<(i64, i64)>(CounterKind::RateLimits, &invocation)
+            .run::<(i64, i64)>(CounterKind::RateLimits, &self.script, &keys, &args)
             .await?;
         Ok(if allowed == 1 {
             Ok(())
@@ -559,59 +779,76 @@ impl SharedState {
         })
     }
 
-    /// Runs `invocation` for a counter of `kind` within the budget, keeping that kind's
-    /// state (up or degraded) current.
+    /// Runs `script` for a counter of `kind` within the budget (measured from the call, with
+    /// no password work on the threads that wait for it: `api::auth`'s workers), keeping that
+    /// kind's state (up or degraded) current.
     async fn run<T: redis::FromRedisValue>(
         &self,
         kind: CounterKind,
-        invocation: &redis::ScriptInvocation<'_>,
+        script: &Script,
+        keys: &[String],
+        args: &[String],
     ) -> Result<T, Unavailable> {
-        if self.now_nanos() < self.retry_at[kind.index()].load(Ordering::Relaxed) {
-            return Err(Unavailable::Skipped);
-        }
-        let mut connection = self.connection.clone();
-        match tokio::time::timeout(self.budget, invocation.invoke_async::<T>(&mut connection)).await
-        {
-            Ok(Ok(value)) => {
-                self.answered(kind);
-                Ok(value)
+        let i = kind.index();
+        if self.now_nanos() < self.retry_at[i].load(Ordering::Relaxed) {
+            // A connection's failure holds calls back until a new connection is made.
+            let reconnected = !self.own_failure[i].load(Ordering::Relaxed)
+                && self.connects.load(Ordering::Relaxed)
+                    != self.failed_at_connects[i].load(Ordering::Relaxed);
+            if !reconnected {
+                return Err(Unavailable::Skipped);
             }
-            Ok(Err(e)) => {
+        }
+        let deadline = tokio::time::Instant::now() + self.budget;
+        match self.nodes.eval(script, keys, args, deadline).await {
+            Ok(value) => match T::from_redis_value(value) {
+                Ok(value) => {
+                    self.answered(kind);
+                    Ok(value)
+                }
+                Err(e) => {
+                    self.failed(kind, &format!("an answer of the wrong shape: {e}"), true);
+                    Err(Unavailable::Error)
+                }
+            },
+            Err(CallError::Timeout) => {
+                self.failed(kind, "no answer within the budget", false);
+                Err(Unavailable::Timeout)
+            }
+            Err(CallError::Redis(e)) => {
                 self.failed(kind, &e.to_string(), script_refused(&e));
                 Err(Unavailable::Error)
             }
-            Err(_) => {
-                self.failed(kind, "no answer within the budget", false);
-                Err(Unavailable::Timeout)
+            Err(e @ (CallError::NotConnected(_) | CallError::Redirect(_))) => {
+                self.failed(kind, &e.to_string(), false);
+                Err(Unavailable::Error)
             }
         }
     }
 
-    fn keys(&self, table: &str, ledgers: &LoginLedgers) -> [String; 3] {
+    /// The keys of a login attempt's three ledgers, with one hash tag: the charge and settle
+    /// scripts use all three, which Redis Cluster allows only within one slot.
+    fn login_keys(&self, ledgers: &LoginLedgers) -> [String; 3] {
         ledgers
             .keys
             .each_ref()
-            .map(|k| format!("{}:{table}:{k}", self.prefix))
+            .map(|k| format!("{{{}:logins}}:{k}", self.prefix))
     }
 
     /// Charges a login attempt to its three ledgers in one round trip (see
     /// `LOGIN_CHARGE_SCRIPT`), within the budget.
     pub async fn charge_login(&self, ledgers: &LoginLedgers) -> Result<LoginCharge, Unavailable> {
-        let keys = self.keys("logins", ledgers);
-        let cells = ledgers.cells_us();
-        let mut invocation = self.login_charge.prepare_invoke();
-        for key in &keys {
-            invocation.key(key);
-        }
-        for cell in cells {
-            invocation.arg(cell);
-        }
-        for limit in ledgers.limits {
-            invocation.arg(limit.max(1));
-        }
-        invocation.arg(ledgers.period_us());
+        let keys = self.login_keys(ledgers);
+        let mut args: Vec<String> = ledgers.cells_us().iter().map(u64::to_string).collect();
+        args.extend(ledgers.limits.iter().map(|l| l.max(&1).to_string()));
+        args.push(ledgers.period_us().to_string());
         let (charged, wait_us, clean, attack) = self
-            .run::<(i64, i64, i64, i64)>(CounterKind::FailedLogins, &invocation)
+            .run::<(i64, i64, i64, i64)>(
+                CounterKind::FailedLogins,
+                &self.login_charge,
+                &keys,
+                &args,
+            )
             .await?;
         Ok(if charged == 1 {
             LoginCharge::Charged {
@@ -633,19 +870,12 @@ impl SharedState {
         refund: bool,
         user_charged: bool,
     ) -> Result<(), Unavailable> {
-        let keys = self.keys("logins", ledgers);
-        let mut invocation = self.login_settle.prepare_invoke();
-        for key in &keys {
-            invocation.key(key);
-        }
-        for cell in ledgers.cells_us() {
-            invocation.arg(cell);
-        }
-        invocation
-            .arg(if refund { "refund" } else { "fail" })
-            .arg(if user_charged { "1" } else { "0" })
-            .arg(ledgers.period_us());
-        self.run::<i64>(CounterKind::FailedLogins, &invocation)
+        let keys = self.login_keys(ledgers);
+        let mut args: Vec<String> = ledgers.cells_us().iter().map(u64::to_string).collect();
+        args.push(if refund { "refund" } else { "fail" }.to_owned());
+        args.push(if user_charged { "1" } else { "0" }.to_owned());
+        args.push(ledgers.period_us().to_string());
+        self.run::<i64>(CounterKind::FailedLogins, &self.login_settle, &keys, &args)
             .await
             .map(|_| ())
     }
@@ -664,12 +894,14 @@ impl SharedState {
     }
 
     fn failed(&self, kind: CounterKind, why: &str, own: bool) {
+        let i = kind.index();
         let retry = self
             .now_nanos()
             .saturating_add(u64::try_from(RETRY_AFTER_FAILURE.as_nanos()).unwrap_or(u64::MAX));
-        self.retry_at[kind.index()].store(retry, Ordering::Relaxed);
-        self.own_failure[kind.index()].store(own, Ordering::Relaxed);
-        if self.up[kind.index()].swap(false, Ordering::Relaxed) {
+        self.retry_at[i].store(retry, Ordering::Relaxed);
+        self.own_failure[i].store(own, Ordering::Relaxed);
+        self.failed_at_connects[i].store(self.connects.load(Ordering::Relaxed), Ordering::Relaxed);
+        if self.up[i].swap(false, Ordering::Relaxed) {
             crate::telemetry::metrics::metrics().shared_state_up.set(0);
             tracing::warn!(
                 kind = kind.label(),
@@ -834,6 +1066,57 @@ impl<K: Hash + Eq + Clone + Display> SharedLimiter<K> {
     }
 }
 
+/// The connection information of `url`, and whether it is `rediss://` (TLS, made by
+/// `redis_link`, so the URL is read as `redis://`). A fragment (`#insecure`, which turns off
+/// the server name's check in redis-rs) is refused.
+fn connection_info(url: &str) -> Result<(redis::ConnectionInfo, bool), SharedStateConfigError> {
+    let (plain, tls) = match url.strip_prefix("rediss://") {
+        Some(rest) => (format!("redis://{rest}"), true),
+        None if url.starts_with("redis://") => (url.to_owned(), false),
+        None => return Err(SharedStateConfigError::Scheme),
+    };
+    if plain.contains('#') {
+        return Err(SharedStateConfigError::Insecure);
+    }
+    let info = redis::IntoConnectionInfo::into_connection_info(plain.as_str())
+        .map_err(|e| SharedStateConfigError::Url(e.to_string()))?;
+    Ok((info, tls))
+}
+
+/// The TLS client of a `rediss://` Redis: its name checked, against `root_pem` (PEM) or the
+/// system's roots, with the ring provider.
+fn tls_config(root_pem: Option<&[u8]>) -> Result<Arc<rustls::ClientConfig>, SharedStateError> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    match root_pem {
+        Some(pem) => {
+            for certificate in rustls_pki_types::CertificateDer::pem_slice_iter(pem) {
+                let certificate = certificate
+                    .map_err(|e| SharedStateError(format!("ca_file is not PEM: {e}")))?;
+                roots
+                    .add(certificate)
+                    .map_err(|e| SharedStateError(format!("ca_file: {e}")))?;
+            }
+            if roots.is_empty() {
+                return Err(SharedStateError("ca_file holds no certificate".to_owned()));
+            }
+        }
+        None => {
+            for certificate in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(certificate);
+            }
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| SharedStateError(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -851,6 +1134,7 @@ mod tests {
             replicas: 3,
             rate_limits: default_rate_limits_mode(),
             failed_logins: default_failed_logins_mode(),
+            cluster_nodes: Vec::new(),
         }
     }
 

@@ -1,0 +1,497 @@
+//! One Redis node's connection for the shared counters (`shared`): redis-rs's multiplexed
+//! connection over a stream made here, replaced whenever it may be out of step.
+//!
+//! Why not redis-rs's `ConnectionManager` (issue 39):
+//! - a multiplexed connection matches replies to requests by their order; a call that misses
+//!   its budget leaves its entry waiting, and when that reply is lost (a proxy, a failover)
+//!   every later call takes the reply of the one before it, and misses its budget in turn, until
+//!   the connection breaks. Here a call that misses its budget ends its connection: the next
+//!   call uses a new one ([`Link::call`]);
+//! - it reconnects on I/O errors only: a login refused once (`WRONGPASS` while a password was
+//!   rotated) was kept as a failed connection. Here every failed connection attempt is retried,
+//!   with a backoff from 50 ms to 2 s, and each failure is logged with its cause (a server
+//!   certificate that does not verify says so, not "no answer within the budget");
+//! - a reply's size is unbounded (a 2 GB bulk string from a hostile Redis raised the RSS by
+//!   220 MB for good). Here the stream refuses to read more than [`MAX_UNASKED_BYTES`] beyond
+//!   what the commands written could be answered with ([`Capped`]).
+//!
+//! The connection is made before the first call when [`Link::connect_now`] is awaited (at
+//! start-up), so that a start is not a window of fallbacks.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+
+/// Longest wait between two connection attempts.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(2);
+/// First wait after a failed attempt.
+const MIN_RECONNECT_DELAY: Duration = Duration::from_millis(50);
+
+/// Bytes a Redis may send beyond what was asked for before the connection is cut: room for a
+/// few replies of the largest kind the gateway reads (an error message, `CLUSTER` redirects),
+/// far below what would matter to the process's memory.
+pub(crate) const MAX_UNASKED_BYTES: usize = 64 * 1024;
+/// Bytes of reply each written byte may be answered with. The gateway's commands are answered
+/// with far fewer bytes than they take (an `EVALSHA` of ~150 bytes with ~30).
+const REPLY_BYTES_PER_WRITTEN_BYTE: usize = 4;
+/// Ceiling of the credit a long run of small replies builds up.
+const MAX_CREDIT: usize = 1024 * 1024;
+
+/// Where and how to connect.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// TLS (`rediss://`): the client configuration, verified against the roots it holds.
+    pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
+    /// Database, user and password (`AUTH`, `SELECT`).
+    pub(crate) settings: redis::RedisConnectionInfo,
+    pub(crate) connect_timeout: Duration,
+}
+
+impl Endpoint {
+    fn name(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Why a call got no answer it can use.
+#[derive(Debug)]
+pub(crate) enum CallError {
+    /// No connection now (one is being made); the last attempt's error.
+    NotConnected(String),
+    /// No answer before the deadline; the connection was ended.
+    Timeout,
+    /// Redis answered with an error, or the connection failed.
+    Redis(redis::RedisError),
+    /// A Redis Cluster redirect that is not followed.
+    Redirect(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::NotConnected(why) => write!(f, "not connected: {why}"),
+            CallError::Timeout => f.write_str("no answer within the budget"),
+            CallError::Redis(e) => write!(f, "{e}"),
+            CallError::Redirect(why) => f.write_str(why),
+        }
+    }
+}
+
+struct State {
+    /// The connection calls use, with its number.
+    current: Option<(u64, MultiplexedConnection)>,
+    /// Whether a task is making a connection.
+    connecting: bool,
+    /// The last failed attempt's error, for calls made while there is no connection.
+    last_error: String,
+}
+
+/// One node's connection.
+pub(crate) struct Link {
+    endpoint: Endpoint,
+    name: String,
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    /// Connections made by every link of one [`crate::shared::SharedState`]: a failure that
+    /// came before the latest connection no longer holds calls back.
+    connects: Arc<AtomicU64>,
+    /// Scripts loaded on every new connection (`SCRIPT LOAD`), so that the first call after a
+    /// restart of Redis does not pay for a `NOSCRIPT` round trip.
+    scripts: Vec<String>,
+}
+
+impl Link {
+    pub(crate) fn new(
+        endpoint: Endpoint,
+        connects: Arc<AtomicU64>,
+        scripts: Vec<String>,
+    ) -> Arc<Link> {
+        Arc::new(Link {
+            name: endpoint.name(),
+            endpoint,
+            state: Mutex::new(State {
+                current: None,
+                connecting: false,
+                last_error: "not connected yet".to_owned(),
+            }),
+            next_id: AtomicU64::new(1),
+            connects,
+            scripts,
+        })
+    }
+
+    /// `host:port` of the node.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes the connection now, once (bounded by the connect timeout); when it fails, the
+    /// background attempts go on. For the start, so that the first requests find a
+    /// connection.
+    pub(crate) async fn connect_now(self: &Arc<Self>) -> Result<(), String> {
+        {
+            let mut state = self.state();
+            if state.current.is_some() {
+                return Ok(());
+            }
+            if state.connecting {
+                return Err("a connection is being made".to_owned());
+            }
+            state.connecting = true;
+        }
+        match self.attempt().await {
+            Ok(()) => Ok(()),
+            Err(why) => {
+                self.spawn_reconnect(MIN_RECONNECT_DELAY);
+                Err(why)
+            }
+        }
+    }
+
+    /// Sends `cmd` and waits for its answer until `deadline`. A call that misses it ends the
+    /// connection (a reply may still come and would be taken for the next call's).
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        cmd: &redis::Cmd,
+        deadline: Instant,
+    ) -> Result<redis::Value, CallError> {
+        let (id, mut connection) = {
+            let state = self.state();
+            match &state.current {
+                Some((id, connection)) => (*id, connection.clone()),
+                None => {
+                    let why = state.last_error.clone();
+                    drop(state);
+                    self.ensure_connecting();
+                    return Err(CallError::NotConnected(why));
+                }
+            }
+        };
+        match tokio::time::timeout_at(deadline, connection.send_packed_command(cmd)).await {
+            Ok(Ok(value)) => value.extract_error().map_err(|e| {
+                self.end_if_broken(id, &e);
+                CallError::Redis(e)
+            }),
+            Ok(Err(e)) => {
+                self.end_if_broken(id, &e);
+                Err(CallError::Redis(e))
+            }
+            Err(_) => {
+                self.end(
+                    id,
+                    "a call missed its budget: the connection may be out of step",
+                );
+                Err(CallError::Timeout)
+            }
+        }
+    }
+
+    fn end_if_broken(self: &Arc<Self>, id: u64, e: &redis::RedisError) {
+        let server_answered = matches!(e.kind(), redis::ErrorKind::Server(_));
+        if !server_answered {
+            self.end(id, &e.to_string());
+        }
+    }
+
+    /// Ends connection `id` if it is still the current one, and starts making a new one.
+    fn end(self: &Arc<Self>, id: u64, why: &str) {
+        {
+            let mut state = self.state();
+            match &state.current {
+                Some((current, _)) if *current == id => {
+                    state.current = None;
+                    state.last_error = why.to_owned();
+                }
+                _ => return,
+            }
+        }
+        tracing::info!(node = %self.name, reason = why, "shared state (Redis): connection ended, making a new one");
+        self.ensure_connecting();
+    }
+
+    fn ensure_connecting(self: &Arc<Self>) {
+        {
+            let mut state = self.state();
+            if state.connecting || state.current.is_some() {
+                return;
+            }
+            state.connecting = true;
+        }
+        self.spawn_reconnect(Duration::ZERO);
+    }
+
+    /// Tries until a connection is made (or the link is dropped), with a backoff.
+    fn spawn_reconnect(self: &Arc<Self>, first_delay: Duration) {
+        let weak: Weak<Link> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut delay = first_delay;
+            loop {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                let Some(link) = weak.upgrade() else { return };
+                if link.attempt().await.is_ok() {
+                    return;
+                }
+                delay = (delay * 2).clamp(MIN_RECONNECT_DELAY, MAX_RECONNECT_DELAY);
+            }
+        });
+    }
+
+    /// One connection attempt, bounded by the connect timeout. The `connecting` flag is set
+    /// by the caller and cleared here when it succeeds.
+    async fn attempt(self: &Arc<Self>) -> Result<(), String> {
+        let made = tokio::time::timeout(self.endpoint.connect_timeout, self.open()).await;
+        let outcome = match made {
+            Ok(Ok((connection, driver))) => {
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let weak = Arc::downgrade(self);
+                tokio::spawn(async move {
+                    driver.await;
+                    if let Some(link) = weak.upgrade() {
+                        link.end(id, "the connection closed");
+                    }
+                });
+                let mut connection = connection;
+                if let Err(why) = self.load_scripts(&mut connection).await {
+                    self.end(id, &why);
+                    return self.attempt_failed(why);
+                }
+                let mut state = self.state();
+                state.current = Some((id, connection));
+                state.connecting = false;
+                drop(state);
+                self.connects.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(node = %self.name, "shared state (Redis): connected");
+                return Ok(());
+            }
+            Ok(Err(why)) => why,
+            Err(_) => format!(
+                "no connection within connect_timeout_ms ({} ms)",
+                self.endpoint.connect_timeout.as_millis()
+            ),
+        };
+        self.attempt_failed(outcome)
+    }
+
+    fn attempt_failed(&self, outcome: String) -> Result<(), String> {
+        let mut state = self.state();
+        let changed = state.last_error != outcome;
+        state.last_error.clone_from(&outcome);
+        drop(state);
+        if changed {
+            tracing::warn!(node = %self.name, error = %outcome, "shared state (Redis): cannot connect; retrying with a backoff");
+        }
+        Err(outcome)
+    }
+
+    /// Loads the scripts, each bounded by the connect timeout. A user without `SCRIPT LOAD`
+    /// still works: a call then loads on `NOSCRIPT`, and fails with the cause.
+    /// A load without an answer in time leaves the connection out of step: it is not used.
+    async fn load_scripts(&self, connection: &mut MultiplexedConnection) -> Result<(), String> {
+        for code in &self.scripts {
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(code);
+            tokio::time::timeout(
+                self.endpoint.connect_timeout,
+                connection.send_packed_command(&load),
+            )
+            .await
+            .map_err(|_| "SCRIPT LOAD got no answer within connect_timeout_ms".to_owned())?
+            .map(drop)
+            .or_else(|e| match e.kind() {
+                redis::ErrorKind::Server(_) => Ok(()),
+                _ => Err(format!("SCRIPT LOAD: {e}")),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// TCP, TLS when configured, the length cap, `AUTH` and `SELECT`.
+    async fn open(&self) -> Result<(MultiplexedConnection, Driver), String> {
+        let tcp = tokio::net::TcpStream::connect((self.endpoint.host.as_str(), self.endpoint.port))
+            .await
+            .map_err(|e| format!("cannot connect to {}: {e}", self.name))?;
+        let _ = tcp.set_nodelay(true);
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+        let (connection, driver) = match &self.endpoint.tls {
+            Some(tls) => {
+                let server_name = rustls_pki_types::ServerName::try_from(
+                    self.endpoint.host.clone(),
+                )
+                .map_err(|e| format!("{} is not a TLS server name: {e}", self.endpoint.host))?;
+                let stream = tokio_rustls::TlsConnector::from(tls.clone())
+                    .connect(server_name, tcp)
+                    .await
+                    .map_err(|e| format!("TLS with {} failed: {e}", self.name))?;
+                let (connection, driver) = MultiplexedConnection::new_with_config(
+                    &self.endpoint.settings,
+                    Capped::new(stream),
+                    config,
+                )
+                .await
+                .map_err(|e| format!("Redis at {} refused the connection: {e}", self.name))?;
+                (connection, futures_boxed(driver))
+            }
+            None => {
+                let (connection, driver) = MultiplexedConnection::new_with_config(
+                    &self.endpoint.settings,
+                    Capped::new(tcp),
+                    config,
+                )
+                .await
+                .map_err(|e| format!("Redis at {} refused the connection: {e}", self.name))?;
+                (connection, futures_boxed(driver))
+            }
+        };
+        Ok((connection, driver))
+    }
+}
+
+type Driver = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+fn futures_boxed(driver: impl Future<Output = ()> + Send + 'static) -> Driver {
+    Box::pin(driver)
+}
+
+/// A stream that refuses to read more than was asked for: every byte written gives
+/// [`REPLY_BYTES_PER_WRITTEN_BYTE`] bytes of reading credit (at most [`MAX_CREDIT`] in all),
+/// and the connection starts with [`MAX_UNASKED_BYTES`]. A read past the credit is an error:
+/// the connection ends instead of buffering whatever a Redis sends.
+pub(crate) struct Capped<S> {
+    inner: S,
+    credit: usize,
+}
+
+impl<S> Capped<S> {
+    pub(crate) fn new(inner: S) -> Self {
+        Capped {
+            inner,
+            credit: MAX_UNASKED_BYTES,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Capped<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let read = buf.filled().len() - before;
+                if read > this.credit {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "Redis sent more than the commands sent to it can be answered with",
+                    )));
+                }
+                this.credit -= read;
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Capped<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.inner).poll_write(cx, data);
+        if let Poll::Ready(Ok(n)) = &written {
+            this.credit = this
+                .credit
+                .saturating_add(n.saturating_mul(REPLY_BYTES_PER_WRITTEN_BYTE))
+                .min(MAX_CREDIT.max(MAX_UNASKED_BYTES));
+        }
+        written
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_reply_larger_than_what_was_asked_is_refused_not_buffered() {
+        let (client, mut server) = tokio::io::duplex(1 << 20);
+        let mut capped = Capped::new(client);
+        capped
+            .write_all(b"*1\r\n$4\r\nPING\r\n")
+            .await
+            .expect("write");
+        // A "2 GB" bulk string: the header and then bytes for as long as they are read.
+        let sent = tokio::spawn(async move {
+            let chunk = vec![b'x'; 16 * 1024];
+            let _ = server.write_all(b"$2000000000\r\n").await;
+            for _ in 0..64 {
+                if server.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let mut buf = vec![0u8; 8 * 1024];
+        let mut total = 0usize;
+        let error = loop {
+            match capped.read(&mut buf).await {
+                Ok(0) => panic!("the stream ended before the cap"),
+                Ok(n) => total += n,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(total <= MAX_UNASKED_BYTES + 4 * 14, "read {total} bytes");
+        sent.abort();
+    }
+
+    #[tokio::test]
+    async fn replies_within_what_was_asked_are_read_for_ever() {
+        let (client, mut server) = tokio::io::duplex(1 << 16);
+        let mut capped = Capped::new(client);
+        let mut buf = [0u8; 64];
+        // Far more than the initial credit in all, each reply smaller than its command.
+        for _ in 0..10_000 {
+            capped.write_all(&[b'c'; 40]).await.expect("write");
+            let mut command = [0u8; 40];
+            server.read_exact(&mut command).await.expect("server reads");
+            server.write_all(&[b'r'; 30]).await.expect("server writes");
+            capped
+                .read_exact(&mut buf[..30])
+                .await
+                .expect("a reply within the credit");
+        }
+    }
+}
