@@ -43,8 +43,19 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// `[shared_state]` on `redis` (its password file unless `password_file` says otherwise),
 /// then `extra` lines in that section.
 async fn replica(redis: &RedisServer, requests: u32, extra: &str) -> Running {
+    replica_at(&redis.url(), redis, requests, extra).await
+}
+
+/// [`replica`] with Redis at `url` (a fault proxy's, a cluster node's); `extra` may give its
+/// own `budget_ms`.
+async fn replica_at(url: &str, redis: &RedisServer, requests: u32, extra: &str) -> Running {
     let dir = redis.dir().display().to_string();
-    let url = redis.url();
+    let url = url.to_owned();
+    let budget = if extra.contains("budget_ms") {
+        ""
+    } else {
+        "budget_ms = 50\n"
+    };
     let extra = extra.to_owned();
     let config = test_config(move |t| {
         assert!(t.contains(CONTRACT_LIMIT), "gateway.toml's rate limit line");
@@ -59,7 +70,7 @@ async fn replica(redis: &RedisServer, requests: u32, extra: &str) -> Running {
         };
         t.push_str(&format!(
             "\n[shared_state]\nurl = \"{url}\"\nusername = \"{USER}\"\n{password}\
-             key_prefix = \"test-{}\"\nbudget_ms = 50\n{extra}\n",
+             key_prefix = \"test-{}\"\n{budget}{extra}\n",
             std::process::id()
         ));
         t
@@ -84,8 +95,13 @@ const WRONG_AUTH: &str = "Basic c2FuZGJveDp3cm9uZw=="; // sandbox:wrong
 
 /// A replica as [`replica`] with `per_source` failed logins per source in `[api]`.
 async fn login_replica(redis: &RedisServer, per_source: u32, extra: &str) -> Running {
+    login_replica_at(&redis.url(), redis, per_source, extra).await
+}
+
+/// [`login_replica`] with Redis at `url`.
+async fn login_replica_at(url: &str, redis: &RedisServer, per_source: u32, extra: &str) -> Running {
     let dir = redis.dir().display().to_string();
-    let url = redis.url();
+    let url = url.to_owned();
     let extra = extra.to_owned();
     let config = test_config(move |t| {
         assert!(t.contains(CONTRACT_LIMIT), "gateway.toml's rate limit line");
@@ -101,6 +117,29 @@ async fn login_replica(redis: &RedisServer, per_source: u32, extra: &str) -> Run
         t
     });
     start(config).await
+}
+
+/// One check from the loopback address `source` (127.0.0.x) on a new connection, with
+/// `authorization`; its status.
+async fn status_from(source: [u8; 4], addr: SocketAddr, authorization: &str, valid: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(SocketAddr::from((source, 0)))
+        .expect("bind a loopback source");
+    let mut stream = socket.connect(addr).await.expect("connect");
+    let head = format!(
+        "GET /v1/psp/eidas?jurisdiction=XX HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         authorization: {authorization}\r\nfi_reference_id: r\r\neidas: {valid}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer);
+    text.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"))
 }
 
 /// One check with a wrong password, timed.
@@ -655,6 +694,336 @@ async fn a_login_script_redis_refuses_does_not_switch_the_request_limits_to_thei
         )
         .await
             >= 1.0
+    );
+    running.stop().await;
+}
+
+/// Issue 39 finding 4: a multiplexed connection matches replies to requests by their order.
+/// A reply lost on the way used to leave every later call one reply behind (each took the
+/// reply of the call before it, after that call had given up), so the replica stayed in its
+/// failure mode until the connection broke. Now the call that missed its budget ends its
+/// connection: it costs that call, and the next calls are shared again.
+#[tokio::test]
+async fn a_lost_reply_costs_one_call_not_every_call_after_it() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let proxy = common::resp_proxy::RespProxy::start(redis.addr).await;
+    let url = format!("redis://{}", proxy.addr);
+    // `closed`: every call Redis does not decide is a 503, so none can hide.
+    let running = replica_at(&url, &redis, 50, "rate_limits = \"closed\"").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    proxy
+        .faults
+        .drop_next_evalsha_reply
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (lost, took) = call(api, &valid).await;
+    assert_eq!(
+        lost.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "its reply was lost"
+    );
+    assert!(took < LOOSE_BOUND, "{took:?}");
+    assert_eq!(
+        proxy
+            .faults
+            .dropped
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    // Past the half second a failure holds calls back for.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(call(api, &valid).await.0.status.as_u16());
+    }
+    assert_eq!(
+        statuses, [200; 10],
+        "every call after the lost one is shared again"
+    );
+    assert_eq!(shared_state_of(&running).await, "ok");
+    assert!(
+        proxy
+            .faults
+            .connections
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 2,
+        "the connection the lost reply left out of step was replaced"
+    );
+    running.stop().await;
+}
+
+/// Issue 39 finding 5: a reply is read only as far as what was asked could be answered with.
+/// A Redis (or a man in the middle of `redis://`) answering with the head of a 2 GB bulk
+/// string used to be read whole (RSS 38 MB to 259 MB, kept); now the connection is cut after
+/// at most 1 MiB and 64 KiB, that call follows the failure mode, and the next are shared.
+#[tokio::test]
+async fn a_two_gigabyte_reply_is_cut_off_after_a_bounded_read_and_the_replica_goes_on() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let proxy = common::resp_proxy::RespProxy::start(redis.addr).await;
+    let url = format!("redis://{}", proxy.addr);
+    let running = replica_at(&url, &redis, 50, "rate_limits = \"closed\"").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    proxy
+        .faults
+        .huge_next_evalsha_reply
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (reply, took) = call(api, &valid).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(took < LOOSE_BOUND, "{took:?}");
+    // The proxy stops sending when the gateway closes; what it managed to write is what the
+    // gateway read, plus the sockets' buffers (a few MiB on loopback at most).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let taken = loop {
+        let taken = proxy
+            .faults
+            .huge_bytes_taken
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if taken > 0 {
+            break taken;
+        }
+        assert!(Instant::now() < deadline, "the proxy is still sending");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        taken < 32 * 1024 * 1024,
+        "the gateway read {taken} bytes of a reply nobody asked for"
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(call(api, &valid).await.0.status.as_u16());
+    }
+    assert_eq!(statuses, [200; 5]);
+    running.stop().await;
+}
+
+/// Issue 39 finding 1: wrong passwords from many sources make argon2 work. It used to run on
+/// tokio's blocking pool at the normal priority, and on 2 cores delayed the process's own
+/// Redis replies past the 5 ms budget: `rate_limits = "open"` then answered 212 requests of a
+/// quota of 30, and `failed_logins = "open"` let one source try 242 passwords (quota 10).
+/// Now password checks run on threads of their own at the lowest priority: with the default
+/// budget and Redis healthy, the flood changes no count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_flood_from_other_sources_never_switches_a_healthy_redis_to_a_failure_mode()
+ {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    // The default budget (5 ms), and both failure modes `open`: any call Redis does not
+    // answer in time is an answer past a quota, counted below.
+    let extra = "replicas = 3\nbudget_ms = 5\nrate_limits = \"open\"\nfailed_logins = \"open\"";
+    let replicas = [
+        replica(&redis, 30, extra).await,
+        replica(&redis, 30, extra).await,
+        replica(&redis, 30, extra).await,
+    ];
+    let apis: Vec<SocketAddr> = replicas.iter().map(|r| r.api.expect("api")).collect();
+    let valid = valid_certificate();
+    // The victim logs in on each replica before the flood (its password then remembered): a
+    // first login that finds every password slot taken is refused as busy by design.
+    let mut victim = Vec::new();
+    let started = Instant::now();
+    for api in &apis {
+        victim.push(call(*api, &valid).await.0.status.as_u16());
+    }
+    assert_eq!(victim, [200; 3]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The flood: 40 sources (127.0.0.10 to .49), 8 at a time, each trying wrong passwords on
+    // every replica in turn until the victim is done. Its clients run on a runtime of their
+    // own, as an attacker's would run elsewhere: the replicas' threads do only their own work.
+    let flood = {
+        let (apis, valid, stop) = (apis.clone(), valid.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the flood's runtime");
+            runtime.block_on(async move {
+                let mut lanes = Vec::new();
+                for lane in 0..8u8 {
+                    let (apis, valid, stop) = (apis.clone(), valid.clone(), stop.clone());
+                    lanes.push(tokio::spawn(async move {
+                        let mut per_source = Vec::new();
+                        let mut n = 0usize;
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 400 {
+                            let source = 10 + lane * 5 + (n % 5) as u8;
+                            let status =
+                                status_from([127, 0, 0, source], apis[n % 3], WRONG_AUTH, &valid)
+                                    .await;
+                            per_source.push((source, status));
+                            n += 1;
+                        }
+                        per_source
+                    }));
+                }
+                let mut tried = std::collections::HashMap::<u8, Vec<u16>>::new();
+                for lane in lanes {
+                    for (source, status) in lane.await.expect("flood lane") {
+                        tried.entry(source).or_default().push(status);
+                    }
+                }
+                tried
+            })
+        })
+    };
+    // Let the flood reach its stride before the victim goes on.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for i in 0..57 {
+        victim.push(call(apis[i % 3], &valid).await.0.status.as_u16());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let tried = flood.join().expect("the flood's thread");
+    let verified: usize = tried.values().flatten().filter(|s| **s == 401).count();
+    assert!(
+        verified >= 20,
+        "the flood made argon2 work: {verified} wrong passwords verified"
+    );
+    // 30 per 300 s: a full bucket, then one more every 10 s of the run.
+    let refilled = usize::try_from(started.elapsed().as_secs() / 10).unwrap_or(usize::MAX);
+    let allowed = victim.iter().filter(|s| **s == 200).count();
+    assert!(
+        (30..=30 + refilled).contains(&allowed),
+        "the victim gets its quota of 30 across the replicas ({refilled} refilled), no more: \
+         {allowed} in {victim:?}"
+    );
+    assert!(victim.iter().all(|s| *s == 200 || *s == 429), "{victim:?}");
+    // Each flood source: at most its failed-login quota (10 per source by default) of
+    // passwords verified.
+    for (source, statuses) in &tried {
+        let wrong = statuses.iter().filter(|s| **s == 401).count();
+        assert!(
+            wrong <= 10,
+            "127.0.0.{source} had {wrong} passwords verified: {statuses:?}"
+        );
+    }
+    for r in &replicas {
+        for kind in ["rate_limits", "failed_logins"] {
+            let series = format!(
+                "psp_gateway_shared_state_fallbacks_total{{kind=\"{kind}\",mode=\"open\"}}"
+            );
+            assert_eq!(metric(r, &series).await, 0.0, "{series}");
+        }
+    }
+    for r in replicas {
+        r.stop().await;
+    }
+}
+
+/// Issue 39 finding 3: with Redis Cluster the login scripts' three keys sat in three slots
+/// (`CROSSSLOT`, every password check refused for ever), and a plain connection got `MOVED`
+/// for any key another node holds. Now the login keys share one hash tag, and a redirect to
+/// a listed node is followed: three replicas on a cluster of three masters share both kinds
+/// of counter exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_a_redis_cluster_of_three_masters_share_both_kinds_of_counter() {
+    let _serial = SERIAL.lock().await;
+    let cluster = common::redis::RedisCluster::start(3);
+    let nodes = cluster
+        .node_list()
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let extra = format!(
+        "replicas = 3\nrate_limits = \"closed\"\nfailed_logins = \"closed\"\ncluster_nodes = [{nodes}]"
+    );
+    let first = &cluster.nodes[0];
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(replica_at(&first.url(), first, 4, &extra).await);
+    }
+    let mut login_replicas = Vec::new();
+    for _ in 0..3 {
+        login_replicas.push(login_replica_at(&first.url(), first, 3, &extra).await);
+    }
+    let apis: Vec<SocketAddr> = replicas.iter().map(|r| r.api.expect("api")).collect();
+    let valid = valid_certificate();
+    // Twelve sources, their counters spread over the three masters: each gets 4 in all.
+    let mut owners = std::collections::HashSet::new();
+    for source in 2..14u8 {
+        let mut statuses = Vec::new();
+        for i in 0..6 {
+            statuses.push(status_from([127, 0, 0, source], apis[i % 3], AUTH, &valid).await);
+        }
+        assert_eq!(
+            statuses,
+            [200, 200, 200, 200, 429, 429],
+            "127.0.0.{source}: one quota of 4 across the replicas"
+        );
+        let key = format!("test-{}:requests:127.0.0.{source}", std::process::id());
+        owners.insert(cluster.owner_of(&key));
+    }
+    assert!(
+        owners.len() >= 2,
+        "the counters were spread over the masters: {owners:?}"
+    );
+    // Failed logins, 3 per source: one quota across the replicas (the login script's three
+    // keys in one slot).
+    let mut statuses = Vec::new();
+    for (i, r) in login_replicas.iter().cycle().take(6).enumerate() {
+        let (reply, _) = wrong_login(r.api.expect("api"), &valid).await;
+        statuses.push(reply.status.as_u16());
+        if i >= 3 {
+            assert_eq!(reply.json()["errors"][0]["code"], "login_attempts_exceeded");
+        }
+    }
+    assert_eq!(statuses, [401, 401, 401, 429, 429, 429]);
+    for r in replicas.iter().chain(&login_replicas) {
+        assert_eq!(shared_state_of(r).await, "ok");
+    }
+    for r in replicas.into_iter().chain(login_replicas) {
+        r.stop().await;
+    }
+}
+
+/// A redirect to a node `cluster_nodes` does not list is not followed (a Redis that could send
+/// the gateway, with its password, anywhere): the counters that live there follow the
+/// failure mode, and the others stay shared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_a_node_not_listed_is_refused_and_follows_the_failure_mode() {
+    let _serial = SERIAL.lock().await;
+    let cluster = common::redis::RedisCluster::start(3);
+    let listed = &cluster.node_list()[..2];
+    let nodes = listed
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // The login ledgers' one slot may be on the unlisted node: logins fall back locally.
+    let extra =
+        format!("rate_limits = \"closed\"\nfailed_logins = \"local\"\ncluster_nodes = [{nodes}]");
+    let first = &cluster.nodes[0];
+    let running = replica_at(&first.url(), first, 4, &extra).await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    let unlisted = cluster.nodes[2].addr;
+    let (mut on_unlisted, mut on_listed) = (0, 0);
+    for source in 2..30u8 {
+        let key = format!("test-{}:requests:127.0.0.{source}", std::process::id());
+        let status = status_from([127, 0, 0, source], api, AUTH, &valid).await;
+        if cluster.owner_of(&key) == unlisted {
+            assert_eq!(
+                status, 503,
+                "127.0.0.{source}'s counter is on the unlisted node"
+            );
+            on_unlisted += 1;
+            // Past the half second the failure holds calls back for.
+            tokio::time::sleep(Duration::from_millis(550)).await;
+        } else {
+            assert_eq!(
+                status, 200,
+                "127.0.0.{source}'s counter is on a listed node"
+            );
+            on_listed += 1;
+        }
+    }
+    assert!(
+        on_unlisted > 0 && on_listed > 0,
+        "{on_unlisted} / {on_listed}"
     );
     running.stop().await;
 }

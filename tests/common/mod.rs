@@ -11,6 +11,7 @@ pub mod log_capture;
 pub mod lotl_world;
 pub mod openapi;
 pub mod redis;
+pub mod resp_proxy;
 pub mod service;
 pub mod test_pki;
 pub mod upstream;

@@ -48,15 +48,15 @@ pub struct RedisServer {
 impl RedisServer {
     /// A Redis on plain TCP.
     pub fn start() -> RedisServer {
-        RedisServer::start_with(false)
+        RedisServer::start_with(false, false)
     }
 
     /// A Redis that speaks TLS only (`tls-port`; the plain port is off).
     pub fn start_tls() -> RedisServer {
-        RedisServer::start_with(true)
+        RedisServer::start_with(true, false)
     }
 
-    fn start_with(tls: bool) -> RedisServer {
+    fn start_with(tls: bool, cluster: bool) -> RedisServer {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir =
@@ -79,8 +79,13 @@ impl RedisServer {
         } else {
             format!("port {port}\n")
         };
+        let cluster = if cluster {
+            "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 5000\n"
+        } else {
+            ""
+        };
         let conf = format!(
-            "bind 127.0.0.1\n{ports}dir {d}\nsave \"\"\nappendonly no\ndaemonize no\n\
+            "bind 127.0.0.1\n{ports}{cluster}dir {d}\nsave \"\"\nappendonly no\ndaemonize no\n\
              logfile {d}/redis.log\nuser default off\nuser {USER} on >{PASSWORD} ~test-*:* ~{{test-*:logins}}:* {ACL}\n\
              user {ADMIN} on >{ADMIN_PASSWORD} ~* +@all\n",
             d = dir.display()
@@ -178,6 +183,71 @@ impl RedisServer {
         if let Some(child) = &self.child {
             signal(child, "CONT").expect("SIGCONT");
         }
+    }
+}
+
+/// A Redis Cluster of `n` masters on loopback (no replicas), every slot assigned by
+/// `redis-cli --cluster create`, each node with the same users as [`RedisServer`].
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start(n: usize) -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..n)
+            .map(|_| RedisServer::start_with(false, true))
+            .collect();
+        let addrs: Vec<String> = nodes.iter().map(|n| n.addr.to_string()).collect();
+        let out = Command::new("redis-cli")
+            .args([
+                "--user",
+                ADMIN,
+                "--pass",
+                ADMIN_PASSWORD,
+                "--no-auth-warning",
+            ])
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli runs");
+        assert!(out.status.success(), "redis-cli --cluster create: {out:?}");
+        let deadline = Instant::now() + START_BUDGET;
+        for node in &nodes {
+            while !node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+                assert!(Instant::now() < deadline, "the cluster did not become ok");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        RedisCluster { nodes }
+    }
+
+    /// The nodes as `cluster_nodes` lists them.
+    pub fn node_list(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.addr.to_string()).collect()
+    }
+
+    /// The node serving the slot of `key` (`CLUSTER KEYSLOT`, then `CLUSTER SLOTS`' owner).
+    pub fn owner_of(&self, key: &str) -> SocketAddr {
+        let slot: u16 = self.nodes[0]
+            .cli(&["CLUSTER", "KEYSLOT", key])
+            .parse()
+            .expect("a slot");
+        let shards = self.nodes[0].cli(&["CLUSTER", "SLOTS"]);
+        // redis-cli prints each range as: start, end, then the master's ip, port, id, ...
+        let lines: Vec<&str> = shards.lines().collect();
+        let mut i = 0;
+        while i + 3 < lines.len() {
+            if let (Ok(start), Ok(end)) = (lines[i].parse::<u16>(), lines[i + 1].parse::<u16>())
+                && (start..=end).contains(&slot)
+            {
+                let port: u16 = lines[i + 3].parse().expect("a port");
+                return SocketAddr::from(([127, 0, 0, 1], port));
+            }
+            i += 1;
+        }
+        panic!("no owner of slot {slot} in {shards}");
     }
 }
 

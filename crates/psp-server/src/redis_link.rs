@@ -184,16 +184,21 @@ impl Link {
                 }
             }
         };
-        match tokio::time::timeout_at(deadline, connection.send_packed_command(cmd)).await {
-            Ok(Ok(value)) => value.extract_error().map_err(|e| {
+        let mut reply = std::pin::pin!(connection.send_packed_command(cmd));
+        let answered = match tokio::time::timeout_at(deadline, reply.as_mut()).await {
+            Ok(answered) => Some(answered),
+            Err(_) => answered_by_now(reply.as_mut()).await,
+        };
+        match answered {
+            Some(Ok(value)) => value.extract_error().map_err(|e| {
                 self.end_if_broken(id, &e);
                 CallError::Redis(e)
             }),
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 self.end_if_broken(id, &e);
                 Err(CallError::Redis(e))
             }
-            Err(_) => {
+            None => {
                 self.end(
                     id,
                     "a call missed its budget: the connection may be out of step",
@@ -363,6 +368,26 @@ impl Link {
         };
         Ok((connection, driver))
     }
+}
+
+/// Turns of the runtime a call whose deadline passed still waits for a reply that may have
+/// come in time.
+const LATE_TURNS: usize = 3;
+
+/// Whether the reply came by the deadline after all. A timer and a reply can become ready in
+/// the same turn of a busy runtime, and the reply is handed over by the connection's reader,
+/// another task: the deadline's task may run first. The budget means "Redis did not answer",
+/// not "this process was busy" (issue 39): the reader is given [`LATE_TURNS`] turns to hand
+/// over what it has, and nothing more is waited for.
+async fn answered_by_now<F: Future>(mut reply: Pin<&mut F>) -> Option<F::Output> {
+    for _ in 0..LATE_TURNS {
+        tokio::task::yield_now().await;
+        let ready = std::future::poll_fn(|cx| Poll::Ready(reply.as_mut().poll(cx))).await;
+        if let Poll::Ready(answered) = ready {
+            return Some(answered);
+        }
+    }
+    None
 }
 
 type Driver = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;

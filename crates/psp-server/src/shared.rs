@@ -516,15 +516,19 @@ impl Nodes {
                     if is(&e, redis::ServerErrorKind::Moved) && !redirected =>
                 {
                     redirected = true;
-                    let (Some(slot), Some((host, port))) = (slot, e.redirect_node()) else {
+                    // `MOVED <slot> <host>:<port>`.
+                    let target = e.redirect_node().and_then(|(node, moved_slot)| {
+                        host_port(node).map(|(host, port)| (moved_slot, host, port))
+                    });
+                    let (Some(_), Some((moved_slot, host, port))) = (slot, target) else {
                         return Err(CallError::Redirect(format!(
                             "redirected ({e}) while shared_state.cluster_nodes is empty: list the cluster's nodes"
                         )));
                     };
-                    link = self.moved(slot, host, port).ok_or_else(|| {
+                    link = self.moved(moved_slot, &host, port).ok_or_else(|| {
                         CallError::Redirect(format!(
                             "redirected to {}, which is not in shared_state.cluster_nodes",
-                            node_name(host, port)
+                            node_name(&host, port)
                         ))
                     })?;
                 }

@@ -177,6 +177,84 @@ struct Slots {
     /// other slot, but not this one, since taking it needs the password.
     reserved: Arc<Semaphore>,
     memory: Arc<Buffers>,
+    /// The threads that verify, one per slot: the async workers never run argon2.
+    workers: Workers,
+}
+
+/// A verification's work, run on a [`Workers`] thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The password-check threads (issue 39): one per slot, started with the slots and ended with
+/// them, each at the lowest scheduling priority of its process (`SCHED_BATCH`, nice 19). A
+/// flood of wrong passwords keeps these threads busy, not the threads that serve requests
+/// and wait for Redis: with argon2 on tokio's blocking pool at the normal priority, such a
+/// flood on 2 cores delayed the process's own Redis replies past the 5 ms budget and switched
+/// the shared counters to their failure modes while Redis was healthy. Verifications still
+/// use every idle core; under load they yield to request handling (a login then takes longer,
+/// bounded by the permits' wait and the slots).
+struct Workers {
+    jobs: Mutex<std::sync::mpsc::Sender<Job>>,
+}
+
+impl Workers {
+    fn new(threads: usize) -> Workers {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        for n in 0..threads {
+            let queue = queue.clone();
+            let started = std::thread::Builder::new()
+                .name(format!("password-check-{n}"))
+                .spawn(move || {
+                    lowest_priority();
+                    loop {
+                        let job = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                        match job {
+                            Ok(job) => job(),
+                            // The slots were dropped (a reload that changed their number).
+                            Err(_) => return,
+                        }
+                    }
+                });
+            if let Err(e) = started {
+                tracing::error!(error = %e, "a password-check thread could not be started");
+            }
+        }
+        Workers {
+            jobs: Mutex::new(jobs),
+        }
+    }
+
+    /// Runs `job` on a password-check thread; `None` when none runs (it could not be
+    /// started).
+    async fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _ = answer.send(job());
+        });
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job)
+            .ok()?;
+        answered.await.ok()
+    }
+}
+
+/// Puts the calling thread at the lowest priority of normal scheduling: `SCHED_BATCH` at nice
+/// 19. Lowering a priority needs no privilege; if the system refuses, the thread runs at the
+/// normal priority and says so.
+fn lowest_priority() {
+    use thread_priority::{
+        NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+        set_thread_priority_and_policy, thread_native_id,
+    };
+    if let Err(e) = set_thread_priority_and_policy(
+        thread_native_id(),
+        ThreadPriority::Min,
+        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch),
+    ) {
+        tracing::warn!(error = ?e, "a password-check thread runs at the normal priority");
+    }
 }
 
 /// The slots' argon2 working memory: a free list of buffers (one per slot), each grown to
@@ -237,6 +315,7 @@ impl Slots {
             permits: Arc::new(Semaphore::new(slots)),
             reserved: Arc::new(Semaphore::new(1)),
             memory: Arc::new(Buffers::new(slots + 1)),
+            workers: Workers::new(slots + 1),
         }
     }
 }
@@ -680,21 +759,24 @@ impl Authenticator {
         let pool = self.slots.memory.clone();
         self.verifications.fetch_add(1, Ordering::Relaxed);
         let user_for_task = user.to_owned();
-        let ok = tokio::task::spawn_blocking(move || {
-            // Held until the verification ends, even when the request is abandoned.
-            let _permit = permit;
-            let (hash, known) = match users.get(&user_for_task) {
-                Some(account) => (account.password_hash.as_str(), true),
-                None => (dummy.as_str(), false),
-            };
-            let mut memory = pool.take();
-            let capacity = memory.capacity();
-            let verified = verify_in(password.as_bytes(), hash, &mut memory);
-            pool.give(memory, capacity);
-            verified && known
-        })
-        .await
-        .unwrap_or(false);
+        let ok = self
+            .slots
+            .workers
+            .run(move || {
+                // Held until the verification ends, even when the request is abandoned.
+                let _permit = permit;
+                let (hash, known) = match users.get(&user_for_task) {
+                    Some(account) => (account.password_hash.as_str(), true),
+                    None => (dummy.as_str(), false),
+                };
+                let mut memory = pool.take();
+                let capacity = memory.capacity();
+                let verified = verify_in(password.as_bytes(), hash, &mut memory);
+                pool.give(memory, capacity);
+                verified && known
+            })
+            .await
+            .unwrap_or(false);
         Ok(ok)
     }
 
