@@ -129,7 +129,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let shared_state = shared_state(&config)?;
     if let Some(shared) = &shared_state {
         // Connected before any port is bound: a start is not a window of fallbacks.
-        shared.connect().await;
+        let _ = shared.connect().await;
     }
     let faces = build_faces(&config, service.clone(), echo_addr, shared_state.as_ref())?;
 
@@ -160,6 +160,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         restart_only: restart_only(&config),
         echo: echo_addr,
         evidence: faces.evidence.clone(),
+        shared_state: shared_state.clone(),
         api_certificate: faces.api_certificate,
         site_certificates: faces.site_certificates,
         sites: Arc::clone(&sites),
@@ -565,6 +566,8 @@ struct Reloadable {
     echo: Option<SocketAddr>,
     /// The evidence keys (restart only): a rebuilt gateway signs with them.
     evidence: Option<Arc<Evidence>>,
+    /// `[shared_state]` (restart only): a rebuilt gateway counts `gateway.rate_limit` in it.
+    shared_state: Option<Arc<SharedState>>,
     api_certificate: Option<Arc<ServerCertificate>>,
     site_certificates: Vec<(String, Arc<ServerCertificate>)>,
     sites: Arc<ArcSwap<Sites>>,
@@ -706,10 +709,16 @@ pub fn build_faces(
         None => None,
     };
     let sites = Arc::new(Sites::new(
-        site_states(config, service.clone(), echo, evidence.clone())?
-            .into_iter()
-            .map(Arc::new)
-            .collect(),
+        site_states(
+            config,
+            service.clone(),
+            echo,
+            evidence.clone(),
+            shared_state,
+        )?
+        .into_iter()
+        .map(Arc::new)
+        .collect(),
     ));
     let admin = match &config.admin {
         Some(_) => {
@@ -901,6 +910,7 @@ fn site_states(
     service: Arc<CheckService>,
     echo: Option<SocketAddr>,
     evidence: Option<Arc<Evidence>>,
+    shared_state: Option<&Arc<SharedState>>,
 ) -> Result<Vec<GatewayState>, StartError> {
     config
         .sites()
@@ -917,6 +927,7 @@ fn site_states(
                 forward_unmatched_routes: config.danger.forward_unmatched_routes,
                 error_link_base: config.checks.error_link_base.clone(),
                 evidence: evidence.clone(),
+                shared_state: shared_state.cloned(),
             };
             GatewayState::new(g, around, service.clone()).map_err(|e| match &g.name {
                 Some(site) => StartError::Site {
@@ -1110,11 +1121,17 @@ fn reload_blocking(
     // The rebuilt sites keep the clients' counts (when a site's rate limit is unchanged) and
     // the parsed client chains.
     let sites = Sites::new(
-        site_states(&config, service.clone(), parts.echo, parts.evidence.clone())
-            .map_err(|e| fail(e.into()))?
-            .into_iter()
-            .map(Arc::new)
-            .collect(),
+        site_states(
+            &config,
+            service.clone(),
+            parts.echo,
+            parts.evidence.clone(),
+            parts.shared_state.as_ref(),
+        )
+        .map_err(|e| fail(e.into()))?
+        .into_iter()
+        .map(Arc::new)
+        .collect(),
     )
     .keeping_state_of(&parts.sites.load());
     let fca = fca_register(&config, &fetcher(&config)).map_err(|e| fail(e.into()))?;

@@ -1027,3 +1027,136 @@ async fn a_redirect_to_a_node_not_listed_is_refused_and_follows_the_failure_mode
     );
     running.stop().await;
 }
+
+/// A replica whose gateway sites have `gateway.rate_limit` of `requests` per 300 s per client,
+/// counted in `redis` (issue 39 section 2), with `extra` in `[shared_state]`.
+async fn gateway_replica(redis: &RedisServer, requests: u32, extra: &str) -> Running {
+    let dir = redis.dir().display().to_string();
+    let url = redis.url();
+    let extra = extra.to_owned();
+    let config = common::test_pki::two_site_config(move |t| {
+        let mut t = t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!(
+                "upstream = \"sandbox-echo\"\nrate_limit = {{ requests = {requests}, period_seconds = 300 }}"
+            ),
+        );
+        t.push_str(&format!(
+            "\n[shared_state]\nurl = \"{url}\"\nusername = \"{USER}\"\npassword_file = \"{dir}/password\"\n\
+             key_prefix = \"test-{}\"\nbudget_ms = 50\n{extra}\n",
+            std::process::id()
+        ));
+        t
+    });
+    start(config).await
+}
+
+/// One request through a replica's gateway with the sandbox's valid PSP certificate: its
+/// status and the Berlin Group code of a refusal.
+async fn through_gateway(running: &Running, host: &str) -> (u16, String) {
+    use common::tls_client::{self, Proto};
+    use http_body_util::BodyExt;
+    let config = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H1);
+    let request = http::Request::builder()
+        .uri("/v1/accounts")
+        .header("host", host)
+        .body(tls_client::empty())
+        .expect("request");
+    let tls = tls_client::connect_as(running.gateway.expect("gateway"), config, host)
+        .await
+        .expect("TLS handshake");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("h1 handshake");
+    tokio::spawn(connection);
+    let response = sender.send_request(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let code = body["tppMessages"][0]["code"]
+        .as_str()
+        .or_else(|| body["Errors"][0]["ErrorCode"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    (status, code)
+}
+
+/// Issue 39 section 2: `gateway.rate_limit` (per client, in front of the bank's API) was
+/// counted per process, so three replicas let a client through three times its quota. Shared,
+/// a client spreading its calls over the replicas gets the quota once; each site keeps its own
+/// quota; with Redis stopped and `rate_limits = "closed"` the gateway answers 503
+/// `shared_state_unavailable` in the site's dialect.
+#[tokio::test]
+async fn three_replicas_give_a_client_the_gateways_quota_once_per_site_and_closed_refuses_without_redis()
+ {
+    let _serial = SERIAL.lock().await;
+    let mut redis = RedisServer::start();
+    let extra = "replicas = 3\nrate_limits = \"closed\"";
+    let replicas = [
+        gateway_replica(&redis, 4, extra).await,
+        gateway_replica(&redis, 4, extra).await,
+        gateway_replica(&redis, 4, extra).await,
+    ];
+    let mut statuses = Vec::new();
+    for i in 0..9 {
+        let (status, code) = through_gateway(&replicas[i % 3], "xx.localhost").await;
+        if status == 429 {
+            assert_eq!(code, "ACCESS_EXCEEDED");
+        }
+        statuses.push(status);
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 429, 429, 429, 429, 429],
+        "one quota of 4 for the client across the three replicas"
+    );
+    // Site xy counts the same client on its own: the request is not refused as over a
+    // quota, it reaches xy's rule (which refuses this PSP: it is not passported to XY).
+    let (status, code) = through_gateway(&replicas[1], "xy.localhost").await;
+    assert_eq!(status, 403, "xy's quota is its own: {code}");
+    redis.stop();
+    let (status, code) = through_gateway(&replicas[2], "xx.localhost").await;
+    assert_eq!(status, 503);
+    assert_eq!(code, "SERVICE_UNAVAILABLE");
+    for r in replicas {
+        r.stop().await;
+    }
+}
+
+/// Issue 39 finding 9: a Redis certificate that does not verify used to be reported only as
+/// "no answer within the budget". The cause is named now (rustls's error), and the right CA
+/// connects.
+#[tokio::test]
+async fn a_redis_certificate_that_does_not_verify_is_reported_as_such() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start_tls();
+    let tls = redis.tls.as_ref().expect("TLS material");
+    let config: psp_gateway::server::SharedStateConfig = toml::from_str(&format!(
+        "url = \"{}\"\nusername = \"{USER}\"\nkey_prefix = \"test-{}\"",
+        redis.url(),
+        std::process::id()
+    ))
+    .expect("a [shared_state] section");
+    let connect = |ca: &std::path::Path| {
+        let state = psp_gateway::server::SharedState::new(
+            &config,
+            Some(PASSWORD.to_owned()),
+            Some(std::fs::read(ca).expect("a CA file")),
+        )
+        .expect("a shared state");
+        async move { state.connect().await }
+    };
+    let failed = connect(&tls.wrong_ca).await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].contains("invalid peer certificate") && failed[0].contains("UnknownIssuer"),
+        "{failed:?}"
+    );
+    assert_eq!(connect(&tls.ca).await, Vec::<String>::new());
+}

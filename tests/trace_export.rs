@@ -316,3 +316,58 @@ async fn serve_exports_when_the_standard_variable_names_a_collector() {
     );
     exported.await;
 }
+
+/// Issue 39 finding 9: a collector that refuses the spans was silent (no log line, no metric).
+/// Each batch it refuses is counted now, and the change is logged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_refuses_the_spans_is_counted_not_silent() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|_req| async {
+                    Ok::<_, Infallible>(
+                        http::Response::builder()
+                            .status(StatusCode::INTERNAL_SERVER_ERROR)
+                            .body(Full::new(Bytes::from_static(b"no")))
+                            .expect("response"),
+                    )
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let failures = || {
+        psp_gateway::telemetry::metrics::metrics()
+            .trace_export_failures
+            .get()
+    };
+    let before = failures();
+    let export = TraceExport::to_endpoint(&format!("http://{addr}/v1/traces")).expect("exporter");
+    let subscriber = tracing_subscriber::registry().with(export.layer());
+    {
+        let _guard = tracing::subscriber::set_default(subscriber);
+        tracing::callsite::rebuild_interest_cache();
+        let up = upstream::start().await;
+        let faces = in_memory::faces(&test_config(|t| {
+            t.replace(
+                "upstream = \"sandbox-echo\"",
+                &format!("upstream = \"http://{}\"", up.addr),
+            )
+        }));
+        let answer = in_memory::gateway(
+            &faces,
+            in_memory::chain_of("valid"),
+            in_memory::request("GET", "/v1/accounts"),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::OK);
+    }
+    export.flush();
+    assert!(failures() > before, "the refused batch is counted");
+}

@@ -47,8 +47,8 @@ use crate::cert::input::decode_certificate_chain;
 use crate::policy::{CrossBorderRule, Permit, Policy, Reason, Rejection};
 use crate::register::ServiceSet;
 use crate::server::{
-    Body, BodyError, Cidr, ConnHandler, ConnInfo, KeyedLimiter, NewConnection, client_address,
-    new_request_id, source_key,
+    Body, BodyError, Cidr, ConnHandler, ConnInfo, CounterKind, NewConnection, Refusal,
+    SharedLimiter, SharedState, client_address, new_request_id, source_key,
 };
 use crate::service::{Call, CheckService, Checked, Site};
 use crate::telemetry::trace_context::{SystemIds, TraceContext};
@@ -122,8 +122,9 @@ pub struct GatewayState {
     upstream_url: Option<String>,
     forward_unmatched: bool,
     link_base: String,
-    /// `gateway.rate_limit`: the per-client limiter and its IPv6 block length.
-    limiter: Option<(Arc<KeyedLimiter<IpAddr>>, u8)>,
+    /// `gateway.rate_limit`: the per-client limiter (in Redis with `[shared_state]`) and its
+    /// IPv6 block length.
+    limiter: Option<(Arc<SharedLimiter<IpAddr>>, u8)>,
     /// `gateway.allowed_methods`: any other method is refused before routing.
     allowed_methods: Vec<Method>,
     /// Their `Allow` header, for the 405.
@@ -179,6 +180,8 @@ pub struct Surroundings {
     pub error_link_base: String,
     /// `[evidence]`: decisions are signed with it.
     pub evidence: Option<Arc<crate::evidence::Evidence>>,
+    /// `[shared_state]`: `gateway.rate_limit` is counted in Redis, once for the fleet.
+    pub shared_state: Option<Arc<SharedState>>,
 }
 
 /// Why the gateway cannot be set up from its configuration.
@@ -251,15 +254,23 @@ fn strip_headers(g: &GatewayConfig) -> Result<Vec<HeaderName>, GatewayConfigErro
         .collect()
 }
 
-/// The per-client limiter of `gateway.rate_limit`, with its IPv6 block length.
-fn limiter(g: &GatewayConfig) -> Option<(Arc<KeyedLimiter<IpAddr>>, u8)> {
+/// The per-client limiter of `gateway.rate_limit`, with its IPv6 block length: shared by the
+/// fleet through `shared` when given, its Redis keys scoped by the site's name (each site has
+/// its own quota, as each has its own limiter per process).
+fn limiter(
+    g: &GatewayConfig,
+    shared: Option<&Arc<SharedState>>,
+) -> Option<(Arc<SharedLimiter<IpAddr>>, u8)> {
     g.rate_limit.map(|r| {
-        let limiter = KeyedLimiter::new(
+        let limiter = SharedLimiter::new(
+            shared,
+            CounterKind::RateLimits,
             r.requests,
             std::time::Duration::from_secs(r.period_seconds),
             r.max_tracked_sources,
             "gateway-requests",
-        );
+        )
+        .scoped(g.name.as_deref().unwrap_or("gateway"));
         (Arc::new(limiter), r.ipv6_prefix)
     })
 }
@@ -313,7 +324,7 @@ impl GatewayState {
             upstream,
             forward_unmatched: around.forward_unmatched_routes,
             link_base: around.error_link_base,
-            limiter: limiter(g),
+            limiter: limiter(g, around.shared_state.as_ref()),
             allowed_methods,
             allow_header,
             underscores: g.headers_with_underscores,
@@ -457,20 +468,22 @@ impl GatewayState {
     /// Forgets clients back at full quota (run periodically, as the endpoint's sweep).
     pub fn sweep(&self) {
         if let Some((limiter, _)) = &self.limiter {
-            limiter.retain_recent();
+            limiter.local().retain_recent();
         }
     }
 
-    /// The seconds to wait when the calling client is over `gateway.rate_limit`.
-    fn over_rate_limit<B>(&self, req: &Request<B>, conn: &ConnInfo) -> Option<u64> {
-        let (limiter, ipv6_prefix) = self.limiter.as_ref()?;
+    /// Whether the calling client is within `gateway.rate_limit`.
+    async fn over_rate_limit<B>(&self, req: &Request<B>, conn: &ConnInfo) -> Result<(), Refusal> {
+        let Some((limiter, ipv6_prefix)) = self.limiter.as_ref() else {
+            return Ok(());
+        };
         let forwarded = req
             .headers()
             .get_all(&crate::server::X_FORWARDED_FOR)
             .iter()
             .filter_map(|v| v.to_str().ok());
         let client = client_address(conn.peer.ip(), forwarded, &self.trusted_proxies);
-        limiter.check(&source_key(client, *ipv6_prefix)).err()
+        limiter.check(&source_key(client, *ipv6_prefix)).await
     }
 
     fn route(&self, method: &Method, path: &NormalisedPath) -> Option<&Route> {
@@ -722,7 +735,7 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + Sync + 'static,
     B::Error: Into<BodyError>,
 {
-    admit(state, &req, conn)?;
+    admit(state, &req, conn).await?;
     let (path, required) = route(state, &req, record)?;
     let (identity, certificate) = identify(state, &req, conn, peer_trusted).await?;
     let permit = decide(state, &identity, certificate, &path, required, record).await?;
@@ -739,10 +752,11 @@ where
 }
 
 /// Admit: a client over `gateway.rate_limit` is refused before anything else is done.
-fn admit<B>(state: &GatewayState, req: &Request<B>, conn: &ConnInfo) -> Result<(), Failure> {
-    match state.over_rate_limit(req, conn) {
-        Some(retry_after_secs) => Err(Failure::RateLimited { retry_after_secs }),
-        None => Ok(()),
+async fn admit<B>(state: &GatewayState, req: &Request<B>, conn: &ConnInfo) -> Result<(), Failure> {
+    match state.over_rate_limit(req, conn).await {
+        Ok(()) => Ok(()),
+        Err(Refusal::Limited(retry_after_secs)) => Err(Failure::RateLimited { retry_after_secs }),
+        Err(Refusal::Unavailable) => Err(Failure::SharedStateUnavailable),
     }
 }
 
@@ -965,7 +979,9 @@ fn refusal(state: &GatewayState, record: &Record, failure: &Failure) -> Response
                 .headers_mut()
                 .insert(http::header::ALLOW, state.allow_header.clone());
         }
-        Failure::UpstreamOverloaded(_) | Failure::AuditUnavailable => {
+        Failure::UpstreamOverloaded(_)
+        | Failure::AuditUnavailable
+        | Failure::SharedStateUnavailable => {
             response.headers_mut().insert(
                 http::header::RETRY_AFTER,
                 HeaderValue::from_static(OVERLOADED_RETRY_AFTER_SECS),

@@ -279,6 +279,7 @@ impl Link {
                     self.end(id, &why);
                     return self.attempt_failed(why);
                 }
+                self.check_eviction(&mut connection).await;
                 let mut state = self.state();
                 state.current = Some((id, connection));
                 state.connecting = false;
@@ -329,6 +330,38 @@ impl Link {
         Ok(())
     }
 
+    /// Warns when Redis may evict the counters: every key the gateway writes has a time to
+    /// live, so any `maxmemory-policy` but `noeviction` (the `volatile-*` ones included) can
+    /// drop a counter under memory pressure, and a dropped counter is a quota started afresh.
+    /// Read with `INFO memory` (the ACL may refuse it: then nothing is known, and said once
+    /// at debug level).
+    async fn check_eviction(&self, connection: &mut MultiplexedConnection) {
+        let mut info = redis::cmd("INFO");
+        info.arg("memory");
+        let answered = tokio::time::timeout(
+            self.endpoint.connect_timeout,
+            connection.send_packed_command(&info),
+        )
+        .await;
+        let text = match answered {
+            Ok(Ok(redis::Value::BulkString(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(Ok(redis::Value::VerbatimString { text, .. })) => text,
+            other => {
+                tracing::debug!(node = %self.name, answer = ?other.map(|r| r.map(drop)), "shared state (Redis): maxmemory-policy not readable");
+                return;
+            }
+        };
+        if let Some(policy) = eviction_policy(&text)
+            && policy != "noeviction"
+        {
+            tracing::warn!(
+                node = %self.name,
+                policy,
+                "shared state (Redis): maxmemory-policy may evict the gateway's counters (a quota then starts afresh); set it to noeviction"
+            );
+        }
+    }
+
     /// TCP, TLS when configured, the length cap, `AUTH` and `SELECT`.
     async fn open(&self) -> Result<(MultiplexedConnection, Driver), String> {
         let tcp = tokio::net::TcpStream::connect((self.endpoint.host.as_str(), self.endpoint.port))
@@ -368,6 +401,13 @@ impl Link {
         };
         Ok((connection, driver))
     }
+}
+
+/// `maxmemory_policy` from the text of `INFO memory`.
+fn eviction_policy(info: &str) -> Option<&str> {
+    info.lines()
+        .find_map(|line| line.strip_prefix("maxmemory_policy:"))
+        .map(str::trim)
 }
 
 /// Turns of the runtime a call whose deadline passed still waits for a reply that may have
@@ -500,6 +540,13 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
         assert!(total <= MAX_UNASKED_BYTES + 4 * 14, "read {total} bytes");
         sent.abort();
+    }
+
+    #[test]
+    fn the_eviction_policy_is_read_from_info_memory() {
+        let info = "# Memory\r\nused_memory:1024\r\nmaxmemory_policy:allkeys-lru\r\nmem_fragmentation_ratio:1.2\r\n";
+        assert_eq!(eviction_policy(info), Some("allkeys-lru"));
+        assert_eq!(eviction_policy("# Memory\r\nused_memory:1\r\n"), None);
     }
 
     #[tokio::test]

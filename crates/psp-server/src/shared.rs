@@ -617,6 +617,26 @@ pub struct SharedState {
     epoch: Instant,
 }
 
+impl std::fmt::Debug for SharedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedState")
+            .field(
+                "nodes",
+                &self
+                    .nodes
+                    .links
+                    .iter()
+                    .map(|l| l.name())
+                    .collect::<Vec<_>>(),
+            )
+            .field("budget", &self.budget)
+            .field("replicas", &self.replicas)
+            .field("rate_limits", &self.rate_limits)
+            .field("failed_logins", &self.failed_logins)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why the shared state cannot be set up (a configuration the client library refuses).
 #[derive(Debug, thiserror::Error)]
 #[error("shared_state: {0}")]
@@ -718,16 +738,16 @@ impl SharedState {
 
     /// Connects to every node now (each bounded by `connect_timeout_ms`), so that the first
     /// requests find a connection; a node that cannot be reached is retried in the background
-    /// and logged.
-    pub async fn connect(&self) {
-        let attempts = self.nodes.links.iter().map(|link| async move {
+    /// and logged. Returns why each node that failed did (`node: cause`).
+    pub async fn connect(&self) -> Vec<String> {
+        let mut failed = Vec::new();
+        for link in &self.nodes.links {
             if let Err(why) = link.connect_now().await {
                 tracing::warn!(node = link.name(), error = %why, "shared state (Redis): not connected at start; the failure modes decide until it is");
+                failed.push(format!("{}: {why}", link.name()));
             }
-        });
-        for attempt in attempts {
-            attempt.await;
         }
+        failed
     }
 
     /// Whether the last call of every counter kind was answered within the budget
@@ -980,6 +1000,9 @@ pub enum SharedLimiter<K: Hash + Eq + Clone> {
     /// In Redis, with the failure mode's fallback.
     Shared {
         state: Arc<SharedState>,
+        /// Written before each key in Redis (a site's name and a colon), so that limiters with
+        /// the same table keep their own counters.
+        scope: String,
         kind: CounterKind,
         /// The key table's name (`requests`, `logins-per-source`, ...).
         table: &'static str,
@@ -1004,6 +1027,7 @@ impl<K: Hash + Eq + Clone + Display> SharedLimiter<K> {
             None => SharedLimiter::Local(KeyedLimiter::new(requests, period, capacity, table)),
             Some(state) => SharedLimiter::Shared {
                 state: state.clone(),
+                scope: String::new(),
                 kind,
                 table,
                 requests,
@@ -1016,6 +1040,15 @@ impl<K: Hash + Eq + Clone + Display> SharedLimiter<K> {
                 ),
             },
         }
+    }
+
+    /// Its Redis keys scoped by `scope` (a site's name): two limiters with the same table
+    /// and different scopes never share a counter.
+    pub fn scoped(mut self, scope: &str) -> Self {
+        if let SharedLimiter::Shared { scope: s, .. } = &mut self {
+            *s = format!("{scope}:");
+        }
+        self
     }
 
     /// The settings it was built with (requests, period, table capacity), and whether it is
@@ -1050,13 +1083,14 @@ impl<K: Hash + Eq + Clone + Display> SharedLimiter<K> {
             SharedLimiter::Local(l) => l.check(key).map_err(Refusal::Limited),
             SharedLimiter::Shared {
                 state,
+                scope,
                 kind,
                 table,
                 requests,
                 period,
                 fallback,
             } => {
-                let redis_key = key.to_string();
+                let redis_key = format!("{scope}{key}");
                 match state.take(table, &redis_key, *requests, *period).await {
                     Ok(decision) => decision.map_err(Refusal::Limited),
                     Err(_) => match state.fall_back(*kind) {

@@ -61,6 +61,9 @@ pub enum Failure {
     /// The audit log cannot take the call's record and its policy is `fail_closed`: nothing
     /// passes that the log does not hold.
     AuditUnavailable,
+    /// `gateway.rate_limit` is shared (`[shared_state]`), Redis did not decide within its
+    /// budget, and the `rate_limits` failure mode is `closed`.
+    SharedStateUnavailable,
     /// No route matches the path and method.
     RouteUnknown,
     /// The request body could not be read while it was forwarded (malformed chunking, a
@@ -203,6 +206,13 @@ impl Failure {
                 "The gateway cannot record this call in its audit log now, so it lets nothing through"
                     .to_owned(),
             ),
+            Failure::SharedStateUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "SERVICE_UNAVAILABLE",
+                "shared_state_unavailable",
+                "The fleet's shared request counters did not answer in time, and this gateway refuses rather than count alone"
+                    .to_owned(),
+            ),
             Failure::RequestBodyInvalid => (
                 StatusCode::BAD_REQUEST,
                 "FORMAT_ERROR",
@@ -301,6 +311,7 @@ fn ob_code(failure: &Failure, bg: &'static str) -> String {
         Failure::UpstreamUnavailable
         | Failure::UpstreamTimeout
         | Failure::AuditUnavailable
+        | Failure::SharedStateUnavailable
         | Failure::UpstreamOverloaded(_) => "UK.OBIE.UnexpectedError".to_owned(),
         Failure::Refused(_) | Failure::RateLimited { .. } | Failure::MethodRefused(_) => {
             format!("PSPGW.{bg}")
@@ -337,6 +348,7 @@ mod tests {
             Failure::FormBodyTooLarge,
             Failure::UpstreamOverloaded(OverloadScope::Total),
             Failure::AuditUnavailable,
+            Failure::SharedStateUnavailable,
             Failure::RouteUnknown,
             Failure::RequestBodyInvalid,
             Failure::UpstreamUnavailable,
@@ -357,6 +369,7 @@ mod tests {
                 | Failure::FormBodyTooLarge
                 | Failure::UpstreamOverloaded(_)
                 | Failure::AuditUnavailable
+                | Failure::SharedStateUnavailable
                 | Failure::RouteUnknown
                 | Failure::RequestBodyInvalid
                 | Failure::UpstreamUnavailable

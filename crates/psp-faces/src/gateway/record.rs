@@ -282,6 +282,7 @@ fn audit_refusal(record: &Record, conn: &ConnInfo, failure: &Failure) {
             | Failure::RequestBodyInvalid
             | Failure::RouteUnknown
             | Failure::AuditUnavailable
+            | Failure::SharedStateUnavailable
             | Failure::UpstreamUnavailable
             | Failure::UpstreamTimeout => "",
         },

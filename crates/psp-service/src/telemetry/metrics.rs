@@ -127,6 +127,9 @@ pub struct Metrics {
     /// Bytes of argon2 working memory the endpoint's password-check slots hold (each slot's
     /// buffer grows to the hashes' memory cost on first use and is kept).
     pub password_check_memory: Gauge<i64>,
+    /// Span batches the OTLP exporter could not deliver (a transport error or a status other
+    /// than 2xx).
+    pub trace_export_failures: Counter,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -306,8 +309,15 @@ impl Metrics {
             "Bytes of argon2 working memory held by the check endpoint's password-check slots (grown on first use, kept; at most api.max_concurrent_password_checks + 1 buffers)",
             password_check_memory.clone(),
         );
+        let trace_export_failures = Counter::default();
+        registry.register(
+            "psp_gateway_trace_export_failures",
+            "Span batches the OTLP exporter could not deliver to the collector (a transport error, or an answer other than 2xx); the spans in them are lost",
+            trace_export_failures.clone(),
+        );
         Metrics {
             registry,
+            trace_export_failures,
             password_check_memory,
             shared_state_fallbacks,
             shared_state_up,

@@ -122,6 +122,7 @@ impl TraceExport {
             .wrap_connector(http);
         let client = OnRuntime {
             runtime,
+            failing: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
             inner: opentelemetry_http::hyper::HyperClient::new(connector, EXPORT_TIMEOUT, None),
         };
         let mut builder = opentelemetry_otlp::SpanExporter::builder()
@@ -213,8 +214,12 @@ pub fn adopt(span: &tracing::Span, trace: &mut TraceContext) {
 /// An HTTP client whose every request runs as a task on `runtime`: the SDK's batch thread
 /// has no tokio reactor, hyper needs one.
 #[derive(Debug)]
+/// Each batch it could not deliver is counted (`psp_gateway_trace_export_failures_total`) and
+/// logged when delivery starts failing or works again, never once per batch.
 struct OnRuntime<C> {
     runtime: tokio::runtime::Handle,
+    /// Whether the last batch failed.
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
     inner: C,
 }
 
@@ -228,10 +233,33 @@ where
         request: http::Request<bytes::Bytes>,
     ) -> Result<http::Response<bytes::Bytes>, opentelemetry_http::HttpError> {
         let inner = self.inner.clone();
-        self.runtime
+        let sent = self
+            .runtime
             .spawn(async move { inner.send_bytes(request).await })
             .await
-            .map_err(|e| Box::new(e) as opentelemetry_http::HttpError)?
+            .map_err(|e| Box::new(e) as opentelemetry_http::HttpError)?;
+        let failure = match &sent {
+            Ok(response) if response.status().is_success() => None,
+            Ok(response) => Some(format!("the collector answered {}", response.status())),
+            Err(e) => Some(redact_userinfo(&e.to_string())),
+        };
+        let ordering = std::sync::atomic::Ordering::Relaxed;
+        match failure {
+            Some(why) => {
+                crate::telemetry::metrics::metrics()
+                    .trace_export_failures
+                    .inc();
+                if !self.failing.swap(true, ordering) {
+                    tracing::warn!(error = %why, "trace export failing: spans are lost until the collector takes them again");
+                }
+            }
+            None => {
+                if self.failing.swap(false, ordering) {
+                    tracing::info!("trace export works again");
+                }
+            }
+        }
+        sent
     }
 }
 
