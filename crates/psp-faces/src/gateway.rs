@@ -380,7 +380,8 @@ impl GatewayState {
         if !self.allowed_methods.contains(req.method()) {
             return Err(Failure::MethodRefused(req.method().clone()));
         }
-        authority::accepted(req.uri(), req.headers()).map_err(Failure::AuthorityRefused)?;
+        authority::accepted(req.version(), req.uri(), req.headers())
+            .map_err(Failure::AuthorityRefused)?;
         if let Some(host) = self.misdirected(req) {
             return Err(Failure::Misdirected(host));
         }

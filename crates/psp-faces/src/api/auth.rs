@@ -342,6 +342,11 @@ struct Quotas {
     /// ledgers above are then the `local` failure mode's, at the limits divided by the
     /// replicas.
     shared: Option<Arc<SharedState>>,
+    /// (user name, source) pairs refused for failed logins (429), until when (issue 40
+    /// finding 2): a remembered password from such a pair is refused too until then, so that
+    /// a right guess is not told apart from a wrong one (wrong: 429 at once; right: 200 from
+    /// the cache, 500 guesses in 10 s found it).
+    refused: moka::sync::Cache<(UserKey, IpAddr), Instant>,
     limits: LoginLimits,
 }
 
@@ -370,8 +375,25 @@ impl Quotas {
             ),
             slowed: SlowLane::new(SLOWED_PER_USER, SLOWED_TOTAL, limits.slowed_delay),
             shared,
+            refused: moka::sync::Cache::builder()
+                .max_capacity(limits.max_tracked as u64)
+                .time_to_live(limits.period)
+                .build(),
             limits: *limits,
         }
+    }
+
+    /// Remembers that `pair` was refused for `retry_after_secs`.
+    fn refused_for(&self, pair: (UserKey, IpAddr), retry_after_secs: u64, now: Instant) {
+        self.refused
+            .insert(pair, now + Duration::from_secs(retry_after_secs));
+    }
+
+    /// The whole seconds `pair` is still refused for, if it is.
+    fn still_refused(&self, pair: &(UserKey, IpAddr), now: Instant) -> Option<u64> {
+        let until = self.refused.get(pair)?;
+        let left = until.checked_duration_since(now)?;
+        Some(left.as_secs_f64().ceil().max(1.0) as u64)
     }
 
     /// The Redis ledgers of an attempt for `user_key` from `source`.
@@ -675,23 +697,34 @@ impl Authenticator {
             .users
             .get(user)
             .map(|account| digest(user, password, &account.password_hash));
+        let quotas = &*self.quotas;
         if let Some(key) = key
             && self.verified.get(&key).await.is_some()
         {
+            // A pair refused for its failed logins is refused whatever the password, until
+            // the quota allows it again: the cache does not decide otherwise.
+            if let Some(retry_after_secs) =
+                quotas.still_refused(&(user_key(user), source), Instant::now())
+            {
+                return Err(AuthFailure::TooManyAttempts { retry_after_secs });
+            }
             return Ok(basic.into_user());
         }
         let (user, password) = (user.to_owned(), password.to_owned());
         drop(basic);
         let now = Instant::now();
-        let quotas = &*self.quotas;
-        let (charges, place) = match &quotas.shared {
-            None => {
-                let (charges, place) = charge_attempt(quotas, user_key(&user), source, now)?;
-                (Settle::Local(charges), place)
+        let charged = match &quotas.shared {
+            None => charge_attempt(quotas, user_key(&user), source, now)
+                .map(|(charges, place)| (Settle::Local(charges), place)),
+            Some(state) => charge_attempt_shared(quotas, state, user_key(&user), source, now).await,
+        };
+        let (charges, place) = match charged {
+            Ok(charged) => charged,
+            Err(AuthFailure::TooManyAttempts { retry_after_secs }) => {
+                quotas.refused_for((user_key(&user), source), retry_after_secs, now);
+                return Err(AuthFailure::TooManyAttempts { retry_after_secs });
             }
-            Some(state) => {
-                charge_attempt_shared(quotas, state, user_key(&user), source, now).await?
-            }
+            Err(other) => return Err(other),
         };
         let returning = returning_key(&user, source);
         let is_returning = self.returning.get(&returning).await.is_some();
@@ -1183,6 +1216,38 @@ mod tests {
         matches!(r, Err(AuthFailure::TooManyAttempts { retry_after_secs }) if retry_after_secs >= 1)
     }
 
+    /// Issue 40 finding 2: after the owner logged in, a source already refused for its failed
+    /// logins kept guessing: wrong guesses got 429 at once and the right one 200 from the
+    /// remembered-login cache (500 guesses in 10 s found it). Every attempt of a refused pair
+    /// is 429 now, right or wrong, until its quota allows it; the owner from its own address
+    /// is still served from the cache.
+    #[tokio::test]
+    async fn a_refused_source_gets_429_for_the_right_password_too_while_the_owner_is_served() {
+        let auth = Authenticator::new(&alice(), limits(3, 100));
+        let (owner, guesser) = (ip(1), ip(2));
+        assert_eq!(
+            at_once(&auth, "alice:s3cret", owner).await,
+            Ok("alice".to_owned())
+        );
+        for i in 0..3 {
+            assert_eq!(
+                at_once(&auth, "alice:guess", guesser).await,
+                Err(AuthFailure::Wrong),
+                "guess {i}"
+            );
+        }
+        assert!(too_many(at_once(&auth, "alice:guess", guesser).await));
+        // The right password, remembered for the owner: refused like any other guess.
+        assert!(too_many(at_once(&auth, "alice:s3cret", guesser).await));
+        assert!(too_many(at_once(&auth, "alice:other", guesser).await));
+        assert!(too_many(at_once(&auth, "alice:s3cret", guesser).await));
+        // The owner, from its own address, is served from the cache.
+        assert_eq!(
+            at_once(&auth, "alice:s3cret", owner).await,
+            Ok("alice".to_owned())
+        );
+    }
+
     #[tokio::test]
     async fn a_stranger_flooding_wrong_passwords_never_locks_the_owner_out() {
         let auth = Authenticator::new(
@@ -1480,13 +1545,15 @@ mod tests {
                 .await,
             Ok("alice".to_owned())
         );
-        // Attackers exhaust both the caller's source quota and alice's user quota.
-        for _ in 0..10 {
-            let _ = auth.authenticate(Some(&basic("alice:guess")), caller).await;
+        // An attacker from another source exhausts alice's user quota and its own.
+        let attacker = ip(2);
+        for _ in 0..3 {
+            assert_eq!(
+                at_once(&auth, "alice:guess", attacker).await,
+                Err(AuthFailure::Wrong)
+            );
         }
-        assert!(too_many(
-            auth.authenticate(Some(&basic("alice:guess")), caller).await
-        ));
+        assert!(too_many(at_once(&auth, "alice:guess", attacker).await));
         for _ in 0..100 {
             assert_eq!(
                 auth.authenticate(Some(&basic("alice:s3cret")), caller)
@@ -1495,6 +1562,8 @@ mod tests {
                 "the remembered success is served without a verification"
             );
         }
+        // A source that is itself over its quota is refused even the remembered password
+        // (issue 40 finding 2: `a_refused_source_gets_429_for_the_right_password_too…`).
     }
 
     #[tokio::test]

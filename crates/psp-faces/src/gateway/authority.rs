@@ -1,11 +1,15 @@
 //! The authority a request names, accepted only when it names one: a request with two `Host`
 //! headers, or a `Host` that contradicts the absolute-form target or the HTTP/2 `:authority`,
 //! is routed by one receiver on one and by another on the other (RFC 9112 section 3.2: 400 for
-//! more than one `Host`; RFC 9113 section 8.3.1: `:authority` and `Host` must agree).
+//! more than one `Host`; RFC 9113 section 8.3.1: `:authority` and `Host` must agree). One parser
+//! for both protocols (issue 40 finding 4): `Host` and the target's authority (HTTP/1.1's
+//! absolute form, HTTP/2's `:authority`) are held to the same rule, a host and an optional port
+//! between 1 and 65535, never user information; and an HTTP/1.1 request names one (RFC 9112
+//! section 3.2: 400 without `Host`).
 
 use http::header::HOST;
 use http::uri::Authority;
-use http::{HeaderMap, HeaderValue, Uri};
+use http::{HeaderMap, HeaderValue, Uri, Version};
 
 /// Why a request's authority is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -16,6 +20,10 @@ pub enum AuthorityRefusal {
     InvalidHost,
     #[error("the Host header contradicts the request target's authority")]
     HostMismatch,
+    #[error("the request target's authority (HTTP/2 :authority) is not a host and port")]
+    InvalidAuthority,
+    #[error("an HTTP/1.1 request without a Host header")]
+    MissingHost,
 }
 
 impl AuthorityRefusal {
@@ -24,13 +32,31 @@ impl AuthorityRefusal {
             AuthorityRefusal::DuplicateHost => "duplicate_host",
             AuthorityRefusal::InvalidHost => "invalid_host",
             AuthorityRefusal::HostMismatch => "host_mismatch",
+            AuthorityRefusal::InvalidAuthority => "invalid_authority",
+            AuthorityRefusal::MissingHost => "missing_host",
         }
     }
 }
 
+/// Whether `authority` is a host with an optional port between 1 and 65535: no user
+/// information, not empty, no empty port.
+fn is_host_and_port(authority: &Authority) -> bool {
+    let text = authority.as_str();
+    // The port is what follows the last `:` after the host (an IPv6 host is bracketed); the
+    // http crate reads a port out of range as no port at all, so it is read here.
+    let after_host = text.rfind(']').map_or(text, |end| &text[end + 1..]);
+    let port_ok = match after_host.rsplit_once(':') {
+        None => true,
+        Some((_, port)) => port.parse::<u16>().is_ok_and(|p| p != 0),
+    };
+    port_ok && !text.contains('@') && !authority.host().is_empty()
+}
+
 /// The one authority the request names (the target's, or else `Host`'s), if any; refused when
-/// it names more than one, or a `Host` that is no authority (user information included).
+/// it names more than one, one that is not a host and port (user information, a port out of
+/// range), or none in an HTTP/1.1 request.
 pub(super) fn accepted(
+    version: Version,
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<Option<HeaderValue>, AuthorityRefusal> {
@@ -42,9 +68,14 @@ pub(super) fn accepted(
     if let Some(host) = host {
         let parsed =
             Authority::try_from(host.as_bytes()).map_err(|_| AuthorityRefusal::InvalidHost)?;
-        if parsed.as_str().contains('@') || parsed.as_str().is_empty() {
+        if !is_host_and_port(&parsed) {
             return Err(AuthorityRefusal::InvalidHost);
         }
+    }
+    if let Some(target) = uri.authority()
+        && !is_host_and_port(target)
+    {
+        return Err(AuthorityRefusal::InvalidAuthority);
     }
     match (uri.authority(), host) {
         (Some(target), Some(host))
@@ -55,6 +86,7 @@ pub(super) fn accepted(
             Err(AuthorityRefusal::HostMismatch)
         }
         (Some(target), _) => Ok(HeaderValue::from_str(target.as_str()).ok()),
+        (None, None) if version == Version::HTTP_11 => Err(AuthorityRefusal::MissingHost),
         (None, host) => Ok(host.cloned()),
     }
 }
@@ -76,19 +108,28 @@ mod tests {
         let origin: Uri = "/v1/accounts".parse().expect("uri");
         let absolute: Uri = "https://bank.example/v1/accounts".parse().expect("uri");
         assert_eq!(
-            accepted(&origin, &headers(&["bank.example"])),
+            accepted(Version::HTTP_11, &origin, &headers(&["bank.example"])),
             Ok(Some(HeaderValue::from_static("bank.example")))
         );
         assert_eq!(
-            accepted(&absolute, &headers(&[])),
+            accepted(Version::HTTP_11, &absolute, &headers(&[])),
             Ok(Some(HeaderValue::from_static("bank.example")))
         );
         assert_eq!(
-            accepted(&absolute, &headers(&["BANK.example"])),
+            accepted(Version::HTTP_11, &absolute, &headers(&["BANK.example"])),
             Ok(Some(HeaderValue::from_static("bank.example"))),
             "host names are case-insensitive"
         );
-        assert_eq!(accepted(&origin, &headers(&[])), Ok(None));
+        assert_eq!(
+            accepted(Version::HTTP_10, &origin, &headers(&[])),
+            Ok(None),
+            "HTTP/1.0 may name no host"
+        );
+        assert_eq!(
+            accepted(Version::HTTP_2, &origin, &headers(&[])),
+            Ok(None),
+            "HTTP/2 may name no authority"
+        );
     }
 
     #[test]
@@ -96,31 +137,84 @@ mod tests {
         let origin: Uri = "/v1/accounts".parse().expect("uri");
         let absolute: Uri = "https://bank.example/v1/accounts".parse().expect("uri");
         assert_eq!(
-            accepted(&origin, &headers(&["bank.example", "evil.example"])),
+            accepted(
+                Version::HTTP_11,
+                &origin,
+                &headers(&["bank.example", "evil.example"])
+            ),
             Err(AuthorityRefusal::DuplicateHost)
         );
         assert_eq!(
-            accepted(&origin, &headers(&["bank.example", "bank.example"])),
+            accepted(
+                Version::HTTP_11,
+                &origin,
+                &headers(&["bank.example", "bank.example"])
+            ),
             Err(AuthorityRefusal::DuplicateHost),
             "even the same twice"
         );
         assert_eq!(
-            accepted(&absolute, &headers(&["evil.example"])),
+            accepted(Version::HTTP_11, &absolute, &headers(&["evil.example"])),
             Err(AuthorityRefusal::HostMismatch)
         );
         assert_eq!(
-            accepted(&absolute, &headers(&["bank.example:8443"])),
+            accepted(
+                Version::HTTP_11,
+                &absolute,
+                &headers(&["bank.example:8443"])
+            ),
             Err(AuthorityRefusal::HostMismatch),
             "another port is another authority"
         );
-        for bad in ["user@bank.example", "bank example", "bank.example/x", ""] {
+        for bad in [
+            "user@bank.example",
+            "bank example",
+            "bank.example/x",
+            "",
+            "bank.example:99999",
+            "bank.example:0",
+            "bank.example:",
+        ] {
             let mut h = HeaderMap::new();
             h.insert(HOST, HeaderValue::from_str(bad).expect("value"));
             assert_eq!(
-                accepted(&origin, &h),
+                accepted(Version::HTTP_11, &origin, &h),
                 Err(AuthorityRefusal::InvalidHost),
                 "{bad:?}"
             );
         }
+    }
+
+    /// Issue 40 findings 4 and 5: HTTP/2's `:authority` with user information or a port out of
+    /// range was forwarded as `X-Forwarded-Host` (HTTP/1.1 refused the same `Host`), and an
+    /// HTTP/1.1 request without `Host` was accepted.
+    #[test]
+    fn the_targets_authority_is_held_to_the_hosts_rule_and_http11_names_a_host() {
+        for bad in [
+            "https://evil.example@xx.localhost/v1/accounts",
+            "https://xx.localhost:99999/v1/accounts",
+            "https://xx.localhost:0/v1/accounts",
+        ] {
+            let uri: Uri = bad.parse().expect("the http crate parses it");
+            for version in [Version::HTTP_11, Version::HTTP_2] {
+                assert_eq!(
+                    accepted(version, &uri, &headers(&[])),
+                    Err(AuthorityRefusal::InvalidAuthority),
+                    "{bad} over {version:?}"
+                );
+            }
+        }
+        let good: Uri = "https://xx.localhost:8443/v1/accounts"
+            .parse()
+            .expect("uri");
+        assert_eq!(
+            accepted(Version::HTTP_2, &good, &headers(&[])),
+            Ok(Some(HeaderValue::from_static("xx.localhost:8443")))
+        );
+        let origin: Uri = "/v1/accounts".parse().expect("uri");
+        assert_eq!(
+            accepted(Version::HTTP_11, &origin, &headers(&[])),
+            Err(AuthorityRefusal::MissingHost)
+        );
     }
 }
