@@ -154,6 +154,40 @@ fn certificate_problems_are_named_in_a_fixed_order() {
     );
 }
 
+/// Issue 40 finding 7: the home register lists the PSP's category both Authorised and
+/// Unauthorised (two references normalised into one PSP): the most restrictive status
+/// decides, on every face (they all decide through `policy::decide`).
+#[test]
+fn a_register_that_contradicts_itself_vouches_for_nothing_in_that_category() {
+    let sb = sandbox();
+    let p = rule("XX");
+    let cert = load_cert(&root().join("certs/psp/valid.pem"));
+    let input = CheckInput {
+        certificate: &cert,
+        intermediates: &[],
+        jurisdiction: p.jurisdiction,
+        now: at(NOW),
+    };
+    let snapshots = Snapshots {
+        trust: &sb.trust,
+        registers: &sb.registers,
+    };
+    let report = check::check(&input, snapshots, &good());
+    assert!(policy::decide(&p, Arc::new(report.clone()), &cert, services(&[8])).is_ok());
+    let mut contradicted = report;
+    let mut withdrawn = contradicted.registers.home.category_entries[0].clone();
+    withdrawn.psp_auth_status = AuthStatus::Unauthorised;
+    contradicted.registers.home.category_entries.push(withdrawn);
+    let refused = policy::decide(&p, Arc::new(contradicted), &cert, services(&[8]))
+        .expect_err("the most restrictive status decides");
+    assert_eq!(refused.reason, Reason::NotAuthorised);
+    assert!(
+        refused.detail.contains("contradicts itself"),
+        "{}",
+        refused.detail
+    );
+}
+
 #[test]
 fn register_problems_are_refused() {
     let sb = sandbox();

@@ -307,3 +307,48 @@ fn references_that_meet_after_normalisation_are_merged_into_one_entity() {
         .collect();
     assert_eq!(categories, vec!["AISP", "Payment Institution"]);
 }
+
+/// Issue 40 finding 7: two references normalised into one PSP with the same category
+/// Authorised and Unauthorised were returned side by side, silently. The load report says so
+/// (config check and `register load` print it), and the access rule lets the most
+/// restrictive status decide (tests/policy.rs).
+#[test]
+fn contradicting_entries_after_normalisation_are_counted_and_reported() {
+    let dir = scratch("contradicting");
+    let two = GOOD.replace(
+        "\"entities\": [",
+        "\"entities\": [{\"reference\": \"0001\", \"entries\": [{\"category\": \"Payment Institution\", \"legalName\": \"First PSP\", \"status\": \"Unauthorised\", \"services\": []}]},",
+    );
+    std::fs::write(dir.join("XX.json"), two).expect("write");
+    let (snapshot, report) =
+        psp_gateway::register::load(&config(vec![native("XX.json")]), &dir).expect("loads");
+    assert_eq!(report.files[0].registers[0].contradicting, 1);
+    assert!(
+        report
+            .to_string()
+            .contains("1 entities list one category with different statuses"),
+        "{report}"
+    );
+    let auth = PsdAuthNumber {
+        country: CountryCode::from_static("XX"),
+        nca: "TEST".into(),
+        reference: "1".into(),
+    };
+    let statuses: Vec<&str> = snapshot
+        .lookup(Some(&auth), CountryCode::from_static("XX"))
+        .home
+        .category_entries
+        .iter()
+        .map(|e| e.psp_auth_status.as_str())
+        .collect();
+    assert_eq!(
+        statuses.len(),
+        2,
+        "both entries are shown as the register has them"
+    );
+    // The control: without the second reference, nothing contradicts.
+    std::fs::write(dir.join("XX.json"), GOOD).expect("write");
+    let (_, report) =
+        psp_gateway::register::load(&config(vec![native("XX.json")]), &dir).expect("loads");
+    assert_eq!(report.files[0].registers[0].contradicting, 0);
+}

@@ -360,11 +360,33 @@ fn home_register_entry<'r>(
             "the PSP is not found in its home register",
         ));
     }
+    // Contradicting entries (issue 40 finding 7: the same category listed with an accepted
+    // status and another, in one register or in two references normalised to one PSP): the
+    // most restrictive status decides, so such a category vouches for nothing.
+    let contradicted = |e: &CategoryEntryBlock| {
+        entries.iter().any(|other| {
+            other.category_name == e.category_name
+                && !policy.accepted_statuses.contains(&other.psp_auth_status)
+        })
+    };
     let accepted: Vec<&CategoryEntryBlock> = entries
         .iter()
-        .filter(|e| policy.accepted_statuses.contains(&e.psp_auth_status))
+        .filter(|e| policy.accepted_statuses.contains(&e.psp_auth_status) && !contradicted(e))
         .collect();
     if accepted.is_empty() {
+        if let Some(e) = entries
+            .iter()
+            .find(|e| policy.accepted_statuses.contains(&e.psp_auth_status))
+        {
+            return Err(Rejection::new(
+                Reason::NotAuthorised,
+                format!(
+                    "the PSP's home register contradicts itself: category {:?} is listed both {} and with a status that is not accepted; the most restrictive decides",
+                    e.category_name,
+                    e.psp_auth_status.as_str()
+                ),
+            ));
+        }
         return Err(Rejection::new(
             Reason::NotAuthorised,
             "the PSP's home register status is not an accepted one",

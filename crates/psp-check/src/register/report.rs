@@ -128,6 +128,9 @@ pub struct RegisterSummary {
     pub category_entries: usize,
     /// How many passport-in (inbound) entries the register publishes.
     pub passport_in: usize,
+    /// How many entities list one category twice with different statuses (after references
+    /// were merged by normalisation): for them the most restrictive status decides.
+    pub contradicting: usize,
 }
 
 /// Bounded count of distinct unknown codes kept by name in an [`EbaReport`]; past it, further
@@ -259,6 +262,13 @@ impl fmt::Display for LoadReport {
                     "\n  {} [{}]: {} entities, {} category entries, {} passport-in",
                     r.nca_id, r.country, r.entities, r.category_entries, r.passport_in
                 )?;
+                if r.contradicting > 0 {
+                    write!(
+                        f,
+                        "\n  warning: {} entities list one category with different statuses; the most restrictive decides",
+                        r.contradicting
+                    )?;
+                }
             }
             if file.merged_references > 0 {
                 write!(

@@ -89,5 +89,16 @@ pub fn summarise(r: &Register) -> RegisterSummary {
         entities: r.entities().len(),
         category_entries: r.entities().iter().map(|e| e.entries.len()).sum(),
         passport_in: r.passport_in_len(),
+        contradicting: r
+            .entities()
+            .iter()
+            .filter(|e| {
+                e.entries.iter().any(|a| {
+                    e.entries
+                        .iter()
+                        .any(|b| a.category == b.category && a.status != b.status)
+                })
+            })
+            .count(),
     }
 }
