@@ -284,6 +284,40 @@ async fn a_refresh_stores_a_new_sequence_and_refuses_a_replayed_or_stale_list() 
     assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(103));
 }
 
+/// Issue 40 finding 8: a genuinely signed list with sequence number `u64::MAX` was accepted
+/// and, the record only rising, refused every later genuine list until `sequences.json` was
+/// edited. A step of more than 1,000 above the record is refused now, and the next genuine
+/// list is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_list_whose_sequence_leaps_to_the_maximum_is_refused_and_freezes_nothing() {
+    let w = World::new("lotl-leap");
+    let files = Files::start().await;
+    let cz_url = files.url("/cz.xml");
+    files.put("/lotl.xml", w.lotl(1, &w.k0, &[&w.k0], &[], &cz_url));
+    files.put("/cz.xml", w.cz(100, in_days(30), &w.cz));
+    let config = lotl_config(w.dir(), &files.url("/lotl.xml"), &w.k0.cert_pem, "");
+    let first = fetch(&config).await;
+    assert!(first.status.success(), "{}", text(&first));
+    for leap in [u64::MAX, 100 + 1_001] {
+        files.put("/cz.xml", w.cz(leap, in_days(30), &w.cz));
+        let leaped = fetch(&config).await;
+        assert_eq!(leaped.status.code(), Some(75), "{}", text(&leaped));
+        assert!(
+            text(&leaped).contains(&format!(
+                "sequence {leap} is more than 1000 above sequence 100"
+            )),
+            "{}",
+            text(&leaped)
+        );
+        assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(100));
+    }
+    // The publisher's next genuine list (and a step of exactly 1,000) is taken.
+    files.put("/cz.xml", w.cz(1_100, in_days(30), &w.cz));
+    let next = fetch(&config).await;
+    assert!(next.status.success(), "{}", text(&next));
+    assert_eq!(cached_sequence(w.dir(), "lists/CZ.xml"), Some(1_100));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pivots_carry_trust_from_the_pinned_key_oldest_first_and_a_broken_link_keeps_the_old_lotl()
 {

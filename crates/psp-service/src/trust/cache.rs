@@ -74,6 +74,36 @@ pub fn rollback(record: &BTreeMap<String, u64>, key: &str, seq: Option<u64>) -> 
     }
 }
 
+/// The largest step above the recorded sequence number accepted at once. Publishers raise a
+/// list's `TSLSequenceNumber` by one per issue (ETSI TS 119 612 clause 5.3.2; the EU LOTL is
+/// in the hundreds after a decade); a list signed with a sequence number far above the last
+/// (a publisher's mistake, or a signing key misused) would otherwise be accepted and, since the
+/// record only rises, refuse every genuine list after it for good (issue 40 finding 8: a
+/// sequence of `u64::MAX`).
+pub const MAX_SEQUENCE_STEP: u64 = 1_000;
+
+/// The largest sequence number accepted for a document with no record yet.
+pub const MAX_FIRST_SEQUENCE: u64 = 1_000_000;
+
+/// Why sequence `seq` of document `key` is refused as an implausible step, if it is: more than
+/// [`MAX_SEQUENCE_STEP`] above the recorded one, or over [`MAX_FIRST_SEQUENCE`] with none
+/// recorded. The recovery, when a publisher did jump on purpose, is in docs/trusted-lists.md.
+pub fn implausible_step(
+    record: &BTreeMap<String, u64>,
+    key: &str,
+    seq: Option<u64>,
+) -> Option<String> {
+    match (seq, record.get(key)) {
+        (Some(n), Some(&known)) if n > known.saturating_add(MAX_SEQUENCE_STEP) => Some(format!(
+            "sequence {n} is more than {MAX_SEQUENCE_STEP} above sequence {known}, accepted before (sequences.json): refused as implausible"
+        )),
+        (Some(n), None) if n > MAX_FIRST_SEQUENCE => Some(format!(
+            "sequence {n} is over {MAX_FIRST_SEQUENCE} with none accepted before: refused as implausible"
+        )),
+        _ => None,
+    }
+}
+
 /// Whether `territory` is safe as a file name: what the LOTL writes is two capital letters
 /// (`CZ`, `EL`, `UK`); anything else is refused rather than joined to a path.
 pub fn is_territory_code(territory: &str) -> bool {
@@ -338,6 +368,17 @@ fn read_capped(path: &Path) -> io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sequence_far_above_the_record_is_implausible_and_one_within_the_step_is_not() {
+        let record: BTreeMap<String, u64> = [("CZ".to_owned(), 100)].into();
+        assert!(implausible_step(&record, "CZ", Some(u64::MAX)).is_some());
+        assert!(implausible_step(&record, "CZ", Some(1_101)).is_some());
+        assert_eq!(implausible_step(&record, "CZ", Some(1_100)), None);
+        assert_eq!(implausible_step(&record, "CZ", Some(101)), None);
+        assert!(implausible_step(&record, "SK", Some(u64::MAX)).is_some());
+        assert_eq!(implausible_step(&record, "SK", Some(350)), None);
+    }
 
     #[test]
     fn territories_that_are_not_two_capital_letters_never_become_paths() {

@@ -148,6 +148,10 @@ enum RefreshError {
     /// The list's sequence number is below the highest ever accepted ([`super::cache::rollback`]).
     #[error("{why}; the stored copy is kept")]
     BelowRecord { why: String },
+    /// The list's sequence number is further above the highest ever accepted than any
+    /// publisher steps ([`super::cache::implausible_step`]).
+    #[error("{why}; the stored copy is kept")]
+    ImplausibleStep { why: String },
 }
 
 /// ` (mirror <url>)` when a document was read from a mirror.
@@ -728,8 +732,11 @@ fn not_below_record(cache: &SourceCache, key: &str, new: &TrustedList) -> Result
     let record = cache
         .read_sequences()
         .map_err(RefreshError::SequenceRecordUnreadable)?;
-    match super::cache::rollback(&record, key, new.sequence_number) {
-        Some(why) => Err(RefreshError::BelowRecord { why }),
+    if let Some(why) = super::cache::rollback(&record, key, new.sequence_number) {
+        return Err(RefreshError::BelowRecord { why });
+    }
+    match super::cache::implausible_step(&record, key, new.sequence_number) {
+        Some(why) => Err(RefreshError::ImplausibleStep { why }),
         None => Ok(()),
     }
 }
