@@ -833,9 +833,16 @@ fn shared_state(config: &Config) -> Result<Option<Arc<SharedState>>, StartError>
     let roots = match &shared.ca_file {
         Some(file) => {
             let path = config.resolve(file);
-            Some(std::fs::read(&path).map_err(|e| {
-                StartError::SharedState(format!("shared_state.ca_file {}: {e}", path.display()))
-            })?)
+            Some(
+                crate::server::shared::read_regular_file(&path, 1024 * 1024, "a CA file").map_err(
+                    |e| {
+                        StartError::SharedState(format!(
+                            "shared_state.ca_file {}: {e}",
+                            path.display()
+                        ))
+                    },
+                )?,
+            )
         }
         None => None,
     };

@@ -129,3 +129,68 @@ async fn fifty_megabytes_stream_up_and_down_with_flat_memory() {
     }
     running.stop().await;
 }
+
+/// Issue 40 finding 1: a permitted PSP that opens streams and never reads their responses
+/// (HTTP/2 `SETTINGS_INITIAL_WINDOW_SIZE = 0`) kept each stream's upstream slot, and the
+/// upstream connection behind it, past every timeout: its share of the budget was gone for
+/// good. Now a response the client takes nothing of for `upstream_timeout_ms` is ended and
+/// its slot freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_responses_loses_its_upstream_slots_within_the_timeout() {
+    let up = upstream::start().await;
+    let config = test_config(|t| {
+        t.replace(
+            "upstream = \"sandbox-echo\"",
+            &format!(
+                "upstream = \"http://{}\"\nupstream_timeout_ms = 1000\nupstream_max_requests = 8\nupstream_max_requests_per_psp = 2",
+                up.addr
+            ),
+        )
+    });
+    let running = common::service::start(config).await;
+    let addr = running.gateway.expect("gateway");
+    let dir = &test_pki().dir;
+    // An HTTP/2 client that opens no window: the gateway can send headers, no data.
+    let tls = tls_client::connect(
+        addr,
+        tls_client::client_config(dir, Some("valid"), Proto::H2),
+    )
+    .await;
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, bytes::Bytes>(tls)
+        .await
+        .expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let request = http::Request::builder()
+            .uri("https://localhost/v1/accounts/download")
+            .body(())
+            .expect("request");
+        let (response, _) = client.send_request(request, true).expect("a stream");
+        let response = response.await.expect("headers arrive");
+        assert_eq!(response.status(), StatusCode::OK);
+        // Its body is kept and never read.
+        held.push(response.into_body());
+        client = client.ready().await.expect("ready");
+    }
+    // Both of the PSP's slots are taken by the unread responses.
+    let config = tls_client::client_config(dir, Some("valid"), Proto::H1);
+    let (response, _) = tls_client::send(
+        addr,
+        config.clone(),
+        Proto::H1,
+        tls_client::get("/v1/accounts"),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // Past upstream_timeout_ms (1 s) with nothing read, they are ended and the slots freed.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let (response, _) =
+        tls_client::send(addr, config, Proto::H1, tls_client::get("/v1/accounts")).await;
+    assert_eq!(response.status(), StatusCode::OK, "the slots came back");
+    drop(held);
+    running.stop().await;
+}

@@ -325,7 +325,7 @@ async fn through_an_authoriser_from_trusted_proxies_never_believes_the_clients_t
 }
 
 /// Other tracing systems' headers, as a client may send them to choose a bank's trace id.
-const OTHER_SYSTEMS: [(&str, &str); 8] = [
+const OTHER_SYSTEMS: [(&str, &str); 19] = [
     ("b3", "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1"),
     ("x-b3-traceid", "80f198ee56343ba864fe8b2a57d3eff7"),
     ("uber-trace-id", "5f1f45d9a0c4f1e2:1:0:1"),
@@ -340,6 +340,24 @@ const OTHER_SYSTEMS: [(&str, &str); 8] = [
     ),
     ("baggage", "userId=alice"),
     ("uberctx-tenant", "evil"),
+    // The fresh-eyes attack of issue 39 (docs/attacks/replicas.md): these passed.
+    ("jaeger-debug-id", "chosen"),
+    ("jaeger-baggage", "k=v"),
+    ("x-client-trace-id", "chosen"),
+    ("x-envoy-force-trace", "true"),
+    ("x-ot-span-context", "5f1f45d9a0c4f1e2;5f1f45d9a0c4f1e2;0"),
+    (
+        "sw8",
+        "1-MQ==-NQ==-1-bWVzaA==-aW5zdGFuY2U=-L2dldA==-MTI3LjAuMC4xOjgw",
+    ),
+    ("x-instana-t", "1234567890abcdef"),
+    ("l5d-ctx-trace", "AAAAAAAAAAA="),
+    (
+        "elastic-apm-traceparent",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    ),
+    ("newrelic", "eyJ2IjpbMCwxXX0="),
+    ("x-dynatrace", "FW4;129;12345678;4294967295"),
 ];
 
 /// Which of [`OTHER_SYSTEMS`] the upstream received with its last request.

@@ -754,6 +754,42 @@ async fn a_lost_reply_costs_one_call_not_every_call_after_it() {
     running.stop().await;
 }
 
+/// The fresh-eyes attack of issue 39 (docs/attacks/replicas.md, B1): a Redis alive but slower
+/// than the budget. Each missed call ends its connection, and a new connection used to lift the
+/// half-second hold: every request paid the budget and a reconnection (209 connections in 5 s
+/// at 200 requests per second). A missed budget now holds calls back for the half second
+/// whatever connection is made meanwhile.
+#[tokio::test]
+async fn a_redis_slower_than_the_budget_is_not_reconnected_to_for_every_request() {
+    let _serial = SERIAL.lock().await;
+    let redis = RedisServer::start();
+    let proxy = common::resp_proxy::RespProxy::start(redis.addr).await;
+    let url = format!("redis://{}", proxy.addr);
+    let running = replica_at(&url, &redis, 1000, "rate_limits = \"closed\"").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    let ordering = std::sync::atomic::Ordering::Relaxed;
+    proxy.faults.evalsha_delay_ms.store(120, ordering);
+    let before = proxy.faults.connections.load(ordering);
+    let started = Instant::now();
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        statuses.push(call(api, &valid).await.0.status.as_u16());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let made = proxy.faults.connections.load(ordering) - before;
+    // One reconnection per half second at most, plus the first.
+    let bound = (secs / 0.5).ceil() as u64 + 1;
+    assert!(
+        made <= bound,
+        "{made} connections in {secs:.1} s for 20 requests (at most {bound})"
+    );
+    assert!(statuses.iter().all(|s| *s == 503), "{statuses:?}");
+    running.stop().await;
+}
+
 /// Issue 39 finding 5: a reply is read only as far as what was asked could be answered with.
 /// A Redis (or a man in the middle of `redis://`) answering with the head of a 2 GB bulk
 /// string used to be read whole (RSS 38 MB to 259 MB, kept); now the connection is cut after

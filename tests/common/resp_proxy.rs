@@ -26,6 +26,9 @@ pub struct Faults {
     pub huge_bytes_taken: AtomicU64,
     /// Connections accepted from the gateway.
     pub connections: AtomicU64,
+    /// Milliseconds every reply to an EVALSHA is held back (0: none): a Redis slower than the
+    /// budget, alive.
+    pub evalsha_delay_ms: AtomicU64,
 }
 
 pub struct RespProxy {
@@ -116,6 +119,10 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
                 }
                 faults.huge_bytes_taken.store(sent, Ordering::Relaxed);
                 break 'relay;
+            }
+            let delay = faults.evalsha_delay_ms.load(Ordering::Relaxed);
+            if command == "EVALSHA" && delay > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
             }
             if client_write.write_all(&reply).await.is_err() {
                 break 'relay;

@@ -35,6 +35,7 @@ pub mod tls;
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method};
@@ -380,7 +381,12 @@ impl GatewayState {
         if !self.allowed_methods.contains(req.method()) {
             return Err(Failure::MethodRefused(req.method().clone()));
         }
-        authority::accepted(req.version(), req.uri(), req.headers())
+        let version = req
+            .extensions()
+            .get::<authority::VersionUnknown>()
+            .is_none()
+            .then(|| req.version());
+        authority::accepted(version, req.uri(), req.headers())
             .map_err(Failure::AuthorityRefused)?;
         if let Some(host) = self.misdirected(req) {
             return Err(Failure::Misdirected(host));
@@ -749,7 +755,11 @@ where
     let (upstream_req, body_failed, ticket) =
         rewrite_request(state, req, &hop, &path, &identity, &permit, record).await?;
     let response = forward(state, upstream_req, &body_failed, record).await?;
-    Ok(rewrite_response(response, ticket))
+    let read_bound = state
+        .upstream
+        .as_ref()
+        .map_or(Duration::from_secs(30), Upstream::timeout);
+    Ok(rewrite_response(response, ticket, read_bound))
 }
 
 /// Admit: a client over `gateway.rate_limit` is refused before anything else is done.
@@ -953,15 +963,22 @@ async fn forward(
 }
 
 /// Rewrite the response: the upstream connection is busy until the response body is streamed
-/// back or dropped, so the budget's ticket travels with the body.
-fn rewrite_response(response: Response<Body>, ticket: budget::Ticket) -> Response<Body> {
+/// back or dropped, so the budget's ticket travels with the body; a client that takes nothing
+/// of it for `read_bound` loses it ([`forward::ReadBounded`]).
+fn rewrite_response(
+    response: Response<Body>,
+    ticket: budget::Ticket,
+    read_bound: Duration,
+) -> Response<Body> {
     response.map(|body| {
         use http_body_util::BodyExt;
-        body.map_frame(move |frame| {
-            let _in_flight = &ticket;
-            frame
-        })
-        .boxed()
+        let with_ticket = body
+            .map_frame(move |frame| {
+                let _in_flight = &ticket;
+                frame
+            })
+            .boxed();
+        forward::ReadBounded::new(with_ticket, read_bound).boxed()
     })
 }
 

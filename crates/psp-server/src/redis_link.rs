@@ -263,38 +263,54 @@ impl Link {
     /// One connection attempt, bounded by the connect timeout. The `connecting` flag is set
     /// by the caller and cleared here when it succeeds.
     async fn attempt(self: &Arc<Self>) -> Result<(), String> {
-        let made = tokio::time::timeout(self.endpoint.connect_timeout, self.open()).await;
-        let outcome = match made {
-            Ok(Ok((connection, driver))) => {
-                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                let weak = Arc::downgrade(self);
-                tokio::spawn(async move {
-                    driver.await;
-                    if let Some(link) = weak.upgrade() {
-                        link.end(id, "the connection closed");
-                    }
-                });
-                let mut connection = connection;
-                if let Err(why) = self.load_scripts(&mut connection).await {
-                    self.end(id, &why);
-                    return self.attempt_failed(why);
-                }
-                self.check_eviction(&mut connection).await;
-                let mut state = self.state();
-                state.current = Some((id, connection));
-                state.connecting = false;
-                drop(state);
-                self.connects.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(node = %self.name, "shared state (Redis): connected");
-                return Ok(());
-            }
-            Ok(Err(why)) => why,
-            Err(_) => format!(
+        // One deadline for the whole attempt: the connection, `AUTH`, the scripts and the
+        // eviction check. A Redis that accepts and never answers costs one connect timeout.
+        let deadline = tokio::time::Instant::now() + self.endpoint.connect_timeout;
+        let timed_out = || {
+            format!(
                 "no connection within connect_timeout_ms ({} ms)",
                 self.endpoint.connect_timeout.as_millis()
-            ),
+            )
         };
-        self.attempt_failed(outcome)
+        let (connection, driver) = match tokio::time::timeout_at(deadline, self.open()).await {
+            Ok(Ok(made)) => made,
+            Ok(Err(why)) => return self.attempt_failed(why),
+            Err(_) => return self.attempt_failed(timed_out()),
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let weak = Arc::downgrade(self);
+        let driving = tokio::spawn(async move {
+            driver.await;
+            if let Some(link) = weak.upgrade() {
+                link.end(id, "the connection closed");
+            }
+        });
+        let mut connection = connection;
+        let ready = tokio::time::timeout_at(deadline, async {
+            self.load_scripts(&mut connection).await?;
+            self.check_eviction(&mut connection).await;
+            Ok::<(), String>(())
+        })
+        .await;
+        match ready {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                driving.abort();
+                return self.attempt_failed(why);
+            }
+            Err(_) => {
+                // Out of step, or not answering: this connection is not used.
+                driving.abort();
+                return self.attempt_failed(timed_out());
+            }
+        }
+        let mut state = self.state();
+        state.current = Some((id, connection));
+        state.connecting = false;
+        drop(state);
+        self.connects.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(node = %self.name, "shared state (Redis): connected");
+        Ok(())
     }
 
     fn attempt_failed(&self, outcome: String) -> Result<(), String> {
@@ -308,24 +324,20 @@ impl Link {
         Err(outcome)
     }
 
-    /// Loads the scripts, each bounded by the connect timeout. A user without `SCRIPT LOAD`
-    /// still works: a call then loads on `NOSCRIPT`, and fails with the cause.
-    /// A load without an answer in time leaves the connection out of step: it is not used.
+    /// Loads the scripts (within the attempt's deadline). A user without `SCRIPT LOAD` still
+    /// works: a call then loads on `NOSCRIPT`, and fails with the cause.
     async fn load_scripts(&self, connection: &mut MultiplexedConnection) -> Result<(), String> {
         for code in &self.scripts {
             let mut load = redis::cmd("SCRIPT");
             load.arg("LOAD").arg(code);
-            tokio::time::timeout(
-                self.endpoint.connect_timeout,
-                connection.send_packed_command(&load),
-            )
-            .await
-            .map_err(|_| "SCRIPT LOAD got no answer within connect_timeout_ms".to_owned())?
-            .map(drop)
-            .or_else(|e| match e.kind() {
-                redis::ErrorKind::Server(_) => Ok(()),
-                _ => Err(format!("SCRIPT LOAD: {e}")),
-            })?;
+            connection
+                .send_packed_command(&load)
+                .await
+                .map(drop)
+                .or_else(|e| match e.kind() {
+                    redis::ErrorKind::Server(_) => Ok(()),
+                    _ => Err(format!("SCRIPT LOAD: {e}")),
+                })?;
         }
         Ok(())
     }
@@ -338,16 +350,11 @@ impl Link {
     async fn check_eviction(&self, connection: &mut MultiplexedConnection) {
         let mut info = redis::cmd("INFO");
         info.arg("memory");
-        let answered = tokio::time::timeout(
-            self.endpoint.connect_timeout,
-            connection.send_packed_command(&info),
-        )
-        .await;
-        let text = match answered {
-            Ok(Ok(redis::Value::BulkString(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
-            Ok(Ok(redis::Value::VerbatimString { text, .. })) => text,
+        let text = match connection.send_packed_command(&info).await {
+            Ok(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(redis::Value::VerbatimString { text, .. }) => text,
             other => {
-                tracing::debug!(node = %self.name, answer = ?other.map(|r| r.map(drop)), "shared state (Redis): maxmemory-policy not readable");
+                tracing::debug!(node = %self.name, answer = ?other.map(drop), "shared state (Redis): maxmemory-policy not readable");
                 return;
             }
         };

@@ -146,6 +146,15 @@ fn default_failed_logins_mode() -> FailureMode {
 /// Longest budget accepted: a Redis call is meant to cost a request milliseconds, not seconds.
 const MAX_BUDGET_MS: u64 = 1_000;
 
+/// Longest connection attempt accepted: the start waits for one attempt per node, and a
+/// Redis that accepts and never answers (paused) held a start with `u64::MAX` for as long as
+/// it was paused (docs/attacks/replicas.md).
+const MAX_CONNECT_TIMEOUT_MS: u64 = 10_000;
+
+/// Largest password file read: a password, not a file of any size (`/dev/zero` was read until
+/// the process was killed).
+const MAX_PASSWORD_FILE_BYTES: u64 = 4 * 1024;
+
 /// Why a `[shared_state]` section is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SharedStateConfigError {
@@ -161,8 +170,10 @@ pub enum SharedStateConfigError {
     TwoPasswords,
     #[error("shared_state.budget_ms must be between 1 and {MAX_BUDGET_MS}, not {0}")]
     Budget(u64),
-    #[error("shared_state.connect_timeout_ms must be positive")]
-    ConnectTimeout,
+    #[error(
+        "shared_state.connect_timeout_ms must be between 1 and {MAX_CONNECT_TIMEOUT_MS}, not {0}"
+    )]
+    ConnectTimeout(u64),
     #[error("shared_state.replicas must be positive")]
     Replicas,
     #[error(
@@ -197,8 +208,10 @@ impl SharedStateConfig {
         if self.budget_ms == 0 || self.budget_ms > MAX_BUDGET_MS {
             return Err(SharedStateConfigError::Budget(self.budget_ms));
         }
-        if self.connect_timeout_ms == 0 {
-            return Err(SharedStateConfigError::ConnectTimeout);
+        if self.connect_timeout_ms == 0 || self.connect_timeout_ms > MAX_CONNECT_TIMEOUT_MS {
+            return Err(SharedStateConfigError::ConnectTimeout(
+                self.connect_timeout_ms,
+            ));
         }
         if self.replicas == 0 {
             return Err(SharedStateConfigError::Replicas);
@@ -231,11 +244,13 @@ impl SharedStateConfig {
     ) -> Result<Option<String>, SharedStateConfigError> {
         if let Some(file) = &self.password_file {
             let path = base_dir.join(file);
-            let text =
-                std::fs::read_to_string(&path).map_err(|e| SharedStateConfigError::Password {
-                    from: path.display().to_string(),
-                    why: e.to_string(),
-                })?;
+            let refused = |why: String| SharedStateConfigError::Password {
+                from: path.display().to_string(),
+                why,
+            };
+            let bytes = read_regular_file(&path, MAX_PASSWORD_FILE_BYTES, "a password file")
+                .map_err(refused)?;
+            let text = String::from_utf8(bytes).map_err(|_| refused("not UTF-8".to_owned()))?;
             return Ok(Some(text.trim_end_matches(['\r', '\n']).to_owned()));
         }
         if let Some(var) = &self.password_env {
@@ -252,6 +267,22 @@ impl SharedStateConfig {
     pub fn budget(&self) -> Duration {
         Duration::from_millis(self.budget_ms)
     }
+}
+
+/// Reads `path` when it is a regular file of at most `limit` bytes: a FIFO (which would block
+/// the start), a device or a file over the limit is refused.
+pub fn read_regular_file(
+    path: &std::path::Path,
+    limit: u64,
+    what: &'static str,
+) -> Result<Vec<u8>, String> {
+    let metadata = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !metadata.is_file() {
+        return Err(format!(
+            "not a regular file ({what} is read whole at start)"
+        ));
+    }
+    psp_service::bounded::read_file(path, limit, what).map_err(|e| e.to_string())
 }
 
 /// GCRA in one round trip. KEYS[1]: the counter; ARGV[1]: the cost of a cell (µs); ARGV[2]:
@@ -612,6 +643,11 @@ pub struct SharedState {
     own_failure: [AtomicBool; 2],
     /// Per counter kind: `connects` when it last failed.
     failed_at_connects: [AtomicU64; 2],
+    /// Per counter kind: whether its last failure was a connection that was lost or could not
+    /// be made, which a new connection ends. Not a missed budget: a Redis slower than the
+    /// budget is as slow on a new connection, and lifting the hold for each new one made every
+    /// request pay the budget and a reconnection (docs/attacks/replicas.md).
+    lost_connection: [AtomicBool; 2],
     /// Connections made so far, by every node's link.
     connects: Arc<AtomicU64>,
     epoch: Instant,
@@ -726,6 +762,7 @@ impl SharedState {
             retry_at: [AtomicU64::new(0), AtomicU64::new(0)],
             own_failure: [AtomicBool::new(false), AtomicBool::new(false)],
             failed_at_connects: [AtomicU64::new(0), AtomicU64::new(0)],
+            lost_connection: [AtomicBool::new(false), AtomicBool::new(false)],
             connects,
             epoch: Instant::now(),
         };
@@ -815,8 +852,8 @@ impl SharedState {
     ) -> Result<T, Unavailable> {
         let i = kind.index();
         if self.now_nanos() < self.retry_at[i].load(Ordering::Relaxed) {
-            // A connection's failure holds calls back until a new connection is made.
-            let reconnected = !self.own_failure[i].load(Ordering::Relaxed)
+            // A lost connection holds calls back until a new connection is made.
+            let reconnected = self.lost_connection[i].load(Ordering::Relaxed)
                 && self.connects.load(Ordering::Relaxed)
                     != self.failed_at_connects[i].load(Ordering::Relaxed);
             if !reconnected {
@@ -840,10 +877,20 @@ impl SharedState {
                 Err(Unavailable::Timeout)
             }
             Err(CallError::Redis(e)) => {
-                self.failed(kind, &e.to_string(), script_refused(&e));
+                let own = script_refused(&e);
+                self.failed(kind, &e.to_string(), own);
+                self.lost_connection[kind.index()].store(
+                    !own && !matches!(e.kind(), redis::ErrorKind::Server(_)),
+                    Ordering::Relaxed,
+                );
                 Err(Unavailable::Error)
             }
-            Err(e @ (CallError::NotConnected(_) | CallError::Redirect(_))) => {
+            Err(e @ CallError::NotConnected(_)) => {
+                self.failed(kind, &e.to_string(), false);
+                self.lost_connection[kind.index()].store(true, Ordering::Relaxed);
+                Err(Unavailable::Error)
+            }
+            Err(e @ CallError::Redirect(_)) => {
                 self.failed(kind, &e.to_string(), false);
                 Err(Unavailable::Error)
             }
@@ -925,6 +972,7 @@ impl SharedState {
         self.retry_at[i].store(retry, Ordering::Relaxed);
         self.own_failure[i].store(own, Ordering::Relaxed);
         self.failed_at_connects[i].store(self.connects.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.lost_connection[i].store(false, Ordering::Relaxed);
         if self.up[i].swap(false, Ordering::Relaxed) {
             crate::telemetry::metrics::metrics().shared_state_up.set(0);
             tracing::warn!(
@@ -1212,6 +1260,12 @@ mod tests {
         c.budget_ms = 5_000;
         assert_eq!(c.validate(), Err(SharedStateConfigError::Budget(5_000)));
         let mut c = config("redis://127.0.0.1");
+        c.connect_timeout_ms = u64::MAX;
+        assert_eq!(
+            c.validate(),
+            Err(SharedStateConfigError::ConnectTimeout(u64::MAX))
+        );
+        let mut c = config("redis://127.0.0.1");
         c.replicas = 0;
         assert_eq!(c.validate(), Err(SharedStateConfigError::Replicas));
         let mut c = config("redis://127.0.0.1");
@@ -1228,6 +1282,30 @@ mod tests {
         assert_eq!(c.rate_limits, FailureMode::Local);
         assert_eq!(c.failed_logins, FailureMode::Closed);
         assert_eq!(c.budget(), Duration::from_millis(5));
+    }
+
+    #[test]
+    fn a_password_file_that_is_a_device_a_fifo_or_too_large_is_refused() {
+        let mut c = config("redis://127.0.0.1");
+        c.password_env = None;
+        for (file, why) in [
+            ("/dev/zero", "not a regular file"),
+            ("/dev/urandom", "not a regular file"),
+        ] {
+            c.password_file = Some(file.into());
+            let e = c.password(std::path::Path::new("/")).expect_err(file);
+            assert!(e.to_string().contains(why), "{e}");
+        }
+        let dir = std::env::temp_dir().join(format!("psp-shared-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("big"), vec![b'x'; 5_000]).expect("write");
+        c.password_file = Some("big".into());
+        let e = c.password(&dir).expect_err("too large");
+        assert!(e.to_string().contains("4096-byte limit"), "{e}");
+        std::fs::write(dir.join("pw"), "secret\n").expect("write");
+        c.password_file = Some("pw".into());
+        assert_eq!(c.password(&dir).expect("read"), Some("secret".to_owned()));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

@@ -296,6 +296,8 @@ fn request_of(ask: &Ask) -> Result<Request<()>, Failure> {
     let mut req = Request::new(());
     *req.method_mut() = ask.method.clone();
     *req.uri_mut() = uri;
+    req.extensions_mut()
+        .insert(super::authority::VersionUnknown);
     if let Some(host) = &ask.host {
         let value = HeaderValue::from_str(host).map_err(|_| {
             Failure::AuthorityRefused(super::authority::AuthorityRefusal::InvalidHost)

@@ -52,11 +52,16 @@ fn is_host_and_port(authority: &Authority) -> bool {
     port_ok && !text.contains('@') && !authority.host().is_empty()
 }
 
+/// A request an external authoriser described: its HTTP version is the client's, which the
+/// authoriser does not pass (its proxy enforces `Host` for HTTP/1.1 itself).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct VersionUnknown;
+
 /// The one authority the request names (the target's, or else `Host`'s), if any; refused when
 /// it names more than one, one that is not a host and port (user information, a port out of
-/// range), or none in an HTTP/1.1 request.
+/// range), or none in an HTTP/1.1 request (`version`, when known).
 pub(super) fn accepted(
-    version: Version,
+    version: Option<Version>,
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<Option<HeaderValue>, AuthorityRefusal> {
@@ -86,7 +91,7 @@ pub(super) fn accepted(
             Err(AuthorityRefusal::HostMismatch)
         }
         (Some(target), _) => Ok(HeaderValue::from_str(target.as_str()).ok()),
-        (None, None) if version == Version::HTTP_11 => Err(AuthorityRefusal::MissingHost),
+        (None, None) if version == Some(Version::HTTP_11) => Err(AuthorityRefusal::MissingHost),
         (None, host) => Ok(host.cloned()),
     }
 }
@@ -108,25 +113,29 @@ mod tests {
         let origin: Uri = "/v1/accounts".parse().expect("uri");
         let absolute: Uri = "https://bank.example/v1/accounts".parse().expect("uri");
         assert_eq!(
-            accepted(Version::HTTP_11, &origin, &headers(&["bank.example"])),
+            accepted(Some(Version::HTTP_11), &origin, &headers(&["bank.example"])),
             Ok(Some(HeaderValue::from_static("bank.example")))
         );
         assert_eq!(
-            accepted(Version::HTTP_11, &absolute, &headers(&[])),
+            accepted(Some(Version::HTTP_11), &absolute, &headers(&[])),
             Ok(Some(HeaderValue::from_static("bank.example")))
         );
         assert_eq!(
-            accepted(Version::HTTP_11, &absolute, &headers(&["BANK.example"])),
+            accepted(
+                Some(Version::HTTP_11),
+                &absolute,
+                &headers(&["BANK.example"])
+            ),
             Ok(Some(HeaderValue::from_static("bank.example"))),
             "host names are case-insensitive"
         );
         assert_eq!(
-            accepted(Version::HTTP_10, &origin, &headers(&[])),
+            accepted(Some(Version::HTTP_10), &origin, &headers(&[])),
             Ok(None),
             "HTTP/1.0 may name no host"
         );
         assert_eq!(
-            accepted(Version::HTTP_2, &origin, &headers(&[])),
+            accepted(Some(Version::HTTP_2), &origin, &headers(&[])),
             Ok(None),
             "HTTP/2 may name no authority"
         );
@@ -138,7 +147,7 @@ mod tests {
         let absolute: Uri = "https://bank.example/v1/accounts".parse().expect("uri");
         assert_eq!(
             accepted(
-                Version::HTTP_11,
+                Some(Version::HTTP_11),
                 &origin,
                 &headers(&["bank.example", "evil.example"])
             ),
@@ -146,7 +155,7 @@ mod tests {
         );
         assert_eq!(
             accepted(
-                Version::HTTP_11,
+                Some(Version::HTTP_11),
                 &origin,
                 &headers(&["bank.example", "bank.example"])
             ),
@@ -154,12 +163,16 @@ mod tests {
             "even the same twice"
         );
         assert_eq!(
-            accepted(Version::HTTP_11, &absolute, &headers(&["evil.example"])),
+            accepted(
+                Some(Version::HTTP_11),
+                &absolute,
+                &headers(&["evil.example"])
+            ),
             Err(AuthorityRefusal::HostMismatch)
         );
         assert_eq!(
             accepted(
-                Version::HTTP_11,
+                Some(Version::HTTP_11),
                 &absolute,
                 &headers(&["bank.example:8443"])
             ),
@@ -178,7 +191,7 @@ mod tests {
             let mut h = HeaderMap::new();
             h.insert(HOST, HeaderValue::from_str(bad).expect("value"));
             assert_eq!(
-                accepted(Version::HTTP_11, &origin, &h),
+                accepted(Some(Version::HTTP_11), &origin, &h),
                 Err(AuthorityRefusal::InvalidHost),
                 "{bad:?}"
             );
@@ -198,7 +211,7 @@ mod tests {
             let uri: Uri = bad.parse().expect("the http crate parses it");
             for version in [Version::HTTP_11, Version::HTTP_2] {
                 assert_eq!(
-                    accepted(version, &uri, &headers(&[])),
+                    accepted(Some(version), &uri, &headers(&[])),
                     Err(AuthorityRefusal::InvalidAuthority),
                     "{bad} over {version:?}"
                 );
@@ -208,13 +221,18 @@ mod tests {
             .parse()
             .expect("uri");
         assert_eq!(
-            accepted(Version::HTTP_2, &good, &headers(&[])),
+            accepted(Some(Version::HTTP_2), &good, &headers(&[])),
             Ok(Some(HeaderValue::from_static("xx.localhost:8443")))
         );
         let origin: Uri = "/v1/accounts".parse().expect("uri");
         assert_eq!(
-            accepted(Version::HTTP_11, &origin, &headers(&[])),
+            accepted(Some(Version::HTTP_11), &origin, &headers(&[])),
             Err(AuthorityRefusal::MissingHost)
+        );
+        assert_eq!(
+            accepted(None, &origin, &headers(&[])),
+            Ok(None),
+            "an authoriser's request, whose version is not known"
         );
     }
 }

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -396,6 +396,122 @@ impl hyper::body::Body for IdleBounded {
 
     fn size_hint(&self) -> hyper::body::SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// The response body as the client takes it, ended when the client takes nothing of it for
+/// `bound` (`gateway.upstream_timeout_ms`) while it has more to give (issue 40 finding 1).
+/// A client that never reads (HTTP/2 `SETTINGS_INITIAL_WINDOW_SIZE = 0`, a full TCP window)
+/// stops the server from polling the body at all, so a timer of the body's own never runs: a
+/// watchdog task, holding the body only weakly, takes the body away (the upstream's body, its
+/// connection and the budget's ticket with it) once the body has gone unpolled for `bound`;
+/// the next poll, if one ever comes, ends the stream with an error. Without it one PSP held
+/// 128 upstream connections for good, and 8 PSPs every slot of the budget.
+pub(super) struct ReadBounded {
+    shared: Arc<ReadShared>,
+}
+
+struct ReadShared {
+    body: std::sync::Mutex<Option<Body>>,
+    /// When the body was last polled, in milliseconds since `started`.
+    polled_ms: AtomicU64,
+    started: tokio::time::Instant,
+    bound: Duration,
+}
+
+impl ReadShared {
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+impl ReadBounded {
+    pub(super) fn new(body: Body, bound: Duration) -> ReadBounded {
+        let shared = Arc::new(ReadShared {
+            body: std::sync::Mutex::new(Some(body)),
+            polled_ms: AtomicU64::new(0),
+            started: tokio::time::Instant::now(),
+            bound,
+        });
+        let watched = Arc::downgrade(&shared);
+        let bound_ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX);
+        tokio::spawn(async move {
+            let mut next = tokio::time::Instant::now() + bound;
+            loop {
+                tokio::time::sleep_until(next).await;
+                let Some(shared) = watched.upgrade() else {
+                    return;
+                };
+                let idle_ms = shared
+                    .elapsed_ms()
+                    .saturating_sub(shared.polled_ms.load(Ordering::Relaxed));
+                if idle_ms >= bound_ms {
+                    let taken = shared
+                        .body
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .take();
+                    if taken.is_some() {
+                        tracing::info!(
+                            bound_ms,
+                            "a client took nothing of its response for upstream_timeout_ms: the upstream call is ended"
+                        );
+                    }
+                    return;
+                }
+                next = tokio::time::Instant::now()
+                    + Duration::from_millis(bound_ms.saturating_sub(idle_ms).max(1));
+            }
+        });
+        ReadBounded { shared }
+    }
+}
+
+impl hyper::body::Body for ReadBounded {
+    type Data = bytes::Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let shared = &self.shared;
+        shared
+            .polled_ms
+            .store(shared.elapsed_ms(), Ordering::Relaxed);
+        let mut body = shared
+            .body
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match body.as_mut() {
+            Some(inner) => std::pin::Pin::new(inner).poll_frame(cx),
+            None => std::task::Poll::Ready(Some(Err(Box::new(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the client took nothing of the response for {} ms",
+                    shared.bound.as_millis()
+                ),
+            )) as BodyError))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.shared
+            .body
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(hyper::body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.shared
+            .body
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(hyper::body::Body::size_hint)
+            .unwrap_or_default()
     }
 }
 

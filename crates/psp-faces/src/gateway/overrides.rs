@@ -193,6 +193,48 @@ pub(super) fn is_form_headers(headers: &http::HeaderMap) -> bool {
         })
 }
 
+/// Why a form body cannot be screened as sent, if it cannot (issue 40 finding 5): a
+/// `Content-Encoding` other than `identity` (gzip, deflate, br: the bank's framework may
+/// decode it, the screen would read compressed bytes), or a `charset` that is not ASCII-based
+/// (UTF-16, UTF-32: `_method` would be spelled with NUL bytes between its letters).
+fn unscreenable(headers: &http::HeaderMap) -> Option<String> {
+    for encoding in headers.get_all(http::header::CONTENT_ENCODING) {
+        let encoding = encoding.to_str().unwrap_or("?");
+        if encoding
+            .split(',')
+            .any(|e| !e.trim().eq_ignore_ascii_case("identity"))
+        {
+            return Some(format!(
+                "a form body with Content-Encoding `{}` cannot be screened",
+                echoed(encoding)
+            ));
+        }
+    }
+    for content_type in headers.get_all(http::header::CONTENT_TYPE) {
+        let text = content_type.to_str().unwrap_or_default();
+        for parameter in text.split(';').skip(1) {
+            let Some((name, value)) = parameter.split_once('=') else {
+                continue;
+            };
+            if !name.trim().eq_ignore_ascii_case("charset") {
+                continue;
+            }
+            let charset = value.trim().trim_matches('"').to_ascii_lowercase();
+            let ascii_based = matches!(
+                charset.as_str(),
+                "utf-8" | "utf8" | "us-ascii" | "ascii" | "iso-8859-1" | "latin1" | "windows-1252"
+            );
+            if !ascii_based {
+                return Some(format!(
+                    "a form body in charset `{}` cannot be screened",
+                    echoed(&charset)
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// The request with its body ready to forward. A form body (see [`is_form`]) is read first,
 /// within `read_timeout` and [`MAX_FORM_BODY_BYTES`], and refused when a field would override
 /// the method or path as `_method` does in Rails' `Rack::MethodOverride`, Spring's
@@ -208,6 +250,9 @@ where
     if !is_form(&req) {
         return Ok(req.map(|b| b.map_err(Into::into).boxed()));
     }
+    if let Some(why) = unscreenable(req.headers()) {
+        return Err(FormRefusal::Unreadable(why));
+    }
     let (parts, body) = req.into_parts();
     let limited = http_body_util::Limited::new(body, MAX_FORM_BODY_BYTES);
     let bytes = match tokio::time::timeout(read_timeout, limited.collect()).await {
@@ -218,6 +263,14 @@ where
         Ok(Err(e)) => return Err(FormRefusal::Unreadable(e.to_string())),
         Ok(Ok(collected)) => collected.to_bytes(),
     };
+    // A form in UTF-16 or UTF-32 (which a framework may decode by its byte order mark or a
+    // charset it guesses) has NUL bytes where the screen reads ASCII: it is not forwarded
+    // unread. Percent-encoding leaves no NUL in a form that is ASCII, UTF-8 or Latin-1.
+    if bytes.contains(&0) {
+        return Err(FormRefusal::Unreadable(
+            "a form body with NUL bytes (UTF-16 or UTF-32) cannot be screened".to_owned(),
+        ));
+    }
     if let Some(field) = refused_parameter(&String::from_utf8_lossy(&bytes)) {
         return Err(FormRefusal::Override(field));
     }
@@ -277,6 +330,58 @@ mod tests {
     async fn screened(req: Request<Body>) -> Result<bytes::Bytes, FormRefusal> {
         let req = screen_form(req, Duration::from_secs(5)).await?;
         Ok(req.into_body().collect().await.expect("body").to_bytes())
+    }
+
+    /// Issue 40 finding 5: a gzip-encoded or UTF-16 form body was forwarded unread, so a
+    /// `_method` in it reached the bank's framework.
+    #[tokio::test]
+    async fn a_form_body_the_screen_cannot_read_is_refused_not_forwarded() {
+        let gzip = Request::builder()
+            .method(Method::POST)
+            .uri("/v1/token")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .header(http::header::CONTENT_ENCODING, "gzip")
+            .body(crate::server::full("\x1f\u{8b}compressed"))
+            .expect("request");
+        assert!(
+            matches!(screened(gzip).await, Err(FormRefusal::Unreadable(why)) if why.contains("gzip"))
+        );
+        let utf16 = request(
+            Some("application/x-www-form-urlencoded; charset=UTF-16"),
+            "_method=DELETE",
+        );
+        assert!(
+            matches!(screened(utf16).await, Err(FormRefusal::Unreadable(why)) if why.contains("utf-16"))
+        );
+        // UTF-16 bytes without a charset: `_method=DELETE` with NUL bytes between its letters.
+        let spelled: String = "_method=DELETE".chars().flat_map(|c| [c, '\0']).collect();
+        let nul = Request::builder()
+            .method(Method::POST)
+            .uri("/v1/token")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(crate::server::full(spelled))
+            .expect("request");
+        assert!(
+            matches!(screened(nul).await, Err(FormRefusal::Unreadable(why)) if why.contains("NUL"))
+        );
+        // The control: identity and UTF-8 are screened as before.
+        let plain = Request::builder()
+            .method(Method::POST)
+            .uri("/v1/token")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded; charset=utf-8",
+            )
+            .header(http::header::CONTENT_ENCODING, "identity")
+            .body(crate::server::full("grant_type=client_credentials"))
+            .expect("request");
+        assert!(screened(plain).await.is_ok());
     }
 
     #[tokio::test]

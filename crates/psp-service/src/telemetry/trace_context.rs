@@ -22,10 +22,13 @@ pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 pub const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// The trace and baggage headers of other tracing systems than W3C Trace Context: Zipkin B3
-/// (single and multi), Jaeger, AWS X-Ray, Datadog, Google Cloud Trace, OpenCensus gRPC,
-/// Sentry, and W3C Baggage. A caller that `gateway.trace_context` does not believe cannot
-/// choose a trace id with them either: they are removed as its `traceparent` is replaced.
-pub const OTHER_TRACE_HEADERS: [&str; 17] = [
+/// (single and multi), Jaeger (with its debug id and baggage), Envoy and Istio (a client
+/// trace id, forced tracing, OpenTracing span context), AWS X-Ray, Datadog, Google Cloud
+/// Trace, OpenCensus gRPC, Sentry, SkyWalking, Elastic APM, New Relic, Dynatrace, and W3C
+/// Baggage. A caller that `gateway.trace_context` does not believe cannot choose a trace id
+/// with them either: they are removed as its `traceparent` is replaced. Not `X-Request-ID`:
+/// NextGenPSD2 requires the TPP to send it and the bank's API reads it (docs/tracing.md).
+pub const OTHER_TRACE_HEADERS: [&str; 29] = [
     "b3",
     "x-b3-traceid",
     "x-b3-spanid",
@@ -43,11 +46,30 @@ pub const OTHER_TRACE_HEADERS: [&str; 17] = [
     "grpc-trace-bin",
     "sentry-trace",
     "baggage",
+    "jaeger-debug-id",
+    "jaeger-baggage",
+    "x-client-trace-id",
+    "x-envoy-force-trace",
+    "x-ot-span-context",
+    "sw8",
+    "sw8-correlation",
+    "sw8-x",
+    "elastic-apm-traceparent",
+    "newrelic",
+    "x-dynatrace",
+    "x-honeycomb-trace",
 ];
 
-/// Prefixes of other systems' baggage headers (Jaeger's `uberctx-*`, OpenTracing's
-/// `ot-baggage-*`).
-pub const OTHER_TRACE_PREFIXES: [&str; 2] = ["uberctx-", "ot-baggage-"];
+/// Prefixes of other systems' trace and baggage headers (Jaeger's `uberctx-*`, OpenTracing's
+/// `ot-baggage-*` and Lightstep's `ot-tracer-*`, Instana's `x-instana-*`, Linkerd's
+/// `l5d-ctx-*`).
+pub const OTHER_TRACE_PREFIXES: [&str; 5] = [
+    "uberctx-",
+    "ot-baggage-",
+    "ot-tracer-",
+    "x-instana-",
+    "l5d-ctx-",
+];
 
 /// Whether `name` (lower case) is another tracing system's trace or baggage header.
 pub fn is_other_trace_header(name: &str) -> bool {
