@@ -111,6 +111,10 @@ pub(crate) struct Link {
     /// Scripts loaded on every new connection (`SCRIPT LOAD`), so that the first call after a
     /// restart of Redis does not pay for a `NOSCRIPT` round trip.
     scripts: Vec<String>,
+    /// Woken when a connection is made: a call that found none waits for it within its budget
+    /// (a connection ended by another call's missed budget is back within a millisecond on a
+    /// healthy Redis, and the calls in between need not follow a failure mode).
+    connected: tokio::sync::Notify,
 }
 
 impl Link {
@@ -130,6 +134,7 @@ impl Link {
             next_id: AtomicU64::new(1),
             connects,
             scripts,
+            connected: tokio::sync::Notify::new(),
         })
     }
 
@@ -172,15 +177,18 @@ impl Link {
         cmd: &redis::Cmd,
         deadline: Instant,
     ) -> Result<redis::Value, CallError> {
-        let (id, mut connection) = {
-            let state = self.state();
-            match &state.current {
-                Some((id, connection)) => (*id, connection.clone()),
-                None => {
-                    let why = state.last_error.clone();
-                    drop(state);
-                    self.ensure_connecting();
-                    return Err(CallError::NotConnected(why));
+        let (id, mut connection) = match self.current() {
+            Some(current) => current,
+            None => {
+                // Registered before the connection is asked for, so that a connection made in
+                // between is not missed.
+                let mut made = std::pin::pin!(self.connected.notified());
+                made.as_mut().enable();
+                self.ensure_connecting();
+                let waited = tokio::time::timeout_at(deadline, made).await;
+                match (waited, self.current()) {
+                    (Ok(()), Some(current)) => current,
+                    _ => return Err(CallError::NotConnected(self.state().last_error.clone())),
                 }
             }
         };
@@ -206,6 +214,14 @@ impl Link {
                 Err(CallError::Timeout)
             }
         }
+    }
+
+    /// The connection calls use now, with its number.
+    fn current(&self) -> Option<(u64, MultiplexedConnection)> {
+        self.state()
+            .current
+            .as_ref()
+            .map(|(id, connection)| (*id, connection.clone()))
     }
 
     fn end_if_broken(self: &Arc<Self>, id: u64, e: &redis::RedisError) {
@@ -309,6 +325,7 @@ impl Link {
         state.connecting = false;
         drop(state);
         self.connects.fetch_add(1, Ordering::Relaxed);
+        self.connected.notify_waiters();
         tracing::info!(node = %self.name, "shared state (Redis): connected");
         Ok(())
     }

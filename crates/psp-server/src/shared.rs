@@ -146,6 +146,10 @@ fn default_failed_logins_mode() -> FailureMode {
 /// Longest budget accepted: a Redis call is meant to cost a request milliseconds, not seconds.
 const MAX_BUDGET_MS: u64 = 1_000;
 
+/// Most replicas accepted: the `local` failure mode divides each limit by it, and a million
+/// would leave one request per process.
+const MAX_REPLICAS: u32 = 1_000;
+
 /// Longest connection attempt accepted: the start waits for one attempt per node, and a
 /// Redis that accepts and never answers (paused) held a start with `u64::MAX` for as long as
 /// it was paused (docs/attacks/replicas.md).
@@ -174,7 +178,7 @@ pub enum SharedStateConfigError {
         "shared_state.connect_timeout_ms must be between 1 and {MAX_CONNECT_TIMEOUT_MS}, not {0}"
     )]
     ConnectTimeout(u64),
-    #[error("shared_state.replicas must be positive")]
+    #[error("shared_state.replicas must be between 1 and {MAX_REPLICAS}")]
     Replicas,
     #[error(
         "shared_state.key_prefix must be non-empty, printable, without spaces and without braces"
@@ -186,6 +190,10 @@ pub enum SharedStateConfigError {
         "shared_state.url: no fragment (redis-rs's #insecure turns off the check of the server's name)"
     )]
     Insecure,
+    #[error(
+        "shared_state.url: no query (`?password=`, `?protocol=`): the settings are keys of [shared_state], and the URL is printed"
+    )]
+    Query,
     #[error("shared_state.cluster_nodes: {0:?} is not host:port")]
     ClusterNode(String),
     #[error("shared_state.url: Redis Cluster has database 0 only")]
@@ -213,7 +221,7 @@ impl SharedStateConfig {
                 self.connect_timeout_ms,
             ));
         }
-        if self.replicas == 0 {
+        if self.replicas == 0 || self.replicas > MAX_REPLICAS {
             return Err(SharedStateConfigError::Replicas);
         }
         // Braces would move the keys' hash tag (Redis Cluster's slot) into the prefix.
@@ -1164,6 +1172,9 @@ fn connection_info(url: &str) -> Result<(redis::ConnectionInfo, bool), SharedSta
     if plain.contains('#') {
         return Err(SharedStateConfigError::Insecure);
     }
+    if plain.contains('?') {
+        return Err(SharedStateConfigError::Query);
+    }
     let info = redis::IntoConnectionInfo::into_connection_info(plain.as_str())
         .map_err(|e| SharedStateConfigError::Url(e.to_string()))?;
     Ok((info, tls))
@@ -1242,6 +1253,11 @@ mod tests {
         );
         assert_eq!(config("redis://127.0.0.1:6379").validate(), Ok(()));
         assert_eq!(config("rediss://redis.internal:6380/2").validate(), Ok(()));
+        // A query is refused (docs/attacks/replicas.md O4: `?password=` was printed back).
+        assert_eq!(
+            config("redis://127.0.0.1:6379/?password=pw").validate(),
+            Err(SharedStateConfigError::Query)
+        );
     }
 
     #[test]
@@ -1267,6 +1283,8 @@ mod tests {
         );
         let mut c = config("redis://127.0.0.1");
         c.replicas = 0;
+        assert_eq!(c.validate(), Err(SharedStateConfigError::Replicas));
+        c.replicas = 1_000_000;
         assert_eq!(c.validate(), Err(SharedStateConfigError::Replicas));
         let mut c = config("redis://127.0.0.1");
         c.password_file = Some("pw".into());

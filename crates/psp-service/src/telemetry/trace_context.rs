@@ -24,11 +24,11 @@ pub const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 /// The trace and baggage headers of other tracing systems than W3C Trace Context: Zipkin B3
 /// (single and multi), Jaeger (with its debug id and baggage), Envoy and Istio (a client
 /// trace id, forced tracing, OpenTracing span context), AWS X-Ray, Datadog, Google Cloud
-/// Trace, OpenCensus gRPC, Sentry, SkyWalking, Elastic APM, New Relic, Dynatrace, and W3C
-/// Baggage. A caller that `gateway.trace_context` does not believe cannot choose a trace id
+/// Trace, OpenCensus gRPC, Sentry, SkyWalking, Elastic APM, New Relic, Dynatrace, Honeycomb,
+/// the HTTP Correlation protocol (`Request-Id`, `Correlation-Context`), and W3C Baggage. A caller that `gateway.trace_context` does not believe cannot choose a trace id
 /// with them either: they are removed as its `traceparent` is replaced. Not `X-Request-ID`:
 /// NextGenPSD2 requires the TPP to send it and the bank's API reads it (docs/tracing.md).
-pub const OTHER_TRACE_HEADERS: [&str; 29] = [
+pub const OTHER_TRACE_HEADERS: [&str; 32] = [
     "b3",
     "x-b3-traceid",
     "x-b3-spanid",
@@ -42,6 +42,7 @@ pub const OTHER_TRACE_HEADERS: [&str; 29] = [
     "x-datadog-sampling-priority",
     "x-datadog-origin",
     "x-datadog-tags",
+    "x-datadog-sampled",
     "x-cloud-trace-context",
     "grpc-trace-bin",
     "sentry-trace",
@@ -58,6 +59,8 @@ pub const OTHER_TRACE_HEADERS: [&str; 29] = [
     "newrelic",
     "x-dynatrace",
     "x-honeycomb-trace",
+    "request-id",
+    "correlation-context",
 ];
 
 /// Prefixes of other systems' trace and baggage headers (Jaeger's `uberctx-*`, OpenTracing's
