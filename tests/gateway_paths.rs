@@ -480,3 +480,57 @@ fn strip_headers_and_route_prefixes_are_validated_at_load() {
         assert!(e.contains(prefix) && e.contains(says), "{prefix}: {e}");
     }
 }
+
+/// Issue 40 findings 4 and 5, over real HTTP/2 and raw HTTP/1.1: an HTTP/2 `:authority` with
+/// user information or a port of 0 or over 65535 was accepted and forwarded as
+/// `X-Forwarded-Host` (HTTP/1.1 refused the same `Host` with 400), and an HTTP/1.1 request
+/// without `Host` was forwarded. One authority rule for both protocols now, and the upstream
+/// sees none of them.
+#[tokio::test]
+async fn a_bad_http2_authority_and_an_http11_request_without_host_are_refused_before_the_upstream()
+{
+    let up = upstream::start_raw().await;
+    let running = gateway(&up, |t| t).await;
+    let addr = running.gateway.expect("gateway listening");
+    for authority in ["evil.example@localhost", "localhost:99999", "localhost:0"] {
+        let request = http::Request::builder()
+            .uri(format!("https://{authority}/v1/accounts"))
+            .body(tls_client::empty())
+            .expect("request");
+        let config = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H2);
+        let (response, _) = tls_client::send(addr, config, Proto::H2, request).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{authority}");
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+        assert_eq!(
+            body["tppMessages"][0]["code"], "FORMAT_ERROR",
+            "{authority}"
+        );
+        assert!(
+            body["tppMessages"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("authority")),
+            "{authority}: {body}"
+        );
+    }
+    let config = tls_client::client_config(&test_pki().dir, Some("valid"), Proto::H1);
+    let (status, answer) = tls_client::send_raw(
+        addr,
+        config,
+        b"GET /v1/accounts HTTP/1.1\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status, Some(400), "{}", lossy(&answer));
+    assert!(
+        lossy(&answer).contains("without a Host header"),
+        "{}",
+        lossy(&answer)
+    );
+    assert_eq!(up.count(), 0, "the upstream saw {:?}", up.request_lines());
+    running.stop().await;
+}

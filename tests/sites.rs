@@ -634,10 +634,11 @@ async fn on_a_plain_listener_the_host_chooses_the_site() {
     let pem = std::fs::read_to_string(test_pki().psp("valid")).expect("pem");
     let escaped: String =
         percent_encoding::utf8_percent_encode(&pem, percent_encoding::NON_ALPHANUMERIC).to_string();
-    let send = |host: Option<&'static str>| {
+    let send_as = |version: http::Version, host: Option<&'static str>| {
         let (faces, escaped) = (&faces, escaped.clone());
         async move {
             let mut req = in_memory::request("GET", "/v1/accounts");
+            *req.version_mut() = version;
             req.headers_mut().remove(http::header::HOST);
             if let Some(host) = host {
                 req.headers_mut()
@@ -650,6 +651,7 @@ async fn on_a_plain_listener_the_host_chooses_the_site() {
                 .status
         }
     };
+    let send = |host: Option<&'static str>| send_as(http::Version::HTTP_11, host);
     assert_eq!(send(Some("xx.localhost")).await, StatusCode::OK);
     assert_eq!(
         send(Some("127.0.0.1:8443")).await,
@@ -666,10 +668,17 @@ async fn on_a_plain_listener_the_host_chooses_the_site() {
         StatusCode::MISDIRECTED_REQUEST,
         "no site names it"
     );
+    // HTTP/1.0 may name no host: the default site. HTTP/1.1 must (RFC 9112 section 3.2;
+    // issue 40 finding 5): 400.
     assert_eq!(
-        send(None).await,
+        send_as(http::Version::HTTP_10, None).await,
         StatusCode::OK,
         "no host: the default site"
+    );
+    assert_eq!(
+        send(None).await,
+        StatusCode::BAD_REQUEST,
+        "HTTP/1.1 without Host"
     );
     assert_eq!(
         up.received.lock().expect("lock").len(),
