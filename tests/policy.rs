@@ -188,6 +188,45 @@ fn a_register_that_contradicts_itself_vouches_for_nothing_in_that_category() {
     );
 }
 
+/// The fresh-eyes attack of issue 40 (docs/attacks/proxy-and-data.md B2): `gateway.deny`
+/// compared the raw auth number while the register lookup normalised it, so
+/// `PSDXX-TEST-0000000001`, `PSDXX-test-000001` or a trailing space got a denied PSP in. Every
+/// spelling the register matches is on the list now; one with a control or non-ASCII
+/// character is in no register at all.
+#[test]
+fn a_denied_psp_is_denied_under_every_spelling_of_its_auth_number() {
+    let sb = sandbox();
+    let mut p = rule("XX");
+    p.deny = ["PSDXX-TEST-000001".to_owned()].into();
+    let cert = load_cert(&root().join("certs/psp/valid.pem"));
+    let input = CheckInput {
+        certificate: &cert,
+        intermediates: &[],
+        jurisdiction: p.jurisdiction,
+        now: at(NOW),
+    };
+    let snapshots = Snapshots {
+        trust: &sb.trust,
+        registers: &sb.registers,
+    };
+    let report = check::check(&input, snapshots, &good());
+    for spelling in [
+        "PSDXX-TEST-000001",
+        "PSDXX-TEST-0000000001",
+        "PSDXX-test-000001",
+        "PSDXX-TEST-000001 ",
+    ] {
+        let mut spelled = report.clone();
+        spelled.auth_number = Some(spelling.to_owned());
+        let refused =
+            policy::decide(&p, Arc::new(spelled), &cert, services(&[8])).expect_err(spelling);
+        assert_eq!(refused.reason, Reason::Denied, "{spelling:?}");
+    }
+    let mut other = rule("XX");
+    other.deny = ["PSDXX-TEST-000002".to_owned()].into();
+    assert!(policy::decide(&other, Arc::new(report), &cert, services(&[8])).is_ok());
+}
+
 #[test]
 fn register_problems_are_refused() {
     let sb = sandbox();

@@ -352,3 +352,27 @@ fn contradicting_entries_after_normalisation_are_counted_and_reported() {
         psp_gateway::register::load(&config(vec![native("XX.json")]), &dir).expect("loads");
     assert_eq!(report.files[0].registers[0].contradicting, 0);
 }
+
+/// The fresh-eyes attack of issue 40 (docs/attacks/proxy-and-data.md B5): a FIFO put in place
+/// of a register file blocked the load, and every reload after it, with no sign. It is refused
+/// at once now.
+#[test]
+fn a_fifo_in_place_of_a_register_file_is_refused_not_waited_on() {
+    let dir = scratch("fifo");
+    let fifo = dir.join("XX.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let cfg = config(vec![native("XX.json")]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(psp_gateway::register::load(&cfg, &dir).map(|_| ()));
+    });
+    let outcome = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the load answers instead of waiting on the FIFO");
+    let err = outcome.expect_err("a FIFO is not a register file");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+}

@@ -318,16 +318,21 @@ pub fn decide<R: AsRef<CheckReport>>(
 }
 
 /// Step 2: the deny list, then the allow list (when configured), by auth number.
+/// Auth numbers are compared by their identity key (`auth_number::identity_key`): every
+/// spelling the register matches to one PSP is on the list when one is.
 fn allow_and_deny_lists(policy: &Policy, report: &CheckReport) -> Result<(), Rejection> {
+    use psp_cert::cert::auth_number::identity_key;
     let auth = report.auth_number.clone().unwrap_or_default();
-    if policy.deny.contains(&auth) {
+    let key = identity_key(&auth);
+    let listed = |list: &BTreeSet<String>| list.iter().any(|entry| identity_key(entry) == key);
+    if listed(&policy.deny) {
         return Err(Rejection::new(
             Reason::Denied,
             format!("{auth} is on the deny list"),
         ));
     }
     if let Some(allow) = &policy.allow
-        && !allow.contains(&auth)
+        && !listed(allow)
     {
         return Err(Rejection::new(
             Reason::NotAllowed,

@@ -350,8 +350,8 @@ end
 /// Charges one login attempt, before its verification, to the ledgers of its source
 /// (KEYS[1]), its (user, source) pair (KEYS[2]) and its user name (KEYS[3]); ARGV: the three
 /// cells (µs), the three limits, the period (µs). As `api::auth::charge_attempt` does per
-/// process: refused (`{0, µs to wait}`) when the source or the pair is at its limit, nothing
-/// charged; else both charged, the user name charged unless at its limit (then it is under
+/// process: refused (`{0, µs to wait, 1 when the source itself is at its limit}`) when the
+/// source or the pair is at its limit, nothing charged; else both charged, the user name charged unless at its limit (then it is under
 /// attack), and `{1, 0, pair was clean, under attack}`.
 const LOGIN_CHARGE_SCRIPT: &str = r"
 local period = tonumber(ARGV[7])
@@ -359,7 +359,7 @@ local c1, c2, c3 = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local l1, l2, l3 = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local su, sl = load(KEYS[1], period)
 local w = over(su, c1, l1)
-if w then return {0, w, 0, 0} end
+if w then return {0, w, 1, 0} end
 local pu, pl = load(KEYS[2], period)
 w = over(pu, c2, l2)
 if w then return {0, w, 0, 0} end
@@ -417,8 +417,9 @@ impl LoginLedgers {
 /// What Redis made of a login attempt's charge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoginCharge {
-    /// The source or the pair is at its limit: whole seconds to wait; nothing charged.
-    Refused(u64),
+    /// The source or the pair is at its limit: whole seconds to wait, and whether it is the
+    /// source itself (then every user name from it is refused); nothing charged.
+    Refused { wait: u64, source_wide: bool },
     /// Charged; whether the pair was clean, and whether the user name is under attack (then
     /// it took no charge).
     Charged {
@@ -935,7 +936,10 @@ impl SharedState {
                 under_attack: attack == 1,
             }
         } else {
-            LoginCharge::Refused(wait_secs(wait_us, ledgers.period_us()))
+            LoginCharge::Refused {
+                wait: wait_secs(wait_us, ledgers.period_us()),
+                source_wide: clean == 1,
+            }
         })
     }
 

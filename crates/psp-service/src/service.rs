@@ -124,11 +124,13 @@ impl Checked {
     /// shared after that: every permit of a cached result forwards the same ones.
     pub fn identity_header_values(&self) -> &IdentityHeaderValues {
         self.identity.get_or_init(|| IdentityHeaderValues {
+            // Trimmed: a PSD2 auth number is printable ASCII (`auth_number`), so it is always
+            // a header value; one that is not in PSD2 form never reaches a permit.
             auth_number: self
                 .report
                 .auth_number
                 .as_deref()
-                .and_then(|a| http::HeaderValue::from_str(a).ok()),
+                .and_then(|a| http::HeaderValue::from_str(a.trim()).ok()),
             name: self.report.psp_subject_name.as_deref().and_then(|name| {
                 let encoded =
                     percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)

@@ -6,7 +6,7 @@
 //! (`PSDFI-FINFSA-1234567-8`).
 //!
 //! Parsing rules (decided here, and the same everywhere the value is read):
-//! - Surrounding whitespace is trimmed; [`AuthNumber::raw`] keeps the value as written.
+//! - Surrounding spaces are trimmed; [`AuthNumber::raw`] keeps the value as written.
 //! - `PSD` and the country code are case-sensitive upper case, as both standards write them
 //!   (ISO 3166-1 alpha-2 codes are upper case). `psdfi-…` or `PSDfi-…` is not in PSD2 form:
 //!   a register key must not depend on how a QTSP happened to type it.
@@ -16,7 +16,17 @@
 //!   is not enforced here: the register lookup decides whether an NCA is known, and real
 //!   certificates (`PSDGB-OB-…`) are read as written.
 //!
+//! - Every character must be printable ASCII or an ASCII space (TS 119 495: the identifier
+//!   is ASCII). A control character (CR, LF, VT, FF, TAB) or any non-ASCII character (a
+//!   no-break space, a look-alike letter) keeps `psd: None`: the register's `whitespace` rule
+//!   would strip such characters and match the PSP they hide, while the raw value could not
+//!   be written as a header or compared with a deny list (issue 40, docs/attacks).
+//!
 //! Anything else keeps `psd: None`: the value is still reported, it just yields no register key.
+//!
+//! One identity per PSP ([`identity_key`]): the deny and allow lists, the per-PSP upstream
+//! budget and the decision cache compare auth numbers by it, so that every spelling the
+//! register could match (case, whitespace, dashes, leading zeros of the reference) is one PSP.
 
 use crate::country::CountryCode;
 
@@ -69,6 +79,9 @@ impl AuthNumber {
 impl PsdAuthNumber {
     /// The PSD2 parts of `raw`, or `None` when it is not `PSD<CC>-<NCA>-<reference>`.
     pub fn parse(raw: &str) -> Option<PsdAuthNumber> {
+        if !raw.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+            return None;
+        }
         let rest = raw.trim().strip_prefix("PSD")?;
         let (head, rest) = rest.split_once('-')?;
         let (nca, reference) = rest.split_once('-')?;
@@ -85,6 +98,34 @@ impl PsdAuthNumber {
             reference: reference.to_owned(),
         })
     }
+}
+
+impl PsdAuthNumber {
+    /// The PSP's identity as every register rule would see it: country, the NCA upper-cased,
+    /// and the reference without spaces and dashes, upper-cased, without leading zeros. The
+    /// broadest of the register's normalisations, so that a deny list cannot be passed by a
+    /// spelling the register still matches.
+    pub fn identity_key(&self) -> String {
+        let reference: String = self
+            .reference
+            .chars()
+            .filter(|c| *c != ' ' && *c != '-')
+            .map(|c| c.to_ascii_uppercase())
+            .collect();
+        let trimmed = reference.trim_start_matches('0');
+        let reference = if trimmed.is_empty() { "0" } else { trimmed };
+        format!(
+            "PSD{}-{}-{reference}",
+            self.country,
+            self.nca.to_ascii_uppercase()
+        )
+    }
+}
+
+/// The identity key of an auth number as written ([`PsdAuthNumber::identity_key`]), or the
+/// value itself, trimmed, when it is not in PSD2 form.
+pub fn identity_key(raw: &str) -> String {
+    PsdAuthNumber::parse(raw).map_or_else(|| raw.trim().to_owned(), |p| p.identity_key())
 }
 
 impl std::fmt::Display for PsdAuthNumber {
@@ -118,6 +159,33 @@ impl std::fmt::Display for AuthNumber {
 
 #[cfg(test)]
 mod tests {
+    /// The fresh-eyes attack of issue 40 (docs/attacks/proxy-and-data.md B2, B3): spellings
+    /// the register matches to one PSP are one identity; control and non-ASCII characters are
+    /// not in PSD2 form.
+    #[test]
+    fn every_spelling_the_register_matches_is_one_identity_and_control_characters_are_refused() {
+        let key = super::identity_key("PSDXX-TEST-000001");
+        for spelling in [
+            "PSDXX-TEST-0000000001",
+            "PSDXX-test-000001",
+            "PSDXX-TEST-000001 ",
+            " PSDXX-TEST-1",
+            "PSDXX-TEST-000 001",
+        ] {
+            assert_eq!(super::identity_key(spelling), key, "{spelling:?}");
+        }
+        for hidden in [
+            "PSDXX-TEST-000001\r\n",
+            "PSDXX-TEST-000001\u{b}\u{c}",
+            "PSDXX-TEST-000\u{a0}001",
+            "PSDXX-TEST-00000\u{130}",
+            "PSDXX-TEST-000001\t",
+        ] {
+            assert_eq!(super::PsdAuthNumber::parse(hidden), None, "{hidden:?}");
+            assert_ne!(super::identity_key(hidden), key, "{hidden:?}");
+        }
+    }
+
     use super::*;
 
     fn psd(raw: &str) -> Option<(String, String, String)> {
@@ -169,13 +237,16 @@ mod tests {
     }
 
     #[test]
-    fn surrounding_whitespace_is_trimmed_but_raw_is_kept() {
-        let n = AuthNumber::parse("  PSDDE-BAFIN-104114\n");
-        assert_eq!(n.raw, "  PSDDE-BAFIN-104114\n");
+    fn surrounding_spaces_are_trimmed_but_raw_is_kept_and_control_characters_refused() {
+        let n = AuthNumber::parse("  PSDDE-BAFIN-104114 ");
+        assert_eq!(n.raw, "  PSDDE-BAFIN-104114 ");
         assert_eq!(
             n.psd.map(|p| (p.country.to_string(), p.nca, p.reference)),
             parts("DE", "BAFIN", "104114")
         );
+        // A line end is no space: such a value is not in PSD2 form (it hid the PSP it names
+        // from the deny list and from the header the bank receives).
+        assert_eq!(AuthNumber::parse("PSDDE-BAFIN-104114\n").psd, None);
     }
 
     #[test]

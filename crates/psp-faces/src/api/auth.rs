@@ -347,6 +347,10 @@ struct Quotas {
     /// a right guess is not told apart from a wrong one (wrong: 429 at once; right: 200 from
     /// the cache, 500 guesses in 10 s found it).
     refused: moka::sync::Cache<(UserKey, IpAddr), Instant>,
+    /// Sources refused for their own failed logins (any user name), until when: a remembered
+    /// password of any name is refused from them too, so a locked-out source gets no free
+    /// guess per name (docs/attacks/proxy-and-data.md B1).
+    refused_sources: moka::sync::Cache<IpAddr, Instant>,
     limits: LoginLimits,
 }
 
@@ -379,6 +383,10 @@ impl Quotas {
                 .max_capacity(limits.max_tracked as u64)
                 .time_to_live(limits.period)
                 .build(),
+            refused_sources: moka::sync::Cache::builder()
+                .max_capacity(limits.max_tracked as u64)
+                .time_to_live(limits.period)
+                .build(),
             limits: *limits,
         }
     }
@@ -389,11 +397,20 @@ impl Quotas {
             .insert(pair, now + Duration::from_secs(retry_after_secs));
     }
 
-    /// The whole seconds `pair` is still refused for, if it is.
+    /// Remembers that `source` was refused, for every user name, for `retry_after_secs`.
+    fn source_refused_for(&self, source: IpAddr, retry_after_secs: u64, now: Instant) {
+        self.refused_sources
+            .insert(source, now + Duration::from_secs(retry_after_secs));
+    }
+
+    /// The whole seconds `pair` is still refused for, if it is: the pair itself, or its
+    /// source for every name.
     fn still_refused(&self, pair: &(UserKey, IpAddr), now: Instant) -> Option<u64> {
-        let until = self.refused.get(pair)?;
-        let left = until.checked_duration_since(now)?;
-        Some(left.as_secs_f64().ceil().max(1.0) as u64)
+        let left = |until: Instant| until.checked_duration_since(now);
+        let pair_left = self.refused.get(pair).and_then(left);
+        let source_left = self.refused_sources.get(&pair.1).and_then(left);
+        let longest = pair_left.max(source_left)?;
+        Some(longest.as_secs_f64().ceil().max(1.0) as u64)
     }
 
     /// The Redis ledgers of an attempt for `user_key` from `source`.
@@ -471,9 +488,14 @@ async fn charge_attempt_shared<'a>(
 ) -> Result<(Settle<'a>, Option<SlowPlace<UserKey>>), AuthFailure> {
     let ledgers = quotas.shared_ledgers(&user_key, source);
     match state.charge_login(&ledgers).await {
-        Ok(LoginCharge::Refused(wait)) => Err(AuthFailure::TooManyAttempts {
-            retry_after_secs: wait,
-        }),
+        Ok(LoginCharge::Refused { wait, source_wide }) => {
+            if source_wide {
+                quotas.source_refused_for(source, wait, now);
+            }
+            Err(AuthFailure::TooManyAttempts {
+                retry_after_secs: wait,
+            })
+        }
         Ok(LoginCharge::Charged {
             clean_pair,
             under_attack,
@@ -550,6 +572,7 @@ fn charge_attempt(
     // Charged before the verification, so a burst of concurrent attempts cannot overrun
     // a limit; given back when the password was right.
     if let Err(wait) = quotas.per_source.charge(&source, now) {
+        quotas.source_refused_for(source, wait, now);
         return Err(AuthFailure::TooManyAttempts {
             retry_after_secs: wait,
         });
@@ -1242,10 +1265,49 @@ mod tests {
         assert!(too_many(at_once(&auth, "alice:other", guesser).await));
         assert!(too_many(at_once(&auth, "alice:s3cret", guesser).await));
         // The owner, from its own address, is served from the cache.
+        // (The source-wide case: `a_source_over_its_quota_gets_no_free_guess_at_another_name`.)
         assert_eq!(
             at_once(&auth, "alice:s3cret", owner).await,
             Ok("alice".to_owned())
         );
+    }
+
+    /// The fresh-eyes attack of issue 40 (docs/attacks/proxy-and-data.md B1): a source refused
+    /// for its own failed logins got 200 for another name's remembered password, one free
+    /// guess per name. A source over its quota is refused for every name now.
+    #[tokio::test]
+    async fn a_source_over_its_quota_gets_no_free_guess_at_another_name() {
+        let auth = Authenticator::new(&alice_and_bob(), limits(3, 100));
+        let (owner, guesser) = (ip(1), ip(2));
+        assert_eq!(
+            at_once(&auth, "bob:hunter2", owner).await,
+            Ok("bob".to_owned())
+        );
+        for _ in 0..3 {
+            assert_eq!(
+                at_once(&auth, "alice:guess", guesser).await,
+                Err(AuthFailure::Wrong)
+            );
+        }
+        assert!(too_many(at_once(&auth, "alice:guess", guesser).await));
+        // bob's remembered password, from the locked-out source: refused, not 200.
+        assert!(too_many(at_once(&auth, "bob:hunter2", guesser).await));
+        assert!(too_many(at_once(&auth, "bob:wrong", guesser).await));
+        assert_eq!(
+            at_once(&auth, "bob:hunter2", owner).await,
+            Ok("bob".to_owned()),
+            "bob from his own address"
+        );
+    }
+
+    fn alice_and_bob() -> Vec<Credential> {
+        let mut both = alice();
+        both.push(Credential {
+            username: "bob".into(),
+            password_hash: cheap_hash("hunter2"),
+            roles: Vec::new(),
+        });
+        both
     }
 
     #[tokio::test]

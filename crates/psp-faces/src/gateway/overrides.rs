@@ -180,12 +180,14 @@ pub(super) fn is_form_headers(headers: &http::HeaderMap) -> bool {
         .get_all(http::header::CONTENT_TYPE)
         .iter()
         .any(|value| {
+            // A field may list several media types (`a/b, c/d`): Rack reads the request as a
+            // form when any of them is one (docs/attacks/proxy-and-data.md B4).
             value
                 .to_str()
                 .unwrap_or_default()
-                .split(';')
-                .next()
-                .is_some_and(|media| {
+                .split(',')
+                .filter_map(|item| item.split(';').next())
+                .any(|media| {
                     media
                         .trim()
                         .eq_ignore_ascii_case("application/x-www-form-urlencoded")
@@ -330,6 +332,23 @@ mod tests {
     async fn screened(req: Request<Body>) -> Result<bytes::Bytes, FormRefusal> {
         let req = screen_form(req, Duration::from_secs(5)).await?;
         Ok(req.into_body().collect().await.expect("body").to_bytes())
+    }
+
+    /// The fresh-eyes attack of issue 40 (docs/attacks/proxy-and-data.md B4): a form declared
+    /// in a list of media types was not read, so its `_method` reached Rack.
+    #[tokio::test]
+    async fn a_form_declared_in_a_list_of_media_types_is_screened() {
+        for content_type in [
+            "application/x-www-form-urlencoded, application/json",
+            "application/json, application/x-www-form-urlencoded; charset=utf-8",
+        ] {
+            let req = request(Some(content_type), "_method=DELETE");
+            assert_eq!(
+                screened(req).await,
+                Err(FormRefusal::Override("_method".into())),
+                "{content_type}"
+            );
+        }
     }
 
     /// Issue 40 finding 5: a gzip-encoded or UTF-16 form body was forwarded unread, so a

@@ -831,7 +831,7 @@ pub(crate) fn read_eba(
         path: path.to_owned(),
         source,
     };
-    let mut file = File::open(path).map_err(read_err)?;
+    let mut file = super::native::open_regular(path).map_err(read_err)?;
     let mut magic = [0u8; 4];
     let is_zip = match file.read_exact(&mut magic) {
         Ok(()) => &magic == ZIP_MAGIC,

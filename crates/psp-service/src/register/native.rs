@@ -102,8 +102,23 @@ pub use crate::cert::PsdAuthNumber as HomeAuthNumber;
 
 /// Reads a native file. Bad JSON, wrong types and unknown fields are reported with the file
 /// and the position; an unsupported version with the file.
+/// Opens a register file, which must be a regular file: a FIFO put in its place would block
+/// the load (and every reload after it) until something wrote to it, and a device would never
+/// end (docs/attacks/proxy-and-data.md B5). The check and the open are two steps: a file
+/// swapped between them is not caught.
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<File> {
+    let metadata = std::fs::metadata(path)?;
+    if !metadata.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a register file is read whole; a FIFO or device is refused)",
+        ));
+    }
+    File::open(path)
+}
+
 pub fn read_native_file(path: &Path) -> Result<NativeFile, RegisterLoadError> {
-    let file = File::open(path).map_err(|source| RegisterLoadError::Read {
+    let file = open_regular(path).map_err(|source| RegisterLoadError::Read {
         path: path.to_owned(),
         source,
     })?;
