@@ -834,7 +834,7 @@ fn shared_state(config: &Config) -> Result<Option<Arc<SharedState>>, StartError>
         Some(file) => {
             let path = config.resolve(file);
             Some(
-                crate::server::shared::read_regular_file(&path, 1024 * 1024, "a CA file").map_err(
+                crate::bounded::read_regular_file(&path, 1024 * 1024, "a CA file").map_err(
                     |e| {
                         StartError::SharedState(format!(
                             "shared_state.ca_file {}: {e}",
@@ -1062,7 +1062,12 @@ pub async fn reload(config_path: &Path, running: &Running) -> Option<Vec<PathBuf
             Some(files)
         }
         Err(e) => {
-            tracing::error!(error = %e, "reload failed; everything stays as it was");
+            // Without the configuration's own text: a secret written in the wrong place is
+            // quoted by the parser (docs/attacks/proxy-and-data.md O2).
+            tracing::error!(
+                error = %crate::admin::without_values(&e.to_string()),
+                "reload failed; everything stays as it was"
+            );
             None
         }
     }

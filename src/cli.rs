@@ -996,7 +996,7 @@ fn read_input(path: &Path) -> Result<Vec<u8>, Failure> {
     use crate::bounded::{BoundedReadError, read_file};
     read_file(path, MAX_INPUT_FILE_BYTES, "a certificate file").map_err(|e| match e {
         BoundedReadError::Io(e) => (EXIT_NO_INPUT, format!("{}: {e}", path.display())),
-        too_large @ BoundedReadError::TooLarge { .. } => {
+        too_large @ (BoundedReadError::TooLarge { .. } | BoundedReadError::NotRegular { .. }) => {
             (EXIT_DATA_ERR, format!("{}: {too_large}", path.display()))
         }
     })

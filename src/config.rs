@@ -536,7 +536,8 @@ impl Config {
                     path: path.to_owned(),
                     source,
                 },
-                too_large @ BoundedReadError::TooLarge { .. } => ConfigError::Invalid {
+                too_large @ (BoundedReadError::TooLarge { .. }
+                | BoundedReadError::NotRegular { .. }) => ConfigError::Invalid {
                     path: path.to_owned(),
                     message: too_large.to_string(),
                 },

@@ -421,11 +421,14 @@ fn an_endless_device_as_any_input_file_is_refused_at_its_limit_not_read_until_me
     let o = psp_gateway_bounded(&["check", "--cert", "/dev/zero", "--jurisdiction", "XX"]);
     assert_refused_at_the_limit(&o, 65, "1048576", "--cert /dev/zero");
     assert_refused_at_the_limit(&check(&["--chain", "/dev/zero"]), 65, "1048576", "--chain");
-    assert_refused_at_the_limit(
-        &check(&["--trust", "/dev/zero"]),
-        65,
-        "33554432",
-        "--trust /dev/zero",
+    // A trust file must be a regular file (a FIFO blocked `config check` and every reload,
+    // docs/attacks/proxy-and-data.md): a device is refused before it is read.
+    let o = check(&["--trust", "/dev/zero"]);
+    assert_eq!(o.status.code(), Some(65), "--trust /dev/zero");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not a regular file"),
+        "--trust /dev/zero: {}",
+        String::from_utf8_lossy(&o.stderr)
     );
     assert_refused_at_the_limit(
         &check(&["--config", "/dev/zero"]),

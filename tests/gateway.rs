@@ -569,6 +569,42 @@ fn an_identity_header_that_is_not_a_header_name_is_a_configuration_error() {
     );
 }
 
+/// docs/attacks/proxy-and-data.md O3: identity header names that the request's framing,
+/// routing, client address, credentials or trace depend on, an underscore name, and one name
+/// for two identity headers were accepted; each is a configuration error now.
+#[test]
+fn an_identity_header_named_after_a_header_the_request_depends_on_is_a_configuration_error() {
+    for (key, name) in [
+        ("auth_number", "content-length"),
+        ("auth_number", "transfer-encoding"),
+        ("auth_number", "Host"),
+        ("auth_number", "x-forwarded-for"),
+        ("auth_number", "authorization"),
+        ("auth_number", "x_psp_auth"),
+        ("auth_number", "x-psp-name"),
+    ] {
+        let text = one_site_sandbox_toml().replace(
+            "upstream = \"sandbox-echo\"",
+            &format!("upstream = \"sandbox-echo\"\nidentity_headers = {{ {key} = \"{name}\" }}"),
+        );
+        let err =
+            psp_gateway::Config::from_toml(&text, std::path::Path::new("gateway.toml"), root())
+                .expect_err(name);
+        assert!(
+            err.to_string().contains("identity_headers"),
+            "{name}: {err}"
+        );
+    }
+    let text = one_site_sandbox_toml().replace(
+        "upstream = \"sandbox-echo\"",
+        "upstream = \"sandbox-echo\"\nidentity_headers = { auth_number = \"x-bank-psp-id\" }",
+    );
+    assert!(
+        psp_gateway::Config::from_toml(&text, std::path::Path::new("gateway.toml"), root()).is_ok(),
+        "a name of the bank's own"
+    );
+}
+
 /// `gateway.tls.session_resumption = false`: the same client's second connection is a full
 /// handshake again (and is answered as the first).
 #[tokio::test]

@@ -482,12 +482,12 @@ fn json(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
     r
 }
 
-/// A reload error as `/readyz` (unauthenticated) shows it: where and what, without the
-/// configuration's own text. A parser's error quotes the offending line and value, which may be
-/// a secret (a password, a key); the log has the whole error. Dropped: the source lines of a
-/// TOML error (`80 | password = …`, its `|` and `^` lines); every double-quoted value becomes
-/// `"…"`.
-fn without_values(error: &str) -> String {
+/// A reload error as `/readyz` (unauthenticated) and the log show it: where and what, without
+/// the configuration's own text. A parser's error quotes the offending line and value, which
+/// may be a secret (a password or key written where a file name belongs: the FCA docs promise
+/// the key is never logged). Dropped: the source lines of a TOML error (`80 | password = …`,
+/// its `|` and `^` lines); every double-quoted value becomes `"…"`.
+pub fn without_values(error: &str) -> String {
     let mut out = Vec::new();
     for line in error.lines() {
         let trimmed = line.trim_start();

@@ -90,7 +90,7 @@ pub fn client_address<'a>(
     }
     for value in forwarded_for.rev() {
         for part in value.rsplit(',') {
-            match part.trim().parse::<IpAddr>() {
+            match forwarded_ip(part.trim()) {
                 Ok(ip) if is_trusted(ip) => continue,
                 Ok(ip) => return ip,
                 // An unreadable entry: stop trusting the chain there.
@@ -99,6 +99,26 @@ pub fn client_address<'a>(
         }
     }
     peer
+}
+
+/// An `X-Forwarded-For` element's address: `a.b.c.d`, an IPv6 address, or either with a port
+/// (`a.b.c.d:port`, `[v6]:port`, `[v6]`) as some load balancers write it (Azure Application
+/// Gateway appends the client's port). Read without its port, such a client was counted under
+/// the proxy's own address, with every other client of that proxy
+/// (docs/attacks/proxy-and-data.md O1).
+fn forwarded_ip(element: &str) -> Result<IpAddr, ()> {
+    if let Ok(ip) = element.parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    if let Ok(socket) = element.parse::<std::net::SocketAddr>() {
+        return Ok(socket.ip());
+    }
+    element
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+        .and_then(|v6| v6.parse::<std::net::Ipv6Addr>().ok())
+        .map(IpAddr::V6)
+        .ok_or(())
 }
 
 /// The key a client is counted under (rate limits, failed logins, connections per source):
@@ -193,5 +213,23 @@ mod tests {
             client_address(ip("127.0.0.1"), ["nonsense"].into_iter(), &trusted),
             ip("127.0.0.1")
         );
+    }
+
+    /// docs/attacks/proxy-and-data.md O1: an element with a port was unreadable, so every
+    /// client of a proxy that writes ports shared the proxy's own quota.
+    #[test]
+    fn a_forwarded_address_with_a_port_is_its_address() {
+        let trusted = ["127.0.0.1/32".parse().expect("cidr")];
+        for (element, client) in [
+            ("1.2.3.4:5678", "1.2.3.4"),
+            ("[2001:db8::1]:80", "2001:db8::1"),
+            ("[2001:db8::1]", "2001:db8::1"),
+        ] {
+            assert_eq!(
+                client_address(ip("127.0.0.1"), [element].into_iter(), &trusted),
+                ip(client),
+                "{element}"
+            );
+        }
     }
 }

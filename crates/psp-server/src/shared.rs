@@ -256,8 +256,12 @@ impl SharedStateConfig {
                 from: path.display().to_string(),
                 why,
             };
-            let bytes = read_regular_file(&path, MAX_PASSWORD_FILE_BYTES, "a password file")
-                .map_err(refused)?;
+            let bytes = psp_service::bounded::read_regular_file(
+                &path,
+                MAX_PASSWORD_FILE_BYTES,
+                "a password file",
+            )
+            .map_err(|e| refused(e.to_string()))?;
             let text = String::from_utf8(bytes).map_err(|_| refused("not UTF-8".to_owned()))?;
             return Ok(Some(text.trim_end_matches(['\r', '\n']).to_owned()));
         }
@@ -275,22 +279,6 @@ impl SharedStateConfig {
     pub fn budget(&self) -> Duration {
         Duration::from_millis(self.budget_ms)
     }
-}
-
-/// Reads `path` when it is a regular file of at most `limit` bytes: a FIFO (which would block
-/// the start), a device or a file over the limit is refused.
-pub fn read_regular_file(
-    path: &std::path::Path,
-    limit: u64,
-    what: &'static str,
-) -> Result<Vec<u8>, String> {
-    let metadata = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if !metadata.is_file() {
-        return Err(format!(
-            "not a regular file ({what} is read whole at start)"
-        ));
-    }
-    psp_service::bounded::read_file(path, limit, what).map_err(|e| e.to_string())
 }
 
 /// GCRA in one round trip. KEYS[1]: the counter; ARGV[1]: the cost of a cell (µs); ARGV[2]:

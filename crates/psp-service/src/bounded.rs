@@ -17,6 +17,9 @@ pub enum BoundedReadError {
     /// The file holds more than the limit (or, for a pipe or device, would go on past it).
     #[error("more than the {limit}-byte limit for {what}")]
     TooLarge { limit: u64, what: &'static str },
+    /// A regular file was required and this is not one (a FIFO, a device, a directory).
+    #[error("not a regular file ({what} is read whole; a FIFO or device is refused)")]
+    NotRegular { what: &'static str },
 }
 
 /// Reads `path` whole when it holds at most `limit` bytes; `what` names the kind of file in
@@ -24,6 +27,26 @@ pub enum BoundedReadError {
 pub fn read_file(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, BoundedReadError> {
     let file = std::fs::File::open(path)?;
     read_to_end(file, limit, what)
+}
+
+/// Opens `path` when it is a regular file: a FIFO would block the open until something wrote
+/// to it (a load, and every reload after it, waited with no sign), and a device never ends.
+/// The check and the open are two steps: a file swapped between them is not caught.
+pub fn open_regular(path: &Path, what: &'static str) -> Result<std::fs::File, BoundedReadError> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(BoundedReadError::NotRegular { what });
+    }
+    Ok(std::fs::File::open(path)?)
+}
+
+/// As [`read_file`], for a file that must be a regular one ([`open_regular`]): a setting's
+/// secret or CA file, read whole at start.
+pub fn read_regular_file(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+) -> Result<Vec<u8>, BoundedReadError> {
+    read_to_end(open_regular(path, what)?, limit, what)
 }
 
 /// As [`read_file`], for a reader already open.
@@ -45,6 +68,39 @@ pub fn read_to_end(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/attacks/proxy-and-data.md B5 and docs/attacks/replicas.md B2: a FIFO where a
+    /// setting names a file blocked the open (and every reload after it); a device never ended.
+    #[test]
+    fn a_fifo_or_a_device_is_refused_where_a_regular_file_is_required() {
+        let dir = std::env::temp_dir().join(format!("psp-bounded-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let fifo = dir.join("fifo");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        for path in [
+            fifo.as_path(),
+            Path::new("/dev/zero"),
+            Path::new("/dev/urandom"),
+        ] {
+            let e = read_regular_file(path, 1024, "a test file").expect_err("refused");
+            assert!(
+                matches!(e, BoundedReadError::NotRegular { .. }),
+                "{}: {e}",
+                path.display()
+            );
+        }
+        std::fs::write(dir.join("plain"), b"ok").expect("write");
+        assert_eq!(
+            read_regular_file(&dir.join("plain"), 1024, "a test file").expect("read"),
+            b"ok"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn an_endless_device_is_refused_at_the_limit_not_read_to_the_end() {

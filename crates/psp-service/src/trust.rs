@@ -652,20 +652,22 @@ fn record_unpointed_territories(trust: &mut TrustList, sc: &SourceSpec, wanted: 
     }
 }
 
-/// Reads a trust file (a list, a LOTL, a pinned signer) through a bounded reader, so that a
-/// pipe or a device (whose `metadata` says 0 bytes) is refused at the limit too.
+/// Reads a trust file (a list, a LOTL, a pinned signer) through a bounded reader; it must be a
+/// regular file (a FIFO blocked `config check` and every reload, docs/attacks/proxy-and-data.md).
 fn read_capped(source_name: &str, path: &Path) -> Result<Vec<u8>, TrustLoadError> {
-    use crate::bounded::{BoundedReadError, read_file};
-    read_file(path, MAX_TRUST_FILE_BYTES, "a trust file").map_err(|e| match e {
+    use crate::bounded::{BoundedReadError, read_regular_file};
+    read_regular_file(path, MAX_TRUST_FILE_BYTES, "a trust file").map_err(|e| match e {
         BoundedReadError::Io(error) => TrustLoadError::Read {
             source_name: source_name.to_owned(),
             path: path.to_owned(),
             error,
         },
-        too_large @ BoundedReadError::TooLarge { .. } => TrustLoadError::Invalid {
-            source_name: source_name.to_owned(),
-            path: path.to_owned(),
-            message: too_large.to_string(),
-        },
+        refused @ (BoundedReadError::TooLarge { .. } | BoundedReadError::NotRegular { .. }) => {
+            TrustLoadError::Invalid {
+                source_name: source_name.to_owned(),
+                path: path.to_owned(),
+                message: refused.to_string(),
+            }
+        }
     })
 }

@@ -282,12 +282,30 @@ impl IdentityHeaderNames {
     }
 
     /// The names, parsed (once, when the gateway is built: requests use [`IdentityHeaders`]).
+    /// A name is refused when it is not a header name, has an underscore, is given to two
+    /// identity headers, or is a header the request's framing, routing, client address,
+    /// credentials or trace depend on (docs/attacks/proxy-and-data.md O3: `content-length`
+    /// sent a second length upstream, `host` replaced the upstream's host).
     pub fn parse(&self) -> Result<IdentityHeaders, GatewayConfigError> {
         let parse = |name: &str| {
-            HeaderName::from_bytes(name.as_bytes()).map_err(|_| GatewayConfigError::BadHeaderName {
+            let bad = || GatewayConfigError::BadHeaderName {
                 setting: "identity_headers",
                 name: name.to_owned(),
-            })
+            };
+            let parsed = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+            let reserved = RESERVED_HEADER_NAMES.contains(&parsed.as_str())
+                || parsed.as_str().starts_with("x-forwarded-")
+                || parsed.as_str().contains('_');
+            let twice = self
+                .all()
+                .iter()
+                .filter(|other| other.eq_ignore_ascii_case(name))
+                .count()
+                > 1;
+            if reserved || twice {
+                return Err(bad());
+            }
+            Ok(parsed)
         };
         Ok(IdentityHeaders {
             auth_number: parse(&self.auth_number)?,
@@ -300,6 +318,28 @@ impl IdentityHeaderNames {
         })
     }
 }
+
+/// Headers an identity header may not be named after.
+const RESERVED_HEADER_NAMES: [&str; 18] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "forwarded",
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-request-id",
+    "traceparent",
+    "tracestate",
+    "content-type",
+];
 
 /// The identity header names of [`IdentityHeaderNames`], parsed: what each request uses.
 #[derive(Debug, Clone)]

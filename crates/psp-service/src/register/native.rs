@@ -102,19 +102,12 @@ pub use crate::cert::PsdAuthNumber as HomeAuthNumber;
 
 /// Reads a native file. Bad JSON, wrong types and unknown fields are reported with the file
 /// and the position; an unsupported version with the file.
-/// Opens a register file, which must be a regular file: a FIFO put in its place would block
-/// the load (and every reload after it) until something wrote to it, and a device would never
-/// end (docs/attacks/proxy-and-data.md B5). The check and the open are two steps: a file
-/// swapped between them is not caught.
+/// Opens a register file, which must be a regular file ([`crate::bounded::open_regular`]).
 pub(crate) fn open_regular(path: &Path) -> std::io::Result<File> {
-    let metadata = std::fs::metadata(path)?;
-    if !metadata.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file (a register file is read whole; a FIFO or device is refused)",
-        ));
-    }
-    File::open(path)
+    crate::bounded::open_regular(path, "a register file").map_err(|e| match e {
+        crate::bounded::BoundedReadError::Io(e) => e,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string()),
+    })
 }
 
 pub fn read_native_file(path: &Path) -> Result<NativeFile, RegisterLoadError> {
