@@ -650,6 +650,40 @@ pub struct SharedState {
     epoch: Instant,
 }
 
+/// The endpoint of the URL's node (its host and port, the credentials, TLS); the cluster's
+/// other nodes are reached the same way at their own host and port.
+fn endpoint_of(
+    config: &SharedStateConfig,
+    password: Option<&str>,
+    root_pem: Option<&[u8]>,
+) -> Result<Endpoint, SharedStateError> {
+    let (info, tls) = connection_info(&config.url).map_err(|e| SharedStateError(e.to_string()))?;
+    let mut settings = info.redis_settings().clone();
+    if let Some(user) = &config.username {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = password {
+        settings = settings.set_password(password);
+    }
+    let tls = if tls {
+        Some(tls_config(root_pem)?)
+    } else {
+        None
+    };
+    let redis::ConnectionAddr::Tcp(host, port) = info.addr() else {
+        return Err(SharedStateError(
+            "only redis:// and rediss:// are supported".to_owned(),
+        ));
+    };
+    Ok(Endpoint {
+        host: host.clone(),
+        port: *port,
+        tls,
+        settings,
+        connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+    })
+}
+
 impl std::fmt::Debug for SharedState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedState")
@@ -689,28 +723,7 @@ impl SharedState {
         config
             .validate()
             .map_err(|e| SharedStateError(e.to_string()))?;
-        let (info, tls) =
-            connection_info(&config.url).map_err(|e| SharedStateError(e.to_string()))?;
-        let mut settings = info.redis_settings().clone();
-        if let Some(user) = &config.username {
-            settings = settings.set_username(user);
-        }
-        if let Some(password) = &password {
-            settings = settings.set_password(password);
-        }
-        let tls = if tls {
-            Some(tls_config(root_pem.as_deref())?)
-        } else {
-            None
-        };
-        let (host, port) = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
-            _ => {
-                return Err(SharedStateError(
-                    "only redis:// and rediss:// are supported".to_owned(),
-                ));
-            }
-        };
+        let endpoint = endpoint_of(config, password.as_deref(), root_pem.as_deref())?;
         let script = Script::new(GCRA_SCRIPT.to_owned());
         let login_charge = Script::new(format!("{LEDGER_FUNCTIONS}{LOGIN_CHARGE_SCRIPT}"));
         let login_settle = Script::new(format!("{LEDGER_FUNCTIONS}{LOGIN_SETTLE_SCRIPT}"));
@@ -720,23 +733,14 @@ impl SharedState {
             login_settle.code.clone(),
         ];
         let connects = Arc::new(AtomicU64::new(0));
-        let endpoint = |host: String, port: u16| Endpoint {
-            host,
-            port,
-            tls: tls.clone(),
-            settings: settings.clone(),
-            connect_timeout: Duration::from_millis(config.connect_timeout_ms),
-        };
-        let mut links = vec![Link::new(
-            endpoint(host.clone(), port),
-            connects.clone(),
-            codes.clone(),
-        )];
+        let mut links = vec![Link::new(endpoint.clone(), connects.clone(), codes.clone())];
         for node in &config.cluster_nodes {
             let (h, p) = host_port(node)
                 .ok_or_else(|| SharedStateError(format!("cluster node {node:?}")))?;
             if links.iter().all(|l| l.name() != node_name(&h, p)) {
-                links.push(Link::new(endpoint(h, p), connects.clone(), codes.clone()));
+                let mut node = endpoint.clone();
+                (node.host, node.port) = (h, p);
+                links.push(Link::new(node, connects.clone(), codes.clone()));
             }
         }
         let state = SharedState {

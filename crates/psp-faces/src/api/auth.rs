@@ -185,13 +185,15 @@ struct Slots {
 type Job = Box<dyn FnOnce() + Send>;
 
 /// The password-check threads (issue 39): one per slot, started with the slots and ended with
-/// them, each at the lowest scheduling priority of its process (`SCHED_BATCH`, nice 19). A
-/// flood of wrong passwords keeps these threads busy, not the threads that serve requests
-/// and wait for Redis: with argon2 on tokio's blocking pool at the normal priority, such a
-/// flood on 2 cores delayed the process's own Redis replies past the 5 ms budget and switched
-/// the shared counters to their failure modes while Redis was healthy. Verifications still
-/// use every idle core; under load they yield to request handling (a login then takes longer,
-/// bounded by the permits' wait and the slots).
+/// them, each at the lowest scheduling priority Linux has (`SCHED_IDLE`). A flood of wrong
+/// passwords keeps these threads busy, not the threads that serve requests and wait for
+/// Redis: with argon2 on tokio's blocking pool at the normal priority, such a flood on 2 cores
+/// delayed the process's own Redis replies past the 5 ms budget and switched the shared
+/// counters to their failure modes while Redis was healthy. `SCHED_BATCH` at nice 19 still let
+/// a flood of 2 connections cause 7 fallbacks in 1,600 calls (`benches/login-flood.sh`);
+/// `SCHED_IDLE` none below the slots' saturation. Verifications still use every idle core;
+/// under load they get only what request handling leaves (a login then takes longer; under a
+/// load that takes every core, much longer).
 struct Workers {
     jobs: Mutex<std::sync::mpsc::Sender<Job>>,
 }
@@ -240,9 +242,10 @@ impl Workers {
     }
 }
 
-/// Puts the calling thread at the lowest priority of normal scheduling: `SCHED_BATCH` at nice
-/// 19. Lowering a priority needs no privilege; if the system refuses, the thread runs at the
-/// normal priority and says so.
+/// Puts the calling thread at the lowest priority of normal scheduling: `SCHED_IDLE`, which
+/// runs only on CPU time no other thread wants (it is not starved outright: CFS gives it the
+/// smallest weight). Lowering a priority needs no privilege; if the system refuses, the thread
+/// runs at the normal priority and says so.
 fn lowest_priority() {
     use thread_priority::{
         NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
@@ -251,7 +254,7 @@ fn lowest_priority() {
     if let Err(e) = set_thread_priority_and_policy(
         thread_native_id(),
         ThreadPriority::Min,
-        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch),
+        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
     ) {
         tracing::warn!(error = ?e, "a password-check thread runs at the normal priority");
     }
