@@ -193,6 +193,21 @@ async fn metric(running: &Running, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The process's count of each kind's degradations and `open` fallbacks, by series.
+async fn failure_mode_counts(running: &Running) -> std::collections::HashMap<String, f64> {
+    let mut counts = std::collections::HashMap::new();
+    for kind in ["rate_limits", "failed_logins"] {
+        for series in [
+            format!("psp_gateway_shared_state_degradations_total{{kind=\"{kind}\"}}"),
+            format!("psp_gateway_shared_state_fallbacks_total{{kind=\"{kind}\",mode=\"open\"}}"),
+        ] {
+            let value = metric(running, &series).await;
+            counts.insert(series, value);
+        }
+    }
+    counts
+}
+
 const LOCAL_FALLBACKS: &str =
     "psp_gateway_shared_state_fallbacks_total{kind=\"rate_limits\",mode=\"local\"}";
 
@@ -780,8 +795,9 @@ async fn a_redis_slower_than_the_budget_is_not_reconnected_to_for_every_request(
     }
     let secs = started.elapsed().as_secs_f64();
     let made = proxy.faults.connections.load(ordering) - before;
-    // One reconnection per half second at most, plus the first.
-    let bound = (secs / 0.5).ceil() as u64 + 1;
+    // One reconnection per half second at most, plus the first, plus one for a call in the
+    // first 50 ms of silence (a single missed budget does not hold calls back).
+    let bound = (secs / 0.5).ceil() as u64 + 2;
     assert!(
         made <= bound,
         "{made} connections in {secs:.1} s for 20 requests (at most {bound})"
@@ -842,8 +858,12 @@ async fn a_two_gigabyte_reply_is_cut_off_after_a_bounded_read_and_the_replica_go
 /// tokio's blocking pool at the normal priority, and on 2 cores delayed the process's own
 /// Redis replies past the 5 ms budget: `rate_limits = "open"` then answered 212 requests of a
 /// quota of 30, and `failed_logins = "open"` let one source try 242 passwords (quota 10).
-/// Now password checks run on threads of their own at the lowest priority: with the default
-/// budget and Redis healthy, the flood changes no count.
+/// Now password checks run on threads of their own at the lowest priority, and a call that
+/// misses its budget follows its failure mode alone (a kind switches only after 50 ms
+/// without an answer): with the default budget and Redis healthy, the flood switches neither
+/// mode on, and no count moves further than those single calls allow. (CI's first run of
+/// this test on a fresh machine counted one missed call, which then held the kind in its
+/// failure mode for half a second.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_password_flood_from_other_sources_never_switches_a_healthy_redis_to_a_failure_mode()
  {
@@ -859,6 +879,7 @@ async fn a_wrong_password_flood_from_other_sources_never_switches_a_healthy_redi
     ];
     let apis: Vec<SocketAddr> = replicas.iter().map(|r| r.api.expect("api")).collect();
     let valid = valid_certificate();
+    let before = failure_mode_counts(&replicas[0]).await;
     // The victim logs in on each replica before the flood (its password then remembered): a
     // first login that finds every password slot taken is refused as busy by design.
     let mut victim = Vec::new();
@@ -928,32 +949,51 @@ async fn a_wrong_password_flood_from_other_sources_never_switches_a_healthy_redi
         verified >= 20,
         "the flood made argon2 work: {verified} wrong passwords verified"
     );
+    // What the failure modes decided: a call Redis answered later than the 5 ms budget on
+    // these 2 shared cores follows its mode alone (a figure of the machine, measured by
+    // benches/login-flood.sh, not asserted here); neither mode is ever switched on.
+    // The metrics are the process's, shared by the replicas and by the other tests of this
+    // binary: what counts is what changed during this one.
+    let after = failure_mode_counts(&replicas[0]).await;
+    let mut fallbacks = std::collections::HashMap::<&str, f64>::new();
+    for (series, value) in &after {
+        let changed = value - before.get(series).copied().unwrap_or(0.0);
+        if series.contains("degradations") {
+            assert_eq!(changed, 0.0, "{series}");
+        } else if let Some(kind) = ["rate_limits", "failed_logins"]
+            .into_iter()
+            .find(|k| series.contains(k))
+        {
+            *fallbacks.entry(kind).or_default() += changed;
+        }
+    }
+    eprintln!("calls that followed a failure mode alone: {fallbacks:?}");
+    // Each such call lets at most one request past its quota (`open`).
+    let extra = |kind| fallbacks.get(kind).map_or(0, |f: &f64| *f as usize);
     // 30 per 300 s: a full bucket, then one more every 10 s of the run.
     let refilled = usize::try_from(started.elapsed().as_secs() / 10).unwrap_or(usize::MAX);
     let allowed = victim.iter().filter(|s| **s == 200).count();
     assert!(
-        (30..=30 + refilled).contains(&allowed),
+        (30..=30 + refilled + extra("rate_limits")).contains(&allowed),
         "the victim gets its quota of 30 across the replicas ({refilled} refilled), no more: \
          {allowed} in {victim:?}"
     );
     assert!(victim.iter().all(|s| *s == 200 || *s == 429), "{victim:?}");
     // Each flood source: at most its failed-login quota (10 per source by default) of
     // passwords verified.
+    let mut past_quota = 0;
     for (source, statuses) in &tried {
         let wrong = statuses.iter().filter(|s| **s == 401).count();
         assert!(
-            wrong <= 10,
+            wrong <= 10 + extra("failed_logins"),
             "127.0.0.{source} had {wrong} passwords verified: {statuses:?}"
         );
+        past_quota += wrong.saturating_sub(10);
     }
-    for r in &replicas {
-        for kind in ["rate_limits", "failed_logins"] {
-            let series = format!(
-                "psp_gateway_shared_state_fallbacks_total{{kind=\"{kind}\",mode=\"open\"}}"
-            );
-            assert_eq!(metric(r, &series).await, 0.0, "{series}");
-        }
-    }
+    assert!(
+        past_quota <= extra("failed_logins"),
+        "{past_quota} verified past quotas"
+    );
     for r in replicas {
         r.stop().await;
     }

@@ -453,6 +453,14 @@ fn wait_secs(wait_us: i64, period_us: u64) -> u64 {
 /// one per request.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
 
+/// A call that gets no answer within its budget follows the failure mode alone; the kind
+/// switches to its failure mode (and skips Redis for [`RETRY_AFTER_FAILURE`]) only once none
+/// of its calls has been answered for this long, counted from the send of the first call
+/// that missed. A busy process (a flood of TLS handshakes on the same cores, a scheduler's
+/// slice) delays a reply by milliseconds, and must not switch the failure mode on for the
+/// half second after it (issue 39); a Redis that stopped answering does so within 50 ms.
+const SILENCE_BEFORE_DEGRADED: Duration = Duration::from_millis(50);
+
 /// Why a shared count could not be had within the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unavailable {
@@ -645,6 +653,9 @@ pub struct SharedState {
     /// budget is as slow on a new connection, and lifting the hold for each new one made every
     /// request pay the budget and a reconnection (docs/attacks/replicas.md).
     lost_connection: [AtomicBool; 2],
+    /// Per counter kind: nanoseconds after `epoch` (at least 1) when the first call that
+    /// missed its budget since the last answer was sent; 0 while calls are answered.
+    unanswered_since: [AtomicU64; 2],
     /// Connections made so far, by every node's link.
     connects: Arc<AtomicU64>,
     epoch: Instant,
@@ -764,6 +775,7 @@ impl SharedState {
             own_failure: [AtomicBool::new(false), AtomicBool::new(false)],
             failed_at_connects: [AtomicU64::new(0), AtomicU64::new(0)],
             lost_connection: [AtomicBool::new(false), AtomicBool::new(false)],
+            unanswered_since: [AtomicU64::new(0), AtomicU64::new(0)],
             connects,
             epoch: Instant::now(),
         };
@@ -861,6 +873,7 @@ impl SharedState {
                 return Err(Unavailable::Skipped);
             }
         }
+        let sent = self.now_nanos().max(1);
         let deadline = tokio::time::Instant::now() + self.budget;
         match self.nodes.eval(script, keys, args, deadline).await {
             Ok(value) => match T::from_redis_value(value) {
@@ -874,7 +887,9 @@ impl SharedState {
                 }
             },
             Err(CallError::Timeout) => {
-                self.failed(kind, "no answer within the budget", false);
+                if self.silent_for_long(kind, sent) {
+                    self.failed(kind, "no answer within the budget for 50 ms", false);
+                }
                 Err(Unavailable::Timeout)
             }
             Err(CallError::Redis(e)) => {
@@ -887,8 +902,12 @@ impl SharedState {
                 Err(Unavailable::Error)
             }
             Err(e @ CallError::NotConnected(_)) => {
-                self.failed(kind, &e.to_string(), false);
-                self.lost_connection[kind.index()].store(true, Ordering::Relaxed);
+                // No connection within the budget: as a missed budget (a connection ended by
+                // one is being made again), until the silence lasts.
+                if self.silent_for_long(kind, sent) {
+                    self.failed(kind, &e.to_string(), false);
+                    self.lost_connection[kind.index()].store(true, Ordering::Relaxed);
+                }
                 Err(Unavailable::Error)
             }
             Err(e @ CallError::Redirect(_)) => {
@@ -896,6 +915,18 @@ impl SharedState {
                 Err(Unavailable::Error)
             }
         }
+    }
+
+    /// Records a call of `kind` sent at `sent` that got no answer within its budget, and
+    /// says whether the kind has now gone unanswered for [`SILENCE_BEFORE_DEGRADED`].
+    fn silent_for_long(&self, kind: CounterKind, sent: u64) -> bool {
+        let since = &self.unanswered_since[kind.index()];
+        let first = match since.compare_exchange(0, sent, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => sent,
+            Err(earlier) => earlier.min(sent),
+        };
+        let silence = u64::try_from(SILENCE_BEFORE_DEGRADED.as_nanos()).unwrap_or(u64::MAX);
+        self.now_nanos().saturating_sub(first) >= silence
     }
 
     /// The keys of a login attempt's three ledgers, with one hash tag: the charge and settle
@@ -979,6 +1010,12 @@ impl SharedState {
         self.lost_connection[i].store(false, Ordering::Relaxed);
         if self.up[i].swap(false, Ordering::Relaxed) {
             crate::telemetry::metrics::metrics().shared_state_up.set(0);
+            crate::telemetry::metrics::metrics()
+                .shared_state_degradations
+                .get_or_create(&crate::telemetry::metrics::KindLabels {
+                    kind: kind.label().to_owned(),
+                })
+                .inc();
             tracing::warn!(
                 kind = kind.label(),
                 error = why,
@@ -988,6 +1025,7 @@ impl SharedState {
     }
 
     fn answered(&self, kind: CounterKind) {
+        self.unanswered_since[kind.index()].store(0, Ordering::Relaxed);
         // The connection answers: a kind that failed for the connection's sake (not its own
         // script's) is answered again too.
         for other in [CounterKind::RateLimits, CounterKind::FailedLogins] {

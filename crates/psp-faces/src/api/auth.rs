@@ -1078,6 +1078,31 @@ mod tests {
             .to_string()
     }
 
+    /// Issue 39 finding 1, its mechanism: a password check runs on a thread of its own at
+    /// `SCHED_IDLE`, never on a runtime thread or tokio's blocking pool at the normal
+    /// priority, where argon2 delayed the process's own Redis replies. Read from the thread
+    /// that runs the job, not from a clock.
+    #[tokio::test]
+    async fn a_password_check_runs_on_its_own_thread_at_the_idle_policy() {
+        let workers = Workers::new(1);
+        let (name, policy) = workers
+            .run(|| {
+                (
+                    std::thread::current().name().map(str::to_owned),
+                    thread_priority::thread_schedule_policy(),
+                )
+            })
+            .await
+            .expect("a password-check thread runs");
+        assert_eq!(name.as_deref(), Some("password-check-0"));
+        assert_eq!(
+            policy.expect("the policy"),
+            thread_priority::ThreadSchedulePolicy::Normal(
+                thread_priority::NormalThreadSchedulePolicy::Idle
+            )
+        );
+    }
+
     /// An unknown user and a wrong password cost the same argon2 verification, shown by what
     /// the verification leaves behind rather than by a stopwatch: each runs one verification
     /// (the counter) and grows one slot's working memory to the configured hash's memory cost

@@ -67,6 +67,12 @@ pub struct FallbackLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// The counter kind: `rate_limits` or `failed_logins`.
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     /// What was reloaded or refreshed: `reference-data`, `trusted-lists`, `registers`.
     pub what: String,
@@ -119,6 +125,9 @@ pub struct Metrics {
     /// Decisions of shared counters taken by the failure mode because Redis did not answer
     /// within the budget (`[shared_state]`), by counter kind and mode.
     pub shared_state_fallbacks: Family<FallbackLabels, Counter>,
+    /// Times a counter kind switched to its failure mode (Redis failed it, or answered none
+    /// of its calls for the silence window), by kind.
+    pub shared_state_degradations: Family<KindLabels, Counter>,
     /// 1 while the shared state (Redis) answered the last call, 0 after a failure; absent
     /// from the meaning when `[shared_state]` is not configured (stays 0).
     pub shared_state_up: Gauge<i64>,
@@ -291,6 +300,12 @@ impl Metrics {
             "Shared-counter decisions taken by the failure mode because Redis did not answer within the budget, by kind and mode",
             shared_state_fallbacks.clone(),
         );
+        let shared_state_degradations = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "psp_gateway_shared_state_degradations",
+            "Times a kind of shared counter switched to its failure mode (Redis failed its call, or answered none of its calls for 50 ms), by kind",
+            shared_state_degradations.clone(),
+        );
         let shared_state_up = Gauge::<i64>::default();
         registry.register(
             "psp_gateway_shared_state_up",
@@ -320,6 +335,7 @@ impl Metrics {
             trace_export_failures,
             password_check_memory,
             shared_state_fallbacks,
+            shared_state_degradations,
             shared_state_up,
             shared_state_configured,
             audit_write_failures,
