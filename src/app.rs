@@ -36,7 +36,7 @@ use files::{take_signals, wait_for_signals, watcher_for};
 use refresh::{refresh_registers, refresh_trust};
 
 /// How often the rate-limit tables (requests per source, logins per source and per user name)
-/// forget keys that are back to full quota (governor keeps them otherwise: STACK.md; the
+/// forget keys that are back to full quota (governor keeps them otherwise: docs/stack.md; the
 /// tables are also bounded in size, `server::limiter`).
 const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(60);
 
@@ -73,6 +73,36 @@ impl Running {
     }
 }
 
+/// Why the keys of `[evidence]` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EvidenceConfigError {
+    #[error("signing_key {}: {source}", path.display())]
+    SigningKey {
+        path: PathBuf,
+        #[source]
+        source: crate::evidence::KeyError,
+    },
+    #[error("previous_keys {}: {source}", path.display())]
+    PreviousKey {
+        path: PathBuf,
+        #[source]
+        source: crate::evidence::KeyError,
+    },
+    #[error("previous_keys {}: retired `{retired}` is not an RFC 3339 time ({source})", path.display())]
+    RetiredNotATime {
+        path: PathBuf,
+        retired: String,
+        #[source]
+        source: time::error::Parse,
+    },
+    #[error("previous_keys {}: retired `{retired}` is in the future: a previous key is one that no longer signs (until then, anything it signs would be accepted)", path.display())]
+    RetiredInTheFuture { path: PathBuf, retired: String },
+    #[error("previous_keys {}: this is the signing key's public key; a key cannot sign and be retired", path.display())]
+    SigningKeyRetired { path: PathBuf },
+    #[error("previous_keys {}: the same key is listed twice", path.display())]
+    ListedTwice { path: PathBuf },
+}
+
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -87,7 +117,7 @@ pub enum StartError {
     #[error("gateway: {0}")]
     Gateway(String),
     #[error("evidence: {0}")]
-    Evidence(String),
+    Evidence(#[from] EvidenceConfigError),
     #[error("site `{site}`: {message}")]
     Site { site: String, message: String },
     #[error("register fetch: {0}")]
@@ -106,14 +136,19 @@ pub enum StartError {
     },
 }
 
-/// Loads everything and binds every listener of `config`; serving runs on spawned tasks.
-pub async fn start(config: Config) -> Result<Running, StartError> {
+/// Logs each fail-closed default that `[danger]` relaxes, once at the start.
+fn warn_of_relaxations(config: &Config) {
     for relaxation in config.danger.enabled() {
         tracing::warn!(
             setting = relaxation,
             "fail-closed default relaxed by configuration"
         );
     }
+}
+
+/// Loads everything and binds every listener of `config`; serving runs on spawned tasks.
+pub async fn start(config: Config) -> Result<Running, StartError> {
+    warn_of_relaxations(&config);
     let fetcher = fetcher(&config);
     fetch_missing_registers(&config, &fetcher).await?;
     let service = Arc::new(check_service(&config, &fetcher)?);
@@ -149,12 +184,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     .await?;
 
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let serving = Serving {
-        limits: config.limits.resolve(),
-        // Requests refused before any face reads them link their error codes here too.
-        link_base: config.checks.error_link_base.as_str().into(),
-        shutdown: shutdown_rx,
-    };
+    let serving = Serving::new(&config, shutdown_rx);
     let sites = Arc::new(ArcSwap::new(faces.sites));
     let reloadable = Reloadable {
         restart_only: restart_only(&config),
@@ -190,30 +220,55 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         running.serve(listener, &serving);
     }
     if let (Some(listener), Some(ext)) = (ext_authz_listener, &config.ext_authz) {
-        running.ext_authz = listener.local_addr().ok();
-        tracing::info!(addr = %display_addr(running.ext_authz), "ext_authz (gRPC) listening");
-        let sites = Arc::clone(&sites);
-        running.tasks.push(tokio::spawn(crate::ext_authz::serve(
+        running.serve_ext_authz(listener, faces.ext_authz_tls, ext, &sites, &serving);
+    }
+    running.spawn_refreshes(&config, fetcher, service, &serving);
+    Ok(running)
+}
+
+impl Running {
+    /// Starts the register and trusted-list refreshes. Both run always and read the sources
+    /// in force at each round, so that a reload that adds, changes or removes a fetched
+    /// register or a LOTL is followed.
+    fn spawn_refreshes(
+        &mut self,
+        config: &Config,
+        fetcher: crate::fetch::Fetcher,
+        service: Arc<CheckService>,
+        serving: &Serving,
+    ) {
+        let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
+        let shutdown = &serving.shutdown;
+        self.tasks.extend([
+            tokio::spawn(refresh_registers(
+                fetcher,
+                service.clone(),
+                shutdown.clone(),
+            )),
+            tokio::spawn(refresh_trust(refresher, service, shutdown.clone())),
+        ]);
+    }
+
+    /// Serves the gRPC external authoriser on `listener`, deciding with the sites in force.
+    fn serve_ext_authz(
+        &mut self,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        ext: &crate::ext_authz::ExtAuthzConfig,
+        sites: &Arc<ArcSwap<Sites>>,
+        serving: &Serving,
+    ) {
+        self.ext_authz = listener.local_addr().ok();
+        tracing::info!(addr = %display_addr(self.ext_authz), "ext_authz (gRPC) listening");
+        let sites = Arc::clone(sites);
+        self.tasks.push(tokio::spawn(crate::ext_authz::serve(
             listener,
-            faces.ext_authz_tls,
+            tls,
             Arc::new(ext.clone()),
             move || sites.load_full(),
             serving.shutdown.clone(),
         )));
     }
-    // Both refreshes run always and read the sources in force at each round, so that a
-    // reload that adds, changes or removes a fetched register or a LOTL is followed.
-    let refresher = crate::trust::refresh::Refresher::new(config.trust_fetch());
-    let shutdown = &serving.shutdown;
-    running.tasks.extend([
-        tokio::spawn(refresh_registers(
-            fetcher,
-            service.clone(),
-            shutdown.clone(),
-        )),
-        tokio::spawn(refresh_trust(refresher, service, shutdown.clone())),
-    ]);
-    Ok(running)
 }
 
 /// The fetcher of registers (and the FCA adapter's client), as `[revocation]` allows.
@@ -307,6 +362,17 @@ struct Serving {
     shutdown: watch::Receiver<bool>,
 }
 
+impl Serving {
+    fn new(config: &Config, shutdown: watch::Receiver<bool>) -> Serving {
+        Serving {
+            limits: config.limits.resolve(),
+            // Requests refused before any face reads them link their error codes here too.
+            link_base: config.checks.error_link_base.as_str().into(),
+            shutdown,
+        }
+    }
+}
+
 impl Listener {
     /// `listener`, serving each connection with what `new_connection` makes.
     fn new(
@@ -359,7 +425,7 @@ impl Listener {
     ) -> Listener {
         let sweep_sites = Arc::clone(&sites);
         let announce = sites.load_full();
-        let new_connection = crate::gateway::new_connection(listen, move || sites.load_full());
+        let new_connection = crate::sites::new_connection(listen, move || sites.load_full());
         let mut l = Listener::new(Face::Gateway, listener, tls, new_connection);
         // Every site is swept once: by the listener of the first site's.
         let first_listener = announce.all().iter().find_map(|s| s.listen());
@@ -654,6 +720,45 @@ fn restart_only(config: &Config) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The gRPC authoriser's TLS, when `[ext_authz.tls]` is set.
+fn ext_authz_tls(config: &Config) -> Result<Option<TlsAcceptor>, StartError> {
+    let Some(tls) = config.ext_authz.as_ref().and_then(|e| e.tls.as_ref()) else {
+        return Ok(None);
+    };
+    let resolved = crate::ext_authz::ExtAuthzTls {
+        cert: config.resolve(&tls.cert),
+        key: config.resolve(&tls.key),
+        client_ca: tls.client_ca.as_deref().map(|p| config.resolve(p)),
+    };
+    crate::ext_authz::tls_acceptor(&resolved)
+        .map(Some)
+        .map_err(|e| StartError::Gateway(format!("ext_authz.tls: {e}")))
+}
+
+/// The admin listener's state: the sandbox responder (the sandbox PKI) when the sandbox is
+/// on, the evidence keys, the shared state.
+fn admin_state(
+    config: &Config,
+    service: Arc<CheckService>,
+    evidence: &Option<Arc<Evidence>>,
+    shared_state: Option<&Arc<SharedState>>,
+) -> Result<Arc<AdminState>, StartError> {
+    let admin = AdminState::new(
+        config
+            .sandbox
+            .enabled
+            .then(|| config.resolve(&config.sandbox.certs))
+            .as_deref(),
+        service,
+    )
+    .map_err(|e| StartError::Sandbox(e.to_string()))?
+    .with_evidence(evidence.clone());
+    Ok(Arc::new(match shared_state {
+        Some(shared) => admin.with_shared_state(shared.clone()),
+        None => admin,
+    }))
+}
+
 /// Builds every face `config` enables: TLS configurations (certificate and key parsed and
 /// matched), the gateway's upstream client (its CA), the admin listener's sandbox responder
 /// (the sandbox PKI). `serve` calls it before binding any public port; `config check` calls
@@ -687,20 +792,7 @@ pub fn build_faces(
         })
     });
     let (gateway_listeners, site_certificates) = gateway_tls(config)?;
-    let ext_authz_tls = match config.ext_authz.as_ref().and_then(|e| e.tls.as_ref()) {
-        Some(tls) => {
-            let resolved = crate::ext_authz::ExtAuthzTls {
-                cert: config.resolve(&tls.cert),
-                key: config.resolve(&tls.key),
-                client_ca: tls.client_ca.as_deref().map(|p| config.resolve(p)),
-            };
-            Some(
-                crate::ext_authz::tls_acceptor(&resolved)
-                    .map_err(|e| StartError::Gateway(format!("ext_authz.tls: {e}")))?,
-            )
-        }
-        None => None,
-    };
+    let ext_authz_tls = ext_authz_tls(config)?;
     let forward_auth = match &config.forward_auth {
         Some(f) => Some(Arc::new(
             ForwardAuthState::new(f, config.checks.error_link_base.clone())
@@ -721,22 +813,7 @@ pub fn build_faces(
         .collect(),
     ));
     let admin = match &config.admin {
-        Some(_) => {
-            let admin = AdminState::new(
-                config
-                    .sandbox
-                    .enabled
-                    .then(|| config.resolve(&config.sandbox.certs))
-                    .as_deref(),
-                service,
-            )
-            .map_err(|e| StartError::Sandbox(e.to_string()))?
-            .with_evidence(evidence.clone());
-            Some(Arc::new(match shared_state {
-                Some(shared) => admin.with_shared_state(shared.clone()),
-                None => admin,
-            }))
-        }
+        Some(_) => Some(admin_state(config, service, &evidence, shared_state)?),
         None => None,
     };
     Ok(Faces {
@@ -761,8 +838,8 @@ pub fn evidence(config: &Config) -> Result<Option<Arc<Evidence>>, StartError> {
     };
     let path = config.resolve(&e.signing_key);
     let key = SigningKey::from_pem_file(&path)
-        .map_err(|err| StartError::Evidence(format!("signing_key {}: {err}", path.display())))?;
-    let previous = previous_keys(config, e).map_err(StartError::Evidence)?;
+        .map_err(|source| EvidenceConfigError::SigningKey { path, source })?;
+    let previous = previous_keys(config, e)?;
     Ok(Some(Arc::new(Evidence::new(
         key,
         previous,
@@ -777,7 +854,7 @@ pub fn evidence(config: &Config) -> Result<Option<Arc<Evidence>>, StartError> {
 pub fn previous_keys(
     config: &Config,
     e: &crate::config::EvidenceConfig,
-) -> Result<Vec<PublicKey>, String> {
+) -> Result<Vec<PublicKey>, EvidenceConfigError> {
     let signing = SigningKey::from_pem_file(&config.resolve(&e.signing_key))
         .map(|k| k.kid())
         .unwrap_or_default();
@@ -787,33 +864,28 @@ pub fn previous_keys(
         let path = config.resolve(&p.path);
         let retired =
             time::OffsetDateTime::parse(&p.retired, &time::format_description::well_known::Rfc3339)
-                .map_err(|err| {
-                    format!(
-                        "previous_keys {}: retired `{}` is not an RFC 3339 time ({err})",
-                        path.display(),
-                        p.retired
-                    )
+                .map_err(|source| EvidenceConfigError::RetiredNotATime {
+                    path: path.clone(),
+                    retired: p.retired.clone(),
+                    source,
                 })?;
         if retired > now {
-            return Err(format!(
-                "previous_keys {}: retired `{}` is in the future: a previous key is one that no longer signs (until then, anything it signs would be accepted)",
-                path.display(),
-                p.retired
-            ));
+            return Err(EvidenceConfigError::RetiredInTheFuture {
+                path,
+                retired: p.retired.clone(),
+            });
         }
-        let key = PublicKey::from_pem_file(&path)
-            .map_err(|err| format!("previous_keys {}: {err}", path.display()))?;
+        let key = PublicKey::from_pem_file(&path).map_err(|source| {
+            EvidenceConfigError::PreviousKey {
+                path: path.clone(),
+                source,
+            }
+        })?;
         if key.kid() == signing {
-            return Err(format!(
-                "previous_keys {}: this is the signing key's public key; a key cannot sign and be retired",
-                path.display()
-            ));
+            return Err(EvidenceConfigError::SigningKeyRetired { path });
         }
         if keys.iter().any(|k| k.kid() == key.kid()) {
-            return Err(format!(
-                "previous_keys {}: the same key is listed twice",
-                path.display()
-            ));
+            return Err(EvidenceConfigError::ListedTwice { path });
         }
         keys.push(key.retired_at(retired.unix_timestamp()));
     }

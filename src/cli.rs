@@ -472,7 +472,7 @@ fn run_serve(path: &Path) -> ExitCode {
             let file = config.resolve(&a.file);
             let options = match audit_options(&config, a) {
                 Ok(o) => o,
-                Err(e) => return fail(EXIT_BAD_CONFIG, &e),
+                Err(e) => return fail(EXIT_BAD_CONFIG, &format!("evidence: {e}")),
             };
             match crate::telemetry::audit::AuditLog::open_with(&file, options) {
                 Ok(log) => {
@@ -546,12 +546,12 @@ fn run_serve(path: &Path) -> ExitCode {
 fn audit_options(
     config: &Config,
     a: &crate::config::AuditConfig,
-) -> Result<crate::telemetry::audit::Options, String> {
+) -> Result<crate::telemetry::audit::Options, crate::app::EvidenceConfigError> {
     let checkpoints = match (&a.checkpoints, &config.evidence) {
         (Some(file), Some(e)) => {
-            let key_path = config.resolve(&e.signing_key);
-            let key = crate::evidence::SigningKey::from_pem_file(&key_path)
-                .map_err(|err| format!("evidence: signing_key {}: {err}", key_path.display()))?;
+            let path = config.resolve(&e.signing_key);
+            let key = crate::evidence::SigningKey::from_pem_file(&path)
+                .map_err(|source| crate::app::EvidenceConfigError::SigningKey { path, source })?;
             Some(crate::telemetry::audit::checkpoint::CheckpointSpec {
                 file: config.resolve(file),
                 copy: a.checkpoint_copy.as_deref().map(|p| config.resolve(p)),
@@ -559,8 +559,7 @@ fn audit_options(
                 every: Duration::from_secs(a.checkpoint_seconds),
                 origin: a.origin.clone(),
                 key: Arc::new(key),
-                previous: crate::app::previous_keys(config, e)
-                    .map_err(|err| format!("evidence: {err}"))?,
+                previous: crate::app::previous_keys(config, e)?,
             })
         }
         _ => None,
@@ -1101,31 +1100,9 @@ enum ConfigCheckError {
     Fca(#[from] register::FcaSettingsError),
 }
 
-fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
-    let config = Config::load(path)?;
-    let trust = config.load_trust(OffsetDateTime::now_utc())?;
-    let (registers, report) = crate::register::load(&config.registers, &config.base_dir)?;
-    let mut summary = format!(
-        "{}: ok: {} trust sources, {} trusted issuers, {} registers\n{report}",
-        path.display(),
-        trust.sources().len(),
-        trust.issuers().len(),
-        registers.registers().len()
-    );
-    for note in trust.notes() {
-        summary.push_str("\nnote: ");
-        summary.push_str(note);
-    }
-    // Everything else serve loads before binding: TLS certificates and keys (matched), the
-    // upstream CA, the sandbox PKI, identity header names and route prefixes.
-    let data = ReferenceData::load(&config.data_sources(), 1, OffsetDateTime::now_utc())?;
-    let service = Arc::new(CheckService::new(
-        data,
-        Revocation::Offline,
-        Duration::ZERO,
-        1,
-    ));
-    let faces = crate::app::build_faces(&config, service, None, None)?;
+/// What `config check` says of the faces it built.
+fn faces_summary(faces: &crate::app::Faces) -> String {
+    let mut summary = String::new();
     if faces.api.is_some() {
         summary.push_str("\ncheck endpoint: configured, its files load");
     }
@@ -1159,26 +1136,60 @@ fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
             }
         ));
     }
+    summary
+}
+
+/// What `config check` says of `[audit]`.
+fn audit_summary(config: &Config, a: &crate::config::AuditConfig) -> String {
+    format!(
+        "\naudit log: {} (synced every {} ms, {} on a write failure){}",
+        config.resolve(&a.file).display(),
+        a.sync_interval_ms,
+        match a.on_write_failure {
+            crate::telemetry::audit::WriteFailurePolicy::FailClosed => "fail_closed",
+            crate::telemetry::audit::WriteFailurePolicy::FailOpen => "fail_open",
+        },
+        match &a.checkpoints {
+            Some(c) => format!(
+                "; checkpoints signed every {} records or {} s to {}",
+                a.checkpoint_records,
+                a.checkpoint_seconds,
+                config.resolve(c).display()
+            ),
+            None => String::new(),
+        }
+    )
+}
+
+fn run_config_check(path: &Path) -> Result<String, ConfigCheckError> {
+    let config = Config::load(path)?;
+    let trust = config.load_trust(OffsetDateTime::now_utc())?;
+    let (registers, report) = crate::register::load(&config.registers, &config.base_dir)?;
+    let mut summary = format!(
+        "{}: ok: {} trust sources, {} trusted issuers, {} registers\n{report}",
+        path.display(),
+        trust.sources().len(),
+        trust.issuers().len(),
+        registers.registers().len()
+    );
+    for note in trust.notes() {
+        summary.push_str("\nnote: ");
+        summary.push_str(note);
+    }
+    // Everything else serve loads before binding: TLS certificates and keys (matched), the
+    // upstream CA, the sandbox PKI, identity header names and route prefixes.
+    let data = ReferenceData::load(&config.data_sources(), 1, OffsetDateTime::now_utc())?;
+    let service = Arc::new(CheckService::new(
+        data,
+        Revocation::Offline,
+        Duration::ZERO,
+        1,
+    ));
+    let faces = crate::app::build_faces(&config, service, None, None)?;
+    summary.push_str(&faces_summary(&faces));
     if let Some(a) = &config.audit {
         audit_options(&config, a).map_err(crate::app::StartError::Evidence)?;
-        summary.push_str(&format!(
-            "\naudit log: {} (synced every {} ms, {} on a write failure){}",
-            config.resolve(&a.file).display(),
-            a.sync_interval_ms,
-            match a.on_write_failure {
-                crate::telemetry::audit::WriteFailurePolicy::FailClosed => "fail_closed",
-                crate::telemetry::audit::WriteFailurePolicy::FailOpen => "fail_open",
-            },
-            match &a.checkpoints {
-                Some(c) => format!(
-                    "; checkpoints signed every {} records or {} s to {}",
-                    a.checkpoint_records,
-                    a.checkpoint_seconds,
-                    config.resolve(c).display()
-                ),
-                None => String::new(),
-            }
-        ));
+        summary.push_str(&audit_summary(&config, a));
     }
     // Redis is not contacted (it may be down while the configuration is right); what serve
     // reads at start is: the password and the CA file.

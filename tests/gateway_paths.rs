@@ -1,4 +1,4 @@
-//! Route confusion (DESIGN.md section 5): the gateway routes on the normalised path and the
+//! Route confusion (docs/design.md section 5): the gateway routes on the normalised path and the
 //! upstream receives exactly that path; a path whose meaning depends on the receiver's decoder
 //! is refused with 400 and never forwarded. The upstream here is raw: it records the request
 //! line byte for byte, so nothing between the gateway and the assertion can repair a path.

@@ -200,3 +200,57 @@ fn the_pure_check_depending_on_the_service_is_reported() {
         ["psp-check depends on psp-service (normal)"]
     );
 }
+
+/// The figures issue 23 brought to zero and issue 41 brought back to zero are held:
+/// `scripts/code-figures --check` fails on a function of 80 lines or more without a
+/// `// Whole:` reason, a `Result<_, String>`, a `dyn Any`, or an import circle between a
+/// crate's top-level modules.
+#[test]
+fn the_code_figures_that_must_stay_at_zero_are_zero() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new("python3")
+        .arg(format!("{root}/scripts/code-figures"))
+        .args(["--check", root])
+        .output()
+        .expect("python3 runs scripts/code-figures");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The check itself can fail: a crate with a circle between two modules, a function of 80
+/// lines and a `Result<_, String>` is reported on each count.
+#[test]
+fn code_figures_reports_a_circle_a_long_function_and_a_string_error() {
+    let dir = std::env::temp_dir().join(format!("code-figures-{}", std::process::id()));
+    let src = dir.join("crates/demo/src");
+    std::fs::create_dir_all(&src).expect("a scratch crate");
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\n").expect("lib.rs");
+    std::fs::write(
+        src.join("a.rs"),
+        "pub(crate) fn f() -> Result<(), String> { crate::b::g(); Ok(()) }\n",
+    )
+    .expect("a.rs");
+    let body = "    let _ = 1;\n".repeat(80);
+    std::fs::write(
+        src.join("b.rs"),
+        format!("pub(crate) fn g() {{\n    let _ = crate::a::f();\n{body}}}\n"),
+    )
+    .expect("b.rs");
+    std::fs::create_dir_all(dir.join("src")).expect("src");
+    let out = std::process::Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/code-figures"))
+        .arg("--check")
+        .arg(&dir)
+        .output()
+        .expect("python3 runs scripts/code-figures");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("demo: a <-> b"), "{text}");
+    assert!(text.contains("functions >= 80 lines: 1"), "{text}");
+    assert!(text.contains("Result<_, String>:      1"), "{text}");
+}

@@ -68,8 +68,42 @@ pub enum AuditReadError {
     Line {
         file: PathBuf,
         line: usize,
-        why: String,
+        why: LineError,
     },
+}
+
+/// Why a line of an audit log is not a record.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error("cannot read: {0}")]
+    Read(#[source] io::Error),
+    #[error("the line is over the {MAX_LINE_BYTES}-byte limit, too long to be a record")]
+    TooLong,
+    #[error("the line is not UTF-8 text")]
+    NotUtf8,
+    #[error("an empty line, not a record")]
+    Empty,
+    #[error("not a JSON object")]
+    NotObject,
+    #[error("not a JSON record ({0})")]
+    NotJson(#[source] serde_json::Error),
+    #[error("no numeric seq: not an audit record")]
+    NoSeq,
+    #[error("no prev: not an audit record")]
+    NoPrev,
+    #[error("no time")]
+    NoTime,
+    #[error("time {0:?} is not an RFC 3339 time ({1})")]
+    BadTime(String, #[source] time::error::Parse),
+}
+
+/// Why `--from` or `--to` is not a time.
+#[derive(Debug, thiserror::Error)]
+pub enum TimeArgError {
+    #[error("{0:?} is neither an RFC 3339 time nor a date (YYYY-MM-DD)")]
+    Neither(String),
+    #[error("{0:?} is the last date there is")]
+    LastDate(String),
 }
 
 /// One record as read: its line exactly as written, and the fields parsed from it.
@@ -147,7 +181,7 @@ pub fn for_each_record<E: From<AuditReadError>>(
         let mut n = 0;
         loop {
             n += 1;
-            let line_error = |why: String| AuditReadError::Line {
+            let line_error = |why: LineError| AuditReadError::Line {
                 file: file.clone(),
                 line: n,
                 why,
@@ -177,12 +211,12 @@ fn open(file: &Path) -> Result<Box<dyn BufRead>, AuditReadError> {
 }
 
 /// The next line, without its line end (`None` at the end), within [`MAX_LINE_BYTES`].
-fn read_line(reader: &mut dyn BufRead) -> Result<Option<String>, String> {
+fn read_line(reader: &mut dyn BufRead) -> Result<Option<String>, LineError> {
     let mut bytes = Vec::new();
     let read = reader
         .take(MAX_LINE_BYTES as u64 + 1)
         .read_until(b'\n', &mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
+        .map_err(LineError::Read)?;
     if read == 0 {
         return Ok(None);
     }
@@ -192,40 +226,38 @@ fn read_line(reader: &mut dyn BufRead) -> Result<Option<String>, String> {
             bytes.pop();
         }
     } else if bytes.len() > MAX_LINE_BYTES {
-        return Err(format!(
-            "the line is over the {MAX_LINE_BYTES}-byte limit, too long to be a record"
-        ));
+        return Err(LineError::TooLong);
     }
     String::from_utf8(bytes)
         .map(Some)
-        .map_err(|_| "the line is not UTF-8 text".to_owned())
+        .map_err(|_| LineError::NotUtf8)
 }
 
 /// A line as a record: a JSON object with a numeric `seq`, a string `prev` and an RFC 3339
 /// `time`, as every record the gateway writes has.
-fn parse_record(line: String) -> Result<AuditRecord, String> {
+fn parse_record(line: String) -> Result<AuditRecord, LineError> {
     if line.trim().is_empty() {
-        return Err("an empty line, not a record".to_owned());
+        return Err(LineError::Empty);
     }
     let fields = match serde_json::from_str::<Value>(&line) {
         Ok(Value::Object(fields)) => fields,
-        Ok(_) => return Err("not a JSON object".to_owned()),
-        Err(e) => return Err(format!("not a JSON record ({e})")),
+        Ok(_) => return Err(LineError::NotObject),
+        Err(e) => return Err(LineError::NotJson(e)),
     };
     let seq = fields
         .get("seq")
         .and_then(Value::as_u64)
-        .ok_or("no numeric seq: not an audit record")?;
+        .ok_or(LineError::NoSeq)?;
     fields
         .get("prev")
         .and_then(Value::as_str)
-        .ok_or("no prev: not an audit record")?;
+        .ok_or(LineError::NoPrev)?;
     let time = fields
         .get("time")
         .and_then(Value::as_str)
-        .ok_or("no time")?;
+        .ok_or(LineError::NoTime)?;
     let time = OffsetDateTime::parse(time, &Rfc3339)
-        .map_err(|e| format!("time {time:?} is not an RFC 3339 time ({e})"))?;
+        .map_err(|e| LineError::BadTime(time.to_owned(), e))?;
     Ok(AuditRecord {
         line,
         fields,
@@ -248,27 +280,26 @@ impl Period {
 }
 
 /// `--from`: an RFC 3339 time, or a date (`YYYY-MM-DD`, from its start, UTC).
-pub fn parse_from(text: &str) -> Result<OffsetDateTime, String> {
+pub fn parse_from(text: &str) -> Result<OffsetDateTime, TimeArgError> {
     if let Ok(date) = parse_date(text) {
         return Ok(date.with_time(Time::MIDNIGHT).assume_utc());
     }
-    OffsetDateTime::parse(text, &Rfc3339)
-        .map_err(|_| format!("{text:?} is neither an RFC 3339 time nor a date (YYYY-MM-DD)"))
+    OffsetDateTime::parse(text, &Rfc3339).map_err(|_| TimeArgError::Neither(text.to_owned()))
 }
 
 /// `--to`, as the period's excluded end: a date includes its whole day (UTC), so the end is
 /// the next day's start; an RFC 3339 time includes that instant, so the end is one
 /// nanosecond after it (the finest a record's time is written to).
-pub fn parse_to(text: &str) -> Result<OffsetDateTime, String> {
+pub fn parse_to(text: &str) -> Result<OffsetDateTime, TimeArgError> {
     if let Ok(date) = parse_date(text) {
         let next = date
             .next_day()
-            .ok_or_else(|| format!("{text:?} is the last date there is"))?;
+            .ok_or_else(|| TimeArgError::LastDate(text.to_owned()))?;
         return Ok(next.with_time(Time::MIDNIGHT).assume_utc());
     }
     OffsetDateTime::parse(text, &Rfc3339)
         .map(|t| t + time::Duration::NANOSECOND)
-        .map_err(|_| format!("{text:?} is neither an RFC 3339 time nor a date (YYYY-MM-DD)"))
+        .map_err(|_| TimeArgError::Neither(text.to_owned()))
 }
 
 fn parse_date(text: &str) -> Result<Date, time::error::Parse> {

@@ -86,9 +86,41 @@ pub(super) struct EvidenceVerifyArgs {
     pub(super) caller: Option<String>,
 }
 
+/// Why a file named on the command line cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum InputError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not a PEM certificate ({source})", path.display())]
+    NotPem {
+        path: PathBuf,
+        #[source]
+        source: base64::DecodeError,
+    },
+    #[error("{}: {source}", path.display())]
+    Jwks {
+        path: PathBuf,
+        #[source]
+        source: crate::evidence::JwkError,
+    },
+    #[error("{}: {source}", path.display())]
+    Key {
+        path: PathBuf,
+        #[source]
+        source: crate::evidence::KeyError,
+    },
+}
+
 /// The SHA-256 (hex) of the certificate in `path`: PEM (the first certificate) or DER.
-fn certificate_sha256(path: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn certificate_sha256(path: &Path) -> Result<String, InputError> {
+    let bytes = std::fs::read(path).map_err(|source| InputError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
     let der = match std::str::from_utf8(&bytes) {
         Ok(text) if text.contains("-----BEGIN CERTIFICATE-----") => {
             let body: String = text
@@ -101,7 +133,10 @@ fn certificate_sha256(path: &Path) -> Result<String, String> {
             use base64::Engine;
             base64::engine::general_purpose::STANDARD
                 .decode(body)
-                .map_err(|e| format!("{}: not a PEM certificate ({e})", path.display()))?
+                .map_err(|source| InputError::NotPem {
+                    path: path.to_owned(),
+                    source,
+                })?
         }
         _ => bytes,
     };
@@ -112,7 +147,7 @@ fn certificate_sha256(path: &Path) -> Result<String, String> {
 fn question_mismatches(
     args: &EvidenceVerifyArgs,
     question: Option<&serde_json::Map<String, serde_json::Value>>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, InputError> {
     let mut expected = Vec::new();
     if let Some(cert) = &args.cert {
         expected.push(("certSha256", certificate_sha256(cert)?));
@@ -143,15 +178,24 @@ fn question_mismatches(
 }
 
 /// Reads public keys: a JWKS (`{"keys":[…]}`) or PEM public keys.
-pub(super) fn load_keys(path: &Path) -> Result<Vec<PublicKey>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub(super) fn load_keys(path: &Path) -> Result<Vec<PublicKey>, InputError> {
+    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
     if text.trim_start().starts_with('{') {
-        let jwks = Jwks::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let jwks = Jwks::from_json(&text).map_err(|source| InputError::Jwks {
+            path: path.to_owned(),
+            source,
+        })?;
         return Ok(jwks.keys().to_vec());
     }
     PublicKey::from_pem(&text)
         .map(|k| vec![k])
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|source| InputError::Key {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// `audit verify`.
@@ -167,68 +211,15 @@ pub(super) fn run_verify(args: &VerifyArgs) -> ExitCode {
     };
     let keys = match load_keys(key) {
         Ok(k) => k,
-        Err(e) => return fail(EXIT_NO_INPUT, &e),
+        Err(e) => return fail(EXIT_NO_INPUT, &e.to_string()),
     };
     if let Some(path) = &args.proof {
         return verify_proof(path, &keys);
     }
-    if let Some(cp) = &args.checkpoints {
-        let lines = match checkpoint::read_all(cp) {
-            Ok(file) => {
-                for torn in &file.torn {
-                    eprintln!("psp-gateway: checkpoints: {torn}");
-                }
-                file.lines
-            }
-            Err(e) => return checkpoints_unreadable(cp, &e),
-        };
-        match proof::check(
-            &args.files,
-            &lines,
-            &keys,
-            args.allow_tail,
-            args.origin.as_deref(),
-        ) {
-            Ok(c) => {
-                // Verified, but a record was lost where a write was cut short: said each time.
-                for torn in &c.chain.torn_lines_set_aside {
-                    eprintln!("psp-gateway: audit log: {torn}");
-                }
-                for aside in &c.chain.set_aside_at_restart {
-                    eprintln!("psp-gateway: audit log: {aside}");
-                }
-                for loss in &c.chain.losses {
-                    eprintln!("psp-gateway: audit log: {loss}");
-                }
-                if decisions_stand(&c.chain) != ExitCode::SUCCESS {
-                    return ExitCode::from(EXIT_DATA_ERR);
-                }
-                if !c.chain.losses.is_empty() && !args.accept_losses {
-                    return fail(
-                        EXIT_DATA_ERR,
-                        &format!(
-                            "audit log not verified: {} restart(s) found records synced before the stop missing or changed (above); --accept-losses accepts them once investigated",
-                            c.chain.losses.len()
-                        ),
-                    );
-                }
-                println!(
-                    "audit log verified against {} signed checkpoint(s): {} records, the first {} covered by the last checkpoint{}",
-                    c.checkpoints,
-                    c.chain.records,
-                    c.covered,
-                    if c.tail > 0 {
-                        format!(
-                            "; {} after it not yet covered (accepted: --allow-tail)",
-                            c.tail
-                        )
-                    } else {
-                        String::new()
-                    }
-                );
-            }
-            Err(e) => return finding(e),
-        }
+    if let Some(cp) = &args.checkpoints
+        && let Err(refused) = verify_against_checkpoints(args, cp, &keys)
+    {
+        return refused;
     }
     if let Some(old) = &args.since {
         let text = match std::fs::read_to_string(old) {
@@ -248,6 +239,72 @@ pub(super) fn run_verify(args: &VerifyArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// `audit verify --checkpoints`: the log against its signed checkpoints; `Err` with the
+/// exit code when it does not stand (what was found already said).
+fn verify_against_checkpoints(
+    args: &VerifyArgs,
+    cp: &Path,
+    keys: &[PublicKey],
+) -> Result<(), ExitCode> {
+        let lines = match checkpoint::read_all(cp) {
+            Ok(file) => {
+                for torn in &file.torn {
+                    eprintln!("psp-gateway: checkpoints: {torn}");
+                }
+                file.lines
+            }
+            Err(e) => return Err(checkpoints_unreadable(cp, &e)),
+        };
+        match proof::check(
+            &args.files,
+            &lines,
+            keys,
+            args.allow_tail,
+            args.origin.as_deref(),
+        ) {
+            Ok(c) => {
+                // Verified, but a record was lost where a write was cut short: said each time.
+                for torn in &c.chain.torn_lines_set_aside {
+                    eprintln!("psp-gateway: audit log: {torn}");
+                }
+                for aside in &c.chain.set_aside_at_restart {
+                    eprintln!("psp-gateway: audit log: {aside}");
+                }
+                for loss in &c.chain.losses {
+                    eprintln!("psp-gateway: audit log: {loss}");
+                }
+                if decisions_stand(&c.chain) != ExitCode::SUCCESS {
+                    return Err(ExitCode::from(EXIT_DATA_ERR));
+                }
+                if !c.chain.losses.is_empty() && !args.accept_losses {
+                    return Err(fail(
+                        EXIT_DATA_ERR,
+                        &format!(
+                            "audit log not verified: {} restart(s) found records synced before the stop missing or changed (above); --accept-losses accepts them once investigated",
+                            c.chain.losses.len()
+                        ),
+                    ));
+                }
+                println!(
+                    "audit log verified against {} signed checkpoint(s): {} records, the first {} covered by the last checkpoint{}",
+                    c.checkpoints,
+                    c.chain.records,
+                    c.covered,
+                    if c.tail > 0 {
+                        format!(
+                            "; {} after it not yet covered (accepted: --allow-tail)",
+                            c.tail
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+                Ok(())
+            }
+            Err(e) => Err(finding(e)),
+        }
 }
 
 /// Every request record stands with the signed decision it names (0), or each that does
@@ -331,7 +388,7 @@ pub(super) fn run_prove(args: &ProveArgs) -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&p).unwrap_or_default());
             ExitCode::SUCCESS
         }
-        Err(e) => fail(EXIT_DATA_ERR, &e),
+        Err(e) => fail(EXIT_DATA_ERR, &e.to_string()),
     }
 }
 
@@ -347,7 +404,7 @@ pub(super) fn run_report(args: &super::audit::ReportArgs) -> ExitCode {
             };
             let keys = match load_keys(key) {
                 Ok(k) => k,
-                Err(e) => return fail(EXIT_NO_INPUT, &e),
+                Err(e) => return fail(EXIT_NO_INPUT, &e.to_string()),
             };
             // The whole log first: the tallies count only what stands up to the signatures.
             // Records after the last checkpoint (a live log) are counted, and said to be.
@@ -500,7 +557,7 @@ pub(super) fn run_evidence_verify(args: &EvidenceVerifyArgs) -> ExitCode {
             Ok(v) => {
                 let mismatches = match question_mismatches(args, v.question.as_ref()) {
                     Ok(m) => m,
-                    Err(e) => return fail(EXIT_NO_INPUT, &e),
+                    Err(e) => return fail(EXIT_NO_INPUT, &e.to_string()),
                 };
                 if !mismatches.is_empty() {
                     return fail(

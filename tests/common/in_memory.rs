@@ -103,7 +103,7 @@ pub async fn gateway_at(
     connection: &Arc<Connection>,
     request: Request<Full<Bytes>>,
 ) -> Answer {
-    read(gateway::handle_on(&faces.sites, listen, request, Arc::clone(connection)).await).await
+    read(psp_gateway::sites::handle_on(&faces.sites, listen, request, Arc::clone(connection)).await).await
 }
 
 /// One request to the gateway on a TLS connection of its own that presented `chain`.

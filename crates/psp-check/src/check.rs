@@ -3,7 +3,7 @@
 //! I/O, no clock: that is what lets the tests check real certificates that expired long ago
 //! at a fixed time.
 //!
-//! Semantics (`DESIGN.md` section 3; the contract's rule 8: every flag is computed
+//! Semantics (`docs/design.md` section 3; the contract's rule 8: every flag is computed
 //! independently):
 //!
 //! - `validQTSP`: the certificate's issuer is a trust-list issuer, identified by key, whose

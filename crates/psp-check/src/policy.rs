@@ -2,7 +2,7 @@
 //! report, the route and the configured rule, returning a [`Permit`] (only this module can
 //! make one, and forwarding takes a `&Permit`) or a [`Rejection`] with a reason code.
 //!
-//! The decision (`DESIGN.md` section 5):
+//! The decision (`docs/design.md` section 5):
 //! 1. all four certificate flags true (401 otherwise, the reason naming the first failing
 //!    check in the order issuer, signature, revoked, expired, revocation unknown);
 //! 2. allow and deny lists by auth number (401 `CERTIFICATE_BLOCKED`);

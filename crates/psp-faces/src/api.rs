@@ -1,5 +1,5 @@
-//! `GET /v1/psp/eidas`: the contract's check endpoint (`spec/psp-checking-service.md`;
-//! `DESIGN.md` section 4).
+//! `GET /v1/psp/eidas`: the contract's check endpoint (`docs/contract.md`;
+//! `docs/design.md` section 4).
 //!
 //! A request passes these phases, top to bottom; each one can end it with an error from the
 //! table in [`error`]:
@@ -337,27 +337,8 @@ async fn respond<B>(
     request_id: &str,
 ) -> Result<Response<Body>, ApiError> {
     let source_key = source_key(source, state.ipv6_prefix);
-    // The guard is held across the await: a reload during a Redis call swaps the limiter
-    // for the next request, not this one.
-    let limiter = state.limiter.load_full();
-    match limiter.check(&source_key).await {
-        Ok(()) => {}
-        Err(Refusal::Limited(retry_after_secs)) => {
-            return Err(ApiError::RateLimited { retry_after_secs });
-        }
-        Err(Refusal::Unavailable) => return Err(ApiError::SharedStateUnavailable),
-    }
-    if req.uri().path() == ERRORS_PATH {
-        return match req.method() {
-            &Method::GET => Ok(error_documentation(request_id)),
-            _ => Err(ApiError::MethodNotAllowed),
-        };
-    }
-    if !req.uri().path().eq_ignore_ascii_case(PATH) {
-        return Err(ApiError::NotFound);
-    }
-    if req.method() != Method::GET {
-        return Err(ApiError::MethodNotAllowed);
+    if let Some(documentation) = admitted(state, req, source_key, request_id).await? {
+        return Ok(documentation);
     }
     let (auth, caller) = caller(state, req.headers(), source_key).await?;
     if crate::telemetry::audit::refusing_requests() {
@@ -414,12 +395,58 @@ async fn respond<B>(
             .await
         }
     };
-    let fingerprint = crate::hex::lower(&fingerprint);
     crate::telemetry::metrics::metrics()
         .check_duration
         .get_or_create(&crate::telemetry::metrics::FaceLabels { face: "api" })
         .observe(started.elapsed().as_secs_f64());
-    log_check(request_id, &caller, source, &params, &fingerprint, &report);
+    answer(state, request_id, (&caller, source), &params, fingerprint, &report).await
+}
+
+/// The source's rate limit, then the route: `Some` with the answer for the error
+/// documentation, `None` for a check (`GET` on [`PATH`]), else the refusal.
+async fn admitted<B>(
+    state: &ApiState,
+    req: &Request<B>,
+    source_key: IpAddr,
+    request_id: &str,
+) -> Result<Option<Response<Body>>, ApiError> {
+    // The guard is held across the await: a reload during a Redis call swaps the limiter
+    // for the next request, not this one.
+    let limiter = state.limiter.load_full();
+    match limiter.check(&source_key).await {
+        Ok(()) => {}
+        Err(Refusal::Limited(retry_after_secs)) => {
+            return Err(ApiError::RateLimited { retry_after_secs });
+        }
+        Err(Refusal::Unavailable) => return Err(ApiError::SharedStateUnavailable),
+    }
+    if req.uri().path() == ERRORS_PATH {
+        return match req.method() {
+            &Method::GET => Ok(Some(error_documentation(request_id))),
+            _ => Err(ApiError::MethodNotAllowed),
+        };
+    }
+    if !req.uri().path().eq_ignore_ascii_case(PATH) {
+        return Err(ApiError::NotFound);
+    }
+    if req.method() != Method::GET {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    Ok(None)
+}
+
+/// A check's answer: logged, recorded (under `fail_closed`, waiting for its record's write),
+/// then the contract's JSON.
+async fn answer(
+    state: &ApiState,
+    request_id: &str,
+    (caller, source): (&str, IpAddr),
+    params: &CheckParams,
+    fingerprint: [u8; 32],
+    report: &Checked,
+) -> Result<Response<Body>, ApiError> {
+    let fingerprint = crate::hex::lower(&fingerprint);
+    log_check(request_id, caller, source, params, &fingerprint, report);
     // Under `fail_closed`, the answer waits for its record's write (group commit).
     crate::telemetry::audit::recorded().await;
     if crate::telemetry::audit::refusing_requests() {
@@ -435,7 +462,7 @@ async fn respond<B>(
         &fingerprint,
         params.jurisdiction,
         &params.fi_reference_id,
-        &caller,
+        caller,
     ));
     Ok(response)
 }
@@ -520,11 +547,9 @@ fn check_params<B>(
         });
     }
     let certificate = decoded_once("eidas parameter", None, eidas, |eidas| {
-        decode_certificate_input(eidas)
-            .map(|der| vec![der])
-            .map_err(|e| e.to_string())
+        Ok(decode_certificate_input(eidas).map(|der| vec![der])?)
     })
-    .map_err(ApiError::CertificateInvalid)?;
+    .map_err(|e| ApiError::CertificateInvalid(e.to_string()))?;
     Ok(CheckParams {
         jurisdiction,
         at,

@@ -52,7 +52,7 @@
 //! `AuthorizationServer` is not used, because it answers an undecodable request with a gRPC
 //! error (step 2). `tonic` 0.14 serves HTTP/2 without any of its TLS features (which would
 //! choose a crypto provider); the TLS towards Envoy is tokio-rustls on ring, as on every
-//! other listener (STACK.md), so `aws-lc-rs` stays out of the tree.
+//! other listener (docs/stack.md), so `aws-lc-rs` stays out of the tree.
 
 mod answer;
 mod grpc;

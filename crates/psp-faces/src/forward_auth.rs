@@ -29,7 +29,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Status
 use serde::Deserialize;
 
 use crate::cert::forwarded;
-use crate::gateway::presented::{XfccMode, decoded_once, xfcc_decoded};
+use crate::gateway::presented::{Unreadable, XfccMode, decoded_once, xfcc_decoded};
 use crate::gateway::{Answer, Ask, DecodedChain, GatewayState};
 use crate::server::{Body, Cidr, ConnInfo, contract_error, full, new_request_id};
 use crate::sites::Sites;
@@ -402,7 +402,56 @@ fn question<'s, B>(
         .caller(conn.peer.ip())
         .ok_or(Unasked::CallerUnknown(conn.peer.ip()))?;
     let h = req.headers();
-    let (method, target, host) = match caller.config.kind {
+    let (method, target, host) = original_request(caller, req)?;
+    let method: Method = method
+        .parse()
+        .map_err(|_| Unasked::Ambiguous("the original method"))?;
+    let site = match (&caller.config.site, &host) {
+        (Some(name), _) => sites.named(name),
+        (None, Some(host)) => sites.by_host(host),
+        (None, None) if sites.all().len() == 1 => sites.all().first(),
+        (None, None) => None,
+    }
+    .ok_or_else(|| Unasked::NoSite(host.clone()))?;
+    let chain = certificate(caller, h);
+    Ok((
+        site,
+        Ask {
+            face: "forward-auth",
+            method,
+            target,
+            host,
+            chain,
+            peer: client_of(h, conn.peer),
+            header_names: h
+                .keys()
+                .map(HeaderName::as_str)
+                .filter(|name| {
+                    *name != caller.certificate_header.as_str()
+                        && !caller.config.kind.own_headers().contains(name)
+                })
+                .map(str::to_owned)
+                .collect(),
+            edge_removes: caller.config.kind.removes_headers(),
+            // The proxies do not pass the body to the check.
+            form_body: None,
+            trace_headers: crate::gateway::trace_headers(
+                h.iter()
+                    .map(|(name, value)| (name.as_str(), value.as_bytes())),
+            ),
+        },
+        caller.config.kind,
+    ))
+}
+
+/// The original request's method, target and host, as the caller's kind of proxy passes
+/// them (Envoy: the check request's own, less `path_prefix`).
+fn original_request<B>(
+    caller: &Caller,
+    req: &Request<B>,
+) -> Result<(String, String, Option<String>), Unasked> {
+    let h = req.headers();
+    Ok(match caller.config.kind {
         CallerKind::Nginx => (
             one(h, "x-original-method")?,
             one(h, "x-original-uri")?,
@@ -459,59 +508,20 @@ fn question<'s, B>(
                 optional(h, "host")?,
             )
         }
-    };
-    let method: Method = method
-        .parse()
-        .map_err(|_| Unasked::Ambiguous("the original method"))?;
-    let site = match (&caller.config.site, &host) {
-        (Some(name), _) => sites.named(name),
-        (None, Some(host)) => sites.by_host(host),
-        (None, None) if sites.all().len() == 1 => sites.all().first(),
-        (None, None) => None,
-    }
-    .ok_or_else(|| Unasked::NoSite(host.clone()))?;
-    let chain = certificate(caller, h);
-    Ok((
-        site,
-        Ask {
-            face: "forward-auth",
-            method,
-            target,
-            host,
-            chain,
-            peer: client_of(h, conn.peer),
-            header_names: h
-                .keys()
-                .map(HeaderName::as_str)
-                .filter(|name| {
-                    *name != caller.certificate_header.as_str()
-                        && !caller.config.kind.own_headers().contains(name)
-                })
-                .map(str::to_owned)
-                .collect(),
-            edge_removes: caller.config.kind.removes_headers(),
-            // The proxies do not pass the body to the check.
-            form_body: None,
-            trace_headers: crate::gateway::trace_headers(
-                h.iter()
-                    .map(|(name, value)| (name.as_str(), value.as_bytes())),
-            ),
-        },
-        caller.config.kind,
-    ))
+    })
 }
 
 /// The client's certificate chain from the caller's header: none when it is absent or empty
 /// (nginx sends an empty `$ssl_client_escaped_cert` when the client presented none).
-fn certificate(caller: &Caller, h: &HeaderMap) -> Result<Arc<DecodedChain>, String> {
+fn certificate(caller: &Caller, h: &HeaderMap) -> Result<Arc<DecodedChain>, Unreadable> {
     let mut values = h.get_all(&caller.certificate_header).iter();
     let value = match (values.next(), values.next()) {
         (None, _) => return Ok(DecodedChain::none()),
         (Some(_), Some(_)) => {
-            return Err(format!(
-                "`{}` is given more than once",
-                caller.certificate_header
-            ));
+            return Err(Unreadable::Repeated {
+                header: format!("`{}`", caller.certificate_header),
+                count: h.get_all(&caller.certificate_header).iter().count(),
+            });
         }
         (Some(value), None) => value.as_bytes(),
     };
@@ -531,13 +541,11 @@ fn certificate(caller: &Caller, h: &HeaderMap) -> Result<Arc<DecodedChain>, Stri
         )
     } else if caller.certificate_header == "client-cert" {
         decoded_once("forwarded client-cert", None, value, |value| {
-            forwarded::rfc9440_certificate(value)
-                .map(|leaf| vec![leaf])
-                .map_err(|e| e.to_string())
+            Ok(forwarded::rfc9440_certificate(value).map(|leaf| vec![leaf])?)
         })
     } else {
         decoded_once("forwarded certificate", None, value, |value| {
-            forwarded::forwarded_chain(value).map_err(|e| e.to_string())
+            Ok(forwarded::forwarded_chain(value)?)
         })
     }
 }

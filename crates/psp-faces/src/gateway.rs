@@ -566,72 +566,10 @@ impl std::ops::Deref for Connection {
     }
 }
 
-/// The gateway's handler of each accepted connection of the listener bound at `listen`, for
-/// the listener. Each request takes the sites `current` gives at that moment (a reload swaps
-/// in rebuilt ones) and goes to its connection's site ([`Sites::for_connection`](crate::sites::Sites::for_connection)); the
-/// connection keeps its parsed identity.
-pub fn new_connection(
-    listen: std::net::SocketAddr,
-    current: impl Fn() -> Arc<crate::sites::Sites> + Send + Sync + 'static,
-) -> NewConnection {
-    let current = Arc::new(current);
-    Arc::new(move |info: Arc<ConnInfo>| {
-        let connection = Arc::new(Connection::new(info));
-        let current = Arc::clone(&current);
-        let handler: ConnHandler = Arc::new(move |req| {
-            let (sites, connection) = (current(), Arc::clone(&connection));
-            Box::pin(async move { handle_on(&sites, listen, req, connection).await })
-        });
-        handler
-    })
-}
-
-/// One request on a connection of the listener bound at `listen`, handled by the site it
-/// goes to ([`Sites::for_connection`](crate::sites::Sites::for_connection)), or answered
-/// 421 when no site of the listener takes it.
-pub async fn handle_on<B>(
-    sites: &crate::sites::Sites,
-    listen: std::net::SocketAddr,
-    req: Request<B>,
-    conn: Arc<Connection>,
-) -> Response<Body>
-where
-    B: hyper::body::Body<Data = Bytes> + Send + Sync + 'static,
-    B::Error: Into<BodyError>,
-{
-    let tls = conn.tls.as_ref();
-    // Over TLS the server name chooses the site; only a plain listener reads the host.
-    let host = match tls {
-        Some(_) => None,
-        None => request_host(&req),
-    };
-    let site = sites.for_connection(
-        listen,
-        tls.and_then(|t| t.server_name.as_deref()),
-        tls.is_some(),
-        host.as_deref(),
-    );
-    match site {
-        Ok(site) => handle(Arc::clone(site), req, conn).await,
-        Err(no) => misdirected(no.fallback, &req, &conn, no.named),
-    }
-}
-
-/// The host a request names: its `:authority` (HTTP/2, absolute form), else its `Host`.
-fn request_host<B>(req: &Request<B>) -> Option<String> {
-    match req.uri().authority() {
-        Some(authority) => Some(authority.as_str().to_owned()),
-        None => req
-            .headers()
-            .get(http::header::HOST)
-            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned()),
-    }
-}
-
 /// The answer to a request on a connection that no site of its listener takes (a server name
 /// or host no site has, after a reload changed them, or none without a default site): 421 in
 /// the listener's first site's default dialect, logged as that site's; nothing is forwarded.
-fn misdirected<B>(
+pub(crate) fn misdirected<B>(
     site: &GatewayState,
     req: &Request<B>,
     conn: &Connection,
@@ -1197,7 +1135,7 @@ fn header_chain<B>(
         ));
     }
     presented::decoded_once("identity header", None, value.as_bytes(), |value| {
-        decode_certificate_chain(value).map_err(|e| e.to_string())
+        Ok(decode_certificate_chain(value)?)
     })
     .map_err(|e| {
         Rejection::new(

@@ -158,7 +158,7 @@ impl<K: Hash + Eq + Clone> KeyedLimiter<K> {
         })
     }
 
-    /// Forgets the keys that are back to full quota (governor's housekeeping; STACK.md).
+    /// Forgets the keys that are back to full quota (governor's housekeeping; docs/stack.md).
     pub fn retain_recent(&self) {
         self.limiter.retain_recent();
     }

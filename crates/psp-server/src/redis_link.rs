@@ -90,6 +90,48 @@ impl std::fmt::Display for CallError {
     }
 }
 
+/// Why a connection to a node could not be made; said in the log and in
+/// [`crate::shared::SharedState::connect`]'s causes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ConnectError {
+    /// Another task is making the connection.
+    InProgress,
+    /// The whole attempt (TCP, TLS, `AUTH`, the scripts) took longer than this.
+    Deadline(Duration),
+    /// No TCP connection to the node.
+    Tcp { node: String, cause: String },
+    /// The configured host is not a name TLS can verify.
+    ServerName { host: String, cause: String },
+    /// The TLS handshake failed (a certificate that does not verify, a protocol error).
+    Tls { node: String, cause: String },
+    /// Redis refused the connection's first commands (`HELLO`, `AUTH`, `SELECT`).
+    Refused { node: String, cause: String },
+    /// `SCRIPT LOAD` failed for a reason other than Redis's own answer.
+    ScriptLoad(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::InProgress => f.write_str("a connection is being made"),
+            ConnectError::Deadline(timeout) => write!(
+                f,
+                "no connection within connect_timeout_ms ({} ms)",
+                timeout.as_millis()
+            ),
+            ConnectError::Tcp { node, cause } => write!(f, "cannot connect to {node}: {cause}"),
+            ConnectError::ServerName { host, cause } => {
+                write!(f, "{host} is not a TLS server name: {cause}")
+            }
+            ConnectError::Tls { node, cause } => write!(f, "TLS with {node} failed: {cause}"),
+            ConnectError::Refused { node, cause } => {
+                write!(f, "Redis at {node} refused the connection: {cause}")
+            }
+            ConnectError::ScriptLoad(cause) => write!(f, "SCRIPT LOAD: {cause}"),
+        }
+    }
+}
+
 struct State {
     /// The connection calls use, with its number.
     current: Option<(u64, MultiplexedConnection)>,
@@ -150,14 +192,14 @@ impl Link {
     /// Makes the connection now, once (bounded by the connect timeout); when it fails, the
     /// background attempts go on. For the start, so that the first requests find a
     /// connection.
-    pub(crate) async fn connect_now(self: &Arc<Self>) -> Result<(), String> {
+    pub(crate) async fn connect_now(self: &Arc<Self>) -> Result<(), ConnectError> {
         {
             let mut state = self.state();
             if state.current.is_some() {
                 return Ok(());
             }
             if state.connecting {
-                return Err("a connection is being made".to_owned());
+                return Err(ConnectError::InProgress);
             }
             state.connecting = true;
         }
@@ -278,16 +320,11 @@ impl Link {
 
     /// One connection attempt, bounded by the connect timeout. The `connecting` flag is set
     /// by the caller and cleared here when it succeeds.
-    async fn attempt(self: &Arc<Self>) -> Result<(), String> {
+    async fn attempt(self: &Arc<Self>) -> Result<(), ConnectError> {
         // One deadline for the whole attempt: the connection, `AUTH`, the scripts and the
         // eviction check. A Redis that accepts and never answers costs one connect timeout.
         let deadline = tokio::time::Instant::now() + self.endpoint.connect_timeout;
-        let timed_out = || {
-            format!(
-                "no connection within connect_timeout_ms ({} ms)",
-                self.endpoint.connect_timeout.as_millis()
-            )
-        };
+        let timed_out = || ConnectError::Deadline(self.endpoint.connect_timeout);
         let (connection, driver) = match tokio::time::timeout_at(deadline, self.open()).await {
             Ok(Ok(made)) => made,
             Ok(Err(why)) => return self.attempt_failed(why),
@@ -305,7 +342,7 @@ impl Link {
         let ready = tokio::time::timeout_at(deadline, async {
             self.load_scripts(&mut connection).await?;
             self.check_eviction(&mut connection).await;
-            Ok::<(), String>(())
+            Ok::<(), ConnectError>(())
         })
         .await;
         match ready {
@@ -330,10 +367,11 @@ impl Link {
         Ok(())
     }
 
-    fn attempt_failed(&self, outcome: String) -> Result<(), String> {
+    fn attempt_failed(&self, outcome: ConnectError) -> Result<(), ConnectError> {
+        let why = outcome.to_string();
         let mut state = self.state();
-        let changed = state.last_error != outcome;
-        state.last_error.clone_from(&outcome);
+        let changed = state.last_error != why;
+        state.last_error = why;
         drop(state);
         if changed {
             tracing::warn!(node = %self.name, error = %outcome, "shared state (Redis): cannot connect; retrying with a backoff");
@@ -343,7 +381,10 @@ impl Link {
 
     /// Loads the scripts (within the attempt's deadline). A user without `SCRIPT LOAD` still
     /// works: a call then loads on `NOSCRIPT`, and fails with the cause.
-    async fn load_scripts(&self, connection: &mut MultiplexedConnection) -> Result<(), String> {
+    async fn load_scripts(
+        &self,
+        connection: &mut MultiplexedConnection,
+    ) -> Result<(), ConnectError> {
         for code in &self.scripts {
             let mut load = redis::cmd("SCRIPT");
             load.arg("LOAD").arg(code);
@@ -353,7 +394,7 @@ impl Link {
                 .map(drop)
                 .or_else(|e| match e.kind() {
                     redis::ErrorKind::Server(_) => Ok(()),
-                    _ => Err(format!("SCRIPT LOAD: {e}")),
+                    _ => Err(ConnectError::ScriptLoad(e.to_string())),
                 })?;
         }
         Ok(())
@@ -387,10 +428,14 @@ impl Link {
     }
 
     /// TCP, TLS when configured, the length cap, `AUTH` and `SELECT`.
-    async fn open(&self) -> Result<(MultiplexedConnection, Driver), String> {
+    async fn open(&self) -> Result<(MultiplexedConnection, Driver), ConnectError> {
+        let node = || self.name.clone();
         let tcp = tokio::net::TcpStream::connect((self.endpoint.host.as_str(), self.endpoint.port))
             .await
-            .map_err(|e| format!("cannot connect to {}: {e}", self.name))?;
+            .map_err(|e| ConnectError::Tcp {
+                node: node(),
+                cause: e.to_string(),
+            })?;
         let _ = tcp.set_nodelay(true);
         let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
         let (connection, driver) = match &self.endpoint.tls {
@@ -398,18 +443,27 @@ impl Link {
                 let server_name = rustls_pki_types::ServerName::try_from(
                     self.endpoint.host.clone(),
                 )
-                .map_err(|e| format!("{} is not a TLS server name: {e}", self.endpoint.host))?;
+                .map_err(|e| ConnectError::ServerName {
+                    host: self.endpoint.host.clone(),
+                    cause: e.to_string(),
+                })?;
                 let stream = tokio_rustls::TlsConnector::from(tls.clone())
                     .connect(server_name, tcp)
                     .await
-                    .map_err(|e| format!("TLS with {} failed: {e}", self.name))?;
+                    .map_err(|e| ConnectError::Tls {
+                        node: node(),
+                        cause: e.to_string(),
+                    })?;
                 let (connection, driver) = MultiplexedConnection::new_with_config(
                     &self.endpoint.settings,
                     Capped::new(stream),
                     config,
                 )
                 .await
-                .map_err(|e| format!("Redis at {} refused the connection: {e}", self.name))?;
+                .map_err(|e| ConnectError::Refused {
+                    node: node(),
+                    cause: e.to_string(),
+                })?;
                 (connection, futures_boxed(driver))
             }
             None => {
@@ -419,7 +473,10 @@ impl Link {
                     config,
                 )
                 .await
-                .map_err(|e| format!("Redis at {} refused the connection: {e}", self.name))?;
+                .map_err(|e| ConnectError::Refused {
+                    node: node(),
+                    cause: e.to_string(),
+                })?;
                 (connection, futures_boxed(driver))
             }
         };

@@ -1,4 +1,4 @@
-//! The outbound HTTP client for CRLs, OCSP and trusted lists (DESIGN.md section 6): `http` and
+//! The outbound HTTP client for CRLs, OCSP and trusted lists (docs/design.md section 6): `http` and
 //! `https` only,
 //! connect and total timeouts, body size caps enforced while reading, no redirects, and no
 //! destination outside what `allow_destinations` permits.
@@ -42,7 +42,7 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// responder (misses are coalesced, so a handful suffices).
 const POOL_MAX_IDLE_PER_HOST: usize = 4;
 
-/// Where outbound fetches (revocation, trusted lists) may connect to (DESIGN.md section 6: no
+/// Where outbound fetches (revocation, trusted lists) may connect to (docs/design.md section 6: no
 /// private, loopback or link-local targets unless configured).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]

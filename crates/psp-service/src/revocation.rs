@@ -1,5 +1,5 @@
 //! Revocation as the service gets it: CRL and OCSP, fetched, verified, cached, fail closed
-//! (DESIGN.md sections 3 and 6). This is an edge: it does network I/O. The pure parts
+//! (docs/design.md sections 3 and 6). This is an edge: it does network I/O. The pure parts
 //! (verification, indexing, the evidence) are [`psp_check::revocation`], re-exported here
 //! whole.
 //!

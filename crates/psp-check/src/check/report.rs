@@ -1,5 +1,5 @@
 //! The check result and its wire form: the contract's `eIDAS` object
-//! (`spec/psp-checking-service.md`, "Check result").
+//! (`docs/contract.md`, "Check result").
 
 use serde::Serialize;
 
@@ -108,7 +108,7 @@ impl Validity {
 }
 
 /// Codes of `eIDAS.errors` entries. The first two are the contract's; the others say why the
-/// signature or validity check could not be completed (`DESIGN.md` section 3) and are
+/// signature or validity check could not be completed (`docs/design.md` section 3) and are
 /// documented in `docs/errors.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {

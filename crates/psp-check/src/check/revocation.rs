@@ -1,4 +1,4 @@
-//! Combining revocation evidence into `notRevoked` (`DESIGN.md` section 3), and whose
+//! Combining revocation evidence into `notRevoked` (`docs/design.md` section 3), and whose
 //! evidence is needed ([`RevocationPlan`]).
 //!
 //! The evidence itself (fetching, verifying and caching CRLs and OCSP responses) is gathered

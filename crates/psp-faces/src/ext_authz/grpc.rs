@@ -211,7 +211,7 @@ impl Checker {
             async move { site.authorise(ask).await }
         })
         .await
-        .map_err(Refusal::Unfinished)?;
+        .map_err(|e| Refusal::Unfinished(e.to_string()))?;
         match decision {
             Answer::Allow {
                 set,
@@ -238,11 +238,20 @@ impl Checker {
     }
 }
 
+/// Why a decision gave no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Unfinished {
+    #[error("the decision panicked")]
+    Panicked,
+    #[error("the decision's task was cancelled (the server is stopping)")]
+    Cancelled,
+}
+
 /// `work`'s output, with `work` finished even if the caller stops waiting. Work that is done
 /// when first polled (a cached decision) is done on the caller's task; work that must wait
 /// goes on a task of its own, which the caller's going away does not stop. A panic is the
 /// error, as a spawned task's would be.
-async fn detached<F>(work: F) -> Result<F::Output, String>
+async fn detached<F>(work: F) -> Result<F::Output, Unfinished>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -255,8 +264,14 @@ where
     .await;
     match first {
         Ok(Poll::Ready(output)) => Ok(output),
-        Ok(Poll::Pending) => tokio::spawn(work).await.map_err(|e| e.to_string()),
-        Err(_) => Err("the decision panicked".into()),
+        Ok(Poll::Pending) => tokio::spawn(work).await.map_err(|e| {
+            if e.is_panic() {
+                Unfinished::Panicked
+            } else {
+                Unfinished::Cancelled
+            }
+        }),
+        Err(_) => Err(Unfinished::Panicked),
     }
 }
 
@@ -350,15 +365,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_panic_before_or_after_waiting_is_an_error_not_a_lost_stream() {
-        let at_once: Result<(), String> = detached(async { panic!("a test's panic") }).await;
-        assert_eq!(at_once, Err("the decision panicked".into()));
-        let later: Result<(), String> = detached(async {
+        let at_once: Result<(), Unfinished> = detached(async { panic!("a test's panic") }).await;
+        assert_eq!(at_once, Err(Unfinished::Panicked));
+        let later: Result<(), Unfinished> = detached(async {
             tokio::task::yield_now().await;
             panic!("a test's panic after waiting")
         })
         .await;
-        let why = later.expect_err("an error");
-        assert!(why.contains("panicked"), "{why}");
+        assert_eq!(later, Err(Unfinished::Panicked));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use percent_encoding::percent_decode;
 
 use super::answer::Refusal;
 use super::{CertificateSource, ExtAuthzConfig};
-use crate::gateway::presented::{decoded_once, xfcc_decoded};
+use crate::gateway::presented::{Unreadable, decoded_once, xfcc_decoded};
 use crate::gateway::{Ask, DecodedChain, GatewayState};
 use crate::sites::Sites;
 
@@ -221,7 +221,7 @@ pub(crate) fn source_address(attributes: &AttributeContext) -> Option<SocketAddr
 /// The chain in `attributes.source.certificate`: URL-encoded PEM (Envoy percent-encodes the
 /// PEM text; `+` stays `+`, so this is percent-decoding, not form decoding). Empty: the client
 /// presented none.
-pub(crate) fn peer_chain(attributes: &AttributeContext) -> Result<Arc<DecodedChain>, String> {
+pub(crate) fn peer_chain(attributes: &AttributeContext) -> Result<Arc<DecodedChain>, Unreadable> {
     let encoded = attributes
         .source
         .as_ref()
@@ -236,7 +236,7 @@ pub(crate) fn peer_chain(attributes: &AttributeContext) -> Result<Arc<DecodedCha
         |encoded| {
             let pem: Vec<u8> = percent_decode(encoded).collect();
             crate::cert::input::decode_certificate_chain(&pem)
-                .map_err(|e| format!("attributes.source.certificate: {e}"))
+                .map_err(|e| Unreadable::in_place("attributes.source.certificate", e))
         },
     )
 }
@@ -246,7 +246,7 @@ pub(crate) fn peer_chain(attributes: &AttributeContext) -> Result<Arc<DecodedCha
 /// `encode_raw_headers`, each header line on its own, values as bytes). Given more than once,
 /// in either or across both, it is refused: which one the proxy appended to is not known.
 /// Absent or empty: no certificate.
-pub(crate) fn xfcc_value(http: &HttpRequest) -> Result<Option<&[u8]>, String> {
+pub(crate) fn xfcc_value(http: &HttpRequest) -> Result<Option<&[u8]>, Unreadable> {
     let in_map = http
         .headers
         .iter()
@@ -269,10 +269,10 @@ pub(crate) fn xfcc_value(http: &HttpRequest) -> Result<Option<&[u8]>, String> {
         [] => Ok(None),
         [value] if value.iter().all(u8::is_ascii_whitespace) => Ok(None),
         [value] => Ok(Some(value)),
-        more => Err(format!(
-            "the {XFCC} header is given {} times: which element its proxy added is not known",
-            more.len()
-        )),
+        more => Err(Unreadable::Repeated {
+            header: XFCC.to_owned(),
+            count: more.len(),
+        }),
     }
 }
 

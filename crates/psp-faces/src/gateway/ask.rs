@@ -36,7 +36,7 @@ pub struct Ask {
     /// The client's certificate chain, leaf first (empty: none presented), or why the
     /// authoriser's copy of it cannot be read.
     /// Decoded once per distinct value ([`super::presented`]).
-    pub chain: Result<Arc<super::DecodedChain>, String>,
+    pub chain: Result<Arc<super::DecodedChain>, super::presented::Unreadable>,
     /// The client's address as the authoriser reports it, else the authoriser's own.
     pub peer: SocketAddr,
     /// The names of the request's headers (lower case) as the authoriser passed them, less
@@ -161,29 +161,8 @@ impl GatewayState {
         };
         let answer = match phased {
             Ok(set) => {
-                let (auth_number, services) = match &record.decided {
-                    Some(d) => (
-                        d.checked.report().auth_number.clone(),
-                        services_of(&set, &self.names.services),
-                    ),
-                    None => (None, Vec::new()),
-                };
                 record::log(&record, &conn, None, StatusCode::OK);
-                let mut remove = self.headers_to_remove();
-                let present = stripped
-                    .iter()
-                    .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
-                    .filter(|name| !remove.contains(name))
-                    .collect::<Vec<_>>();
-                remove.extend(present);
-                remove.extend(untrusted_trace);
-                Answer::Allow {
-                    set,
-                    remove,
-                    auth_number,
-                    services,
-                    check_id: record.check_id.clone(),
-                }
+                self.allow(set, &record, &stripped, untrusted_trace)
             }
             Err(failure) => {
                 let response = super::refusal(self, &record, &failure);
@@ -201,6 +180,39 @@ impl GatewayState {
         // Under `fail_closed`, the answer waits for its audit record's write (group commit).
         crate::telemetry::audit::recorded().await;
         answer
+    }
+
+    /// The permit's answer: the headers to set, and those to remove (what the built-in
+    /// proxy strips, of those present, and the untrusted trace headers).
+    fn allow(
+        &self,
+        set: HeaderMap,
+        record: &Record,
+        stripped: &[String],
+        untrusted_trace: Vec<HeaderName>,
+    ) -> Answer {
+        let (auth_number, services) = match &record.decided {
+            Some(d) => (
+                d.checked.report().auth_number.clone(),
+                services_of(&set, &self.names.services),
+            ),
+            None => (None, Vec::new()),
+        };
+        let mut remove = self.headers_to_remove();
+        let present = stripped
+            .iter()
+            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+            .filter(|name| !remove.contains(name))
+            .collect::<Vec<_>>();
+        remove.extend(present);
+        remove.extend(untrusted_trace);
+        Answer::Allow {
+            set,
+            remove,
+            auth_number,
+            services,
+            check_id: record.check_id.clone(),
+        }
     }
 
     /// The phases of the built-in proxy up to its decision, on the authoriser's request; the

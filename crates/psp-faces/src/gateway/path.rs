@@ -1,5 +1,5 @@
 //! The path a route is chosen on, and the path the upstream receives: one value, so the two can
-//! never disagree (DESIGN.md section 5, "Routes match the normalised path").
+//! never disagree (docs/design.md section 5, "Routes match the normalised path").
 //!
 //! [`normalise`] is a pure function of the request target's path. It applies the RFC 3986
 //! section 6.2.2 normalisations that every receiver agrees on, and refuses every path whose

@@ -76,6 +76,39 @@ impl DecodedChain {
     }
 }
 
+/// Why a certificate a caller sent encoded cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    /// The PEM, Base64 or DER does not read as certificates.
+    #[error("{0}")]
+    Encoding(#[from] crate::cert::CertError),
+    /// An XFCC or RFC 9440 value does not read, or has the wrong shape.
+    #[error("{0}")]
+    Forwarded(#[from] crate::cert::forwarded::ForwardedError),
+    /// Where the value came from, when the cause alone does not say.
+    #[error("{place}: {cause}")]
+    In {
+        place: &'static str,
+        cause: Box<Unreadable>,
+    },
+    /// `append-forward` with no `xfcc_by` to find the edge's element by.
+    #[error("x-forwarded-client-cert: append-forward needs the proxy's By")]
+    AppendForwardWithoutBy,
+    /// The header is given more than once: which value the proxy set is not known.
+    #[error("the {header} header is given {count} times: which one its proxy set is not known")]
+    Repeated { header: String, count: usize },
+}
+
+impl Unreadable {
+    /// `cause`, said to come from `place`.
+    pub fn in_place(place: &'static str, cause: impl Into<Unreadable>) -> Unreadable {
+        Unreadable::In {
+            place,
+            cause: Box::new(cause.into()),
+        }
+    }
+}
+
 fn cache() -> &'static moka::sync::Cache<[u8; 32], Arc<DecodedChain>> {
     static CACHE: OnceLock<moka::sync::Cache<[u8; 32], Arc<DecodedChain>>> = OnceLock::new();
     CACHE.get_or_init(|| {
@@ -115,8 +148,8 @@ pub fn decoded_once(
     decoder: &'static str,
     parameter: Option<&str>,
     value: &[u8],
-    decode: impl FnOnce(&[u8]) -> Result<Vec<Vec<u8>>, String>,
-) -> Result<Arc<DecodedChain>, String> {
+    decode: impl FnOnce(&[u8]) -> Result<Vec<Vec<u8>>, Unreadable>,
+) -> Result<Arc<DecodedChain>, Unreadable> {
     let key = key(decoder, parameter, value);
     if let Some(kept) = cache().get(&key) {
         return Ok(kept);
@@ -147,7 +180,7 @@ pub fn xfcc_decoded(
     value: &[u8],
     mode: XfccMode,
     by: Option<&str>,
-) -> Result<Arc<DecodedChain>, String> {
+) -> Result<Arc<DecodedChain>, Unreadable> {
     use crate::cert::forwarded::{ForwardedError, XfccForwarding, xfcc_chain};
     let (decoder, forwarding) = match (mode, by) {
         (XfccMode::SanitizeSet, by) => ("xfcc sanitize-set", XfccForwarding::SanitizeSet { by }),
@@ -155,14 +188,14 @@ pub fn xfcc_decoded(
             ("xfcc append-forward", XfccForwarding::AppendForward { by })
         }
         (XfccMode::AppendForward, None) => {
-            return Err("x-forwarded-client-cert: append-forward needs the proxy's By".to_owned());
+            return Err(Unreadable::AppendForwardWithoutBy);
         }
     };
     decoded_once(decoder, by, value, |value| {
         match xfcc_chain(value, forwarding) {
             Ok(chain) => Ok(chain),
             Err(ForwardedError::Empty) => Ok(Vec::new()),
-            Err(e) => Err(format!("x-forwarded-client-cert: {e}")),
+            Err(e) => Err(Unreadable::in_place("x-forwarded-client-cert", e)),
         }
     })
 }
@@ -177,7 +210,7 @@ mod tests {
     fn counting<'a>(
         calls: &'a AtomicUsize,
         prefix: &'a [u8],
-    ) -> impl FnOnce(&[u8]) -> Result<Vec<Vec<u8>>, String> + 'a {
+    ) -> impl FnOnce(&[u8]) -> Result<Vec<Vec<u8>>, Unreadable> + 'a {
         move |value: &[u8]| {
             calls.fetch_add(1, Ordering::SeqCst);
             Ok(vec![[prefix, value].concat()])
@@ -217,7 +250,9 @@ mod tests {
             "test-b",
             Some("spiffe://other"),
             value,
-            |_: &[u8]| -> Result<Vec<Vec<u8>>, String> { Err("not added by other".into()) },
+            |_: &[u8]| -> Result<Vec<Vec<u8>>, Unreadable> {
+                Err(Unreadable::AppendForwardWithoutBy)
+            },
         );
         let empty_parameter =
             decoded_once("test-b", Some(""), value, counting(&calls, b"empty:")).unwrap();
@@ -225,7 +260,7 @@ mod tests {
             decoded_once("test-c", None, value, counting(&calls, b"other:")).unwrap();
         assert_eq!(a.chain()[0], b"none:presented-test apart");
         assert_eq!(by_edge.chain()[0], b"edge:presented-test apart");
-        assert_eq!(by_other, Err("not added by other".to_owned()));
+        assert_eq!(by_other, Err(Unreadable::AppendForwardWithoutBy));
         assert_eq!(empty_parameter.chain()[0], b"empty:presented-test apart");
         assert_eq!(other_decoder.chain()[0], b"other:presented-test apart");
         assert_eq!(calls.load(Ordering::SeqCst), 4);
@@ -240,9 +275,14 @@ mod tests {
         for _ in 0..3 {
             let refused = decoded_once("test-d", None, b"presented-test bad", |_: &[u8]| {
                 calls.fetch_add(1, Ordering::SeqCst);
-                Err("unreadable".to_owned())
+                Err(crate::cert::forwarded::ForwardedError::Empty.into())
             });
-            assert_eq!(refused, Err("unreadable".to_owned()));
+            assert_eq!(
+                refused,
+                Err(Unreadable::Forwarded(
+                    crate::cert::forwarded::ForwardedError::Empty
+                ))
+            );
         }
         assert_eq!(
             calls.load(Ordering::SeqCst),

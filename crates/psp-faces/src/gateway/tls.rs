@@ -1,6 +1,6 @@
 //! The gateway's client-certificate verifier: it asks every client for a certificate and
 //! accepts any well-formed chain at the handshake, so that a certificate failing a check gets
-//! a proper error body from the gateway instead of a bare TLS alert (STACK.md). Proof of
+//! a proper error body from the gateway instead of a bare TLS alert (docs/stack.md). Proof of
 //! possession is still checked: the handshake signature is verified with the certificate's
 //! key (`verify_tls12_signature` / `verify_tls13_signature`).
 

@@ -43,7 +43,7 @@ pub const NO_CRL_URL: &str = "the certificate names no CRL distribution point";
 pub const NO_OCSP_URL: &str = "the certificate names no OCSP responder";
 /// Reason when no certification path verified (every signature up to a trust-list issuer):
 /// nothing is fetched, so that a self-made or tampered certificate cannot make the gateway
-/// fetch a URL of its choosing (DESIGN.md section 6).
+/// fetch a URL of its choosing (docs/design.md section 6).
 pub const UNKNOWN_ISSUER: &str = "no certification path to a trust-list issuer verified, so no revocation evidence was fetched or checked";
 
 /// Reason when the issuer passed in is not the certificate's issuer: nothing is fetched.

@@ -31,21 +31,21 @@ pub use crate::fetch::AllowDestinations;
 use psp_check::revocation::ocsp::OcspPolicy;
 pub use psp_check::revocation::ocsp::{DEFAULT_CLOCK_SKEW, DEFAULT_OCSP_TTL};
 
-/// TCP connect timeout. Two seconds is about ten round trips across Europe and what STACK.md
+/// TCP connect timeout. Two seconds is about ten round trips across Europe and what docs/stack.md
 /// budgets for every outbound connection; a responder that cannot complete a handshake in
 /// that time will not answer within the request either.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Whole OCSP exchange (connect, request, response body). OCSP answers are small (RFC 6960
 /// responses are a few KiB); three seconds bounds the latency a slow responder adds to a
-/// request, which waits for it (DESIGN.md section 3: both methods are consulted).
+/// request, which waits for it (docs/design.md section 3: both methods are consulted).
 pub const DEFAULT_OCSP_TIMEOUT: Duration = Duration::from_secs(3);
 /// Whole CRL download. The largest CRLs of public QTSPs are 10 to 20 MiB; fifteen seconds
 /// is that size at about 10 Mbit/s.
 pub const DEFAULT_CRL_TIMEOUT: Duration = Duration::from_secs(15);
 /// OCSP response body cap. A BasicOCSPResponse with a delegated responder certificate and
-/// its chain is 2 to 6 KiB; 64 KiB leaves room for long chains (DESIGN.md section 6).
+/// its chain is 2 to 6 KiB; 64 KiB leaves room for long chains (docs/design.md section 6).
 pub const DEFAULT_OCSP_MAX_RESPONSE_BYTES: u64 = 64 * 1024;
-/// CRL body cap (DESIGN.md section 6). Twice the largest public CRLs we know of (about
+/// CRL body cap (docs/design.md section 6). Twice the largest public CRLs we know of (about
 /// 15 MiB), so growth does not break us, while a hostile server cannot make us hold more.
 pub const DEFAULT_CRL_MAX_BYTES: u64 = 32 * 1024 * 1024;
 /// How long after its `nextUpdate` a CRL is still used. Issuers publish the next CRL well

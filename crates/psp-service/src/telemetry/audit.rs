@@ -147,6 +147,61 @@ pub struct AuditLog {
     last_mark: Mutex<Option<checkpoint::Mark>>,
 }
 
+/// The file's last intact record as the chain goes on from it: its `seq`, its hash, whether
+/// it lacks its line end, and a torn line after it (its bytes and where the intact part
+/// ends). Decided before anything is changed: a file whose end is no audit record (nor one
+/// followed by a torn line) is refused as it is.
+fn intact_end(path: &Path) -> io::Result<IntactEnd> {
+    let Some(tail) = read_tail(path)? else {
+        return Ok(IntactEnd {
+            seq: 0,
+            prev: GENESIS.to_owned(),
+            needs_newline: false,
+            torn_at: None,
+        });
+    };
+    let found = last_record(&tail.bytes);
+    let (seq, prev, needs_newline) = match found.record {
+        Some((seq, line)) => (
+            seq,
+            crate::hex::lower(&crate::hex::sha256(line.as_bytes())),
+            found.needs_newline,
+        ),
+        // Nothing intact in the tail: a brand-new chain only when the file held no more than
+        // the torn line; anything else is not a torn line.
+        None if tail.offset == 0 && tail.bytes[..found.end].iter().all(u8::is_ascii_whitespace) => {
+            (0, GENESIS.to_owned(), false)
+        }
+        None => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: the last line is not an audit record, nor is the one before a torn line; nothing was changed",
+                    path.display()
+                ),
+            ));
+        }
+    };
+    let torn_at = found
+        .torn
+        .map(|torn| (torn, tail.offset + found.end as u64));
+    Ok(IntactEnd {
+        seq,
+        prev,
+        needs_newline,
+        torn_at,
+    })
+}
+
+/// What [`intact_end`] found.
+struct IntactEnd {
+    seq: u64,
+    prev: String,
+    needs_newline: bool,
+    /// A torn line's bytes, and the length of the file without it.
+    torn_at: Option<(Vec<u8>, u64)>,
+}
+
 impl AuditLog {
     /// Opens `path` for appending. When it already holds records, the chain continues from
     /// its last intact line. A torn final line (a write cut short: a full disk, a crash) never
@@ -162,43 +217,12 @@ impl AuditLog {
     /// file (`checkpoint::resume`); a file that ends before the last checkpoint (records
     /// removed from its end) is refused, naming both sizes.
     pub fn open_with(path: &Path, options: Options) -> io::Result<AuditLog> {
-        let tail = read_tail(path)?;
-        // Decided before anything is changed: a file whose end is no audit record (nor one
-        // followed by a torn line) is refused as it is.
-        let mut torn_at = None;
-        let (seq, prev, needs_newline) = match &tail {
-            None => (0, GENESIS.to_owned(), false),
-            Some(tail) => {
-                let found = last_record(&tail.bytes);
-                let kept = match found.record {
-                    Some((seq, line)) => (
-                        seq,
-                        crate::hex::lower(&crate::hex::sha256(line.as_bytes())),
-                        found.needs_newline,
-                    ),
-                    // Nothing intact in the tail: a brand-new chain only when the file held
-                    // no more than the torn line; anything else is not a torn line.
-                    None if tail.offset == 0
-                        && tail.bytes[..found.end].iter().all(u8::is_ascii_whitespace) =>
-                    {
-                        (0, GENESIS.to_owned(), false)
-                    }
-                    None => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!(
-                                "{}: the last line is not an audit record, nor is the one before a torn line; nothing was changed",
-                                path.display()
-                            ),
-                        ));
-                    }
-                };
-                if let Some(torn) = found.torn {
-                    torn_at = Some((torn, tail.offset + found.end as u64));
-                }
-                kept
-            }
-        };
+        let IntactEnd {
+            seq,
+            prev,
+            needs_newline,
+            torn_at,
+        } = intact_end(path)?;
         let set_aside = match torn_at {
             Some((torn, kept_len)) => {
                 refuse_symlink(path)?;
@@ -243,6 +267,18 @@ impl AuditLog {
             last_mark: Mutex::new(None),
         };
         crate::telemetry::metrics::metrics().audit_failing.set(0);
+        log.record_the_opening(path, set_aside, &found)?;
+        Ok(log)
+    }
+
+    /// Records what the opening found: a torn line set aside, and after a restart the record
+    /// that opens the log again (signed before any other), with what it says on stderr.
+    fn record_the_opening(
+        &self,
+        path: &Path,
+        set_aside: Option<SetAside>,
+        found: &checkpoint::Found,
+    ) -> io::Result<()> {
         if let Some(aside) = set_aside {
             crate::telemetry::metrics::metrics().audit_torn_lines.inc();
             let mut fields = Map::new();
@@ -251,10 +287,10 @@ impl AuditLog {
             fields.insert("torn_bytes".into(), aside.bytes.into());
             fields.insert("torn_sha256".into(), aside.sha256.into());
             fields.insert("time".into(), now_rfc3339().into());
-            log.append(fields)?;
+            self.append(fields)?;
         }
         if found.restart {
-            log.append(opened_record(&found))?;
+            self.append(opened_record(found))?;
             if let Some(aside) = &found.set_aside {
                 eprintln!(
                     "psp-gateway: audit log {}: records {} to {} were after the last checkpoint (an unclean stop): no signature covered them, so they are not taken into the log; moved as found to {}",
@@ -276,14 +312,14 @@ impl AuditLog {
             // The record is signed before any other: what this start found is fixed first. A
             // checkpoint that cannot be written now is counted and tried again at each tick
             // (the start goes on, as a running log does).
-            if let Err(e) = log.sync_and_checkpoint(true) {
+            if let Err(e) = self.sync_and_checkpoint(true) {
                 eprintln!(
                     "psp-gateway: audit log {}: the restart's record cannot be checkpointed yet: {e}",
                     path.display()
                 );
             }
         }
-        Ok(log)
+        Ok(())
     }
 
     /// Appends one record with `fields` (after `seq` and `prev`). A write that fails (a full

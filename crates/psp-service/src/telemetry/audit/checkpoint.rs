@@ -81,13 +81,35 @@ pub fn note_text(origin: &str, size: u64, root: &Hash, time: &str) -> String {
     format!("{origin}\n{size}\n{}\ntime {time}\n", STANDARD.encode(root))
 }
 
+/// Why a checkpoint's note text does not read as one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    #[error("no origin line")]
+    NoOrigin,
+    #[error("the second line is not a tree size")]
+    NotASize,
+    #[error("the third line is not a base64 SHA-256 root hash")]
+    NotARoot,
+    #[error("the checkpoint has more than one time line")]
+    TwoTimes,
+}
+
+/// Why a key that verified a checkpoint was not alive at its time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutOfLifetime {
+    #[error("its time `{0}` is not an RFC 3339 time")]
+    NotATime(String),
+    #[error("{0}")]
+    Key(#[from] crate::evidence::LifetimeError),
+}
+
 /// Reads a checkpoint's note text (already verified: [`crate::evidence::note_verify`]).
-pub fn parse_text(text: &str) -> Result<Checkpoint, String> {
+pub fn parse_text(text: &str) -> Result<Checkpoint, TextError> {
     let mut lines = text.split_terminator('\n');
     let origin = lines
         .next()
         .filter(|l| !l.is_empty())
-        .ok_or("no origin line")?;
+        .ok_or(TextError::NoOrigin)?;
     let size = lines
         .next()
         .and_then(|l| {
@@ -96,16 +118,16 @@ pub fn parse_text(text: &str) -> Result<Checkpoint, String> {
                 .then(|| l.parse::<u64>().ok())
                 .flatten()
         })
-        .ok_or("the second line is not a tree size")?;
+        .ok_or(TextError::NotASize)?;
     let root: Hash = lines
         .next()
         .and_then(|l| STANDARD.decode(l).ok())
         .and_then(|b| b.try_into().ok())
-        .ok_or("the third line is not a base64 SHA-256 root hash")?;
+        .ok_or(TextError::NotARoot)?;
     let mut times = lines.filter_map(|l| l.strip_prefix("time "));
     let time = times.next().map(str::to_owned);
     if times.next().is_some() {
-        return Err("the checkpoint has more than one time line".to_owned());
+        return Err(TextError::TwoTimes);
     }
     Ok(Checkpoint {
         origin: origin.to_owned(),
@@ -118,17 +140,19 @@ pub fn parse_text(text: &str) -> Result<Checkpoint, String> {
 /// Whether `key`, which verified checkpoint `c`, was alive at the checkpoint's `time`: not
 /// retired before it, the time not in the future; a retired key's checkpoint must say its
 /// time. The reason, when not.
-pub fn in_lifetime(c: &Checkpoint, key: &crate::evidence::PublicKey) -> Result<(), String> {
+pub fn in_lifetime(
+    c: &Checkpoint,
+    key: &crate::evidence::PublicKey,
+) -> Result<(), OutOfLifetime> {
     let at = match &c.time {
         None => None,
         Some(t) => Some(
             time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
-                .map_err(|_| format!("its time `{t}` is not an RFC 3339 time"))?
+                .map_err(|_| OutOfLifetime::NotATime(t.clone()))?
                 .unix_timestamp(),
         ),
     };
-    key.signed_in_lifetime(at, time::OffsetDateTime::now_utc().unix_timestamp())
-        .map_err(|e| e.to_string())
+    Ok(key.signed_in_lifetime(at, time::OffsetDateTime::now_utc().unix_timestamp())?)
 }
 
 /// The log's tree as the writer keeps it.
@@ -467,6 +491,51 @@ impl Found {
     }
 }
 
+/// Why the log is not opened at a restart: what was found.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error(
+        "no checkpoint in {} verifies with the signing key or a previous key ([evidence] previous_keys) within its life (not after its retirement, not in the future) with its tree matching its signed root",
+        file.display()
+    )]
+    NoneVerifies { file: PathBuf },
+    #[error(
+        "the high-water mark says the last stop was clean after record {mark}, but the latest checkpoint found covers {from}: checkpoints were removed from {} (and its copy)",
+        file.display()
+    )]
+    CheckpointsRemoved { mark: u64, from: u64, file: PathBuf },
+    #[error(
+        "the file is empty or new, but records {} to {synced} were synced after checkpoint {from} before the stop: they are in a file moved away while the service was down (put it back at this path, start, then rotate), or were removed",
+        from + 1
+    )]
+    SyncedRecordsMissing { from: u64, synced: u64 },
+    #[error(
+        "the file ends at record {seq}, but checkpoint {from} in {} was signed: records were removed from its end, or the file was replaced",
+        file.display()
+    )]
+    TailRemoved { seq: u64, from: u64, file: PathBuf },
+    #[error(
+        "record {seq} is not the record checkpoint {from} was signed over: the file was replaced"
+    )]
+    Replaced { seq: u64, from: u64 },
+    #[error(
+        "there is no checkpoint yet and the file starts at record {first}: the tree needs every record from 1 (start checkpoints with a new file)"
+    )]
+    NotFromOne { first: u64 },
+    #[error(
+        "the file's records after checkpoint {from} start at record {first}, which does not follow it: the records between are in no file here"
+    )]
+    Gap { from: u64, first: u64 },
+    #[error(
+        "the records after checkpoint {from} could not be followed to the file's last record {seq}"
+    )]
+    NotFollowed { from: u64, seq: u64 },
+    #[error("cannot read: {0}")]
+    Read(#[source] io::Error),
+    #[error("{0}")]
+    Broken(#[from] super::Broken),
+}
+
 /// Takes the tree up when the log is opened: from the last checkpoint, whose record `size`
 /// must be the one the file holds (or the file must start right after it). Records after
 /// it are never adopted: they are moved, as found, to `<file>.uncovered-<unix time>`, and
@@ -484,7 +553,7 @@ pub(super) fn resume(
     seq: u64,
     prev: String,
 ) -> io::Result<(u64, String, Option<Tree>, Found)> {
-    let refused = |why: String| {
+    let refused = |why: Refusal| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
@@ -493,7 +562,6 @@ pub(super) fn resume(
             ),
         )
     };
-    let refuse = |why: String| Err(refused(why));
     let marks = read_marks(spec);
     let mark = marks.iter().max_by_key(|m| m.seq).cloned();
     let mut found = Found {
@@ -502,16 +570,111 @@ pub(super) fn resume(
         mark,
         ..Found::default()
     };
-    // The latest checkpoint that verifies, of the checkpoint file and its copy: the largest
-    // signed size, not the last line (an old line appended or the lines reordered must not
-    // make a restart set signed records aside).
     let mut candidates = read_tail_lines(&spec.file)?;
     if let Some(copy) = &spec.copy {
         candidates.extend(read_tail_lines(copy)?);
     }
     found.restart |= !candidates.is_empty();
+    let (from, head, frontier) = match (latest_verified(spec, &candidates), candidates.is_empty()) {
+        (Some(v), _) => v,
+        (None, true) => (0, super::GENESIS.to_owned(), Frontier::new()),
+        (None, false) => {
+            return Err(refused(Refusal::NoneVerifies {
+                file: spec.file.clone(),
+            }));
+        }
+    };
+    found.checkpoint = from;
+    let walk = file_against_checkpoint(spec, from, &head, (seq, &prev), &marks, &mut found)
+        .map_err(refused)?;
+    if !walk {
+        return Ok((from, head, Some(Tree::new(frontier)), found));
+    }
+    // Records after the checkpoint (an unclean stop).
+    let after = after_checkpoint(path, from, &head, &marks).map_err(refused)?;
+    for (m, h) in marks.iter().zip(&after.at_marks) {
+        if let Some(h) = h {
+            found.mark_matches = Some(found.mark_matches.unwrap_or(true) && m.chain_head == *h);
+        }
+    }
+    let Some(offset) = after.cut else {
+        return Err(refused(Refusal::NotFollowed { from, seq }));
+    };
+    let (file, bytes, sha256) = set_uncovered_aside(path, offset)?;
+    found.set_aside = Some(Uncovered {
+        file,
+        first_seq: from + 1,
+        last_seq: seq,
+        bytes,
+        sha256,
+    });
+    Ok((from, head, Some(Tree::new(frontier)), found))
+}
+
+/// Compares the file's last record (`seq`, whose hash is `prev`) and the marks with the
+/// latest checkpoint (`from`, over the record whose hash is `head`): whether records after
+/// the checkpoint are to be walked, or the refusal. Sets what it finds in `found`.
+fn file_against_checkpoint(
+    spec: &CheckpointSpec,
+    from: u64,
+    head: &str,
+    (seq, prev): (u64, &str),
+    marks: &[Mark],
+    found: &mut Found,
+) -> Result<bool, Refusal> {
+    // A clean stop ends with a checkpoint of every record: a mark saying so with more records
+    // than the checkpoint found means checkpoints were removed.
+    if let Some(m) = marks.iter().find(|m| m.clean && m.seq > from) {
+        return Err(Refusal::CheckpointsRemoved {
+            mark: m.seq,
+            from,
+            file: spec.file.clone(),
+        });
+    }
+    if seq == 0 {
+        // A new or empty file (after a rotation): the chain and the tree go on from the
+        // checkpoint, the last record known, unless records after it were synced: those are
+        // in a file moved away while the service was down, or were removed.
+        if let Some(m) = found.mark.as_ref().filter(|m| m.seq > from) {
+            return Err(Refusal::SyncedRecordsMissing {
+                from,
+                synced: m.seq,
+            });
+        }
+        found.last_seq = from;
+        return Ok(false);
+    }
+    if seq < from {
+        return Err(Refusal::TailRemoved {
+            seq,
+            from,
+            file: spec.file.clone(),
+        });
+    }
+    if seq == from && prev != head {
+        return Err(Refusal::Replaced { seq, from });
+    }
+    if seq == from {
+        // The file ends at the checkpoint (a clean stop): nothing to walk. A mark of that
+        // record is compared with its hash directly.
+        for m in marks.iter().filter(|m| m.seq == seq) {
+            found.mark_matches = Some(found.mark_matches.unwrap_or(true) && m.chain_head == prev);
+        }
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// The latest checkpoint that verifies, of the checkpoint file and its copy (`candidates`):
+/// its size, chain head and frontier. The largest signed size, not the last line: an old
+/// line appended or the lines reordered must not make a restart set signed records aside.
+fn latest_verified(
+    spec: &CheckpointSpec,
+    candidates: &[CheckpointLine],
+) -> Option<(u64, String, Frontier)> {
+    let mut candidates: Vec<&CheckpointLine> = candidates.iter().collect();
     candidates.sort_by_key(|l| std::cmp::Reverse(l.size));
-    let verified = candidates.iter().find_map(|line| {
+    candidates.into_iter().find_map(|line| {
         let frontier = Frontier::from_hex(line.size, &line.frontier).ok()?;
         let signed = std::iter::once(spec.key.public())
             .chain(spec.previous.iter().cloned())
@@ -522,117 +685,54 @@ pub(super) fn resume(
             })?;
         (signed.size == line.size && signed.root == frontier.root())
             .then(|| (line.size, line.chain_head.clone(), frontier))
-    });
-    let (from, head, frontier) = match (verified, candidates.is_empty()) {
-        (Some(v), _) => v,
-        (None, true) => (0, super::GENESIS.to_owned(), Frontier::new()),
-        (None, false) => {
-            return refuse(format!(
-                "no checkpoint in {} verifies with the signing key or a previous key ([evidence] previous_keys) within its life (not after its retirement, not in the future) with its tree matching its signed root",
-                spec.file.display()
-            ));
-        }
+    })
+}
+
+/// What the records after checkpoint `from` are, read once: where the first of them starts
+/// in the file (`None`: none follows the checkpoint), and the hash of each mark's record.
+struct AfterCheckpoint {
+    cut: Option<u64>,
+    at_marks: Vec<Option<String>>,
+}
+
+/// Walks the file's records to find where those after checkpoint `from` (whose record's
+/// hash is `head`) start, that they start right after it, and the records the marks name.
+fn after_checkpoint(
+    path: &Path,
+    from: u64,
+    head: &str,
+    marks: &[Mark],
+) -> Result<AfterCheckpoint, Refusal> {
+    let mut after = AfterCheckpoint {
+        cut: None,
+        at_marks: vec![None; marks.len()],
     };
-    // A clean stop ends with a checkpoint of every record: a mark saying so with more records
-    // than the checkpoint found means checkpoints were removed.
-    if let Some(m) = marks.iter().find(|m| m.clean && m.seq > from) {
-        return refuse(format!(
-            "the high-water mark says the last stop was clean after record {}, but the latest checkpoint found covers {from}: checkpoints were removed from {} (and its copy)",
-            m.seq,
-            spec.file.display()
-        ));
-    }
-    found.checkpoint = from;
-    if seq == 0 {
-        // A new or empty file (after a rotation): the chain and the tree go on from the
-        // checkpoint, the last record known, unless records after it were synced: those are
-        // in a file moved away while the service was down, or were removed.
-        if let Some(m) = found.mark.as_ref().filter(|m| m.seq > from) {
-            return refuse(format!(
-                "the file is empty or new, but records {} to {} were synced after checkpoint {from} before the stop: they are in a file moved away while the service was down (put it back at this path, start, then rotate), or were removed",
-                from + 1,
-                m.seq
-            ));
-        }
-        found.last_seq = from;
-        return Ok((from, head, Some(Tree::new(frontier)), found));
-    }
-    if seq < from {
-        return refuse(format!(
-            "the file ends at record {seq}, but checkpoint {from} in {} was signed: records were removed from its end, or the file was replaced",
-            spec.file.display()
-        ));
-    }
-    if seq == from && prev != head {
-        return refuse(format!(
-            "record {seq} is not the record checkpoint {from} was signed over: the file was replaced"
-        ));
-    }
-    if seq == from {
-        // The file ends at the checkpoint (a clean stop): nothing to walk. A mark of that
-        // record is compared with its hash directly.
-        for m in marks.iter().filter(|m| m.seq == seq) {
-            found.mark_matches = Some(found.mark_matches.unwrap_or(true) && m.chain_head == prev);
-        }
-        return Ok((from, head, Some(Tree::new(frontier)), found));
-    }
-    // Records after the checkpoint (an unclean stop): the file is read once, to find where
-    // they start, that they start right after it, and the records the marks name.
-    let mut cut: Option<u64> = None;
-    let mut at_marks: Vec<Option<String>> = vec![None; marks.len()];
     let mut first = true;
     for_each_record(path, |line, offset, rseq, rprev| {
         let hash = || crate::hex::lower(&crate::hex::sha256(line.as_bytes()));
         for (i, m) in marks.iter().enumerate() {
             if m.seq == rseq {
-                at_marks[i] = Some(hash());
+                after.at_marks[i] = Some(hash());
             }
         }
         if first {
             first = false;
             if from == 0 && rseq != 1 {
-                return Err(format!(
-                    "there is no checkpoint yet and the file starts at record {rseq}: the tree needs every record from 1 (start checkpoints with a new file)"
-                ));
+                return Err(Refusal::NotFromOne { first: rseq });
             }
             if rseq > from + 1 || (rseq == from + 1 && rprev != head) {
-                return Err(format!(
-                    "the file's records after checkpoint {from} start at record {rseq}, which does not follow it: the records between are in no file here"
-                ));
+                return Err(Refusal::Gap { from, first: rseq });
             }
         }
         if rseq == from && hash() != head {
-            return Err(format!(
-                "record {rseq} is not the record checkpoint {from} was signed over: the file was replaced"
-            ));
+            return Err(Refusal::Replaced { seq: rseq, from });
         }
-        if rseq == from + 1 && cut.is_none() {
-            cut = Some(offset);
+        if rseq == from + 1 && after.cut.is_none() {
+            after.cut = Some(offset);
         }
         Ok(())
-    })
-    .map_err(refused)?;
-    for (m, h) in marks.iter().zip(&at_marks) {
-        if let Some(h) = h {
-            found.mark_matches = Some(found.mark_matches.unwrap_or(true) && m.chain_head == *h);
-        }
-    }
-    if seq > from {
-        let Some(offset) = cut else {
-            return refuse(format!(
-                "the records after checkpoint {from} could not be followed to the file's last record {seq}"
-            ));
-        };
-        let (file, bytes, sha256) = set_uncovered_aside(path, offset)?;
-        found.set_aside = Some(Uncovered {
-            file,
-            first_seq: from + 1,
-            last_seq: seq,
-            bytes,
-            sha256,
-        });
-    }
-    Ok((from, head, Some(Tree::new(frontier)), found))
+    })?;
+    Ok(after)
 }
 
 /// Moves the bytes of `path` from `offset` on to `<path>.uncovered-<unix time>` (synced),
@@ -661,9 +761,9 @@ fn set_uncovered_aside(path: &Path, offset: u64) -> io::Result<(PathBuf, u64, St
 /// last line was set aside before this is called).
 fn for_each_record(
     path: &Path,
-    mut each: impl FnMut(&str, u64, u64, String) -> Result<(), String>,
-) -> Result<(), String> {
-    let f = File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    mut each: impl FnMut(&str, u64, u64, String) -> Result<(), Refusal>,
+) -> Result<(), Refusal> {
+    let f = File::open(path).map_err(Refusal::Read)?;
     let mut reader = BufReader::new(f);
     let mut n = 0;
     let mut offset = 0u64;
@@ -675,14 +775,11 @@ fn for_each_record(
             why,
         };
         let start = offset;
-        let Some((line, ended)) =
-            super::read_record_line(&mut reader, n, &broken).map_err(|e| e.to_string())?
-        else {
+        let Some((line, ended)) = super::read_record_line(&mut reader, n, &broken)? else {
             return Ok(());
         };
         offset += line.len() as u64 + u64::from(ended);
-        let (_, seq, prev) =
-            super::parse_record(&line, ended, n, &broken).map_err(|e| e.to_string())?;
+        let (_, seq, prev) = super::parse_record(&line, ended, n, &broken)?;
         each(&line, start, seq, prev)?;
     }
 }

@@ -138,8 +138,10 @@ pub fn open_note(note: &str, keys: &[PublicKey]) -> Result<Checkpoint, NoteRefus
     for key in keys {
         match crate::evidence::note_verify(note, origin, key) {
             Ok(text) => {
-                let c = checkpoint::parse_text(&text).map_err(NoteRefused::Signature)?;
-                checkpoint::in_lifetime(&c, key).map_err(NoteRefused::Lifetime)?;
+                let c = checkpoint::parse_text(&text)
+                    .map_err(|e| NoteRefused::Signature(e.to_string()))?;
+                checkpoint::in_lifetime(&c, key)
+                    .map_err(|e| NoteRefused::Lifetime(e.to_string()))?;
                 return Ok(c);
             }
             Err(e) => why = e.to_string(),
@@ -345,12 +347,44 @@ pub struct InclusionProof {
     pub checkpoint: String,
 }
 
+/// Why no inclusion proof can be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProveError {
+    /// The log does not stand up (its chain breaks, it starts mid-chain, a checkpoint
+    /// covers more records than it has).
+    #[error("{0}")]
+    Log(#[from] Finding),
+    #[error("record {0} is not in the files given")]
+    NotInFiles(u64),
+    #[error("no checkpoint covers record {0} yet")]
+    NotCovered(u64),
+}
+
+/// Why an inclusion proof does not verify.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InclusionError {
+    #[error("{0}")]
+    Checkpoint(#[from] NoteRefused),
+    #[error("the proof is for a tree of {proof} records, the checkpoint states {checkpoint}")]
+    SizeMismatch { proof: u64, checkpoint: u64 },
+    #[error("the record's position {index} is past the signed tree of {size} records")]
+    PastTree { index: u64, size: u64 },
+    #[error("the record is not JSON: {0}")]
+    NotJson(String),
+    #[error("the record's seq is not {0} (its position in the tree plus one)")]
+    WrongSeq(u64),
+    #[error("`{0}` is not a base64 SHA-256 hash")]
+    NotAHash(String),
+    #[error("the record is not in the signed tree: {0}")]
+    NotInTree(#[source] merkle::ProofError),
+}
+
 /// The inclusion proof of record `seq` against the first checkpoint in `lines` that covers it.
 pub fn prove(
     files: &[PathBuf],
     lines: &[CheckpointLine],
     seq: u64,
-) -> Result<InclusionProof, String> {
+) -> Result<InclusionProof, ProveError> {
     let mut record = None;
     let mut leaves = Vec::new();
     let chain = super::verify_with(files, |s, line| {
@@ -359,16 +393,16 @@ pub fn prove(
             record = Some(line.to_owned());
         }
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(Finding::Chain)?;
     if chain.starts_mid_chain {
-        return Err(Finding::NotFromStart(chain.first_seq.unwrap_or(0)).to_string());
+        return Err(Finding::NotFromStart(chain.first_seq.unwrap_or(0)).into());
     }
-    let record = record.ok_or_else(|| format!("record {seq} is not in the files given"))?;
+    let record = record.ok_or(ProveError::NotInFiles(seq))?;
     let (i, line) = lines
         .iter()
         .enumerate()
         .find(|(_, l)| l.size >= seq)
-        .ok_or_else(|| format!("no checkpoint covers record {seq} yet"))?;
+        .ok_or(ProveError::NotCovered(seq))?;
     if line.size > leaves.len() as u64 {
         return Err(Finding::Truncated {
             index: i + 1,
@@ -376,7 +410,7 @@ pub fn prove(
             time: Some(line.time.clone()),
             records: leaves.len() as u64,
         }
-        .to_string());
+        .into());
     }
     let tree = &leaves[..line.size as usize];
     let proof = merkle::inclusion_proof(tree, seq - 1, line.size);
@@ -391,28 +425,28 @@ pub fn prove(
 
 /// Checks an inclusion proof with the public keys only: the checkpoint's signature, its size,
 /// the record's `seq`, and the path from the record's leaf to the signed root.
-pub fn verify_inclusion(p: &InclusionProof, keys: &[PublicKey]) -> Result<Checkpoint, String> {
-    let c = open_note(&p.checkpoint, keys).map_err(|e| e.to_string())?;
+pub fn verify_inclusion(
+    p: &InclusionProof,
+    keys: &[PublicKey],
+) -> Result<Checkpoint, InclusionError> {
+    let c = open_note(&p.checkpoint, keys)?;
     if c.size != p.tree_size {
-        return Err(format!(
-            "the proof is for a tree of {} records, the checkpoint states {}",
-            p.tree_size, c.size
-        ));
+        return Err(InclusionError::SizeMismatch {
+            proof: p.tree_size,
+            checkpoint: c.size,
+        });
     }
     // Before `index + 1` is computed: a position in the tree is below its size.
     if p.index >= p.tree_size {
-        return Err(format!(
-            "the record's position {} is past the signed tree of {} records",
-            p.index, p.tree_size
-        ));
+        return Err(InclusionError::PastTree {
+            index: p.index,
+            size: p.tree_size,
+        });
     }
-    let record: serde_json::Value =
-        serde_json::from_str(&p.record).map_err(|e| format!("the record is not JSON: {e}"))?;
+    let record: serde_json::Value = serde_json::from_str(&p.record)
+        .map_err(|e| InclusionError::NotJson(e.to_string()))?;
     if record["seq"].as_u64() != Some(p.index + 1) {
-        return Err(format!(
-            "the record's seq is not {} (its position in the tree plus one)",
-            p.index + 1
-        ));
+        return Err(InclusionError::WrongSeq(p.index + 1));
     }
     let proof: Vec<Hash> = p
         .proof
@@ -422,7 +456,7 @@ pub fn verify_inclusion(p: &InclusionProof, keys: &[PublicKey]) -> Result<Checkp
                 .decode(h)
                 .ok()
                 .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| format!("`{h}` is not a base64 SHA-256 hash"))
+                .ok_or_else(|| InclusionError::NotAHash(h.clone()))
         })
         .collect::<Result<_, _>>()?;
     merkle::verify_inclusion(
@@ -432,6 +466,6 @@ pub fn verify_inclusion(p: &InclusionProof, keys: &[PublicKey]) -> Result<Checkp
         &proof,
         &c.root,
     )
-    .map_err(|e| format!("the record is not in the signed tree: {e}"))?;
+    .map_err(InclusionError::NotInTree)?;
     Ok(c)
 }
