@@ -875,12 +875,11 @@ pub fn previous_keys(
                 retired: p.retired.clone(),
             });
         }
-        let key = PublicKey::from_pem_file(&path).map_err(|source| {
-            EvidenceConfigError::PreviousKey {
+        let key =
+            PublicKey::from_pem_file(&path).map_err(|source| EvidenceConfigError::PreviousKey {
                 path: path.clone(),
                 source,
-            }
-        })?;
+            })?;
         if key.kid() == signing {
             return Err(EvidenceConfigError::SigningKeyRetired { path });
         }

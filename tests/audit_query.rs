@@ -302,7 +302,11 @@ fn a_line_that_is_not_a_record_is_named_by_file_and_line() {
         Err(AuditReadError::Line { file, line, why }) => {
             assert_eq!(file, files[1]);
             assert_eq!(line, 3);
-            assert!(why.contains("not a JSON record"), "{why}");
+            assert!(
+                matches!(why, psp_gateway::cli::audit::LineError::NotJson(_)),
+                "{why}"
+            );
+            assert!(why.to_string().contains("not a JSON record"), "{why}");
         }
         other => panic!("expected a line error, got {other:?}"),
     }

@@ -18,6 +18,7 @@ use common::log_capture::capture;
 use common::test_pki::{test_config, test_pki};
 use common::upstream;
 use http::{Method, StatusCode};
+use psp_gateway::app::EvidenceConfigError;
 use psp_gateway::evidence::{
     Alg, Jwks, JwsError, PublicKey, SigningKey, verify_compact, verify_detached,
 };
@@ -615,13 +616,25 @@ fn a_previous_key_retired_in_the_future_listed_twice_or_still_signing_is_refused
         )
     };
     let e = refused(entry(&old_pem, "2999-01-01T00:00:00Z"));
-    assert!(e.contains("is in the future"), "{e}");
+    assert!(
+        matches!(e, EvidenceConfigError::RetiredInTheFuture { .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("is in the future"), "{e}");
     let e = refused(format!(
         "{}, {}",
         entry(&old_pem, "2026-11-01T00:00:00Z"),
         entry(&old_pem, "2026-10-01T00:00:00Z")
     ));
-    assert!(e.contains("listed twice"), "{e}");
+    assert!(matches!(e, EvidenceConfigError::ListedTwice { .. }), "{e}");
     let e = refused(entry(&current_pem, "2026-11-01T00:00:00Z"));
-    assert!(e.contains("this is the signing key's public key"), "{e}");
+    assert!(
+        matches!(e, EvidenceConfigError::SigningKeyRetired { .. }),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("this is the signing key's public key"),
+        "{e}"
+    );
 }

@@ -248,63 +248,63 @@ fn verify_against_checkpoints(
     cp: &Path,
     keys: &[PublicKey],
 ) -> Result<(), ExitCode> {
-        let lines = match checkpoint::read_all(cp) {
-            Ok(file) => {
-                for torn in &file.torn {
-                    eprintln!("psp-gateway: checkpoints: {torn}");
-                }
-                file.lines
+    let lines = match checkpoint::read_all(cp) {
+        Ok(file) => {
+            for torn in &file.torn {
+                eprintln!("psp-gateway: checkpoints: {torn}");
             }
-            Err(e) => return Err(checkpoints_unreadable(cp, &e)),
-        };
-        match proof::check(
-            &args.files,
-            &lines,
-            keys,
-            args.allow_tail,
-            args.origin.as_deref(),
-        ) {
-            Ok(c) => {
-                // Verified, but a record was lost where a write was cut short: said each time.
-                for torn in &c.chain.torn_lines_set_aside {
-                    eprintln!("psp-gateway: audit log: {torn}");
-                }
-                for aside in &c.chain.set_aside_at_restart {
-                    eprintln!("psp-gateway: audit log: {aside}");
-                }
-                for loss in &c.chain.losses {
-                    eprintln!("psp-gateway: audit log: {loss}");
-                }
-                if decisions_stand(&c.chain) != ExitCode::SUCCESS {
-                    return Err(ExitCode::from(EXIT_DATA_ERR));
-                }
-                if !c.chain.losses.is_empty() && !args.accept_losses {
-                    return Err(fail(
-                        EXIT_DATA_ERR,
-                        &format!(
-                            "audit log not verified: {} restart(s) found records synced before the stop missing or changed (above); --accept-losses accepts them once investigated",
-                            c.chain.losses.len()
-                        ),
-                    ));
-                }
-                println!(
-                    "audit log verified against {} signed checkpoint(s): {} records, the first {} covered by the last checkpoint{}",
-                    c.checkpoints,
-                    c.chain.records,
-                    c.covered,
-                    if c.tail > 0 {
-                        format!(
-                            "; {} after it not yet covered (accepted: --allow-tail)",
-                            c.tail
-                        )
-                    } else {
-                        String::new()
-                    }
-                );
-                Ok(())
-            }
-            Err(e) => Err(finding(e)),
+            file.lines
         }
+        Err(e) => return Err(checkpoints_unreadable(cp, &e)),
+    };
+    match proof::check(
+        &args.files,
+        &lines,
+        keys,
+        args.allow_tail,
+        args.origin.as_deref(),
+    ) {
+        Ok(c) => {
+            // Verified, but a record was lost where a write was cut short: said each time.
+            for torn in &c.chain.torn_lines_set_aside {
+                eprintln!("psp-gateway: audit log: {torn}");
+            }
+            for aside in &c.chain.set_aside_at_restart {
+                eprintln!("psp-gateway: audit log: {aside}");
+            }
+            for loss in &c.chain.losses {
+                eprintln!("psp-gateway: audit log: {loss}");
+            }
+            if decisions_stand(&c.chain) != ExitCode::SUCCESS {
+                return Err(ExitCode::from(EXIT_DATA_ERR));
+            }
+            if !c.chain.losses.is_empty() && !args.accept_losses {
+                return Err(fail(
+                    EXIT_DATA_ERR,
+                    &format!(
+                        "audit log not verified: {} restart(s) found records synced before the stop missing or changed (above); --accept-losses accepts them once investigated",
+                        c.chain.losses.len()
+                    ),
+                ));
+            }
+            println!(
+                "audit log verified against {} signed checkpoint(s): {} records, the first {} covered by the last checkpoint{}",
+                c.checkpoints,
+                c.chain.records,
+                c.covered,
+                if c.tail > 0 {
+                    format!(
+                        "; {} after it not yet covered (accepted: --allow-tail)",
+                        c.tail
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            Ok(())
+        }
+        Err(e) => Err(finding(e)),
+    }
 }
 
 /// Every request record stands with the signed decision it names (0), or each that does

@@ -12,7 +12,7 @@ use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use psp_gateway::Config;
 use psp_gateway::app::{self, Faces};
-use psp_gateway::gateway::{self, Connection};
+use psp_gateway::gateway::Connection;
 use psp_gateway::revocation::RevocationChecker;
 use psp_gateway::server::{ConnInfo, TlsInfo};
 use psp_gateway::service::{CheckService, ReferenceData, Revocation};
@@ -103,7 +103,8 @@ pub async fn gateway_at(
     connection: &Arc<Connection>,
     request: Request<Full<Bytes>>,
 ) -> Answer {
-    read(psp_gateway::sites::handle_on(&faces.sites, listen, request, Arc::clone(connection)).await).await
+    read(psp_gateway::sites::handle_on(&faces.sites, listen, request, Arc::clone(connection)).await)
+        .await
 }
 
 /// One request to the gateway on a TLS connection of its own that presented `chain`.

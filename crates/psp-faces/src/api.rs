@@ -399,7 +399,15 @@ async fn respond<B>(
         .check_duration
         .get_or_create(&crate::telemetry::metrics::FaceLabels { face: "api" })
         .observe(started.elapsed().as_secs_f64());
-    answer(state, request_id, (&caller, source), &params, fingerprint, &report).await
+    check_answer(
+        state,
+        request_id,
+        (&caller, source),
+        &params,
+        fingerprint,
+        &report,
+    )
+    .await
 }
 
 /// The source's rate limit, then the route: `Some` with the answer for the error
@@ -437,7 +445,7 @@ async fn admitted<B>(
 
 /// A check's answer: logged, recorded (under `fail_closed`, waiting for its record's write),
 /// then the contract's JSON.
-async fn answer(
+async fn check_answer(
     state: &ApiState,
     request_id: &str,
     (caller, source): (&str, IpAddr),

@@ -48,8 +48,8 @@ use crate::cert::input::decode_certificate_chain;
 use crate::policy::{CrossBorderRule, Permit, Policy, Reason, Rejection};
 use crate::register::ServiceSet;
 use crate::server::{
-    Body, BodyError, Cidr, ConnHandler, ConnInfo, CounterKind, NewConnection, Refusal,
-    SharedLimiter, SharedState, client_address, new_request_id, source_key,
+    Body, BodyError, Cidr, ConnInfo, CounterKind, Refusal, SharedLimiter, SharedState,
+    client_address, new_request_id, source_key,
 };
 use crate::service::{Call, CheckService, Checked, Site};
 use crate::telemetry::trace_context::{SystemIds, TraceContext};
@@ -563,6 +563,17 @@ impl std::ops::Deref for Connection {
 
     fn deref(&self) -> &ConnInfo {
         &self.info
+    }
+}
+
+/// The host a request names: its `:authority` (HTTP/2, absolute form), else its `Host`.
+pub(crate) fn request_host<B>(req: &Request<B>) -> Option<String> {
+    match req.uri().authority() {
+        Some(authority) => Some(authority.as_str().to_owned()),
+        None => req
+            .headers()
+            .get(http::header::HOST)
+            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned()),
     }
 }
 

@@ -185,7 +185,7 @@ where
     // Over TLS the server name chooses the site; only a plain listener reads the host.
     let host = match tls {
         Some(_) => None,
-        None => request_host(&req),
+        None => crate::gateway::request_host(&req),
     };
     let site = sites.for_connection(
         listen,
@@ -198,15 +198,3 @@ where
         Err(no) => crate::gateway::misdirected(no.fallback, &req, &conn, no.named),
     }
 }
-
-/// The host a request names: its `:authority` (HTTP/2, absolute form), else its `Host`.
-fn request_host<B>(req: &Request<B>) -> Option<String> {
-    match req.uri().authority() {
-        Some(authority) => Some(authority.as_str().to_owned()),
-        None => req
-            .headers()
-            .get(http::header::HOST)
-            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned()),
-    }
-}
-

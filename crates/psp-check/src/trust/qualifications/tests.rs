@@ -206,15 +206,27 @@ fn assert_all_at_least_one_and_none_combine_criteria() {
     let yes = || policy(QWAC_POLICY);
     let no = || policy(OTHER_POLICY);
     let f = cert.facts();
-    assert_eq!(list(Assert::All, vec![yes(), yes()]).selects(&f), Some(true));
-    assert_eq!(list(Assert::All, vec![yes(), no()]).selects(&f), Some(false));
+    assert_eq!(
+        list(Assert::All, vec![yes(), yes()]).selects(&f),
+        Some(true)
+    );
+    assert_eq!(
+        list(Assert::All, vec![yes(), no()]).selects(&f),
+        Some(false)
+    );
     assert_eq!(
         list(Assert::AtLeastOne, vec![no(), yes()]).selects(&f),
         Some(true)
     );
-    assert_eq!(list(Assert::AtLeastOne, vec![no()]).selects(&f), Some(false));
+    assert_eq!(
+        list(Assert::AtLeastOne, vec![no()]).selects(&f),
+        Some(false)
+    );
     assert_eq!(list(Assert::None, vec![no()]).selects(&f), Some(true));
-    assert_eq!(list(Assert::None, vec![no(), yes()]).selects(&f), Some(false));
+    assert_eq!(
+        list(Assert::None, vec![no(), yes()]).selects(&f),
+        Some(false)
+    );
     // As DSS reads them: an empty `all` or `none` list selects every certificate.
     assert_eq!(list(Assert::All, vec![]).selects(&f), Some(true));
     assert_eq!(list(Assert::AtLeastOne, vec![]).selects(&f), Some(false));

@@ -140,10 +140,7 @@ pub fn parse_text(text: &str) -> Result<Checkpoint, TextError> {
 /// Whether `key`, which verified checkpoint `c`, was alive at the checkpoint's `time`: not
 /// retired before it, the time not in the future; a retired key's checkpoint must say its
 /// time. The reason, when not.
-pub fn in_lifetime(
-    c: &Checkpoint,
-    key: &crate::evidence::PublicKey,
-) -> Result<(), OutOfLifetime> {
+pub fn in_lifetime(c: &Checkpoint, key: &crate::evidence::PublicKey) -> Result<(), OutOfLifetime> {
     let at = match &c.time {
         None => None,
         Some(t) => Some(

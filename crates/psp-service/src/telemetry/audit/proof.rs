@@ -443,8 +443,8 @@ pub fn verify_inclusion(
             size: p.tree_size,
         });
     }
-    let record: serde_json::Value = serde_json::from_str(&p.record)
-        .map_err(|e| InclusionError::NotJson(e.to_string()))?;
+    let record: serde_json::Value =
+        serde_json::from_str(&p.record).map_err(|e| InclusionError::NotJson(e.to_string()))?;
     if record["seq"].as_u64() != Some(p.index + 1) {
         return Err(InclusionError::WrongSeq(p.index + 1));
     }
