@@ -37,23 +37,8 @@ cleanup() {
 trap cleanup EXIT
 
 # Redis: loopback, no persistence, the default user off, one ACL user with what the limiter needs.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-printf 'bench-password\n' >"$work/password"
-cat >"$work/redis.conf" <<EOF
-bind 127.0.0.1
-port $port
-dir $work
-save ""
-appendonly no
-user default off
-user gateway on >bench-password ~* +get +set +time +hmget +hset +pexpire +del +evalsha +script|load +eval
-EOF
-redis-server "$work/redis.conf" >"$work/redis.log" 2>&1 &
-redis_pid=$!
-for _ in $(seq 1 50); do
-  redis-cli -p "$port" --user gateway --pass bench-password --no-auth-warning ping 2>/dev/null | grep -q PONG && break
-  sleep 0.1
-done
+. "$(dirname "$0")/redis.sh"
+start_bench_redis "$work"
 
 # Both configurations: gateway.toml with absolute paths, and an endpoint quota no load here
 # reaches (15,000 per 5 minutes would turn most of the run into 429s; every request still goes

@@ -40,23 +40,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-printf 'bench-password\n' >"$work/password"
-cat >"$work/redis.conf" <<EOF
-bind 127.0.0.1
-port $port
-dir $work
-save ""
-appendonly no
-user default off
-user gateway on >bench-password ~* +get +set +time +hmget +hset +pexpire +del +evalsha +script|load +info
-EOF
-redis-server "$work/redis.conf" >"$work/redis.log" 2>&1 &
-redis_pid=$!
-for _ in $(seq 1 50); do
-  redis-cli -p "$port" --user gateway --pass bench-password --no-auth-warning ping 2>/dev/null | grep -q PONG && break
-  sleep 0.1
-done
+. "$(dirname "$0")/redis.sh"
+start_bench_redis "$work"
 
 config="$work/flood.toml"
 sed "s|\"certs/|\"$PWD/certs/|g; s|\"registers/|\"$PWD/registers/|g" gateway.toml |

@@ -193,6 +193,28 @@ async fn metric(running: &Running, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A Redis, the RESP fault proxy in front of it, and a replica with a quota of `quota` and
+/// `rate_limits = "closed"` that reaches Redis through the proxy, its first call answered:
+/// the set-up of the fault tests.
+async fn proxied_replica(
+    quota: u32,
+) -> (
+    RedisServer,
+    common::resp_proxy::RespProxy,
+    Running,
+    SocketAddr,
+    String,
+) {
+    let redis = RedisServer::start();
+    let proxy = common::resp_proxy::RespProxy::start(redis.addr).await;
+    let url = format!("redis://{}", proxy.addr);
+    let running = replica_at(&url, &redis, quota, "rate_limits = \"closed\"").await;
+    let api = running.api.expect("api");
+    let valid = valid_certificate();
+    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    (redis, proxy, running, api, valid)
+}
+
 /// The process's count of each kind's degradations and `open` fallbacks, by series.
 async fn failure_mode_counts(running: &Running) -> std::collections::HashMap<String, f64> {
     let mut counts = std::collections::HashMap::new();
@@ -721,14 +743,8 @@ async fn a_login_script_redis_refuses_does_not_switch_the_request_limits_to_thei
 #[tokio::test]
 async fn a_lost_reply_costs_one_call_not_every_call_after_it() {
     let _serial = SERIAL.lock().await;
-    let redis = RedisServer::start();
-    let proxy = common::resp_proxy::RespProxy::start(redis.addr).await;
-    let url = format!("redis://{}", proxy.addr);
     // `closed`: every call Redis does not decide is a 503, so none can hide.
-    let running = replica_at(&url, &redis, 50, "rate_limits = \"closed\"").await;
-    let api = running.api.expect("api");
-    let valid = valid_certificate();
-    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    let (_redis, proxy, running, api, valid) = proxied_replica(50).await;
     proxy
         .faults
         .drop_next_evalsha_reply
@@ -777,13 +793,7 @@ async fn a_lost_reply_costs_one_call_not_every_call_after_it() {
 #[tokio::test]
 async fn a_redis_slower_than_the_budget_is_not_reconnected_to_for_every_request() {
     let _serial = SERIAL.lock().await;
-    let redis = RedisServer::start();
-    let proxy = common::resp_proxy::RespProxy::start(redis.addr).await;
-    let url = format!("redis://{}", proxy.addr);
-    let running = replica_at(&url, &redis, 1000, "rate_limits = \"closed\"").await;
-    let api = running.api.expect("api");
-    let valid = valid_certificate();
-    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    let (_redis, proxy, running, api, valid) = proxied_replica(1000).await;
     let ordering = std::sync::atomic::Ordering::Relaxed;
     proxy.faults.evalsha_delay_ms.store(120, ordering);
     let before = proxy.faults.connections.load(ordering);
@@ -813,13 +823,7 @@ async fn a_redis_slower_than_the_budget_is_not_reconnected_to_for_every_request(
 #[tokio::test]
 async fn a_two_gigabyte_reply_is_cut_off_after_a_bounded_read_and_the_replica_goes_on() {
     let _serial = SERIAL.lock().await;
-    let redis = RedisServer::start();
-    let proxy = common::resp_proxy::RespProxy::start(redis.addr).await;
-    let url = format!("redis://{}", proxy.addr);
-    let running = replica_at(&url, &redis, 50, "rate_limits = \"closed\"").await;
-    let api = running.api.expect("api");
-    let valid = valid_certificate();
-    assert_eq!(call(api, &valid).await.0.status, StatusCode::OK);
+    let (_redis, proxy, running, api, valid) = proxied_replica(50).await;
     proxy
         .faults
         .huge_next_evalsha_reply

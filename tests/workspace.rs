@@ -15,10 +15,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("psp-cert", &[]),
     // The pure decision: trust data, revocation evidence, registers, the check, the rule.
     ("psp-check", &["psp-cert"]),
-    // The cached async service: loading, fetching, refreshing, caches, metrics, audit log.
-    ("psp-service", &["psp-cert", "psp-check"]),
-    // Listeners and TLS.
-    ("psp-server", &["psp-cert", "psp-service"]),
+    // Metrics, trace context and ids, log lines, trace export: what every layer reports
+    // through.
+    ("psp-telemetry", &["psp-cert"]),
+    // The cached async service: loading, fetching, refreshing, caches, audit log.
+    ("psp-service", &["psp-cert", "psp-check", "psp-telemetry"]),
+    // Listeners and TLS: below the service (issue 41).
+    ("psp-server", &["psp-cert", "psp-telemetry"]),
     // The faces: gateway, check endpoint, admin, sandbox.
     (
         "psp-faces",

@@ -26,7 +26,7 @@
 #![warn(unreachable_pub)]
 
 // The layers below, named as modules of this crate inside it.
-use psp_service::telemetry;
+use psp_telemetry as telemetry;
 
 mod certificate;
 mod chains;

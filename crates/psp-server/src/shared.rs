@@ -256,7 +256,7 @@ impl SharedStateConfig {
                 from: path.display().to_string(),
                 why,
             };
-            let bytes = psp_service::bounded::read_regular_file(
+            let bytes = psp_cert::bounded::read_regular_file(
                 &path,
                 MAX_PASSWORD_FILE_BYTES,
                 "a password file",

@@ -3,12 +3,11 @@
 //! with `[audit] file`, they also go to a chained audit log ([`audit`]).
 
 pub mod audit;
-pub mod json_lines;
-pub mod log_writer;
 pub mod merkle;
-pub mod metrics;
-pub mod otlp;
-pub mod trace_context;
+
+// Metrics, trace context and the log lines are `psp-telemetry`'s (which the listeners use
+// without the service); named here so that every path `telemetry::…` stays one home.
+pub use psp_telemetry::{json_lines, log_writer, metrics, otlp, trace_context};
 
 use std::io::IsTerminal;
 use std::sync::Arc;

@@ -335,6 +335,14 @@ impl Upstream {
 /// with the client, so a stalled body could otherwise hold the client's request, the upstream
 /// connection and the budget's ticket for good. Only time spent waiting on the upstream
 /// counts: the clock starts when the body is polled, not while a slow client reads.
+/// The error that ends a response body whose side (`what`) did nothing for `bound`.
+fn timed_out(what: &str, bound: Duration) -> BodyError {
+    Box::new(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what} for {} ms", bound.as_millis()),
+    ))
+}
+
 struct IdleBounded {
     inner: Body,
     idle: Duration,
@@ -377,13 +385,10 @@ impl hyper::body::Body for IdleBounded {
             Poll::Pending => match this.deadline.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     this.waiting = false;
-                    Poll::Ready(Some(Err(Box::new(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!(
-                            "the upstream sent nothing of its response body for {} ms",
-                            this.idle.as_millis()
-                        ),
-                    )) as BodyError)))
+                    Poll::Ready(Some(Err(timed_out(
+                        "the upstream sent nothing of its response body",
+                        this.idle,
+                    ))))
                 }
                 Poll::Pending => Poll::Pending,
             },
@@ -485,13 +490,10 @@ impl hyper::body::Body for ReadBounded {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match body.as_mut() {
             Some(inner) => std::pin::Pin::new(inner).poll_frame(cx),
-            None => std::task::Poll::Ready(Some(Err(Box::new(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "the client took nothing of the response for {} ms",
-                    shared.bound.as_millis()
-                ),
-            )) as BodyError))),
+            None => std::task::Poll::Ready(Some(Err(timed_out(
+                "the client took nothing of the response",
+                shared.bound,
+            )))),
         }
     }
 

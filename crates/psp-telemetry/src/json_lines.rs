@@ -63,8 +63,8 @@ impl<S: Subscriber> Layer<S> for JsonLines {
 }
 
 /// Calls `f` with `event`'s record, written into the thread's scratch buffer (the audit log
-/// takes its records the same way, [`super::audit`]).
-pub(super) fn with_record(event: &Event<'_>, f: impl FnOnce(&[u8])) {
+/// takes its records the same way: `psp_service::telemetry::audit`).
+pub fn with_record(event: &Event<'_>, f: impl FnOnce(&[u8])) {
     let mut f = Some(f);
     let mut emit = |buf: &mut Vec<u8>| {
         buf.clear();
@@ -220,7 +220,7 @@ impl<'a> Reader<'a> {
 
 /// A field's value as recorded.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum FieldValue<'a> {
+pub enum FieldValue<'a> {
     Str(&'a str),
     U64(u64),
     I64(i64),
@@ -229,7 +229,7 @@ pub(super) enum FieldValue<'a> {
 }
 
 /// One record read back.
-pub(super) struct Decoded<'a> {
+pub struct Decoded<'a> {
     /// When the event was logged: seconds and nanoseconds since the Unix epoch.
     pub secs: i64,
     pub nanos: u32,
@@ -261,7 +261,7 @@ impl<'a> Decoded<'a> {
 
     /// Calls `f` with each field's name and value, in the event's order; `None` when a field
     /// does not read back (after `f` had the fields before it).
-    pub(super) fn each_field(&self, mut f: impl FnMut(&'a str, FieldValue<'a>)) -> Option<()> {
+    pub fn each_field(&self, mut f: impl FnMut(&'a str, FieldValue<'a>)) -> Option<()> {
         let mut r = Reader(self.fields);
         while !r.0.is_empty() {
             let kind = r.u8()?;
@@ -283,7 +283,7 @@ impl<'a> Decoded<'a> {
 /// Calls `f` with each record of `records` (as appended: each after its length), or with
 /// `Err(bytes)` for a record that does not read back (a defect), naming the bytes passed
 /// over; a length that runs past the end passes over the rest.
-pub(super) fn each_record<'a>(records: &'a [u8], mut f: impl FnMut(Result<Decoded<'a>, usize>)) {
+pub fn each_record<'a>(records: &'a [u8], mut f: impl FnMut(Result<Decoded<'a>, usize>)) {
     let mut rest = Reader(records);
     while !rest.0.is_empty() {
         let Some(record) = rest
@@ -353,7 +353,7 @@ fn json_str(s: &str, out: &mut Vec<u8>) {
 
 /// The time of a record: `secs` and `nanos` since the Unix epoch (the epoch itself for a
 /// time `time` cannot hold).
-pub(super) fn datetime(secs: i64, nanos: u32) -> time::OffsetDateTime {
+pub fn datetime(secs: i64, nanos: u32) -> time::OffsetDateTime {
     time::OffsetDateTime::from_unix_timestamp(secs)
         .map(|t| t + time::Duration::nanoseconds(i64::from(nanos)))
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
@@ -469,8 +469,7 @@ mod tests {
         let theirs = Out::default();
         let ours = Out::default();
         let (writer, guard) =
-            crate::telemetry::log_writer::spawn_formatting("test-json", ours.clone(), format)
-                .expect("thread");
+            crate::log_writer::spawn_formatting("test-json", ours.clone(), format).expect("thread");
         let subscriber = tracing_subscriber::registry()
             .with(
                 tracing_subscriber::fmt::layer()
@@ -538,8 +537,7 @@ mod tests {
         // buffer's fallback is there should that ever change.
         let ours = Out::default();
         let (writer, guard) =
-            crate::telemetry::log_writer::spawn_formatting("test-json", ours.clone(), format)
-                .expect("thread");
+            crate::log_writer::spawn_formatting("test-json", ours.clone(), format).expect("thread");
         let subscriber = tracing_subscriber::registry().with(JsonLines::new(writer));
         tracing::subscriber::with_default(subscriber, || {
             tracing::info!(value = %Logging, "outer");
@@ -562,11 +560,10 @@ mod tests {
         let mut good = Vec::new();
         {
             let ours = Out::default();
-            let (writer, guard) =
-                crate::telemetry::log_writer::spawn_formatting("t", ours.clone(), |r, o| {
-                    o.extend_from_slice(r)
-                })
-                .expect("thread");
+            let (writer, guard) = crate::log_writer::spawn_formatting("t", ours.clone(), |r, o| {
+                o.extend_from_slice(r)
+            })
+            .expect("thread");
             let subscriber = tracing_subscriber::registry().with(JsonLines::new(writer));
             tracing::subscriber::with_default(subscriber, || tracing::info!(a = 1u64, "ok"));
             drop(guard);

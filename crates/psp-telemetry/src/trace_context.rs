@@ -124,7 +124,7 @@ impl SpanId {
 
 impl std::fmt::Display for TraceId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::hex::lower(&self.0))
+        f.write_str(&psp_cert::hex::lower(&self.0))
     }
 }
 
@@ -136,7 +136,7 @@ impl std::fmt::Debug for TraceId {
 
 impl std::fmt::Display for SpanId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&crate::hex::lower(&self.0))
+        f.write_str(&psp_cert::hex::lower(&self.0))
     }
 }
 

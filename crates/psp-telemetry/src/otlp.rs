@@ -246,9 +246,7 @@ where
         let ordering = std::sync::atomic::Ordering::Relaxed;
         match failure {
             Some(why) => {
-                crate::telemetry::metrics::metrics()
-                    .trace_export_failures
-                    .inc();
+                crate::metrics::metrics().trace_export_failures.inc();
                 if !self.failing.swap(true, ordering) {
                     tracing::warn!(error = %why, "trace export failing: spans are lost until the collector takes them again");
                 }
