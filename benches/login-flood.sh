@@ -15,7 +15,8 @@
 #   - a second oha, the victim, calls the endpoint with the right password (remembered after
 #     its first call: no argon2) at 200 requests per second on one connection;
 #   - the fallbacks counted in /metrics over the level (both kinds) are the figure: 0 means the
-#     flood did not make Redis look slow.
+#     flood did not make Redis look slow; beside them, the times a kind switched to its
+#     failure mode (psp_gateway_shared_state_degradations_total: 50 ms without an answer).
 # Loopback only, bounded in time. Servers and both oha share the machine's 2 cores: compare
 # within the run. The flood's own oha runs at nice 19 (FLOOD_NICE, default 19; 0 to run it at
 # the normal priority): in production the flood's clients are elsewhere, and on 2 cores a
@@ -71,16 +72,18 @@ grep -q '"sharedState":"ok"' <(curl -s http://127.0.0.1:9090/readyz) ||
 
 eidas=$(openssl x509 -in certs/psp/valid.pem -outform DER | base64 -w0)
 url='http://127.0.0.1:8080/v1/psp/eidas?jurisdiction=XX'
-fallbacks() {
+# counted SERIES: the sum of a counter's series in /metrics (both kinds, every mode).
+counted() {
   curl -s http://127.0.0.1:9090/metrics |
-    awk '/^psp_gateway_shared_state_fallbacks_total/ { n += $2 } END { printf "%d\n", n }'
+    awk -v series="^$1" '$0 ~ series { n += $2 } END { printf "%d\n", n }'
 }
 # The victim's password remembered before the first level.
 curl -s -o /dev/null -H 'Authorization: Basic c2FuZGJveDpzYW5kYm94' -H 'fi_reference_id: V' -H "eidas: $eidas" "$url"
 
-printf '%-6s %14s %14s %12s %12s %10s\n' flood "wrong pw/s" "busy 503/s" "victim p50" "victim p99" fallbacks
+printf '%-6s %14s %14s %12s %12s %10s %13s\n' flood "wrong pw/s" "busy 503/s" "victim p50" "victim p99" fallbacks degradations
 for level in $levels; do
-  before=$(fallbacks)
+  before=$(counted psp_gateway_shared_state_fallbacks_total)
+  switched_before=$(counted psp_gateway_shared_state_degradations_total)
   if [ "$level" -gt 0 ]; then
     nice -n "${FLOOD_NICE:-19}" oha --no-tui --output-format json -z "${secs}s" -c "$level" \
       -H 'Authorization: Basic c2FuZGJveDp3cm9uZw==' -H 'fi_reference_id: F' -H "eidas: $eidas" \
@@ -91,17 +94,18 @@ for level in $levels; do
     -H 'Authorization: Basic c2FuZGJveDpzYW5kYm94' -H 'fi_reference_id: V' -H "eidas: $eidas" \
     "$url" >"$work/victim.json"
   if [ "$level" -gt 0 ]; then wait "$flood"; else echo '{}' >"$work/flood.json"; fi
-  after=$(fallbacks)
-  python3 - "$work/flood.json" "$work/victim.json" "$level" "$((after - before))" "$secs" <<'EOF'
+  after=$(counted psp_gateway_shared_state_fallbacks_total)
+  switched=$(($(counted psp_gateway_shared_state_degradations_total) - switched_before))
+  python3 - "$work/flood.json" "$work/victim.json" "$level" "$((after - before))" "$secs" "$switched" <<'EOF'
 import json, sys
 flood, victim = (json.load(open(p)) for p in sys.argv[1:3])
-level, fell, secs = sys.argv[3], sys.argv[4], float(sys.argv[5])
+level, fell, secs, switched = sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6]
 codes = flood.get("statusCodeDistribution", {})
 p = victim["latencyPercentiles"]
 vcodes = victim.get("statusCodeDistribution", {})
 assert set(vcodes) <= {"200"}, "the victim got %s" % vcodes
-print("%-6s %14.1f %14.1f %9.2f ms %9.2f ms %10s" % (
+print("%-6s %14.1f %14.1f %9.2f ms %9.2f ms %10s %13s" % (
     level, codes.get("401", 0) / secs, codes.get("503", 0) / secs,
-    p["p50"] * 1000, p["p99"] * 1000, fell))
+    p["p50"] * 1000, p["p99"] * 1000, fell, switched))
 EOF
 done

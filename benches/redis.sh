@@ -20,7 +20,8 @@ EOF
   redis-server "$dir/redis.conf" >"$dir/redis.log" 2>&1 &
   redis_pid=$!
   for _ in $(seq 1 50); do
-    redis-cli -p "$port" --user gateway --pass bench-password --no-auth-warning ping 2>/dev/null | grep -q PONG && return 0
+    # TIME, not PING: the ACL grants the user only what the counters use.
+    redis-cli -p "$port" --user gateway --pass bench-password --no-auth-warning time 2>/dev/null | grep -qE '^[0-9]+$' && return 0
     sleep 0.1
   done
   echo "redis-server did not answer on 127.0.0.1:$port (see $dir/redis.log)" >&2
