@@ -788,8 +788,8 @@ async fn a_lost_reply_costs_one_call_not_every_call_after_it() {
 /// The fresh-eyes attack of issue 39 (docs/attacks/replicas.md, B1): a Redis alive but slower
 /// than the budget. Each missed call ends its connection, and a new connection used to lift the
 /// half-second hold: every request paid the budget and a reconnection (209 connections in 5 s
-/// at 200 requests per second). A missed budget now holds calls back for the half second
-/// whatever connection is made meanwhile.
+/// at 200 requests per second). Once no call has been answered for 50 ms, calls are now held
+/// back for the half second whatever connection is made meanwhile.
 #[tokio::test]
 async fn a_redis_slower_than_the_budget_is_not_reconnected_to_for_every_request() {
     let _serial = SERIAL.lock().await;
