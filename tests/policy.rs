@@ -222,6 +222,17 @@ fn a_denied_psp_is_denied_under_every_spelling_of_its_auth_number() {
             policy::decide(&p, Arc::new(spelled), &cert, services(&[8])).expect_err(spelling);
         assert_eq!(refused.reason, Reason::Denied, "{spelling:?}");
     }
+    // The list's own spelling counts the same way: it is normalised once, when built.
+    let mut listed_otherwise = rule("XX");
+    listed_otherwise.deny = ["PSDXX-test-0000000001 "].into();
+    let refused = policy::decide(
+        &listed_otherwise,
+        Arc::new(report.clone()),
+        &cert,
+        services(&[8]),
+    )
+    .expect_err("denied as listed in another spelling");
+    assert_eq!(refused.reason, Reason::Denied);
     let mut other = rule("XX");
     other.deny = ["PSDXX-TEST-000002".to_owned()].into();
     assert!(policy::decide(&other, Arc::new(report), &cert, services(&[8])).is_ok());
@@ -318,7 +329,7 @@ fn roles_allow_and_deny_lists_apply_when_configured() {
         "no role stands for money remittance"
     );
     let mut deny = rule("XX");
-    deny.deny.insert("PSDXX-TEST-000001".into());
+    deny.deny.insert("PSDXX-TEST-000001");
     assert_eq!(
         decide(&sb, "valid", &deny, &[8], good()),
         Err(Reason::Denied)

@@ -132,7 +132,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         accepted_statuses: vec![AuthStatus::Authorised, AuthStatus::Registered],
         require_roles: false,
         allow: None,
-        deny: BTreeSet::new(),
+        deny: Default::default(),
     };
     let mut payments = ServiceSet::EMPTY;
     payments.insert(PaymentService::PAYMENT_INITIATION);

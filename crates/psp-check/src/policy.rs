@@ -61,10 +61,47 @@ pub struct Policy {
     pub accepted_statuses: Vec<AuthStatus>,
     /// Whether the certificate's PSD2 roles must also cover the route's services (step 5).
     pub require_roles: bool,
-    /// When set, only these auth numbers (as written in the certificate).
-    pub allow: Option<BTreeSet<String>>,
-    /// Auth numbers always refused (as written in the certificate), checked before the allow list.
-    pub deny: BTreeSet<String>,
+    /// When set, only these auth numbers.
+    pub allow: Option<AuthNumberList>,
+    /// Auth numbers always refused, checked before the allow list.
+    pub deny: AuthNumberList,
+}
+
+/// A list of authorisation numbers, each kept by its identity key
+/// (`auth_number::identity_key`), normalised once when the list is built: every spelling of
+/// one PSP's number (leading zeros, case, the separator) is the same entry, and a decision
+/// compares one key with a set, not every entry's spelling with the certificate's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthNumberList(BTreeSet<String>);
+
+impl AuthNumberList {
+    /// Whether `auth_number`, spelled as in a certificate, is on the list.
+    pub fn contains(&self, auth_number: &str) -> bool {
+        self.0
+            .contains(&psp_cert::cert::auth_number::identity_key(auth_number))
+    }
+
+    /// Adds `auth_number`, by its identity key.
+    pub fn insert(&mut self, auth_number: &str) {
+        self.0
+            .insert(psp_cert::cert::auth_number::identity_key(auth_number));
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for AuthNumberList {
+    fn from_iter<I: IntoIterator<Item = S>>(entries: I) -> Self {
+        let mut list = AuthNumberList::default();
+        for entry in entries {
+            list.insert(entry.as_ref());
+        }
+        list
+    }
+}
+
+impl<S: AsRef<str>, const N: usize> From<[S; N]> for AuthNumberList {
+    fn from(entries: [S; N]) -> Self {
+        entries.into_iter().collect()
+    }
 }
 
 /// Why a call is refused. Each has a stable reason code for logs and the audit trail.
@@ -321,18 +358,15 @@ pub fn decide<R: AsRef<CheckReport>>(
 /// Auth numbers are compared by their identity key (`auth_number::identity_key`): every
 /// spelling the register matches to one PSP is on the list when one is.
 fn allow_and_deny_lists(policy: &Policy, report: &CheckReport) -> Result<(), Rejection> {
-    use psp_cert::cert::auth_number::identity_key;
     let auth = report.auth_number.clone().unwrap_or_default();
-    let key = identity_key(&auth);
-    let listed = |list: &BTreeSet<String>| list.iter().any(|entry| identity_key(entry) == key);
-    if listed(&policy.deny) {
+    if policy.deny.contains(&auth) {
         return Err(Rejection::new(
             Reason::Denied,
             format!("{auth} is on the deny list"),
         ));
     }
     if let Some(allow) = &policy.allow
-        && !listed(allow)
+        && !allow.contains(&auth)
     {
         return Err(Rejection::new(
             Reason::NotAllowed,

@@ -237,8 +237,8 @@ fn policy(g: &GatewayConfig) -> Policy {
             .unwrap_or_else(|| CrossBorderRule::default_for(g.jurisdiction)),
         accepted_statuses: g.accepted_statuses.clone(),
         require_roles: g.require_roles,
-        allow: g.allow.as_ref().map(|a| a.iter().cloned().collect()),
-        deny: g.deny.iter().cloned().collect(),
+        allow: g.allow.as_ref().map(|a| a.iter().collect()),
+        deny: g.deny.iter().collect(),
     }
 }
 
