@@ -148,12 +148,12 @@ impl Sites {
     }
 }
 
-/// The gateway's handler of each accepted connection of the listener bound at `listen`, for
-/// the listener. Each request takes the sites `current` gives at that moment (a reload swaps
+/// The gateway's handler of each accepted connection of the listener bound at `listen`. Each
+/// request takes the sites `current` gives at that moment (a reload swaps
 /// in rebuilt ones) and goes to its connection's site ([`Sites::for_connection`]); the
 /// connection keeps its parsed identity.
 pub fn new_connection(
-    listen: std::net::SocketAddr,
+    listen: SocketAddr,
     current: impl Fn() -> Arc<Sites> + Send + Sync + 'static,
 ) -> NewConnection {
     let current = Arc::new(current);
@@ -169,11 +169,10 @@ pub fn new_connection(
 }
 
 /// One request on a connection of the listener bound at `listen`, handled by the site it
-/// goes to ([`Sites::for_connection`]), or answered
-/// 421 when no site of the listener takes it.
+/// goes to ([`Sites::for_connection`]), or answered 421 when no site of the listener takes it.
 pub async fn handle_on<B>(
     sites: &Sites,
-    listen: std::net::SocketAddr,
+    listen: SocketAddr,
     req: Request<B>,
     conn: Arc<Connection>,
 ) -> Response<Body>
