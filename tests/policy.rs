@@ -9,7 +9,7 @@ use common::*;
 use psp_gateway::check::{self, CheckInput, MethodOutcome, RevocationEvidence, Snapshots};
 use psp_gateway::policy::{self, CrossBorderRule, Policy, Reason};
 use psp_gateway::register::{AuthStatus, RegisterSnapshot, ServiceSet};
-use psp_gateway::{Config, TrustList};
+use psp_gateway::{CheckReport, Config, PspCertificate, TrustList};
 
 const NOW: &str = "2026-11-21T00:00:00Z";
 
@@ -73,13 +73,14 @@ fn services(n: &[u8]) -> ServiceSet {
 }
 
 /// Decides `scenario` calling a route needing `required`, at a bank with `policy`.
-fn decide(
+/// The sandbox certificate of `scenario`, and its check for `policy`'s jurisdiction at
+/// [`NOW`] with `evidence`.
+fn checked(
     sb: &Sandbox,
     scenario: &str,
     policy: &Policy,
-    required: &[u8],
-    evidence: RevocationEvidence,
-) -> Result<ServiceSet, Reason> {
+    evidence: &RevocationEvidence,
+) -> (PspCertificate, CheckReport) {
     let cert = load_cert(&root().join(format!("certs/psp/{scenario}.pem")));
     let input = CheckInput {
         certificate: &cert,
@@ -93,8 +94,19 @@ fn decide(
             trust: &sb.trust,
             registers: &sb.registers,
         },
-        &evidence,
+        evidence,
     );
+    (cert, report)
+}
+
+fn decide(
+    sb: &Sandbox,
+    scenario: &str,
+    policy: &Policy,
+    required: &[u8],
+    evidence: RevocationEvidence,
+) -> Result<ServiceSet, Reason> {
+    let (cert, report) = checked(sb, scenario, policy, &evidence);
     policy::decide(policy, Arc::new(report), &cert, services(required))
         .map(|p| p.services())
         .map_err(|r| r.reason)
@@ -161,18 +173,7 @@ fn certificate_problems_are_named_in_a_fixed_order() {
 fn a_register_that_contradicts_itself_vouches_for_nothing_in_that_category() {
     let sb = sandbox();
     let p = rule("XX");
-    let cert = load_cert(&root().join("certs/psp/valid.pem"));
-    let input = CheckInput {
-        certificate: &cert,
-        intermediates: &[],
-        jurisdiction: p.jurisdiction,
-        now: at(NOW),
-    };
-    let snapshots = Snapshots {
-        trust: &sb.trust,
-        registers: &sb.registers,
-    };
-    let report = check::check(&input, snapshots, &good());
+    let (cert, report) = checked(&sb, "valid", &p, &good());
     assert!(policy::decide(&p, Arc::new(report.clone()), &cert, services(&[8])).is_ok());
     let mut contradicted = report;
     let mut withdrawn = contradicted.registers.home.category_entries[0].clone();
@@ -198,18 +199,7 @@ fn a_denied_psp_is_denied_under_every_spelling_of_its_auth_number() {
     let sb = sandbox();
     let mut p = rule("XX");
     p.deny = ["PSDXX-TEST-000001".to_owned()].into();
-    let cert = load_cert(&root().join("certs/psp/valid.pem"));
-    let input = CheckInput {
-        certificate: &cert,
-        intermediates: &[],
-        jurisdiction: p.jurisdiction,
-        now: at(NOW),
-    };
-    let snapshots = Snapshots {
-        trust: &sb.trust,
-        registers: &sb.registers,
-    };
-    let report = check::check(&input, snapshots, &good());
+    let (cert, report) = checked(&sb, "valid", &p, &good());
     for spelling in [
         "PSDXX-TEST-000001",
         "PSDXX-TEST-0000000001",
