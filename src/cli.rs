@@ -939,7 +939,7 @@ fn write_check_report(
     writeln!(out, "{json}")
         .map_err(|e| (EXIT_CANT_CREATE, format!("cannot write to stdout: {e}")))?;
     if explain {
-        for line in &report.explanation {
+        for line in report.explanation() {
             eprintln!("{line}");
         }
     }

@@ -51,7 +51,7 @@ async fn the_result_cache_holds_its_bound_and_memory_stays_flat_past_it() {
                 .check(cert.clone(), no_chain.clone(), jurisdiction, now)
                 .await;
             assert!(
-                !report.validity.valid_qtsp,
+                !report.validity().valid_qtsp,
                 "an unknown issuer is not approved"
             );
         }

@@ -101,20 +101,17 @@ fn creditas() -> PspCertificate {
 fn real_production_qwac_is_valid_against_the_real_czech_trusted_list_in_2020() {
     let trust = trust_at(&cz_tl(), cz_fresh());
     let r = run(&trust, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
-    assert_eq!(flags3(&r), (true, true, true), "{:#?}", r.explanation);
-    assert_eq!(r.auth_number.as_deref(), Some("PSDCZ-CNB-63492555"));
-    assert_eq!(
-        r.qtsp_common_name.as_deref(),
-        Some("I.CA SSL EV CA/RSA 10/2017")
-    );
-    assert_eq!(r.qtsp_source, Some(QtspSource::Eidas));
-    assert_eq!(r.qtsp_jurisdiction.as_deref(), Some("EEA"));
-    assert_eq!(r.psp_subject_name.as_deref(), Some("Banka CREDITAS a.s."));
+    assert_eq!(flags3(&r), (true, true, true), "{:#?}", r.explanation());
+    assert_eq!(r.auth_number(), Some("PSDCZ-CNB-63492555"));
+    assert_eq!(r.qtsp_common_name(), Some("I.CA SSL EV CA/RSA 10/2017"));
+    assert_eq!(r.qtsp_source(), Some(QtspSource::Eidas));
+    assert_eq!(r.qtsp_jurisdiction(), Some("EEA"));
+    assert_eq!(r.psp_subject_name(), Some("Banka CREDITAS a.s."));
     assert!(
-        !r.validity.not_revoked,
+        !r.validity().not_revoked,
         "no revocation evidence: fail closed"
     );
-    let codes: Vec<_> = r.errors.iter().map(|e| e.code.as_str()).collect();
+    let codes: Vec<_> = r.errors().iter().map(|e| e.code.as_str()).collect();
     assert_eq!(codes, ["crl_response_error", "ocsp_response_error"]);
 }
 
@@ -131,7 +128,7 @@ fn the_real_czech_list_is_not_used_past_its_next_update_unless_the_grace_covers_
         "{problems:?}"
     );
     let r = run(&today, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
-    assert!(!r.validity.valid_qtsp, "{:#?}", r.explanation);
+    assert!(!r.validity().valid_qtsp, "{:#?}", r.explanation());
     // At the boundary: used at NextUpdate itself, not one second after.
     let at_next = trust_at(&cz_tl(), at("2020-02-23T00:00:00Z"));
     assert!(!at_next.issuers().is_empty());
@@ -159,24 +156,24 @@ fn a_loaded_list_stops_approving_the_instant_it_passes_its_next_update_without_a
     // Loaded while fresh, as serve holds it between two refreshes.
     let trust = trust_at(&cz_tl(), cz_fresh());
     let r = run(&trust, &creditas(), &[], "CZ", at("2020-02-23T00:00:00Z"));
-    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+    assert!(r.validity().valid_qtsp, "{:#?}", r.explanation());
     let codes = |r: &psp_gateway::check::CheckReport| -> Vec<&'static str> {
-        r.errors.iter().map(|e| e.code.as_str()).collect()
+        r.errors().iter().map(|e| e.code.as_str()).collect()
     };
     assert!(!codes(&r).contains(&"trusted_list_stale"));
     // One second past NextUpdate: the same snapshot approves nothing, and says why.
     let r = run(&trust, &creditas(), &[], "CZ", at("2020-02-23T00:00:01Z"));
-    assert!(!r.validity.valid_qtsp, "{:#?}", r.explanation);
+    assert!(!r.validity().valid_qtsp, "{:#?}", r.explanation());
     assert_eq!(
-        r.qtsp_source,
+        r.qtsp_source(),
         Some(QtspSource::Eidas),
         "the issuer is known"
     );
     let stale = r
-        .errors
+        .errors()
         .iter()
         .find(|e| e.code.as_str() == "trusted_list_stale")
-        .unwrap_or_else(|| panic!("{:#?}", r.errors));
+        .unwrap_or_else(|| panic!("{:#?}", r.errors()));
     assert!(
         stale
             .title
@@ -189,10 +186,14 @@ fn a_loaded_list_stops_approving_the_instant_it_passes_its_next_update_without_a
     let graced = format!("[trust]\nnext_update_grace_secs = 86400\n{}", cz_tl());
     let trust = trust_at(&graced, cz_fresh());
     let r = run(&trust, &creditas(), &[], "CZ", at("2020-02-24T00:00:00Z"));
-    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+    assert!(r.validity().valid_qtsp, "{:#?}", r.explanation());
     let r = run(&trust, &creditas(), &[], "CZ", at("2020-02-24T00:00:01Z"));
-    assert!(!r.validity.valid_qtsp);
-    assert!(codes(&r).contains(&"trusted_list_stale"), "{:#?}", r.errors);
+    assert!(!r.validity().valid_qtsp);
+    assert!(
+        codes(&r).contains(&"trusted_list_stale"),
+        "{:#?}",
+        r.errors()
+    );
 }
 
 #[test]
@@ -203,7 +204,7 @@ fn the_same_qwac_today_is_expired_and_keeps_its_other_flags() {
     let trust = trust_at(&graced, cz_fresh());
     let r = run(&trust, &creditas(), &[], "CZ", at("2026-11-21T00:00:00Z"));
     assert_eq!(flags3(&r), (true, true, false));
-    assert_eq!(r.qtsp_source, Some(QtspSource::Eidas));
+    assert_eq!(r.qtsp_source(), Some(QtspSource::Eidas));
 }
 
 #[test]
@@ -212,7 +213,7 @@ fn a_czech_qwac_is_not_approved_outside_the_sources_jurisdictions() {
     let r = run(&trust, &creditas(), &[], "GB", at("2020-01-15T00:00:00Z"));
     assert_eq!(flags3(&r), (false, true, true));
     assert_eq!(
-        r.qtsp_source,
+        r.qtsp_source(),
         Some(QtspSource::Eidas),
         "the issuer is known, only not approved here"
     );
@@ -223,13 +224,10 @@ fn without_a_trust_list_the_qwac_is_untrusted_and_its_signature_cannot_be_checke
     let none = trust("");
     let r = run(&none, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
     assert_eq!(flags3(&r), (false, false, true));
-    assert_eq!(r.qtsp_source, None);
-    assert_eq!(
-        r.qtsp_common_name.as_deref(),
-        Some("I.CA SSL EV CA/RSA 10/2017")
-    );
+    assert_eq!(r.qtsp_source(), None);
+    assert_eq!(r.qtsp_common_name(), Some("I.CA SSL EV CA/RSA 10/2017"));
     assert!(
-        r.errors
+        r.errors()
             .iter()
             .any(|e| e.code.as_str() == "issuer_key_not_found")
     );
@@ -257,15 +255,15 @@ fn one_changed_byte_in_the_signed_part_fails_the_signature_and_nothing_else() {
     let tampered = PspCertificate::from_der(der).expect("still parses");
     let before = run(&trust, &original, &[], "CZ", at("2020-01-15T00:00:00Z"));
     let after = run(&trust, &tampered, &[], "CZ", at("2020-01-15T00:00:00Z"));
-    assert!(before.validity.valid_signature);
-    assert!(!after.validity.valid_signature);
-    assert_eq!(after.validity.valid_qtsp, before.validity.valid_qtsp);
-    assert_eq!(after.validity.not_expired, before.validity.not_expired);
-    assert_eq!(after.validity.not_revoked, before.validity.not_revoked);
-    assert_eq!(after.qtsp_source, before.qtsp_source);
+    assert!(before.validity().valid_signature);
+    assert!(!after.validity().valid_signature);
+    assert_eq!(after.validity().valid_qtsp, before.validity().valid_qtsp);
+    assert_eq!(after.validity().not_expired, before.validity().not_expired);
+    assert_eq!(after.validity().not_revoked, before.validity().not_revoked);
+    assert_eq!(after.qtsp_source(), before.qtsp_source());
     assert!(
         !after
-            .errors
+            .errors()
             .iter()
             .any(|e| e.code.as_str() == "issuer_key_not_found"),
         "the key was found; the signature is simply wrong"
@@ -292,10 +290,10 @@ fn obie_pre_production_certificates_are_trusted_as_obie_for_gb() {
             flags3(&r),
             (true, true, true),
             "{file}: {:#?}",
-            r.explanation
+            r.explanation()
         );
-        assert_eq!(r.qtsp_source, Some(QtspSource::Obie), "{file}");
-        assert_eq!(r.qtsp_jurisdiction.as_deref(), Some("GB"), "{file}");
+        assert_eq!(r.qtsp_source(), Some(QtspSource::Obie), "{file}");
+        assert_eq!(r.qtsp_jurisdiction(), Some("GB"), "{file}");
     }
 }
 
@@ -316,10 +314,10 @@ fn the_look_alike_of_the_obie_issuer_is_untrusted() {
         Some("OpenBanking Pre-Production Issuing CA")
     );
     let r = run(&trust, &cert, &[], "GB", at("2023-06-01T00:00:00Z"));
-    assert!(!r.validity.valid_qtsp);
-    assert!(!r.validity.valid_signature);
-    assert_eq!(r.qtsp_source, None);
-    assert_eq!(r.qtsp_jurisdiction, None);
+    assert!(!r.validity().valid_qtsp);
+    assert!(!r.validity().valid_signature);
+    assert_eq!(r.qtsp_source(), None);
+    assert_eq!(r.qtsp_jurisdiction(), None);
     let wire = serde_json::to_value(r.to_wire("/docs/errors#")).unwrap();
     assert_eq!(wire["eIDAS"]["data"]["QTSPSource"], "Unknown");
     assert_eq!(wire["eIDAS"]["data"]["QTSPJurisdiction"], "Unknown");
@@ -357,10 +355,10 @@ kinds = ["web", "seal"]
             flags3(&r),
             (true, true, true),
             "{file}: {:#?}",
-            r.explanation
+            r.explanation()
         );
-        assert_eq!(r.auth_number.as_deref(), Some("PSDFI-FINFSA-1234567-8"));
-        assert_eq!(r.qtsp_source, Some(QtspSource::Qtsp));
+        assert_eq!(r.auth_number(), Some("PSDFI-FINFSA-1234567-8"));
+        assert_eq!(r.qtsp_source(), Some(QtspSource::Qtsp));
         // Without the intermediate there is no path and no issuer key.
         let r = run(&trust, &cert, &[], "FI", now);
         assert_eq!(flags3(&r), (false, false, true), "{file}");
@@ -375,9 +373,9 @@ fn a_presented_intermediate_that_does_not_chain_to_the_trust_list_is_not_trust()
     let ca3 = load_cert(&data("psd2-certs/eszigno_test_ca3.pem"));
     let cert = load_cert(&data("psd2-certs/eszigno_test_qwac_psdfi.pem"));
     let r = run(&trust, &cert, &[ca3], "GB", at("2023-03-02T12:30:00Z"));
-    assert!(!r.validity.valid_qtsp);
+    assert!(!r.validity().valid_qtsp);
     assert!(
-        r.validity.valid_signature,
+        r.validity().valid_signature,
         "the presented issuer's key verifies"
     );
 }
@@ -412,10 +410,10 @@ fn untrusted_issuers_of_the_corpus_come_out_unknown() {
             "DE",
             at(when),
         );
-        assert!(!r.validity.valid_qtsp, "{file}");
-        assert_eq!(r.qtsp_source, None, "{file}");
+        assert!(!r.validity().valid_qtsp, "{file}");
+        assert_eq!(r.qtsp_source(), None, "{file}");
         assert!(
-            r.validity.not_expired,
+            r.validity().not_expired,
             "{file} is inside its validity at {when}"
         );
     }
@@ -501,7 +499,7 @@ fn the_czech_qwac_services_qualifications_are_read_and_leave_the_qwac_approved()
         trust.notes()
     );
     let r = run(&trust, &cert, &[], "CZ", at("2020-01-15T00:00:00Z"));
-    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+    assert!(r.validity().valid_qtsp, "{:#?}", r.explanation());
 }
 
 #[test]
@@ -516,11 +514,11 @@ fn not_qualified_in_the_real_czech_list_withdraws_the_qwac_it_selects() {
         "CZ",
         at("2020-01-15T00:00:00Z"),
     );
-    assert!(!r.validity.valid_qtsp);
+    assert!(!r.validity().valid_qtsp);
     assert!(
-        r.explanation.iter().any(|e| e.contains("NotQualified")),
+        r.explanation().iter().any(|e| e.contains("NotQualified")),
         "{:#?}",
-        r.explanation
+        r.explanation()
     );
 
     // The same qualifier for policies the QWAC does not carry changes nothing for it.
@@ -538,7 +536,7 @@ fn not_qualified_in_the_real_czech_list_withdraws_the_qwac_it_selects() {
         "CZ",
         at("2020-01-15T00:00:00Z"),
     );
-    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+    assert!(r.validity().valid_qtsp, "{:#?}", r.explanation());
 }
 
 #[test]
@@ -551,13 +549,13 @@ fn an_unknown_qualifier_in_the_real_czech_list_fails_closed_for_the_qwac() {
         )
     });
     let r = run(&t, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
-    assert!(!r.validity.valid_qtsp);
+    assert!(!r.validity().valid_qtsp);
     assert!(
-        r.explanation
+        r.explanation()
             .iter()
             .any(|e| e.contains("QCForAnything applies to this certificate and is not understood")),
         "{:#?}",
-        r.explanation
+        r.explanation()
     );
 }
 
@@ -578,12 +576,12 @@ fn an_unknown_critical_extension_in_the_real_czech_list_stops_the_service_being_
         t.notes()
     );
     let r = run(&t, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
-    assert!(!r.validity.valid_qtsp);
+    assert!(!r.validity().valid_qtsp);
     assert!(
-        r.explanation.iter().any(|e| e
+        r.explanation().iter().any(|e| e
             .contains("service extension {urn:example:new}NewRule is critical and not understood")),
         "{:#?}",
-        r.explanation
+        r.explanation()
     );
     // Marked non-critical, the same extension is ignored (clause 5.5.9).
     let t = edited_czech_list("unknown-non-critical", |svc| {
@@ -594,7 +592,7 @@ fn an_unknown_critical_extension_in_the_real_czech_list_stops_the_service_being_
         )
     });
     let r = run(&t, &creditas(), &[], "CZ", at("2020-01-15T00:00:00Z"));
-    assert!(r.validity.valid_qtsp, "{:#?}", r.explanation);
+    assert!(r.validity().valid_qtsp, "{:#?}", r.explanation());
 }
 
 #[test]

@@ -24,7 +24,7 @@ fn xx() -> CountryCode {
 
 /// `[validQTSP, validSignature, notRevoked, notExpired]`.
 fn flags(c: &Checked) -> [bool; 4] {
-    let v = &c.validity;
+    let v = &c.validity();
     [
         v.valid_qtsp,
         v.valid_signature,
@@ -35,7 +35,7 @@ fn flags(c: &Checked) -> [bool; 4] {
 
 /// The errors' codes and titles, one per line.
 fn errors(c: &Checked) -> String {
-    c.errors
+    c.errors()
         .iter()
         .map(|e| format!("{}: {}\n", e.code.as_str(), e.title))
         .collect()
@@ -72,7 +72,7 @@ async fn a_stepped_wall_clock_is_judged_at_its_new_time_and_nothing_sticks_once_
     // Back an hour: the evidence fetched now is from the clock's future (beyond the skew):
     // not relied on, fail closed, each method naming why.
     let c = check(now - Duration::hours(1)).await;
-    assert!(!c.validity.not_revoked, "{}", errors(&c));
+    assert!(!c.validity().not_revoked, "{}", errors(&c));
     assert!(
         errors(&c).contains("the CRL's thisUpdate") && errors(&c).contains("is in the future"),
         "{}",
@@ -86,9 +86,9 @@ async fn a_stepped_wall_clock_is_judged_at_its_new_time_and_nothing_sticks_once_
     // Across notAfter: checked an hour before it (the evidence stale then, the certificate
     // not expired), then a day after it: expired, whatever was cached an hour before.
     let c = check(cert.not_after - Duration::hours(1)).await;
-    assert!(c.validity.not_expired, "{}", errors(&c));
+    assert!(c.validity().not_expired, "{}", errors(&c));
     let c = check(cert.not_after + Duration::days(1)).await;
-    assert!(!c.validity.not_expired, "{}", errors(&c));
+    assert!(!c.validity().not_expired, "{}", errors(&c));
     // And right again once more.
     let c = check(OffsetDateTime::now_utc()).await;
     assert_eq!(flags(&c), all, "{}", errors(&c));

@@ -64,16 +64,16 @@ fn stats(service: &CheckService) -> (MethodStats, MethodStats) {
 /// its explanation.
 fn assert_fails_closed(report: &CheckReport, code: ErrorCode, says: &str) {
     assert!(
-        report.validity.valid_qtsp && report.validity.valid_signature,
+        report.validity().valid_qtsp && report.validity().valid_signature,
         "only revocation fails: {report:#?}"
     );
-    assert!(!report.validity.not_revoked, "fail closed: {report:#?}");
+    assert!(!report.validity().not_revoked, "fail closed: {report:#?}");
     assert!(
-        report.errors.iter().any(|e| e.code == code),
+        report.errors().iter().any(|e| e.code == code),
         "{code:?} among {:?}",
-        report.errors
+        report.errors()
     );
-    let text = report.explanation.join(" | ");
+    let text = report.explanation().join(" | ");
     assert!(text.contains(says), "the explanation says {says:?}: {text}");
 }
 
@@ -210,7 +210,7 @@ async fn garbage_answers_html_and_truncated_der_fail_closed_and_count_as_rejecte
         let leaf = ca.leaf(SERIAL, &[server.url("/ca.crl")], &[server.url("/ocsp")]);
         let service = service_trusting(&[&ca.cert], &test_config());
         let (report, took) = check(&service, &leaf, Duration::from_secs(5) + SLACK).await;
-        eprintln!("{name}: {took:?}: {}", report.explanation.join(" | "));
+        eprintln!("{name}: {took:?}: {}", report.explanation().join(" | "));
         assert_fails_closed(
             &report,
             ErrorCode::OcspResponseError,
@@ -234,7 +234,7 @@ async fn an_ocsp_try_later_fails_closed_and_is_counted() {
     let leaf = ca.leaf(SERIAL, &[], &[server.url("/ocsp")]);
     let service = service_trusting(&[&ca.cert], &test_config());
     let (report, took) = check(&service, &leaf, Duration::from_secs(2) + SLACK).await;
-    eprintln!("tryLater: {took:?}: {}", report.explanation.join(" | "));
+    eprintln!("tryLater: {took:?}: {}", report.explanation().join(" | "));
     assert_fails_closed(&report, ErrorCode::OcspResponseError, "tryLater");
     let (ocsp, _) = stats(&service);
     assert_eq!(ocsp.rejected, 1, "{ocsp:?}");
@@ -254,7 +254,7 @@ async fn a_stale_crl_past_its_grace_fails_closed_and_is_counted() {
     };
     let service = service_trusting(&[&ca.cert], &config);
     let (report, took) = check(&service, &leaf, Duration::from_secs(5) + SLACK).await;
-    eprintln!("stale CRL: {took:?}: {}", report.explanation.join(" | "));
+    eprintln!("stale CRL: {took:?}: {}", report.explanation().join(" | "));
     assert_fails_closed(&report, ErrorCode::CrlResponseError, "stale");
     let (_, crl) = stats(&service);
     assert_eq!(crl.rejected, 1, "{crl:?}");
@@ -294,7 +294,7 @@ async fn a_crl_of_100_mb_is_cut_at_the_cap_without_being_read_whole() {
         eprintln!(
             "100 MB CRL {name}: {took:?}, {} KiB written before the client went: {}",
             sent >> 10,
-            report.explanation.join(" | ")
+            report.explanation().join(" | ")
         );
         assert_fails_closed(
             &report,

@@ -132,7 +132,7 @@ fn now() -> time::OffsetDateTime {
 }
 
 fn codes(r: &CheckReport) -> Vec<&'static str> {
-    r.errors.iter().map(|e| e.code.as_str()).collect()
+    r.errors().iter().map(|e| e.code.as_str()).collect()
 }
 
 /// The sandbox trust source with the QTSP root as its only issuer.
@@ -167,13 +167,13 @@ fn a_ca_copying_the_trusted_issuers_name_and_key_identifier_does_not_lend_its_si
         );
         let r = check(&trust, &f);
         assert!(
-            !r.validity.valid_signature,
+            !r.validity().valid_signature,
             "{issuer}: the trusted issuer's key does not verify the forgery: {r:#?}"
         );
         assert!(codes(&r).contains(&"signature_invalid"), "{issuer}: {r:#?}");
         // Alone, without the attacker's CA, it is the same: the trusted key does not verify.
         let alone = run(&trust, &f.leaf(), &[], "XX", now());
-        assert!(!alone.validity.valid_signature, "{issuer}: {alone:#?}");
+        assert!(!alone.validity().valid_signature, "{issuer}: {alone:#?}");
     }
 }
 
@@ -186,10 +186,10 @@ fn a_ca_copying_only_the_trusted_issuers_name_is_an_untrusted_issuer() {
     ] {
         let f = with_name_only(&repo(), issuer, victim);
         let r = check(&trust, &f);
-        assert!(!r.validity.valid_qtsp, "{issuer}: {r:#?}");
-        assert_eq!(r.qtsp_source, None, "{issuer}: reported as Unknown");
+        assert!(!r.validity().valid_qtsp, "{issuer}: {r:#?}");
+        assert_eq!(r.qtsp_source(), None, "{issuer}: reported as Unknown");
         // Its own CA's key does verify it: the signature is genuine, the issuer is not trusted.
-        assert!(r.validity.valid_signature, "{issuer}: {r:#?}");
+        assert!(r.validity().valid_signature, "{issuer}: {r:#?}");
     }
 }
 
@@ -204,15 +204,15 @@ fn a_forged_root_and_intermediate_do_not_reach_the_trusted_root() {
         "XX",
         now(),
     );
-    assert!(genuine.validity.valid_qtsp, "{genuine:#?}");
-    assert!(genuine.validity.valid_signature, "{genuine:#?}");
+    assert!(genuine.validity().valid_qtsp, "{genuine:#?}");
+    assert!(genuine.validity().valid_signature, "{genuine:#?}");
 
     let f = root_and_intermediate(&repo(), "psp/valid.pem");
     let r = check(&trust, &f);
-    assert!(!r.validity.valid_qtsp, "{r:#?}");
-    assert!(!r.validity.valid_signature, "{r:#?}");
-    assert_eq!(r.qtsp_source, None);
-    let titles: Vec<&str> = r.errors.iter().map(|e| e.title.as_str()).collect();
+    assert!(!r.validity().valid_qtsp, "{r:#?}");
+    assert!(!r.validity().valid_signature, "{r:#?}");
+    assert_eq!(r.qtsp_source(), None);
+    let titles: Vec<&str> = r.errors().iter().map(|e| e.title.as_str()).collect();
     assert!(
         codes(&r).contains(&"signature_invalid")
             && titles.iter().any(|t| t.contains("presented intermediate")),
@@ -235,7 +235,7 @@ fn a_genuine_chain_with_a_forged_ca_slipped_in_still_passes_on_its_real_path() {
         now(),
     );
     assert!(
-        r.validity.valid_qtsp && r.validity.valid_signature,
+        r.validity().valid_qtsp && r.validity().valid_signature,
         "{r:#?}"
     );
 
@@ -249,7 +249,7 @@ fn a_genuine_chain_with_a_forged_ca_slipped_in_still_passes_on_its_real_path() {
     ] {
         let r = run(&trust, &valid, &presented, "XX", now());
         assert!(
-            r.validity.valid_qtsp && r.validity.valid_signature,
+            r.validity().valid_qtsp && r.validity().valid_signature,
             "{r:#?}"
         );
     }

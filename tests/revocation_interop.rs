@@ -119,10 +119,10 @@ fn the_sandbox_ocsp_responder_answers_good_revoked_and_unknown() {
         ocsp::verify_response(&body, &issuer, serial, None, NOW, &OcspPolicy::default())
     };
     let (valid, _) = psp("valid");
-    assert_eq!(ask(&valid.serial).map(|a| a.status), Ok(OcspStatus::Good));
+    assert_eq!(ask(&valid.serial).map(|a| a.status()), Ok(OcspStatus::Good));
     let (revoked, entry) = psp("revoked");
     assert_eq!(
-        ask(&revoked.serial).map(|a| a.status),
+        ask(&revoked.serial).map(|a| a.status()),
         Ok(OcspStatus::Revoked {
             at: entry.revocation_time.expect("time"),
             reason: Some(CrlReason::KeyCompromise)
@@ -209,7 +209,7 @@ fn the_ecdsa_sandbox_ca_signs_crls_and_ocsp_responses_that_verify() {
         &OcspPolicy::default(),
     )
     .expect("ECDSA response verifies");
-    assert_eq!(answer.status, OcspStatus::Good);
+    assert_eq!(answer.status(), OcspStatus::Good);
 }
 
 #[test]
@@ -309,8 +309,12 @@ async fn the_checker_reads_the_sandbox_responder_over_http_and_the_check_reports
             registers: &registers,
         };
         let report = check::report(&input, snapshots, &resolution, &evidence.clone().into());
-        assert_eq!(report.validity.not_revoked, !expect_revoked, "{scenario}");
-        assert!(report.errors.is_empty(), "{scenario}: {:?}", report.errors);
+        assert_eq!(report.validity().not_revoked, !expect_revoked, "{scenario}");
+        assert!(
+            report.errors().is_empty(),
+            "{scenario}: {:?}",
+            report.errors()
+        );
     }
 }
 

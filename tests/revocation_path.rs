@@ -51,7 +51,7 @@ async fn check(
 }
 
 fn explanation(report: &psp_gateway::check::CheckReport) -> String {
-    report.explanation.join(" | ")
+    report.explanation().join(" | ")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,8 +75,8 @@ async fn a_revoked_intermediate_stops_its_psps() {
     );
     let service = service_trusting(&[&root.cert], &test_config());
     let report = check(&service, &psp, &[&issuing.cert]).await;
-    assert!(report.validity.valid_qtsp && report.validity.valid_signature);
-    assert!(!report.validity.not_revoked, "{report:#?}");
+    assert!(report.validity().valid_qtsp && report.validity().valid_signature);
+    assert!(!report.validity().not_revoked, "{report:#?}");
     let text = explanation(&report);
     assert!(
         text.contains(&format!(
@@ -116,9 +116,9 @@ async fn a_psp_under_a_good_intermediate_is_not_revoked() {
     );
     let service = service_trusting(&[&root.cert], &test_config());
     let report = check(&service, &psp, &[&issuing.cert]).await;
-    assert!(report.validity.not_revoked, "{report:#?}");
+    assert!(report.validity().not_revoked, "{report:#?}");
     assert_eq!(
-        report.revocation,
+        report.revocation(),
         psp_gateway::check::RevocationStatus::Good
     );
 }
@@ -140,17 +140,17 @@ async fn an_intermediate_whose_status_cannot_be_established_fails_closed_naming_
             .expect("crls")
             .insert(SUB_CRL.into(), ca.crl(NOW - hours(1), NOW + hours(24), &[]));
         let report = check(&service, &psp, &[&ca.cert]).await;
-        assert!(!report.validity.not_revoked, "{report:#?}");
+        assert!(!report.validity().not_revoked, "{report:#?}");
         let subject = &ca.cert.subject;
         assert!(
             report
-                .errors
+                .errors()
                 .iter()
                 .any(|e| e.code.as_str() == "crl_response_error"
                     && e.title.contains(&format!("intermediate CA {subject}"))
                     && e.title.contains(why)),
             "the error names the CA and why: {:#?}",
-            report.errors
+            report.errors()
         );
     }
 }
@@ -189,19 +189,19 @@ async fn a_crl_signed_by_the_cas_separate_crl_key_counts_only_while_that_keys_ce
     // Without the CRL signer's certificate, the CRL cannot be used: fail closed.
     let service = service_trusting(&[&root.cert], &test_config());
     let report = check(&service, &psp, &[&signing.cert]).await;
-    assert!(!report.validity.not_revoked);
+    assert!(!report.validity().not_revoked);
     assert!(
         report
-            .errors
+            .errors()
             .iter()
             .any(|e| e.title.contains("keyUsage does not allow signing CRLs")),
         "{:#?}",
-        report.errors
+        report.errors()
     );
 
     // With it (presented in the chain), the CRL is used and the signer's status is checked.
     let report = check(&service, &psp, &[&signing.cert, &crl_key.cert]).await;
-    assert!(report.validity.not_revoked, "{report:#?}");
+    assert!(report.validity().not_revoked, "{report:#?}");
     let text = explanation(&report);
     assert!(
         text.contains(&format!(
@@ -225,7 +225,7 @@ async fn a_crl_signed_by_the_cas_separate_crl_key_counts_only_while_that_keys_ce
     );
     let fresh = service_trusting(&[&root.cert], &test_config());
     let report = check(&fresh, &psp, &[&signing.cert, &crl_key.cert]).await;
-    assert!(!report.validity.not_revoked);
+    assert!(!report.validity().not_revoked);
     assert!(
         explanation(&report).contains(&format!(
             "CRL signer {}: CRL: revoked at ",
@@ -272,8 +272,8 @@ async fn a_look_alike_crl_signer_that_the_root_did_not_certify_is_not_used() {
         &[&signing.cert, &forged_signer.cert, &attacker.cert],
     )
     .await;
-    assert!(report.validity.valid_signature);
-    assert!(!report.validity.not_revoked, "{report:#?}");
+    assert!(report.validity().valid_signature);
+    assert!(!report.validity().not_revoked, "{report:#?}");
     assert!(!explanation(&report).contains("CRL signer"));
 }
 

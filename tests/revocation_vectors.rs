@@ -106,16 +106,16 @@ fn the_revoked_response_verifies_with_its_delegated_responder_and_gives_revoked_
     )
     .expect("verifies at 2023-11-05");
     assert_eq!(
-        answer.status,
+        answer.status(),
         OcspStatus::Revoked {
             at: at("2023-11-05T01:09:45Z"),
             reason: None
         }
     );
-    assert_eq!(answer.this_update, at("2023-11-05T01:09:46Z"));
-    assert_eq!(answer.next_update, Some(at("2024-11-04T01:09:46Z")));
+    assert_eq!(answer.this_update(), at("2023-11-05T01:09:46Z"));
+    assert_eq!(answer.next_update(), Some(at("2024-11-04T01:09:46Z")));
     assert_eq!(
-        answer.signer,
+        *answer.signer(),
         OcspSigner::Delegated {
             subject: "CN=rsa-2048-sha256-ocsp-crt".to_owned()
         }

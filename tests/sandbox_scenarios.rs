@@ -78,11 +78,11 @@ fn every_sandbox_scenario_has_the_flags_of_the_contracts_table() {
             flags3(&r),
             (qtsp, sig, expiry),
             "{name}: {:#?}",
-            r.explanation
+            r.explanation()
         );
-        assert_eq!(r.qtsp_source, source, "{name}");
+        assert_eq!(r.qtsp_source(), source, "{name}");
         assert!(
-            !r.validity.not_revoked,
+            !r.validity().not_revoked,
             "{name}: no revocation evidence, fail closed"
         );
     }
@@ -130,8 +130,8 @@ fn the_obie_certificate_is_not_approved_outside_gb_but_its_source_is_still_named
     let cert = load_cert(&root().join("certs/psp/obie-valid.pem"));
     let r = run(&trust, &cert, &[], "XX", at(NOW));
     assert_eq!(flags3(&r), (false, true, true));
-    assert_eq!(r.qtsp_source, Some(QtspSource::Obie));
-    assert_eq!(r.qtsp_jurisdiction.as_deref(), Some("GB"));
+    assert_eq!(r.qtsp_source(), Some(QtspSource::Obie));
+    assert_eq!(r.qtsp_jurisdiction(), Some("GB"));
 }
 
 /// The serialised wire form is made once per result and shared: the same bytes as
@@ -148,13 +148,23 @@ fn the_wire_json_is_the_wire_form_serialised_once_per_report_and_link_base() {
         assert_eq!(first.as_ref(), expected.as_slice(), "{base}");
         assert_eq!(r.wire_json(base).expect("serialises"), first, "{base}");
     }
-    let mut changed = report;
-    changed.auth_number = Some("PSDXX-TEST-999999".to_owned());
-    let json = psp_gateway::service::Checked::new(changed)
+    let other = run(
+        &trust,
+        &load_cert(&root().join("certs/psp/valid.pem")),
+        &[],
+        "XX",
+        at(NOW),
+    );
+    let auth = other
+        .auth_number()
+        .expect("valid.pem names its PSP")
+        .to_owned();
+    assert_ne!(report.auth_number(), Some(auth.as_str()));
+    let json = psp_gateway::service::Checked::new(other)
         .wire_json("/docs/errors#")
         .expect("serialises");
     assert!(
-        String::from_utf8_lossy(&json).contains("PSDXX-TEST-999999"),
+        String::from_utf8_lossy(&json).contains(&auth),
         "another result does not carry the first one's bytes"
     );
 }

@@ -242,9 +242,9 @@ async fn a_certificate_whose_path_does_not_verify_never_makes_the_gateway_fetch_
         let report = service
             .check(Arc::new(cert), no_chain.clone(), jurisdiction, NOW)
             .await;
-        assert!(!report.validity.valid_signature, "{name}");
-        assert!(!report.validity.not_revoked, "{name}");
-        let titles: Vec<&str> = report.errors.iter().map(|e| e.title.as_str()).collect();
+        assert!(!report.validity().valid_signature, "{name}");
+        assert!(!report.validity().not_revoked, "{name}");
+        let titles: Vec<&str> = report.errors().iter().map(|e| e.title.as_str()).collect();
         assert!(
             titles
                 .iter()
@@ -261,6 +261,6 @@ async fn a_certificate_whose_path_does_not_verify_never_makes_the_gateway_fetch_
     let report = service
         .check(Arc::new(genuine), no_chain, jurisdiction, NOW)
         .await;
-    assert!(report.validity.valid_signature);
+    assert!(report.validity().valid_signature);
     assert!(server.hits("/attacker.crl") >= 1 && server.hits("/attacker-ocsp") >= 1);
 }

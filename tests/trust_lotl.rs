@@ -444,7 +444,7 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
         )
     };
     let before = check().await;
-    assert!(before.validity.valid_qtsp, "{:#?}", before.explanation);
+    assert!(before.validity().valid_qtsp, "{:#?}", before.explanation());
     // From now on the server answers nothing: the refresh round that starts at the CZ
     // list's NextUpdate cannot end, so no reload replaces the snapshot in time.
     files.hold();
@@ -464,13 +464,13 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
     );
     // And the same snapshot approves nothing from that instant (not from the cache either).
     let after = check().await;
-    assert!(!after.validity.valid_qtsp, "{:#?}", after.explanation);
+    assert!(!after.validity().valid_qtsp, "{:#?}", after.explanation());
     let stale: Vec<_> = after
-        .errors
+        .errors()
         .iter()
         .filter(|e| e.code.as_str() == "trusted_list_stale")
         .collect();
-    assert_eq!(stale.len(), 1, "{:#?}", after.errors);
+    assert_eq!(stale.len(), 1, "{:#?}", after.errors());
     assert!(
         stale[0].title.contains("past its NextUpdate"),
         "{}",

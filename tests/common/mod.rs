@@ -138,9 +138,9 @@ pub fn run(
 /// (validQTSP, validSignature, notExpired)
 pub fn flags3(r: &CheckReport) -> (bool, bool, bool) {
     (
-        r.validity.valid_qtsp,
-        r.validity.valid_signature,
-        r.validity.not_expired,
+        r.validity().valid_qtsp,
+        r.validity().valid_signature,
+        r.validity().not_expired,
     )
 }
 

@@ -20,7 +20,7 @@ use psp_gateway::check::{
 };
 use psp_gateway::register::RegisterSnapshot;
 use psp_gateway::revocation::config::{DEFAULT_CLOCK_SKEW, DEFAULT_CRL_GRACE};
-use psp_gateway::revocation::crl::{CrlError, CrlIndex, CrlStatus};
+use psp_gateway::revocation::crl::{CrlError, CrlIndex};
 use psp_gateway::trust::{QtspSource, TrustList};
 use serde::Deserialize;
 use time::OffsetDateTime;
@@ -78,7 +78,7 @@ impl Run {
     /// The flags, errors and explanation in one line, for failure messages. Revocation lines
     /// are left out when the case brought no revocation data (they only say so).
     pub fn detail(&self) -> String {
-        let v = &self.report.validity;
+        let v = &self.report.validity();
         let revocation = |s: &str| {
             self.revocation
                 || !(s.starts_with("CRL:")
@@ -88,14 +88,14 @@ impl Run {
         };
         let errors: Vec<String> = self
             .report
-            .errors
+            .errors()
             .iter()
             .map(|e| format!("{}: {}", e.code.as_str(), e.title))
             .filter(|s| revocation(s))
             .collect();
         let explanation: Vec<&str> = self
             .report
-            .explanation
+            .explanation()
             .iter()
             .map(String::as_str)
             .filter(|s| revocation(s))
@@ -164,7 +164,7 @@ pub fn run_case(
         },
     };
     let report = check::report(&input, snapshots, &resolution, &evidence);
-    let v = &report.validity;
+    let v = &report.validity();
     let pass =
         v.valid_qtsp && v.valid_signature && v.not_expired && (crls.is_none() || v.not_revoked);
     Run {
@@ -217,47 +217,30 @@ pub fn crl_evidence(
     let mut good = None;
     let mut reasons = Vec::new();
     for Crl { name, bytes } in crls {
-        let outcome = CrlIndex::parse_signed(bytes, issuer, crl_signers)
-            .and_then(|crl| {
-                crl.check_current(now, DEFAULT_CRL_GRACE, DEFAULT_CLOCK_SKEW)
-                    .map(|()| crl)
-            })
-            .and_then(|crl| crl.status(leaf).map(|s| (crl, s)));
-        let evidence = |crl: &CrlIndex| {
-            format!(
-                "CRL {name} by {} number {}{}",
-                crl.issuer(),
-                crl.crl_number().unwrap_or("none"),
-                signer_of(crl)
-                    .map(|k| format!(", signed by the CRL signer {}", crl_signers[k].subject))
-                    .unwrap_or_default()
-            )
+        let crl = match CrlIndex::parse_signed(bytes, issuer, crl_signers) {
+            Ok(crl) => crl,
+            Err(CrlError::IssuerMismatch { .. }) => continue,
+            Err(e) => {
+                reasons.push(format!("{name}: {e}"));
+                continue;
+            }
         };
-        match outcome {
-            Ok((crl, CrlStatus::NotListed)) => {
-                good.get_or_insert((
-                    MethodOutcome::Good {
-                        evidence: evidence(&crl),
-                        valid_until: Some(crl.next_update()),
-                    },
-                    signer_of(&crl),
-                ));
+        // A CRL of another issuer says nothing of this certificate.
+        if let Err(CrlError::IssuerMismatch { .. }) = crl.status(leaf) {
+            continue;
+        }
+        let note = signer_of(&crl)
+            .map(|k| format!(", signed by the CRL signer {}", crl_signers[k].subject))
+            .unwrap_or_default();
+        let tolerance = (DEFAULT_CRL_GRACE, DEFAULT_CLOCK_SKEW);
+        match MethodOutcome::from_crl(&crl, leaf, name, now, tolerance).noting(&note) {
+            revoked @ MethodOutcome::Revoked { .. } => {
+                return (RevocationEvidence { crl: revoked, ocsp }, signer_of(&crl));
             }
-            Ok((crl, CrlStatus::Revoked(entry))) => {
-                return (
-                    RevocationEvidence {
-                        crl: MethodOutcome::Revoked {
-                            at: Some(entry.at),
-                            reason: entry.reason.map(|r| r.to_string()),
-                            evidence: evidence(&crl),
-                        },
-                        ocsp,
-                    },
-                    signer_of(&crl),
-                );
+            good_answer @ MethodOutcome::Good { .. } => {
+                good.get_or_insert((good_answer, signer_of(&crl)));
             }
-            Err(CrlError::IssuerMismatch { .. }) => {}
-            Err(e) => reasons.push(format!("{name}: {e}")),
+            MethodOutcome::Failed { reason } => reasons.push(reason),
         }
     }
     if reasons.is_empty() {

@@ -150,6 +150,13 @@ pub struct Snapshots<'a> {
     pub registers: &'a RegisterSnapshot,
 }
 
+impl<'a> Snapshots<'a> {
+    /// The pair of `trust` and `registers`.
+    pub fn new(trust: &'a TrustList, registers: &'a RegisterSnapshot) -> Snapshots<'a> {
+        Snapshots { trust, registers }
+    }
+}
+
 /// Runs every check and the register lookup. The revocation evidence of the certificate was
 /// gathered by the caller (an edge) for [`IssuerResolution::revocation_issuer`]; the
 /// intermediates of its path have none here, so `notRevoked` is false when the path has any
@@ -201,6 +208,7 @@ pub fn report(
     );
 
     CheckReport {
+        certificate_sha256: cert.fingerprint_sha256,
         psp_subject_name: cert.psp_subject_name().map(str::to_owned),
         auth_number: cert.organization_identifier.as_ref().map(|a| a.raw.clone()),
         qtsp_common_name: qtsp_common_name(input, trust, resolution),
@@ -354,6 +362,7 @@ fn explain_revocation(path_evidence: &PathEvidence, explanation: &mut Vec<String
                         at,
                         reason,
                         evidence,
+                        ..
                     } => format!(
                         "{method}: revoked at {} reason {} ({evidence})",
                         at.and_then(|t| t

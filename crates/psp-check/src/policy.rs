@@ -67,6 +67,22 @@ pub struct Policy {
     pub deny: AuthNumberList,
 }
 
+impl Policy {
+    /// The default rule of a bank in `jurisdiction`: the cross-border rule the jurisdiction
+    /// takes by default ([`CrossBorderRule::default_for`]), `Authorised` and `Registered`
+    /// accepted, roles not required, no allow or deny list.
+    pub fn for_jurisdiction(jurisdiction: CountryCode) -> Policy {
+        Policy {
+            jurisdiction,
+            cross_border: CrossBorderRule::default_for(jurisdiction),
+            accepted_statuses: vec![AuthStatus::Authorised, AuthStatus::Registered],
+            require_roles: false,
+            allow: None,
+            deny: AuthNumberList::default(),
+        }
+    }
+}
+
 /// A list of authorisation numbers, each kept by its identity key
 /// (`auth_number::identity_key`), normalised once when the list is built: every spelling of
 /// one PSP's number (leading zeros, case, the separator) is the same entry, and a decision
@@ -337,6 +353,13 @@ pub fn decide<R: AsRef<CheckReport>>(
     required: ServiceSet,
 ) -> Result<Permit<R>, Rejection> {
     let report = (*shared).as_ref();
+    if report.certificate_sha256 != certificate.fingerprint_sha256 {
+        // A report decides for the certificate it checked, never for another one.
+        return Err(Rejection::new(
+            Reason::CertificateUnreadable,
+            "the check report is about another certificate than the one presented",
+        ));
+    }
     certificate_flags(report)?;
     allow_and_deny_lists(policy, report)?;
     let home_country = certificate.auth_number().map(|a| a.country);
@@ -647,7 +670,78 @@ pub fn certificate_role_services(cert: &PspCertificate) -> ServiceSet {
 
 #[cfg(test)]
 mod tests {
-    use super::Reason;
+    use super::*;
+    use crate::check::{RevocationStatus, Validity};
+    use crate::register::RegisterSnapshot;
+
+    /// A report whose four flags are true for a certificate claiming `auth_number`, with no
+    /// register consulted: what step 2 reads. Only this crate can make one.
+    fn report_claiming(auth_number: &str) -> CheckReport {
+        let jurisdiction: CountryCode = "XX".parse().expect("country");
+        CheckReport {
+            certificate_sha256: [0; 32],
+            psp_subject_name: None,
+            auth_number: Some(auth_number.to_owned()),
+            qtsp_common_name: None,
+            qtsp_source: None,
+            qtsp_jurisdiction: None,
+            validity: Validity {
+                valid_qtsp: true,
+                valid_signature: true,
+                not_revoked: true,
+                not_expired: true,
+            },
+            revocation: RevocationStatus::Good,
+            errors: Vec::new(),
+            explanation: Vec::new(),
+            registers: RegisterSnapshot::from_registers(Vec::new())
+                .expect("an empty snapshot")
+                .lookup(None, jurisdiction),
+        }
+    }
+
+    /// The fresh-eyes attack of issue 40 (docs/attacks/proxy-and-data.md B2): `gateway.deny`
+    /// compared the raw auth number while the register lookup normalised it, so
+    /// `PSDXX-TEST-0000000001`, `PSDXX-test-000001` or a trailing space got a denied PSP in.
+    /// Every spelling the register matches is on the list now, in the certificate and in the
+    /// list alike.
+    #[test]
+    fn a_denied_psp_is_denied_under_every_spelling_of_its_auth_number() {
+        let spellings = [
+            "PSDXX-TEST-000001",
+            "PSDXX-TEST-0000000001",
+            "PSDXX-test-000001",
+            "PSDXX-TEST-000001 ",
+        ];
+        for listed in spellings {
+            let deny: AuthNumberList = [listed].into();
+            let policy = Policy {
+                jurisdiction: "XX".parse().expect("country"),
+                cross_border: CrossBorderRule::PassportOut,
+                accepted_statuses: vec![AuthStatus::Authorised],
+                require_roles: false,
+                allow: Some(["PSDXX-TEST-000001"].into()),
+                deny,
+            };
+            for claimed in spellings {
+                let refused =
+                    allow_and_deny_lists(&policy, &report_claiming(claimed)).expect_err("denied");
+                assert_eq!(refused.reason, Reason::Denied, "{listed:?} / {claimed:?}");
+            }
+            let other = allow_and_deny_lists(&policy, &report_claiming("PSDXX-TEST-000002"))
+                .expect_err("not on the allow list");
+            assert_eq!(other.reason, Reason::NotAllowed);
+        }
+        let open = Policy {
+            jurisdiction: "XX".parse().expect("country"),
+            cross_border: CrossBorderRule::PassportOut,
+            accepted_statuses: vec![AuthStatus::Authorised],
+            require_roles: false,
+            allow: None,
+            deny: ["PSDXX-TEST-000002"].into(),
+        };
+        assert!(allow_and_deny_lists(&open, &report_claiming("PSDXX-TEST-000001")).is_ok());
+    }
 
     /// Each reason's place in [`Reason::ALL`]. No `_` arm: a new reason does not compile until
     /// it is given its place here, beside the list it must join.

@@ -1,7 +1,7 @@
 //! NCA registers: the model, the immutable snapshot and the home/host lookup with
-//! passporting (contract behaviour rules 1 to 6). The readers of the register files (native
-//! snapshots, the EBA PSD2 register export, the FCA API) are the service's
-//! (`psp_service::register`).
+//! passporting (contract behaviour rules 1 to 6), and the reader of the native format
+//! ([`native`], from bytes: [`RegisterSnapshot::from_native`]). Reading files, the EBA PSD2
+//! register export and the FCA API are the service's (`psp_service::register`).
 //!
 //! ```text
 //!  config (RegisterConfig) ──▶ RegisterSnapshot::load ──▶ RegisterSnapshot ──▶ RegisterHolder
@@ -26,6 +26,7 @@
 mod authorities;
 mod lookup;
 mod model;
+pub mod native;
 mod normalise;
 mod report;
 mod snapshot;

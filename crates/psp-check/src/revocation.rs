@@ -16,5 +16,7 @@ pub mod ocsp;
 mod evidence;
 mod reason;
 
-pub use evidence::{CaEvidence, MethodOutcome, PathEvidence, RevocationEvidence, RevocationStatus};
+pub use evidence::{
+    CaEvidence, MethodOutcome, PathEvidence, RevocationEvidence, RevocationStatus, Verified,
+};
 pub use reason::{CrlReason, add, rfc3339, until};

@@ -83,6 +83,17 @@ impl QtspSource {
     pub fn is_qualified_scheme(&self) -> bool {
         matches!(self, QtspSource::Eidas | QtspSource::Qtsp)
     }
+
+    /// The policies a source of this kind takes when its configuration sets none: a qualified
+    /// scheme requires QcCompliance and rejects certificates without a QcType; a directory
+    /// scheme accepts both.
+    pub fn default_policies(&self) -> (QcCompliancePolicy, UntypedPolicy) {
+        if self.is_qualified_scheme() {
+            (QcCompliancePolicy::Required, UntypedPolicy::Reject)
+        } else {
+            (QcCompliancePolicy::Optional, UntypedPolicy::Accept)
+        }
+    }
 }
 
 impl fmt::Display for QtspSource {
@@ -106,6 +117,40 @@ pub struct Source {
     pub qc_compliance: QcCompliancePolicy,
     /// What it does with certificates that carry no QcType web or eseal.
     pub untyped: UntypedPolicy,
+}
+
+impl Source {
+    /// A source whose issuers the embedder approves itself (PEM files, as `serve`'s
+    /// `issuers`), for the transaction jurisdictions `valid_for`, reporting the first as its
+    /// `QTSPJurisdiction`, with the policies its scheme kind takes by default
+    /// ([`QtspSource::default_policies`]).
+    pub fn configured(name: &str, qtsp_source: QtspSource, valid_for: &[CountryCode]) -> Source {
+        let (qc_compliance, untyped) = qtsp_source.default_policies();
+        Source {
+            name: name.to_owned(),
+            qtsp_source,
+            reported_jurisdiction: valid_for
+                .first()
+                .map_or_else(String::new, |c| c.as_str().to_owned()),
+            valid_for: valid_for.iter().copied().collect(),
+            qc_compliance,
+            untyped,
+        }
+    }
+}
+
+/// Why CA certificates could not be added from PEM ([`TrustList::add_pem_issuers`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PemIssuerError {
+    /// The bytes are not a certificate chain (PEM or DER), or a certificate does not parse.
+    #[error("{0}")]
+    Unreadable(#[from] crate::cert::CertError),
+    /// A certificate is not a CA's: an issuer must be.
+    #[error("{subject} is not a CA certificate (basicConstraints cA is not true)")]
+    NotCa {
+        /// The certificate's subject.
+        subject: String,
+    },
 }
 
 /// What a list is to its source.
@@ -548,6 +593,55 @@ impl TrustList {
         );
         self.deadlines.push(None);
         self.issuers.push(issuer);
+    }
+
+    /// A trust list of one source whose issuers are the CA certificates of `pem` (a PEM
+    /// bundle or DER), approved for web and seal certificates ([`TrustList::add_pem_issuers`]).
+    pub fn from_pem(source: Source, pem: &[u8]) -> Result<TrustList, PemIssuerError> {
+        let origin = format!("PEM issuers of {}", source.name);
+        let mut trust = TrustList::new(vec![source], Vec::new());
+        trust.add_pem_issuers(0, pem, &[CertKind::Web, CertKind::Seal], &origin)?;
+        Ok(trust)
+    }
+
+    /// Adds every certificate of `pem` (a PEM bundle or DER) as an issuer of source `source`,
+    /// approved for `kinds` by the caller's configuration; `origin` names where they came
+    /// from, for reports. Each must be a CA certificate; on an error nothing is added.
+    /// Returns how many were added.
+    pub fn add_pem_issuers(
+        &mut self,
+        source: usize,
+        pem: &[u8],
+        kinds: &[CertKind],
+        origin: &str,
+    ) -> Result<usize, PemIssuerError> {
+        let mut certificates = Vec::new();
+        for der in crate::cert::decode_certificate_chain(pem)? {
+            let certificate = PspCertificate::from_der(der)?;
+            if certificate.is_ca != Some(true) {
+                return Err(PemIssuerError::NotCa {
+                    subject: certificate.subject,
+                });
+            }
+            certificates.push(certificate);
+        }
+        let added = certificates.len();
+        for certificate in certificates {
+            self.push_configured_issuer(TrustedIssuer {
+                source,
+                certificate,
+                origin: origin.to_owned(),
+                history: vec![Approval {
+                    from: None,
+                    active: true,
+                    kinds: kinds.iter().copied().collect(),
+                    status: "approved by configuration".to_owned(),
+                    qualifications: Vec::new(),
+                    not_understood: Vec::new(),
+                }],
+            });
+        }
+        Ok(added)
     }
 
     /// Records what a load passed over, for `config check` and logs.

@@ -619,11 +619,11 @@ fn log_check(
         auth_number = report.attested_auth_number().unwrap_or(""),
         claimed_auth_number = report.claimed_auth_number(),
         jurisdiction = %params.jurisdiction,
-        valid_qtsp = report.validity.valid_qtsp,
-        valid_signature = report.validity.valid_signature,
-        not_revoked = report.validity.not_revoked,
-        not_expired = report.validity.not_expired,
-        revocation = ?report.revocation,
+        valid_qtsp = report.validity().valid_qtsp,
+        valid_signature = report.validity().valid_signature,
+        not_revoked = report.validity().not_revoked,
+        not_expired = report.validity().not_expired,
+        revocation = ?report.revocation(),
         evidence = report.revocation_evidence(),
         "check"
     );

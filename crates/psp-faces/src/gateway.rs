@@ -878,7 +878,7 @@ where
     };
     let strip = state.strip();
     // One PSP, one share of the budget, however its certificates spell the auth number.
-    let psp = match (&permit.report().auth_number, &record.decided) {
+    let psp = match (&permit.report().auth_number(), &record.decided) {
         (Some(auth_number), _) => crate::cert::auth_number::identity_key(auth_number),
         (None, Some(decided)) => decided.fingerprint.clone(),
         (None, None) => String::new(),

@@ -5,7 +5,8 @@
 //! up on demand.
 //!
 //! The files import only the ones above them in this list, so there is no loop between them:
-//! `native` and `eba` (the readers; `eba` produces native registers), `config`, `load`,
+//! `native_file` (native files on disk; the format's reader is psp-check's) and `eba` (the
+//! EBA reader, which produces native registers), `config`, `load`,
 //! `history`, `download`, `fca`, `commands`.
 
 mod commands;
@@ -15,7 +16,7 @@ mod eba;
 mod fca;
 mod history;
 mod load;
-mod native;
+mod native_file;
 
 pub use psp_check::register::*;
 
@@ -35,7 +36,7 @@ pub use fca::{
 };
 pub use history::{AsOf, Entry as HistoryEntry, History};
 pub use load::{build_registers, load, summarise};
-pub use native::{
+pub use native_file::{
     HomeAuthNumber, NATIVE_FORMAT_VERSION, NativeEntity, NativeEntry, NativeFile, NativePassportIn,
     NativeRegister, read_native_file, write_native_file,
 };

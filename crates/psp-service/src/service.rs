@@ -128,10 +128,9 @@ impl Checked {
             // a header value; one that is not in PSD2 form never reaches a permit.
             auth_number: self
                 .report
-                .auth_number
-                .as_deref()
+                .auth_number()
                 .and_then(|a| http::HeaderValue::from_str(a.trim()).ok()),
-            name: self.report.psp_subject_name.as_deref().and_then(|name| {
+            name: self.report.psp_subject_name().and_then(|name| {
                 let encoded =
                     percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)
                         .to_string();
@@ -302,7 +301,7 @@ impl CheckService {
         let Some(frn) = Frn::from_auth_number(auth) else {
             return;
         };
-        let home = if !(report.validity.valid_qtsp && report.validity.valid_signature) {
+        let home = if !(report.validity().valid_qtsp && report.validity().valid_signature) {
             OnDemandHome::Unavailable {
                 reason: "The UK FCA register was not consulted: the certificate's issuer is not approved or its signature does not verify.".to_owned(),
             }
@@ -321,7 +320,7 @@ impl CheckService {
                 },
             }
         };
-        report.explanation.push(match &home {
+        let line = match &home {
             OnDemandHome::Answer { entity, .. } => format!(
                 "home register: the UK FCA register API answered for FRN {} ({})",
                 frn.as_str(),
@@ -332,8 +331,8 @@ impl CheckService {
                 }
             ),
             OnDemandHome::Unavailable { reason } => format!("home register: {reason}"),
-        });
-        report.registers = registers.lookup_on_demand(auth, jurisdiction, "GB-FCA", &home);
+        };
+        report.consult_home_on_demand(registers, auth, jurisdiction, ("GB-FCA", &home), line);
     }
 
     /// The revocation checker (for its counters); `None` offline.
@@ -504,7 +503,7 @@ impl CheckService {
         if let check::TrustOutcome::Approved { issuer } = resolution.trust {
             ttl = ttl.min(data.trust.approval_ttl(issuer, now));
         }
-        if report.registers.home.warning.is_some() {
+        if report.registers().home.warning.is_some() {
             // A stale or missing on-demand answer: ask again soon.
             ttl = ttl.min(FAILED_EVIDENCE_TTL);
         }
@@ -694,10 +693,8 @@ mod tests {
     const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
 
     fn good(hours: i64) -> MethodOutcome {
-        MethodOutcome::Good {
-            evidence: "test".into(),
-            valid_until: Some(NOW + time::Duration::hours(hours)),
-        }
+        let next_update = NOW + time::Duration::hours(hours);
+        crate::revocation::test_answers::crl_answer(NOW, next_update, false)
     }
 
     fn path(intermediate: RevocationEvidence) -> PathEvidence {

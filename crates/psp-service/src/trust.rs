@@ -190,22 +190,14 @@ fn add_source(
 /// The source as the trust list keeps it, its policies left `None` taking the source kind's
 /// default (see [`SourceSpec`]).
 fn source_of(sc: &SourceSpec) -> Source {
-    let qualified = sc.qtsp_source.is_qualified_scheme();
+    let (qc_compliance, untyped) = sc.qtsp_source.default_policies();
     Source {
         name: sc.name.clone(),
         qtsp_source: sc.qtsp_source,
         reported_jurisdiction: sc.reported_jurisdiction.clone(),
         valid_for: sc.valid_for.clone(),
-        qc_compliance: sc.qc_compliance.unwrap_or(if qualified {
-            QcCompliancePolicy::Required
-        } else {
-            QcCompliancePolicy::Optional
-        }),
-        untyped: sc.untyped.unwrap_or(if qualified {
-            UntypedPolicy::Reject
-        } else {
-            UntypedPolicy::Accept
-        }),
+        qc_compliance: sc.qc_compliance.unwrap_or(qc_compliance),
+        untyped: sc.untyped.unwrap_or(untyped),
     }
 }
 
@@ -228,30 +220,9 @@ fn add_configured_issuer(
 ) -> Result<(), TrustLoadError> {
     let path = issuer.path.clone();
     let bytes = read_capped(&sc.name, &path)?;
-    let invalid = invalid_in(sc, &path);
-    let ders = decode_certificate_chain(&bytes).map_err(|e| invalid(e.to_string()))?;
-    for der in ders {
-        let certificate = PspCertificate::from_der(der).map_err(|e| invalid(e.to_string()))?;
-        if certificate.is_ca != Some(true) {
-            return Err(invalid(format!(
-                "{} is not a CA certificate (basicConstraints cA is not true)",
-                certificate.subject
-            )));
-        }
-        trust.push_configured_issuer(TrustedIssuer {
-            source: index,
-            certificate,
-            origin: path.display().to_string(),
-            history: vec![Approval {
-                from: None,
-                active: true,
-                kinds: issuer.kinds.iter().copied().collect(),
-                status: "approved by configuration".to_owned(),
-                qualifications: Vec::new(),
-                not_understood: Vec::new(),
-            }],
-        });
-    }
+    trust
+        .add_pem_issuers(index, &bytes, &issuer.kinds, &path.display().to_string())
+        .map_err(|e| invalid_in(sc, &path)(e.to_string()))?;
     Ok(())
 }
 

@@ -43,3 +43,34 @@ pub fn aia_ocsp(urls: &[String]) -> CustomExtension {
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02X}")).collect()
 }
+
+/// A CRL signed by the CA of `ca_pem` with its key `ca_key_pem` (PEM), current from
+/// `this_update` to `next_update`, listing `revoked` serials (revoked at `this_update`):
+/// real revocation evidence for a test, which the check verifies as it would a CA's.
+pub fn signed_crl(
+    ca_pem: &str,
+    ca_key_pem: &str,
+    this_update: time::OffsetDateTime,
+    next_update: time::OffsetDateTime,
+    revoked: &[&[u8]],
+) -> Vec<u8> {
+    let key = rcgen::KeyPair::from_pem(ca_key_pem).expect("CA key parses");
+    let ca = rcgen::Issuer::from_ca_cert_pem(ca_pem, key).expect("CA parses");
+    let params = rcgen::CertificateRevocationListParams {
+        this_update,
+        next_update,
+        crl_number: rcgen::SerialNumber::from(1u64),
+        issuing_distribution_point: None,
+        revoked_certs: revoked
+            .iter()
+            .map(|serial| rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from_slice(serial),
+                revocation_time: this_update,
+                reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                invalidity_date: None,
+            })
+            .collect(),
+        key_identifier_method: rcgen::KeyIdMethod::Sha256,
+    };
+    params.signed_by(&ca).expect("CRL signs").der().to_vec()
+}

@@ -3,36 +3,45 @@
 
 use serde::Serialize;
 
-use crate::register::RegisterResult;
+use crate::cert::PsdAuthNumber;
+use crate::country::CountryCode;
+use crate::register::{OnDemandHome, RegisterResult, RegisterSnapshot};
 use crate::revocation::RevocationStatus;
 use crate::trust::QtspSource;
 
 /// The outcome of a check. Outcomes are data: a certificate that fails a check is a report
 /// with a false flag, not an error.
+///
+/// Only the check makes one ([`crate::check()`], [`crate::check::report()`]), and its fields
+/// are read through methods: a program cannot set a flag, so a [`crate::policy::Permit`]
+/// comes only from what the check found. Cloning a report copies a verdict; it does not
+/// make one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckReport {
+    /// SHA-256 of the certificate checked: a decision is made for this certificate only.
+    pub(crate) certificate_sha256: [u8; 32],
     /// The PSP's name from the certificate subject (`pspSubjectName`).
-    pub psp_subject_name: Option<String>,
+    pub(crate) psp_subject_name: Option<String>,
     /// The subject `organizationIdentifier` as written (PSD2 form or not).
-    pub auth_number: Option<String>,
+    pub(crate) auth_number: Option<String>,
     /// The issuer CN read from the certificate, trusted or not.
-    pub qtsp_common_name: Option<String>,
+    pub(crate) qtsp_common_name: Option<String>,
     /// `None` for an issuer not in the trust list (`Unknown` on the wire).
-    pub qtsp_source: Option<QtspSource>,
+    pub(crate) qtsp_source: Option<QtspSource>,
     /// The `QTSPJurisdiction` of the issuer's trust source; `None` for an issuer not in the
     /// trust list (`Unknown` on the wire).
-    pub qtsp_jurisdiction: Option<String>,
+    pub(crate) qtsp_jurisdiction: Option<String>,
     /// The four independently computed flags (`eIDAS.validity`).
-    pub validity: Validity,
+    pub(crate) validity: Validity,
     /// Why `notRevoked` is what it is (revoked, or status unknown). Never on the wire.
-    pub revocation: RevocationStatus,
+    pub(crate) revocation: RevocationStatus,
     /// Checks that could not be completed (`eIDAS.errors`).
-    pub errors: Vec<CertCheckError>,
+    pub(crate) errors: Vec<CertCheckError>,
     /// Why each flag came out as it did, for audits and `psp-gateway check --explain`.
     /// Never on the wire.
-    pub explanation: Vec<String>,
+    pub(crate) explanation: Vec<String>,
     /// `homeRegister` and, when the jurisdiction differs from home, `hostRegister`.
-    pub registers: RegisterResult,
+    pub(crate) registers: RegisterResult,
 }
 
 /// The four certificate flags of the check result (`eIDAS.validity`), each computed
@@ -62,6 +71,79 @@ impl AsRef<CheckReport> for CheckReport {
 }
 
 impl CheckReport {
+    /// SHA-256 of the DER of the certificate the report is about.
+    pub fn certificate_sha256(&self) -> &[u8; 32] {
+        &self.certificate_sha256
+    }
+
+    /// The PSP's name from the certificate subject (`pspSubjectName`).
+    pub fn psp_subject_name(&self) -> Option<&str> {
+        self.psp_subject_name.as_deref()
+    }
+
+    /// The subject `organizationIdentifier` as written (PSD2 form or not), whoever signed
+    /// the certificate: see [`CheckReport::attested_auth_number`] for what may be attributed.
+    pub fn auth_number(&self) -> Option<&str> {
+        self.auth_number.as_deref()
+    }
+
+    /// The issuer CN read from the certificate, trusted or not (`QTSPCommonName`).
+    pub fn qtsp_common_name(&self) -> Option<&str> {
+        self.qtsp_common_name.as_deref()
+    }
+
+    /// The issuer's trust source; `None` for an issuer not in the trust list.
+    pub fn qtsp_source(&self) -> Option<QtspSource> {
+        self.qtsp_source
+    }
+
+    /// The `QTSPJurisdiction` of the issuer's trust source; `None` for an issuer not in the
+    /// trust list.
+    pub fn qtsp_jurisdiction(&self) -> Option<&str> {
+        self.qtsp_jurisdiction.as_deref()
+    }
+
+    /// The four independently computed flags (`eIDAS.validity`).
+    pub fn validity(&self) -> Validity {
+        self.validity
+    }
+
+    /// Why `notRevoked` is what it is (revoked, or status unknown).
+    pub fn revocation(&self) -> RevocationStatus {
+        self.revocation
+    }
+
+    /// The checks that could not be completed (`eIDAS.errors`).
+    pub fn errors(&self) -> &[CertCheckError] {
+        &self.errors
+    }
+
+    /// Why each flag came out as it did, one line each.
+    pub fn explanation(&self) -> &[String] {
+        &self.explanation
+    }
+
+    /// `homeRegister` and, when the jurisdiction differs from home, `hostRegister`.
+    pub fn registers(&self) -> &RegisterResult {
+        &self.registers
+    }
+
+    /// The register blocks for a PSP whose home register (`nca_id`) was consulted on demand
+    /// ([`crate::register::RegisterSnapshot::lookup_on_demand`]), with `line` added to the
+    /// explanation. The register answer is an input, as the snapshot is; the four flags stay
+    /// the check's.
+    pub fn consult_home_on_demand(
+        &mut self,
+        snapshot: &RegisterSnapshot,
+        auth: &PsdAuthNumber,
+        jurisdiction: CountryCode,
+        (nca_id, home): (&str, &OnDemandHome),
+        line: String,
+    ) {
+        self.explanation.push(line);
+        self.registers = snapshot.lookup_on_demand(auth, jurisdiction, nca_id, home);
+    }
+
     /// The authorisation number as attested: the certificate's `organizationIdentifier` when
     /// an approved issuer signed it (`valid_qtsp` and `valid_signature`), else `None`. What
     /// an audit record may attribute to a PSP: a self-signed or forged certificate can claim

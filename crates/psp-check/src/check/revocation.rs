@@ -321,6 +321,7 @@ mod tests {
         MethodOutcome::Good {
             evidence: "test".into(),
             valid_until: None,
+            verified: crate::revocation::Verified::for_tests(),
         }
     }
     fn revoked() -> MethodOutcome {
@@ -328,6 +329,7 @@ mod tests {
             at: None,
             reason: None,
             evidence: "test".into(),
+            verified: crate::revocation::Verified::for_tests(),
         }
     }
     fn failed() -> MethodOutcome {

@@ -69,6 +69,16 @@ impl RegisterSnapshot {
         RegisterSnapshot::default()
     }
 
+    /// A snapshot of the registers of one native file's bytes (`docs/registers.md`), with
+    /// references normalised by the default rules ([`super::DEFAULT_RULES`], as `serve`
+    /// does); `path` names the file in errors and as the registers' source.
+    pub fn from_native(bytes: &[u8], path: &std::path::Path) -> Result<Self, RegisterLoadError> {
+        let normalisation = super::Normalisation::from_rules(&super::DEFAULT_RULES);
+        let (registers, _merged) =
+            super::native::NativeFile::parse(bytes, path)?.build(path, normalisation)?;
+        Self::from_registers(registers)
+    }
+
     /// Builds a snapshot from registers; an NCA id (or alias) defined twice is an error naming
     /// both source files.
     pub fn from_registers(registers: Vec<Register>) -> Result<Self, RegisterLoadError> {

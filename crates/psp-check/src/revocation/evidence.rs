@@ -1,8 +1,52 @@
-//! Revocation evidence: what each method (CRL, OCSP) established for one certificate. The
-//! fetching and verifying that produce it are in [`super::RevocationChecker`]; the pure rule
-//! that turns it into `notRevoked` is the check's (`check::revocation`).
+//! Revocation evidence: what each method (CRL, OCSP) established for one certificate. A good
+//! answer comes only from a verified CRL ([`MethodOutcome::from_crl`]) or OCSP response
+//! ([`MethodOutcome::from_ocsp`]), current at the time of the check; fetching them is the
+//! caller's (the service's `RevocationChecker`); the pure rule that turns the evidence into
+//! `notRevoked` is the check's (`check::revocation`).
+
+use std::time::Duration;
 
 use time::OffsetDateTime;
+
+use super::crl::{CrlError, CrlIndex, CrlStatus};
+use super::ocsp::{OcspAnswer, OcspSigner, OcspStatus};
+use super::rfc3339;
+use crate::cert::PspCertificate;
+
+/// Proof that an answer (good or revoked) came from a CRL or OCSP response this crate
+/// verified. Only [`MethodOutcome::from_crl`] and [`MethodOutcome::from_ocsp`] make one, so a
+/// program cannot assert that a certificate is not revoked:
+///
+/// ```compile_fail
+/// use psp_check::revocation::{MethodOutcome, Verified};
+/// let forged = MethodOutcome::Good {
+///     evidence: "trust me".into(),
+///     valid_until: None,
+///     verified: Verified(()),
+/// };
+/// ```
+///
+/// while reading one compiles (so the one above fails for the forgery alone):
+///
+/// ```
+/// use psp_check::revocation::{MethodOutcome, Verified};
+/// fn proof(answer: &MethodOutcome) -> Option<Verified> {
+///     match answer {
+///         MethodOutcome::Good { verified, .. } => Some(*verified),
+///         _ => None,
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verified(());
+
+#[cfg(test)]
+impl Verified {
+    /// For this crate's unit tests of the rule that combines evidence.
+    pub(crate) fn for_tests() -> Verified {
+        Verified(())
+    }
+}
 
 /// What one revocation method established.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +58,8 @@ pub enum MethodOutcome {
         evidence: String,
         /// Until when the answer may be relied on; `None` when read as of a past time.
         valid_until: Option<OffsetDateTime>,
+        /// That the answer was verified: see [`Verified`].
+        verified: Verified,
     },
     /// A verified answer: revoked.
     Revoked {
@@ -23,6 +69,9 @@ pub enum MethodOutcome {
         reason: Option<String>,
         /// What the answer was (source, signer, times), for the report.
         evidence: String,
+        /// That the answer was verified: a revocation read as of an earlier time
+        /// ([`RevocationEvidence::as_of`]) becomes a good answer, so it too must be real.
+        verified: Verified,
     },
     /// The method could not complete; `reason` says why (no URL, fetch failed, bad signature,
     /// stale, OCSP `unknown` or `tryLater`, …).
@@ -30,6 +79,107 @@ pub enum MethodOutcome {
         /// Why the method could not complete.
         reason: String,
     },
+}
+
+impl MethodOutcome {
+    /// What a verified CRL says of `certificate` at `now`: good (not listed) or revoked, or
+    /// failed when the CRL is not current at `now` (`thisUpdate <= now + skew`,
+    /// `now <= nextUpdate + grace`), does not cover the certificate, or was not issued by
+    /// the certificate's issuer. `source` says where the CRL came from, for the report.
+    pub fn from_crl(
+        crl: &CrlIndex,
+        certificate: &PspCertificate,
+        source: &str,
+        now: OffsetDateTime,
+        (grace, skew): (Duration, Duration),
+    ) -> MethodOutcome {
+        let evidence = format!(
+            "CRL from {source}, number {}, thisUpdate {}, nextUpdate {}, {} entries",
+            crl.crl_number().unwrap_or("none"),
+            rfc3339(crl.this_update()),
+            rfc3339(crl.next_update()),
+            crl.len()
+        );
+        let status = crl
+            .check_current(now, grace, skew)
+            .and_then(|()| crl.status(certificate));
+        match status {
+            Ok(CrlStatus::NotListed) => MethodOutcome::Good {
+                evidence,
+                valid_until: Some(crl.next_update()),
+                verified: Verified(()),
+            },
+            Ok(CrlStatus::Revoked(entry)) => MethodOutcome::Revoked {
+                at: Some(entry.at),
+                reason: entry.reason.map(|r| r.to_string()),
+                evidence,
+                verified: Verified(()),
+            },
+            Err(e) => MethodOutcome::failed(&e, source),
+        }
+    }
+
+    /// What a verified OCSP answer ([`super::ocsp::verify_response`]) says, or failed when it
+    /// is not current at `now` (with `skew` at both ends). `source` says where it came from.
+    pub fn from_ocsp(
+        answer: &OcspAnswer,
+        source: &str,
+        now: OffsetDateTime,
+        skew: Duration,
+    ) -> MethodOutcome {
+        if !answer.usable_at(now, skew) {
+            return MethodOutcome::Failed {
+                reason: format!(
+                    "{source}: the OCSP answer is not current (thisUpdate {}, usable until {})",
+                    rfc3339(answer.this_update()),
+                    rfc3339(answer.valid_until())
+                ),
+            };
+        }
+        let signer = match answer.signer() {
+            OcspSigner::Issuer => "the issuer".to_owned(),
+            OcspSigner::Delegated { subject } => format!("delegated responder {subject}"),
+        };
+        let next = answer
+            .next_update()
+            .map_or_else(|| "none".to_owned(), rfc3339);
+        let evidence = format!(
+            "OCSP response from {source}, producedAt {}, thisUpdate {}, nextUpdate {next}, signed by {signer}",
+            rfc3339(answer.produced_at()),
+            rfc3339(answer.this_update()),
+        );
+        match answer.status() {
+            OcspStatus::Good => MethodOutcome::Good {
+                evidence,
+                valid_until: answer.next_update(),
+                verified: Verified(()),
+            },
+            OcspStatus::Revoked { at, reason } => MethodOutcome::Revoked {
+                at: Some(at),
+                reason: reason.map(|r| r.to_string()),
+                evidence,
+                verified: Verified(()),
+            },
+        }
+    }
+
+    /// The method could not complete: `error` from `source`.
+    fn failed(error: &CrlError, source: &str) -> MethodOutcome {
+        MethodOutcome::Failed {
+            reason: format!("{source}: {error}"),
+        }
+    }
+
+    /// The outcome with `note` added to its evidence (who signed a CRL, for example); a
+    /// failure is unchanged.
+    pub fn noting(mut self, note: &str) -> MethodOutcome {
+        if let MethodOutcome::Good { evidence, .. } | MethodOutcome::Revoked { evidence, .. } =
+            &mut self
+        {
+            evidence.push_str(note);
+        }
+        self
+    }
 }
 
 /// The evidence for both methods.
@@ -83,6 +233,7 @@ impl RevocationEvidence {
                 at: Some(revoked),
                 reason,
                 evidence,
+                ..
             } if *revoked > at => MethodOutcome::Good {
                 evidence: format!(
                     "{evidence}; revoked at {}{}, after {when}: not revoked then",
@@ -95,12 +246,14 @@ impl RevocationEvidence {
                         .unwrap_or_default()
                 ),
                 valid_until: None,
+                verified: Verified(()),
             },
             MethodOutcome::Good { evidence, .. } => MethodOutcome::Good {
                 evidence: format!(
                     "{evidence}; not revoked when fetched, so not revoked at {when} either"
                 ),
                 valid_until: None,
+                verified: Verified(()),
             },
             other => other.clone(),
         };

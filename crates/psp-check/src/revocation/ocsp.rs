@@ -204,25 +204,56 @@ pub enum OcspSigner {
     },
 }
 
-/// A response that passed every check of RFC 6960 section 3.2.
+/// A response that passed every check of RFC 6960 section 3.2: only
+/// [`verify_response`] makes one, and its fields are read through methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OcspAnswer {
     /// The certificate's status.
-    pub status: OcspStatus,
+    status: OcspStatus,
     /// The response's producedAt: when the responder signed it.
-    pub produced_at: OffsetDateTime,
+    produced_at: OffsetDateTime,
     /// The SingleResponse's thisUpdate: when the status was known correct.
-    pub this_update: OffsetDateTime,
+    this_update: OffsetDateTime,
     /// The SingleResponse's nextUpdate, if the responder gave one.
-    pub next_update: Option<OffsetDateTime>,
+    next_update: Option<OffsetDateTime>,
     /// Until when the answer may be used: `nextUpdate` (or `thisUpdate` plus the default
     /// TTL), and never beyond a delegated responder certificate's `notAfter`.
-    pub valid_until: OffsetDateTime,
+    valid_until: OffsetDateTime,
     /// Who signed the response: the issuer or a delegated responder.
-    pub signer: OcspSigner,
+    signer: OcspSigner,
 }
 
 impl OcspAnswer {
+    /// The certificate's status.
+    pub fn status(&self) -> OcspStatus {
+        self.status
+    }
+
+    /// The response's producedAt: when the responder signed it.
+    pub fn produced_at(&self) -> OffsetDateTime {
+        self.produced_at
+    }
+
+    /// The SingleResponse's thisUpdate: when the status was known correct.
+    pub fn this_update(&self) -> OffsetDateTime {
+        self.this_update
+    }
+
+    /// The SingleResponse's nextUpdate, if the responder gave one.
+    pub fn next_update(&self) -> Option<OffsetDateTime> {
+        self.next_update
+    }
+
+    /// Until when the answer may be used (see the field's documentation).
+    pub fn valid_until(&self) -> OffsetDateTime {
+        self.valid_until
+    }
+
+    /// Who signed the response.
+    pub fn signer(&self) -> &OcspSigner {
+        &self.signer
+    }
+
     /// Whether the answer is current at `now`, with `skew` tolerance at both ends.
     pub fn usable_at(&self, now: OffsetDateTime, skew: Duration) -> bool {
         self.this_update <= add(now, skew) && now <= add(self.valid_until, skew)

@@ -193,7 +193,7 @@ impl GatewayState {
     ) -> Answer {
         let (auth_number, services) = match &record.decided {
             Some(d) => (
-                d.checked.report().auth_number.clone(),
+                d.checked.report().auth_number().map(str::to_owned),
                 services_of(&set, &self.names.services),
             ),
             None => (None, Vec::new()),

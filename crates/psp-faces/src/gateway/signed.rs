@@ -112,7 +112,7 @@ impl Decisions {
                 "certificateSha256": facts.fingerprint,
                 "authorisationNumber": report.attested_auth_number(),
                 "claimedAuthorisationNumber": report.claimed_auth_number(),
-                "name": report.psp_subject_name,
+                "name": report.psp_subject_name(),
             },
             "site": facts.site,
             "jurisdiction": facts.jurisdiction.as_str(),
@@ -121,10 +121,10 @@ impl Decisions {
                 "services": facts.required.to_vec(),
             },
             "validity": {
-                "validQtsp": report.validity.valid_qtsp,
-                "validSignature": report.validity.valid_signature,
-                "notRevoked": report.validity.not_revoked,
-                "notExpired": report.validity.not_expired,
+                "validQtsp": report.validity().valid_qtsp,
+                "validSignature": report.validity().valid_signature,
+                "notRevoked": report.validity().not_revoked,
+                "notExpired": report.validity().not_expired,
             },
             "decidedAt": crate::trust::rfc3339(now),
             "data": {

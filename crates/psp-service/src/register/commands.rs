@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::Normalisation;
-use super::native::{read_native_file, write_native_file};
+use super::native_file::{read_native_file, write_native_file};
 use super::{AuthStatus, Category, Register, RegisterFormat};
 use super::{EbaReport, RegisterLoadError, RegisterSummary};
 use super::{build_registers, summarise};

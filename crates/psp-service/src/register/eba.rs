@@ -35,7 +35,9 @@ use std::path::Path;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::native::{NATIVE_FORMAT_VERSION, NativeEntity, NativeEntry, NativeFile, NativeRegister};
+use super::native_file::{
+    NATIVE_FORMAT_VERSION, NativeEntity, NativeEntry, NativeFile, NativeRegister,
+};
 use super::{AuthStatus, Category, ServiceSet};
 use super::{EbaReport, RegisterLoadError};
 use super::{NcaMap, canonical_code, derived_nca_id, eba_country};
@@ -831,7 +833,7 @@ pub(crate) fn read_eba(
         path: path.to_owned(),
         source,
     };
-    let mut file = super::native::open_regular(path).map_err(read_err)?;
+    let mut file = super::native_file::open_regular(path).map_err(read_err)?;
     let mut magic = [0u8; 4];
     let is_zip = match file.read_exact(&mut magic) {
         Ok(()) => &magic == ZIP_MAGIC,

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::config::RegisterConfig;
-use super::native::{NativeFile, build_register, read_native_file};
+use super::native_file::{NativeFile, read_native_file};
 use psp_check::register::{
     FileLoadReport, LoadReport, LoadedFile, Normalisation, Register, RegisterFormat,
     RegisterLoadError, RegisterSnapshot, RegisterSummary,
@@ -72,14 +72,7 @@ pub fn build_registers(
     native: NativeFile,
     normalisation: Normalisation,
 ) -> Result<(Vec<Register>, u64), RegisterLoadError> {
-    let mut merged = 0;
-    let mut out = Vec::with_capacity(native.registers.len());
-    for r in native.registers {
-        let (register, m) = build_register(path, r, normalisation)?;
-        merged += m;
-        out.push(register);
-    }
-    Ok((out, merged))
+    native.build(path, normalisation)
 }
 
 pub fn summarise(r: &Register) -> RegisterSummary {

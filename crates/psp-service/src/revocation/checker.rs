@@ -30,8 +30,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::config::{RevocationConfig, RevocationConfigError};
 use super::crl::CrlError;
-use super::crl::{CrlIndex, CrlStatus};
-use super::ocsp::{self, OcspAnswer, OcspError, OcspPolicy, OcspSigner, OcspStatus};
+use super::crl::CrlIndex;
+use super::ocsp::{self, OcspAnswer, OcspError, OcspPolicy};
 use super::{MethodOutcome, RevocationEvidence};
 use super::{add, rfc3339, until};
 use crate::cert::PspCertificate;
@@ -545,7 +545,7 @@ impl Inner {
             match &entry.result {
                 Ok((answer, url)) => {
                     if fetched || answer.usable_at(now, self.settings.skew) {
-                        return ocsp_outcome(answer, url);
+                        return MethodOutcome::from_ocsp(answer, url, now, self.settings.skew);
                     }
                     self.ocsp_cache.invalidate(&key).await;
                 }
@@ -634,7 +634,7 @@ impl Inner {
             ) {
                 Ok(answer) => {
                     Counters::bump(&self.ocsp_counters.fetch_ok);
-                    let ttl = until(now, answer.valid_until)
+                    let ttl = until(now, answer.valid_until())
                         .min(self.settings.ocsp_max_ttl)
                         .min(MAX_ENTRY_TTL);
                     return OcspEntry {
@@ -684,34 +684,16 @@ impl Inner {
                 .iter()
                 .position(|s| crate::hex::sha256(&s.spki) == index.signer_key_sha256())
                 .filter(|_| crate::hex::sha256(&issuer.spki) != index.signer_key_sha256());
-            let mut evidence = crl_evidence(&index, url);
-            if let Some(k) = signer {
-                evidence.push_str(&format!(
+            let note = signer.map_or_else(String::new, |k| {
+                format!(
                     ", signed by the issuer's CRL-signing certificate {}",
                     crl_signers[k].subject
-                ));
-            }
-            match index.status(cert) {
-                Ok(CrlStatus::NotListed) => {
-                    return (
-                        MethodOutcome::Good {
-                            evidence,
-                            valid_until: Some(index.next_update()),
-                        },
-                        signer,
-                    );
-                }
-                Ok(CrlStatus::Revoked(entry)) => {
-                    return (
-                        MethodOutcome::Revoked {
-                            at: Some(entry.at),
-                            reason: entry.reason.map(|r| r.to_string()),
-                            evidence,
-                        },
-                        signer,
-                    );
-                }
-                Err(e) => reasons.push(format!("{url}: {e}")),
+                )
+            });
+            let tolerance = (self.settings.crl_grace, self.settings.skew);
+            match MethodOutcome::from_crl(&index, cert, url, now, tolerance).noting(&note) {
+                MethodOutcome::Failed { reason } => reasons.push(reason),
+                answer => return (answer, signer),
             }
         }
         (
@@ -946,42 +928,6 @@ impl Inner {
             }
         });
     }
-}
-
-fn ocsp_outcome(answer: &OcspAnswer, url: &str) -> MethodOutcome {
-    let signer = match &answer.signer {
-        OcspSigner::Issuer => "the issuer".to_owned(),
-        OcspSigner::Delegated { subject } => format!("delegated responder {subject}"),
-    };
-    let next = answer
-        .next_update
-        .map_or_else(|| "none".to_owned(), rfc3339);
-    let evidence = format!(
-        "OCSP response from {url}, producedAt {}, thisUpdate {}, nextUpdate {next}, signed by {signer}",
-        rfc3339(answer.produced_at),
-        rfc3339(answer.this_update),
-    );
-    match answer.status {
-        OcspStatus::Good => MethodOutcome::Good {
-            evidence,
-            valid_until: answer.next_update,
-        },
-        OcspStatus::Revoked { at, reason } => MethodOutcome::Revoked {
-            at: Some(at),
-            reason: reason.map(|r| r.to_string()),
-            evidence,
-        },
-    }
-}
-
-fn crl_evidence(index: &CrlIndex, url: &str) -> String {
-    format!(
-        "CRL from {url}, number {}, thisUpdate {}, nextUpdate {}, {} entries",
-        index.crl_number().unwrap_or("none"),
-        rfc3339(index.this_update()),
-        rfc3339(index.next_update()),
-        index.len()
-    )
 }
 
 fn random_nonce() -> Option<Vec<u8>> {

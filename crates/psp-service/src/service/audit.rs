@@ -172,22 +172,23 @@ mod tests {
 
     #[test]
     fn an_audit_names_the_evidence_of_each_ca_of_the_path() {
-        let good = MethodOutcome::Good {
-            evidence: "CRL number 1".into(),
-            valid_until: None,
+        let at = datetime!(2025-06-01 12:00 UTC);
+        let next_update = at + time::Duration::days(1);
+        let good = crate::revocation::test_answers::crl_answer(at, next_update, false);
+        let revoked = crate::revocation::test_answers::crl_answer(at, next_update, true);
+        let evidence = |o: &MethodOutcome| match o {
+            MethodOutcome::Good { evidence, .. } | MethodOutcome::Revoked { evidence, .. } => {
+                evidence.clone()
+            }
+            MethodOutcome::Failed { reason } => panic!("a CRL answer, not {reason}"),
         };
-        let revoked = MethodOutcome::Revoked {
-            at: None,
-            reason: None,
-            evidence: "CRL number 7".into(),
-        };
+        let (good_text, revoked_text) = (evidence(&good), evidence(&revoked));
         let registers = AuditRegisters {
             snapshot: None,
             note: "current".into(),
             used: Vec::new(),
             uncovered: Vec::new(),
         };
-        let at = datetime!(2025-06-01 12:00 UTC);
         let leaf_only = PathEvidence::from(RevocationEvidence {
             crl: good.clone(),
             ocsp: good.clone(),
@@ -212,10 +213,13 @@ mod tests {
             wire["audit"]["revocation"]["path"],
             json!([{
                 "certificate": "intermediate CA CN=Issuing CA",
-                "crl": "revoked: CRL number 7",
-                "ocsp": "good: CRL number 1",
+                "crl": format!("revoked: {revoked_text}"),
+                "ocsp": format!("good: {good_text}"),
             }])
         );
-        assert_eq!(wire["audit"]["revocation"]["crl"], "good: CRL number 1");
+        assert_eq!(
+            wire["audit"]["revocation"]["crl"],
+            format!("good: {good_text}")
+        );
     }
 }

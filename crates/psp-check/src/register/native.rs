@@ -1,10 +1,9 @@
 //! The native snapshot format: one JSON document holding one or more registers. The reference
 //! is `docs/registers.md`; the types below are the format, field for field, and reject
-//! unknown fields.
+//! unknown fields. Bytes in, registers out: reading and writing files is the caller's
+//! (`psp_service::register` reads them bounded and writes them whole).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -29,9 +28,11 @@ pub struct NativeFile {
     /// Where the data came from (free text, for people).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The registers the file defines.
     pub registers: Vec<NativeRegister>,
 }
 
+/// One register of a native file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NativeRegister {
@@ -42,10 +43,14 @@ pub struct NativeRegister {
     pub aliases: Vec<String>,
     /// The authority's name.
     pub name: String,
+    /// The register's country.
     pub country: CountryCode,
+    /// A PSD2 register (the default) or a hub directory.
     #[serde(default, skip_serializing_if = "is_psd2")]
     pub kind: RegisterKind,
+    /// The institutions the register lists.
     pub entities: Vec<NativeEntity>,
+    /// Inbound passporting (temporary permissions) the register publishes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub passport_in: Vec<NativePassportIn>,
 }
@@ -58,21 +63,29 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// One institution of a native register.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NativeEntity {
     /// The national reference as the NCA publishes it.
     pub reference: String,
+    /// Its authorisations, one per category.
     pub entries: Vec<NativeEntry>,
 }
 
+/// One authorisation of an institution.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NativeEntry {
+    /// The institution's category (payment institution, credit institution, …).
     pub category: Category,
+    /// The legal name under this authorisation.
     pub legal_name: String,
+    /// The authorisation's status.
     pub status: AuthStatus,
+    /// The services authorised (PSD2 annex I numbers).
     pub services: ServiceSet,
+    /// Whether it is an e-money institution.
     #[serde(default, skip_serializing_if = "is_false")]
     pub e_money: bool,
     /// Host country → services passported there. Absent: the NCA publishes no passporting
@@ -81,13 +94,17 @@ pub struct NativeEntry {
     pub passport_out: Option<BTreeMap<CountryCode, ServiceSet>>,
 }
 
+/// An inbound passporting entry: a PSP of another country allowed here.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NativePassportIn {
     /// The PSP's home auth number, `PSD` + country + `-` + NCA + `-` + reference.
     pub home_auth_number: HomeAuthNumber,
+    /// The PSP's category.
     pub category: Category,
+    /// The PSP's legal name.
     pub legal_name: String,
+    /// The status of its permission here.
     pub status: AuthStatus,
     /// The services the PSP may provide in this register's country.
     pub passport_in_services: ServiceSet,
@@ -100,47 +117,41 @@ pub struct NativePassportIn {
 /// never split an auth number differently.
 pub use crate::cert::PsdAuthNumber as HomeAuthNumber;
 
-/// Reads a native file. Bad JSON, wrong types and unknown fields are reported with the file
-/// and the position; an unsupported version with the file.
-/// Opens a register file, which must be a regular file ([`crate::bounded::open_regular`]).
-pub(crate) fn open_regular(path: &Path) -> std::io::Result<File> {
-    crate::bounded::open_regular(path, "a register file").map_err(|e| match e {
-        crate::bounded::BoundedReadError::Io(e) => e,
-        other => std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string()),
-    })
-}
-
-pub fn read_native_file(path: &Path) -> Result<NativeFile, RegisterLoadError> {
-    let file = open_regular(path).map_err(|source| RegisterLoadError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let native: NativeFile = serde_json::from_reader(BufReader::new(file))
-        .map_err(|e| RegisterLoadError::from_json(path, e))?;
-    if native.version != NATIVE_FORMAT_VERSION {
-        return Err(RegisterLoadError::invalid(
-            path,
-            format!(
-                "native register format version {} is not supported (this build reads version {NATIVE_FORMAT_VERSION})",
-                native.version
-            ),
-        ));
+impl NativeFile {
+    /// Reads a native file's bytes; `path` names it in errors (and is not opened). Bad JSON,
+    /// wrong types and unknown fields are reported with the position; an unsupported version
+    /// with the file.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<NativeFile, RegisterLoadError> {
+        let native: NativeFile =
+            serde_json::from_slice(bytes).map_err(|e| RegisterLoadError::from_json(path, e))?;
+        if native.version != NATIVE_FORMAT_VERSION {
+            return Err(RegisterLoadError::invalid(
+                path,
+                format!(
+                    "native register format version {} is not supported (this build reads version {NATIVE_FORMAT_VERSION})",
+                    native.version
+                ),
+            ));
+        }
+        Ok(native)
     }
-    Ok(native)
-}
 
-/// Writes a native file whole ([`crate::durable`]): a reader never sees half a file.
-pub fn write_native_file(path: &Path, native: &NativeFile) -> Result<(), RegisterLoadError> {
-    crate::durable::write_atomic_with(path, |file| {
-        let mut out = BufWriter::new(file);
-        serde_json::to_writer_pretty(&mut out, native).map_err(std::io::Error::other)?;
-        out.write_all(b"\n")?;
-        out.flush()
-    })
-    .map_err(|source| RegisterLoadError::Write {
-        path: path.to_owned(),
-        source,
-    })
+    /// The registers of the file, each checked and indexed ([`build_register`]), with the
+    /// number of entities merged because their normalised references were equal.
+    pub fn build(
+        self,
+        path: &Path,
+        normalisation: Normalisation,
+    ) -> Result<(Vec<Register>, u64), RegisterLoadError> {
+        let mut merged = 0;
+        let mut out = Vec::with_capacity(self.registers.len());
+        for r in self.registers {
+            let (register, m) = build_register(path, r, normalisation)?;
+            merged += m;
+            out.push(register);
+        }
+        Ok((out, merged))
+    }
 }
 
 /// Checks an NCA id (`CC-NCA`) against the register's country.
@@ -162,7 +173,7 @@ fn check_nca_id(path: &Path, id: &str, country: CountryCode) -> Result<String, R
 /// Builds the model of one native register: validates what serde cannot and indexes entities
 /// by normalised reference and passport-in entries by home auth number. Returns the register
 /// and the number of entities merged because their normalised references were equal.
-pub(crate) fn build_register(
+pub fn build_register(
     path: &Path,
     native: NativeRegister,
     normalisation: Normalisation,
