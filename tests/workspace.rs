@@ -22,10 +22,18 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("psp-service", &["psp-cert", "psp-check", "psp-telemetry"]),
     // Listeners and TLS: below the service (issue 41).
     ("psp-server", &["psp-cert", "psp-telemetry"]),
-    // The faces: gateway, check endpoint, admin, sandbox.
+    // The sandbox PKI and its CRL/OCSP responder: test material, below the faces.
+    ("psp-sandbox", &["psp-cert", "psp-check", "psp-service"]),
+    // The faces: gateway, check endpoint, external authorisers, admin.
     (
         "psp-faces",
-        &["psp-cert", "psp-check", "psp-service", "psp-server"],
+        &[
+            "psp-cert",
+            "psp-check",
+            "psp-service",
+            "psp-server",
+            "psp-sandbox",
+        ],
     ),
     // The binary: command line, configuration file, start-up.
     (
@@ -35,6 +43,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "psp-check",
             "psp-service",
             "psp-server",
+            "psp-sandbox",
             "psp-faces",
         ],
     ),

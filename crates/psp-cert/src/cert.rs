@@ -8,7 +8,6 @@
 pub mod auth_number;
 mod der;
 pub mod dn;
-pub mod forwarded;
 pub mod input;
 mod name;
 pub mod name_constraints;
@@ -257,7 +256,7 @@ impl PspCertificate {
 /// context-specific tag in place of the outer SEQUENCE or of the BIT STRING). The envelope is
 /// outside the signed bytes, so such a variant would still verify while having another
 /// fingerprint; refusing it keeps one certificate to one encoding.
-pub(crate) fn check_envelope(der: &[u8]) -> Result<(), CertError> {
+pub fn check_envelope(der: &[u8]) -> Result<(), CertError> {
     let bad = |what: &str| CertError::Der(format!("certificate envelope: {what}"));
     let (outer, used) = der::read_tlv(der).map_err(|e| bad(&e.to_string()))?;
     if outer.tag != der::tag::SEQUENCE {

@@ -605,9 +605,8 @@ impl TrustList {
     }
 
     /// Adds every certificate of `pem` (a PEM bundle or DER) as an issuer of source `source`,
-    /// approved for `kinds` by the caller's configuration; `origin` names where they came
-    /// from, for reports. Each must be a CA certificate; on an error nothing is added.
-    /// Returns how many were added.
+    /// approved for `kinds` by the caller's configuration ([`TrustList::add_issuers`]). Each
+    /// must be a CA certificate; on an error nothing is added. Returns how many were added.
     pub fn add_pem_issuers(
         &mut self,
         source: usize,
@@ -626,6 +625,19 @@ impl TrustList {
             certificates.push(certificate);
         }
         let added = certificates.len();
+        self.add_issuers(source, certificates, kinds, origin);
+        Ok(added)
+    }
+
+    /// Adds `certificates` as issuers of source `source`, approved for `kinds` by the caller's
+    /// configuration since always; `origin` names where they came from, for reports.
+    pub fn add_issuers(
+        &mut self,
+        source: usize,
+        certificates: Vec<PspCertificate>,
+        kinds: &[CertKind],
+        origin: &str,
+    ) {
         for certificate in certificates {
             self.push_configured_issuer(TrustedIssuer {
                 source,
@@ -641,7 +653,6 @@ impl TrustList {
                 }],
             });
         }
-        Ok(added)
     }
 
     /// Records what a load passed over, for `config check` and logs.

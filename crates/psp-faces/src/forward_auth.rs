@@ -10,7 +10,7 @@
 //! 2. The original request is read where that caller's kind puts it ([`CallerKind`]); a
 //!    header missing or given twice is refused, never guessed.
 //! 3. The certificate is read from the caller's header, in the encodings proxies use
-//!    ([`psp_cert::cert::forwarded`]); an empty header is no certificate.
+//!    ([`crate::forwarded`]); an empty header is no certificate.
 //! 4. The site is the caller's `site`, else the one that names the original host.
 //! 5. The site decides ([`GatewayState::authorise`]), exactly as its built-in proxy would.
 //!
@@ -28,7 +28,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use serde::Deserialize;
 
-use crate::cert::forwarded;
+use crate::forwarded;
 use crate::gateway::presented::{Unreadable, XfccMode, decoded_once, xfcc_decoded};
 use crate::gateway::{Answer, Ask, DecodedChain, GatewayState};
 use crate::server::{Body, Cidr, ConnInfo, contract_error, full, new_request_id};

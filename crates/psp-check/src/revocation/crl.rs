@@ -40,6 +40,11 @@ use x509_parser::x509::{AlgorithmIdentifier, X509Name};
 use super::reason::{CrlReason, add, rfc3339};
 use crate::cert::{NormalizedName, PspCertificate, SignatureError, verify_signed_data};
 
+/// How long after its `nextUpdate` a CRL is still used. Issuers publish the next CRL well
+/// before `nextUpdate`; one hour rides out an issuer publishing late or a distribution point
+/// being down for a while, and a CA that stopped publishing is noticed the same day.
+pub const DEFAULT_CRL_GRACE: Duration = Duration::from_secs(60 * 60);
+
 // CRL extensions (RFC 5280 section 5.2) and CRL entry extensions (section 5.3), dotted.
 const OID_AUTHORITY_KEY_ID: &str = "2.5.29.35";
 const OID_ISSUER_ALT_NAME: &str = "2.5.29.18";

@@ -84,7 +84,7 @@ pub enum Unreadable {
     Encoding(#[from] crate::cert::CertError),
     /// An XFCC or RFC 9440 value does not read, or has the wrong shape.
     #[error("{0}")]
-    Forwarded(#[from] crate::cert::forwarded::ForwardedError),
+    Forwarded(#[from] crate::forwarded::ForwardedError),
     /// Where the value came from, when the cause alone does not say.
     #[error("{place}: {cause}")]
     In {
@@ -161,7 +161,7 @@ pub fn decoded_once(
 
 /// How the edge in front of an authoriser forwards XFCC: Envoy's
 /// `forward_client_cert_details`, which fixes the shape of a genuine value
-/// ([`crate::cert::forwarded::XfccForwarding`]).
+/// ([`crate::forwarded::XfccForwarding`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum XfccMode {
@@ -181,7 +181,7 @@ pub fn xfcc_decoded(
     mode: XfccMode,
     by: Option<&str>,
 ) -> Result<Arc<DecodedChain>, Unreadable> {
-    use crate::cert::forwarded::{ForwardedError, XfccForwarding, xfcc_chain};
+    use crate::forwarded::{ForwardedError, XfccForwarding, xfcc_chain};
     let (decoder, forwarding) = match (mode, by) {
         (XfccMode::SanitizeSet, by) => ("xfcc sanitize-set", XfccForwarding::SanitizeSet { by }),
         (XfccMode::AppendForward, Some(by)) => {
@@ -275,12 +275,12 @@ mod tests {
         for _ in 0..3 {
             let refused = decoded_once("test-d", None, b"presented-test bad", |_: &[u8]| {
                 calls.fetch_add(1, Ordering::SeqCst);
-                Err(crate::cert::forwarded::ForwardedError::Empty.into())
+                Err(crate::forwarded::ForwardedError::Empty.into())
             });
             assert_eq!(
                 refused,
                 Err(Unreadable::Forwarded(
-                    crate::cert::forwarded::ForwardedError::Empty
+                    crate::forwarded::ForwardedError::Empty
                 ))
             );
         }

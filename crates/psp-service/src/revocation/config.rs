@@ -28,6 +28,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use crate::fetch::AllowDestinations;
+pub use psp_check::revocation::crl::DEFAULT_CRL_GRACE;
 use psp_check::revocation::ocsp::OcspPolicy;
 pub use psp_check::revocation::ocsp::{DEFAULT_CLOCK_SKEW, DEFAULT_OCSP_TTL};
 
@@ -48,10 +49,6 @@ pub const DEFAULT_OCSP_MAX_RESPONSE_BYTES: u64 = 64 * 1024;
 /// CRL body cap (docs/design.md section 6). Twice the largest public CRLs we know of (about
 /// 15 MiB), so growth does not break us, while a hostile server cannot make us hold more.
 pub const DEFAULT_CRL_MAX_BYTES: u64 = 32 * 1024 * 1024;
-/// How long after its `nextUpdate` a CRL is still used. Issuers publish the next CRL well
-/// before `nextUpdate`; one hour rides out an issuer publishing late or a distribution point
-/// being down for a while, and a CA that stopped publishing is noticed the same day.
-pub const DEFAULT_CRL_GRACE: Duration = Duration::from_secs(60 * 60);
 /// A cached CRL is downloaded again after this long even when its `nextUpdate` is further
 /// away: CAs publish new CRLs (with new revocations) long before the old one's `nextUpdate`
 /// (often daily, with a validity of a week), and one hour bounds how late we see them.

@@ -3,7 +3,7 @@
 //!
 //! For each case the chain is named here (the CAs below the trust anchor, as in PKITS.pdf,
 //! and the CA's CRL-signing certificate where it has one), and the case runs through the
-//! check core as the checking service runs it (`tests/conformance_support`): the path is
+//! check core as the checking service runs it (`crates/psp-check/tests/conformance_support`): the path is
 //! built and verified, then the revocation of every certificate of the path below the trust
 //! anchor is established from the case's CRLs with the product's CRL code and
 //! `check::RevocationPlan`. A CRL must verify with the issuer's key, or with another key of
@@ -19,15 +19,12 @@
 //! CRL-signing certificate is revoked by the trust anchor
 //! (`the_separate_crl_signing_key_is_relied_on_only_while_its_certificate_is_not_revoked`).
 
-mod common;
 #[path = "conformance_support/mod.rs"]
 mod conformance;
-#[path = "revocation_support/mod.rs"]
-mod support;
 
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::revocation::crl::CrlIndex;
-use support::{at, data, read};
+use conformance::{at, data, read};
+use psp_check::cert::PspCertificate;
+use psp_check::revocation::crl::CrlIndex;
 
 const TRUST_ANCHOR: &str = "TrustAnchorRootCertificate";
 const TRUST_ANCHOR_CRL: &str = "TrustAnchorRootCRL";

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use der::asn1::{BitString, GeneralizedTime, Null, OctetString};
 use der::{Decode as _, Encode as _};
-use hyper::http::{Method, StatusCode};
+use http::{Method, StatusCode};
 use rcgen::{
     CertificateRevocationListParams, Issuer, KeyIdMethod, KeyPair, RevokedCertParams, SerialNumber,
     SigningKey as _,

@@ -1,8 +1,9 @@
-//! What the conformance harnesses (`tests/x509_limbo.rs`, `tests/pkits_paths.rs`) share: how a
-//! peer suite's case is put to the real check core, and how known divergences are recorded.
+//! What the conformance harnesses of psp-check (`tests/x509_limbo.rs`, `tests/pkits_paths.rs`,
+//! `tests/pkits_revocation.rs`) share: how a peer suite's case is put to the real check core,
+//! and how known divergences are recorded.
 //!
 //! The check core is driven as a black box, through the same calls the checking service
-//! (`src/service.rs`) makes (`resolve_issuer`, then revocation evidence for the issuer it
+//! (`psp_service::CheckService`) makes (`resolve_issuer`, then revocation evidence for the issuer it
 //! names, then `report`). The suite's trust anchors become the issuers of one trust source;
 //! the case passes when `validQTSP && validSignature && notExpired`, and also `notRevoked`
 //! when the case brings CRLs. Everything that builds product values is in [`trust_list`] and
@@ -12,23 +13,44 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use psp_gateway::CountryCode;
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::check::{
+use psp_check::cert::PspCertificate;
+use psp_check::check::{
     self, CheckInput, CheckReport, MethodOutcome, PathEvidence, RevocationEvidence, RevocationPlan,
     Snapshots,
 };
-use psp_gateway::register::RegisterSnapshot;
-use psp_gateway::revocation::config::{DEFAULT_CLOCK_SKEW, DEFAULT_CRL_GRACE};
-use psp_gateway::revocation::crl::{CrlError, CrlIndex};
-use psp_gateway::trust::{QtspSource, TrustList};
+use psp_check::country::CountryCode;
+use psp_check::register::RegisterSnapshot;
+use psp_check::revocation::crl::{CrlError, CrlIndex, DEFAULT_CRL_GRACE};
+use psp_check::revocation::ocsp::DEFAULT_CLOCK_SKEW;
+use psp_check::trust::{
+    CertKind, QcCompliancePolicy, QtspSource, Source, TrustList, UntypedPolicy,
+};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-/// From `tests/common` (the including test declares `mod common;`): one home for the path
-/// of the shared test material.
-#[allow(unused_imports)] // like the functions here, not every including test uses it
-pub use crate::common::data;
+/// `rel` in the shared test material (`../shared/data` beside the repository).
+pub fn data(rel: &str) -> std::path::PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: the tests read ../shared/data beside the repository",
+        p.display()
+    );
+    p
+}
+
+/// `s`, an RFC 3339 time.
+pub fn at(s: &str) -> OffsetDateTime {
+    OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+        .expect("test time is RFC 3339")
+}
+
+/// The bytes of `path`, or a panic naming it.
+pub fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
 
 /// The transaction jurisdiction of every case; the one trust source is valid for it.
 pub const JURISDICTION: &str = "DE";
@@ -46,14 +68,18 @@ pub enum Outcome {
 /// or QcType required (the suites' certificates are not PSD2 certificates), approved since
 /// always, valid for [`JURISDICTION`].
 pub fn trust_list(anchors: &[PspCertificate]) -> TrustList {
-    crate::common::anchors_trust_list(
-        "conformance",
-        QtspSource::Qtsp,
-        "EEA",
-        jurisdiction(),
+    let mut source = Source::configured("conformance", QtspSource::Qtsp, &[jurisdiction()]);
+    source.reported_jurisdiction = "EEA".into();
+    source.qc_compliance = QcCompliancePolicy::Optional;
+    source.untyped = UntypedPolicy::Accept;
+    let mut trust = TrustList::new(vec![source], Vec::new());
+    trust.add_issuers(
+        0,
+        anchors.to_vec(),
+        &[CertKind::Web, CertKind::Seal],
         "trust anchor",
-        anchors,
-    )
+    );
+    trust
 }
 
 fn jurisdiction() -> CountryCode {
@@ -148,7 +174,9 @@ pub fn run_case(
     let evidence = match crls {
         None => PathEvidence::not_checked("no revocation data in this case"),
         Some(crls) => match RevocationPlan::new(input, &trust, &resolution) {
-            None => PathEvidence::not_checked(psp_gateway::revocation::UNKNOWN_ISSUER),
+            None => PathEvidence::not_checked(
+                "no certification path to a trust anchor verified: no revocation evidence",
+            ),
             Some(mut plan) => loop {
                 let pending = plan.pending();
                 if pending.is_empty() {
@@ -211,8 +239,8 @@ pub fn crl_evidence(
     let signer_of = |crl: &CrlIndex| {
         crl_signers
             .iter()
-            .position(|s| psp_gateway::hex::sha256(&s.spki) == crl.signer_key_sha256())
-            .filter(|_| psp_gateway::hex::sha256(&issuer.spki) != crl.signer_key_sha256())
+            .position(|s| psp_check::hex::sha256(&s.spki) == crl.signer_key_sha256())
+            .filter(|_| psp_check::hex::sha256(&issuer.spki) != crl.signer_key_sha256())
     };
     let mut good = None;
     let mut reasons = Vec::new();

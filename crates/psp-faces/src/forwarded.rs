@@ -1,5 +1,7 @@
 //! A client certificate (and its chain) as a TLS-terminating reverse proxy forwards it in a
-//! request header to an external authoriser.
+//! request header to an external authoriser: read by the faces that take a certificate from a
+//! header (the gateway behind a trusted load balancer, ext_authz, forward-auth), over the
+//! certificate decoding of `psp-cert`.
 //!
 //! Three shapes, each read the way its proxy writes it:
 //!
@@ -23,7 +25,7 @@
 //!   `:` base64 `:`), and a List of them (section 3.1) which "does not itself include the
 //!   end-entity certificate" (RFC 9440 section 2.3).
 //! - **Everything else**, read tolerantly by [`forwarded_chain`] through the one tolerant
-//!   decoder, [`super::input`]: URL-encoded PEM (nginx `$ssl_client_escaped_cert`, which is
+//!   decoder, `psp_cert::cert::decode_certificate_input`: URL-encoded PEM (nginx `$ssl_client_escaped_cert`, which is
 //!   `ngx_escape_uri(…, NGX_ESCAPE_URI_COMPONENT)`; ingress-nginx `ssl-client-cert`; Kong
 //!   `X-Client-Cert`), tab-folded PEM (nginx `$ssl_client_cert`: `ngx_ssl_get_certificate` drops
 //!   the last newline and puts a tab after every other), bare Base64 DER (Caddy
@@ -77,7 +79,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::{CertError, MAX_INPUT_LEN, check_envelope, decode_certificate_chain};
+use crate::cert::{CertError, MAX_INPUT_LEN, check_envelope, decode_certificate_chain};
 
 /// Budget: the most certificates one forwarded value may yield.
 ///

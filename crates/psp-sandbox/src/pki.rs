@@ -662,7 +662,10 @@ fn generate_keys(algorithms: &[KeyAlgorithm]) -> Result<Vec<GeneratedKey>, Sandb
             let failed = |detail: String| SandboxError::KeyGeneration { algorithm, detail };
             let pem = match pools.iter_mut().find(|(a, _)| *a == algorithm) {
                 Some((_, keys)) => keys.pop().ok_or_else(|| {
-                    failed("the sandbox's RSA key pool is used up (src/sandbox/pki/)".into())
+                    failed(
+                        "the sandbox's RSA key pool is used up (crates/psp-sandbox/src/pki/)"
+                            .into(),
+                    )
                 })?,
                 None => KeyPair::generate_for(algorithm.signature())
                     .map_err(|e| failed(e.to_string()))?

@@ -1,6 +1,6 @@
 //! NIST PKITS path validation (`../shared/data/pkits/`, TEST-SUITES.md section 2), sections
 //! 4.1–4.7, 4.13 and 4.16, against the real check core as a black box
-//! (`tests/conformance_support`).
+//! (`crates/psp-check/tests/conformance_support`).
 //!
 //! For each end entity of those sections: the trust anchor is `TrustAnchorRootCertificate`,
 //! the presented chain is the CA certificates reachable from the end entity by issuer →
@@ -21,15 +21,14 @@
 //! where OpenSSL disagrees with the file-name prefix it is printed, and every disagreement of
 //! ours shows OpenSSL's verdict beside it.
 
-mod common;
 #[path = "conformance_support/mod.rs"]
 mod support;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::check::MAX_PRESENTED_INTERMEDIATES;
+use psp_check::cert::PspCertificate;
+use psp_check::check::MAX_PRESENTED_INTERMEDIATES;
 use support::{Crl, Judged, Outcome};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;

@@ -1,5 +1,5 @@
 //! The x509-limbo corpus (`../shared/data/x509-limbo/limbo.json`, TEST-SUITES.md section 1)
-//! against the real check core, as a black box (`tests/conformance_support`).
+//! against the real check core, as a black box (`crates/psp-check/tests/conformance_support`).
 //!
 //! Each case's `trusted_certs` are the issuers of one trust source, `untrusted_intermediates`
 //! are the presented chain, `peer_certificate` is the certificate checked at
@@ -13,13 +13,12 @@
 //! `tests/data/x509-limbo-divergences.toml`; any other disagreement fails the test, and so does
 //! an entry there that no longer diverges.
 
-mod common;
 #[path = "conformance_support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;
 
-use psp_gateway::cert::PspCertificate;
+use psp_check::cert::PspCertificate;
 use serde::Deserialize;
 use support::{Crl, Judged, Outcome};
 use time::OffsetDateTime;
