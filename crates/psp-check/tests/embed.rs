@@ -18,7 +18,13 @@ fn example() -> PathBuf {
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>");
-    profile.join("examples").join("embed")
+    let example = profile.join("examples").join("embed");
+    assert!(
+        example.is_file(),
+        "{} is not built: run `cargo build -p psp-check --examples` first (scripts/test does)",
+        example.display()
+    );
+    example
 }
 
 /// A CRL signed by the sandbox CA `ca` (`certs/ca/<ca>.pem` and its key), current now,
