@@ -85,7 +85,7 @@ fn main() {
         None => dhat::Profiler::builder().testing().build(),
     };
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let _logs = psp_gateway::telemetry::init_with_audit(None);
+    let _logs = psp_service::telemetry::init_with_audit(None);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -102,7 +102,7 @@ fn main() {
     };
 
     let pem = std::fs::read(root().join("certs/psp/valid.pem")).expect("PSP certificate");
-    let der = psp_gateway::PspCertificate::parse(&pem)
+    let der = psp_cert::cert::PspCertificate::parse(&pem)
         .expect("parses")
         .der;
     let eidas = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, der);

@@ -17,10 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use psp_gateway::check::{self, CheckInput, RevocationEvidence, Snapshots};
-use psp_gateway::revocation::crl::CrlIndex;
-use psp_gateway::service::{CheckService, ReferenceData, Revocation};
-use psp_gateway::{Config, PspCertificate};
+use psp_cert::cert::PspCertificate;
+use psp_check::check::{self, CheckInput, RevocationEvidence, Snapshots};
+use psp_gateway::Config;
+use psp_service::revocation::crl::CrlIndex;
+use psp_service::service::{CheckService, ReferenceData, Revocation};
 use time::OffsetDateTime;
 
 fn root() -> PathBuf {
@@ -172,7 +173,7 @@ fn crl(c: &mut Criterion) {
 /// What evidence costs: a detached signature of a check answer's body (once per body and
 /// second), a signed decision (once per decision), and the verification a client does.
 fn evidence(c: &mut Criterion) {
-    use psp_gateway::evidence::{
+    use psp_service::evidence::{
         Alg, Jwks, SigningKey, sign_compact, sign_detached, verify_detached,
     };
     let body = vec![b'x'; 1024];

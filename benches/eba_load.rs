@@ -15,9 +15,9 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use psp_gateway::cert::PsdAuthNumber;
-use psp_gateway::country::CountryCode;
-use psp_gateway::register::{
+use psp_cert::cert::PsdAuthNumber;
+use psp_cert::country::CountryCode;
+use psp_service::register::{
     DEFAULT_EBA_AUTHORITIES, RegisterConfig, RegisterFileConfig, RegisterFormat, import_eba,
 };
 
@@ -100,7 +100,7 @@ fn property(out: &mut impl Write, first: &mut bool, key: &str, value: &str) -> s
 fn generate(path: &Path) -> std::io::Result<()> {
     let mut rng = Lcg(0x5eed);
     let authorities = authorities();
-    let countries = psp_gateway::country::EEA;
+    let countries = psp_cert::country::EEA;
     let mut remaining: Vec<(&str, u64)> = MIX.to_vec();
     let others: u64 = MIX.iter().map(|(_, n)| n).sum();
     remaining.push(("PSD_AG", ENTITIES - others));
@@ -297,7 +297,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let t = Instant::now();
     let (snapshot, report) =
-        psp_gateway::register::load(&config(export.clone(), RegisterFormat::Eba), &dir)?;
+        psp_service::register::load(&config(export.clone(), RegisterFormat::Eba), &dir)?;
     let load_time = t.elapsed();
     println!("EBA load: {load_time:.2?} wall");
     println!(
@@ -358,7 +358,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let t = Instant::now();
     let (native_snapshot, _) =
-        psp_gateway::register::load(&config(native, RegisterFormat::Native), &dir)?;
+        psp_service::register::load(&config(native, RegisterFormat::Native), &dir)?;
     println!(
         "native load: {:.2?} ({} registers)",
         t.elapsed(),

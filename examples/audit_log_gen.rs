@@ -6,10 +6,10 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use psp_gateway::evidence::{Alg, Jwks, SigningKey, note_sign};
-use psp_gateway::telemetry::audit::GENESIS;
-use psp_gateway::telemetry::audit::checkpoint::{CheckpointLine, note_text};
-use psp_gateway::telemetry::merkle::{Frontier, leaf_hash};
+use psp_service::evidence::{Alg, Jwks, SigningKey, note_sign};
+use psp_service::telemetry::audit::GENESIS;
+use psp_service::telemetry::audit::checkpoint::{CheckpointLine, note_text};
+use psp_service::telemetry::merkle::{Frontier, leaf_hash};
 
 const ORIGIN: &str = "bench.example/psp-gateway/audit";
 const EVERY: u64 = 1000;
@@ -37,7 +37,7 @@ fn main() -> std::io::Result<()> {
             seq % 1000,
             "ab".repeat(32),
         );
-        prev = psp_gateway::hex::lower(&psp_gateway::hex::sha256(line.as_bytes()));
+        prev = psp_cert::hex::lower(&psp_cert::hex::sha256(line.as_bytes()));
         frontier.push(leaf_hash(line.as_bytes()));
         log.write_all(line.as_bytes())?;
         log.write_all(b"\n")?;

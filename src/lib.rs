@@ -9,21 +9,18 @@
 // `pub` only what is reachable from the crate root: anything else is `pub(crate)`.
 #![warn(unreachable_pub)]
 
-// The layers are the workspace's crates (docs/architecture.md); their modules keep their
-// paths here, for this crate's own modules and for the tests, which drive the whole product.
-pub use psp_cert::{cert, country, hex};
-pub use psp_check::{check, policy};
-pub use psp_faces::{admin, api, ext_authz, forward_auth, gateway, sites};
-pub use psp_sandbox as sandbox;
-pub use psp_server as server;
-pub use psp_service::{bounded, evidence, fetch, register, revocation, service, telemetry, trust};
+// The layers are the workspace's crates (docs/architecture.md), named as modules of this
+// crate inside it; nothing is re-exported: a test or an embedder names the crate that is the
+// home of what it uses (`psp_check::policy`, `psp_service::trust`, ...).
+use psp_cert::{cert, country, hex};
+use psp_check::check;
+use psp_faces::{admin, api, ext_authz, forward_auth, gateway, sites};
+use psp_sandbox as sandbox;
+use psp_server as server;
+use psp_service::{bounded, evidence, fetch, register, revocation, service, telemetry, trust};
 
 pub mod app;
 pub mod cli;
 pub mod config;
 
-pub use cert::PspCertificate;
-pub use check::{CheckInput, CheckReport};
 pub use config::Config;
-pub use country::CountryCode;
-pub use trust::{QtspSource, TrustList};

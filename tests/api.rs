@@ -11,8 +11,8 @@ use common::test_pki::{test_config, test_pki};
 use common::*;
 use http::{Method, StatusCode};
 use psp_gateway::app::Faces;
-use psp_gateway::revocation::RevocationChecker;
-use psp_gateway::service::{CheckService, ReferenceData, Revocation};
+use psp_service::revocation::RevocationChecker;
+use psp_service::service::{CheckService, ReferenceData, Revocation};
 
 const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
 

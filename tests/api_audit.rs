@@ -166,7 +166,7 @@ async fn an_audit_reproduces_the_answer_of_march_after_the_register_changed_in_j
     });
     // What serve recorded earlier: the sandbox content from March, the withdrawal from June.
     let h =
-        psp_gateway::register::History::of(&config.registers, &config.base_dir).expect("history");
+        psp_service::register::History::of(&config.registers, &config.base_dir).expect("history");
     std::fs::write(&xx, &original).expect("write");
     h.record(
         &config.registers,

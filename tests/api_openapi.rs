@@ -23,7 +23,7 @@ use common::test_pki::{test_config, test_pki};
 use common::*;
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
-use psp_gateway::api::{ApiError, PATH};
+use psp_faces::api::{ApiError, PATH};
 use serde_json::{Value, json};
 
 const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
@@ -259,7 +259,7 @@ fn the_document_describes_the_endpoint_as_configured() {
         all.into_iter().partition(|p| p.eq_ignore_ascii_case(PATH));
     assert_eq!(
         others,
-        [psp_gateway::api::ERRORS_PATH],
+        [psp_faces::api::ERRORS_PATH],
         "other documented paths"
     );
     for p in &paths {
@@ -1081,7 +1081,7 @@ async fn every_error_of_the_table_conforms_to_its_status() {
     let anchors = all_anchors();
     let mut produced = BTreeSet::new();
     for error in every_api_error() {
-        let id = psp_gateway::server::new_request_id();
+        let id = psp_server::new_request_id();
         let response = error.response(&id, LINK_BASE);
         let status = response.status();
         let headers = response.headers().clone();
@@ -1103,7 +1103,7 @@ async fn every_error_of_the_table_conforms_to_its_status() {
         produced.insert((status.as_u16(), code));
     }
     // The framing guard's refusals, written without hyper: each conforms too.
-    for refusal in psp_gateway::server::framing::REFUSALS {
+    for refusal in psp_server::framing::REFUSALS {
         let bytes = refusal.answer("7ef70f86-56d3-4c46-b029-0395cf848dfd", "/docs/errors#");
         let text = String::from_utf8(bytes).expect("text");
         let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
@@ -1151,7 +1151,7 @@ fn error_codes_agree_between_the_document_the_code_and_docs_errors_md() {
     .collect();
     let endpoint = doc.endpoint_codes("/v1/psp/eidas");
     for p in doc.paths() {
-        if p == psp_gateway::api::ERRORS_PATH {
+        if p == psp_faces::api::ERRORS_PATH {
             // The error documentation can only be refused by the rate limit and the framing
             // guard.
             let mut expected = framing.clone();

@@ -84,7 +84,7 @@ fn check_answer(api: SocketAddr, name: &str) -> (String, String) {
 fn try_check_answer(api: SocketAddr, name: &str) -> Option<(String, String)> {
     use std::io::{Read, Write};
     let pem = std::fs::read(root().join(format!("certs/psp/{name}.pem"))).expect("cert");
-    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+    let der = psp_cert::cert::PspCertificate::parse(&pem)
         .expect("parses")
         .der;
     let eidas = base64::engine::general_purpose::STANDARD.encode(der);
@@ -169,7 +169,7 @@ fn the_running_service_keeps_a_chained_audit_log_that_verify_checks() {
     assert_eq!(lines.len(), 3, "{lines:#?}");
     let first: serde_json::Value = serde_json::from_str(&lines[0]).expect("JSON");
     assert_eq!(first["seq"], 1);
-    assert_eq!(first["prev"], psp_gateway::telemetry::audit::GENESIS);
+    assert_eq!(first["prev"], psp_service::telemetry::audit::GENESIS);
     assert_eq!(first["message"], "check");
     assert!(first["fingerprint"].is_string());
     // Never a certificate nor a credential.
@@ -309,7 +309,7 @@ fn a_torn_final_audit_line_does_not_stop_serve_and_verify_still_reports_it() {
     let dir = scratch_named("audit_log_torn");
     let audit = dir.join("audit.jsonl");
     {
-        let log = psp_gateway::telemetry::audit::AuditLog::open(&audit).expect("open");
+        let log = psp_service::telemetry::audit::AuditLog::open(&audit).expect("open");
         for i in 0..2 {
             let mut m = serde_json::Map::new();
             m.insert("message".into(), "check".into());
@@ -441,7 +441,7 @@ fn a_full_disk_under_fail_closed_answers_nothing_the_log_does_not_hold() {
 fn audit_repair_sets_a_torn_last_record_aside_and_records_the_repair_in_the_chain() {
     let dir = scratch_named("audit_log_repair");
     let audit = dir.join("audit.jsonl");
-    let log = psp_gateway::telemetry::audit::AuditLog::open(&audit).expect("open");
+    let log = psp_service::telemetry::audit::AuditLog::open(&audit).expect("open");
     for i in 0..3 {
         let mut fields = serde_json::Map::new();
         fields.insert("message".into(), format!("record {i}").into());

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use psp_gateway::cli::audit::{
     self, AuditReadError, CheckpointStatus, Decision, Filter, Format, Period,
 };
-use psp_gateway::telemetry::audit::AuditLog;
+use psp_service::telemetry::audit::AuditLog;
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -53,7 +53,7 @@ fn decision(
 }
 
 fn fingerprint(auth: &str) -> String {
-    psp_gateway::hex::lower(&psp_gateway::hex::sha256(auth.as_bytes()))
+    psp_cert::hex::lower(&psp_cert::hex::sha256(auth.as_bytes()))
 }
 
 const DE: &str = "PSDDE-BAFIN-000001";

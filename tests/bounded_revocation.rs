@@ -9,8 +9,8 @@ mod common;
 mod support;
 
 use common::process_memory;
-use psp_gateway::check::MethodOutcome;
-use psp_gateway::revocation::{RevocationChecker, RevocationConfig};
+use psp_check::check::MethodOutcome;
+use psp_service::revocation::{RevocationChecker, RevocationConfig};
 use support::*;
 
 const BOUND: u64 = 256;

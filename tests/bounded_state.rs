@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::process_memory;
 use common::test_pki::test_config;
-use psp_gateway::PspCertificate;
-use psp_gateway::service::{CheckService, ReferenceData, Revocation};
+use psp_cert::cert::PspCertificate;
+use psp_service::service::{CheckService, ReferenceData, Revocation};
 use time::OffsetDateTime;
 
 const BOUND: u64 = 256;

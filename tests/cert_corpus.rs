@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use psp_gateway::cert::{PspCertificate, QcStatementKind};
+use psp_cert::cert::{PspCertificate, QcStatementKind};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -278,7 +278,7 @@ fn the_flattened_roles_of_the_wso2_certificate_yield_one_role_and_a_warning() {
         .as_ref()
         .and_then(|q| q.psd2.as_ref())
         .expect("PSD2 statement");
-    assert_eq!(psd2.role_set(), vec![psp_gateway::cert::Psd2Role::PspAs]);
+    assert_eq!(psd2.role_set(), vec![psp_cert::cert::Psd2Role::PspAs]);
     assert!(
         cert.qc_warnings()
             .any(|w| w.contains("RoleOfPSP SEQUENCE has 8 elements")),

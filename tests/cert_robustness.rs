@@ -9,8 +9,8 @@
 
 use std::path::PathBuf;
 
-use psp_gateway::cert::qc::{MAX_QC_STATEMENTS, OID_QC_STATEMENTS, decode_qc_statements};
-use psp_gateway::cert::{PspCertificate, decode_certificate_chain};
+use psp_cert::cert::qc::{MAX_QC_STATEMENTS, OID_QC_STATEMENTS, decode_qc_statements};
+use psp_cert::cert::{PspCertificate, decode_certificate_chain};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 fn corpus_bytes(name: &str) -> Vec<u8> {

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use psp_gateway::cert::{PspCertificate, SignatureError};
+use psp_cert::cert::{PspCertificate, SignatureError};
 use rcgen::{CertificateParams, KeyPair, PublicKeyData};
 use x509_parser::prelude::{FromDer, X509Name};
 

@@ -3,8 +3,8 @@
 mod common;
 
 use common::*;
-use psp_gateway::QtspSource;
-use psp_gateway::cert::PspCertificate;
+use psp_cert::cert::PspCertificate;
+use psp_service::trust::QtspSource;
 
 /// The real Czech list as a trust source, its signature verified and its signer pinned to
 /// the certificates the real 2019 EU list of lists names for CZ ([`cz_signers_pem`]).
@@ -157,7 +157,7 @@ fn a_loaded_list_stops_approving_the_instant_it_passes_its_next_update_without_a
     let trust = trust_at(&cz_tl(), cz_fresh());
     let r = run(&trust, &creditas(), &[], "CZ", at("2020-02-23T00:00:00Z"));
     assert!(r.validity().valid_qtsp, "{:#?}", r.explanation());
-    let codes = |r: &psp_gateway::check::CheckReport| -> Vec<&'static str> {
+    let codes = |r: &psp_check::check::CheckReport| -> Vec<&'static str> {
         r.errors().iter().map(|e| e.code.as_str()).collect()
     };
     assert!(!codes(&r).contains(&"trusted_list_stale"));
@@ -443,7 +443,7 @@ kinds = ["web"]
 
 /// The real Czech list with `edit` applied to the I.CA QWAC service (from its name to the end
 /// of its `TSPService`), written to a temporary file, as a trust source.
-fn edited_czech_list(name: &str, edit: impl Fn(&str) -> String) -> psp_gateway::TrustList {
+fn edited_czech_list(name: &str, edit: impl Fn(&str) -> String) -> psp_service::trust::TrustList {
     let xml = std::fs::read_to_string(data("trusted-lists/CZ-tl_seq77_2019-08-23.xml"))
         .expect("the CZ list is UTF-8");
     let start = xml

@@ -933,7 +933,7 @@ async fn through(rig: &Rig, front: &Front, case: &Case) -> Seen {
 /// `psp_gateway_requests_total`: each label set's count.
 fn requests() -> BTreeMap<String, u64> {
     let text =
-        psp_gateway::telemetry::metrics::render(&prometheus_client::registry::Registry::default());
+        psp_service::telemetry::metrics::render(&prometheus_client::registry::Registry::default());
     text.lines()
         .filter_map(|line| line.strip_prefix("psp_gateway_requests_total{"))
         .filter_map(|rest| {

@@ -7,10 +7,10 @@ mod common;
 
 use base64::Engine;
 use proptest::prelude::*;
-use psp_gateway::PspCertificate;
-use psp_gateway::cert::qc::decode_qc_statements;
-use psp_gateway::cert::{decode_certificate_chain, decode_certificate_input};
-use psp_gateway::revocation::ocsp::parse_response;
+use psp_cert::cert::PspCertificate;
+use psp_cert::cert::qc::decode_qc_statements;
+use psp_cert::cert::{decode_certificate_chain, decode_certificate_input};
+use psp_service::revocation::ocsp::parse_response;
 
 /// The DER of real certificates from the shared data and the sandbox (read once).
 fn certificates() -> &'static [Vec<u8>] {
@@ -114,8 +114,8 @@ proptest! {
         let _ = PspCertificate::parse(&input);
         let _ = decode_qc_statements(&input, false);
         let _ = parse_response(&input);
-        let _ = psp_gateway::trust::tsl::parse(&input);
+        let _ = psp_service::trust::tsl::parse(&input);
         // The property is that each returns: proptest counts a panic as a failed case.
-        let _ = psp_gateway::register::decode_answer_for_fuzzing(&input);
+        let _ = psp_service::register::decode_answer_for_fuzzing(&input);
     }
 }

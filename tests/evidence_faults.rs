@@ -202,7 +202,7 @@ fn get(addr: SocketAddr, path: &str) -> Response {
 /// The `eidas` header of the sandbox PSP certificate `name`.
 fn eidas(name: &str) -> String {
     let pem = std::fs::read(common::test_pki::test_pki().psp(name)).expect("cert");
-    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+    let der = psp_cert::cert::PspCertificate::parse(&pem)
         .expect("parses")
         .der;
     base64::engine::general_purpose::STANDARD.encode(der)
@@ -1139,7 +1139,7 @@ fn rewrite_and_rechain(lines: &mut [String], from: usize, edit: impl Fn(&str) ->
     for i in from..lines.len() {
         let mut v: serde_json::Value = serde_json::from_str(&edit(&lines[i])).expect("json");
         if i > 0 {
-            let prev = psp_gateway::hex::lower(&psp_gateway::hex::sha256(lines[i - 1].as_bytes()));
+            let prev = psp_cert::hex::lower(&psp_cert::hex::sha256(lines[i - 1].as_bytes()));
             v["prev"] = prev.into();
         }
         // Keep `seq` and `prev` first, as the writer does.
@@ -1197,7 +1197,7 @@ fn refusals_rewritten_as_permits_after_a_crash_never_become_signed_history() {
             let mark = cp.with_file_name("checkpoints.synced");
             let mut m: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(&mark).expect("the mark")).expect("json");
-            m["chain_head"] = psp_gateway::hex::lower(&psp_gateway::hex::sha256(
+            m["chain_head"] = psp_cert::hex::lower(&psp_cert::hex::sha256(
                 lines.last().expect("a line").as_bytes(),
             ))
             .into();
@@ -1225,7 +1225,7 @@ fn refusals_rewritten_as_permits_after_a_crash_never_become_signed_history() {
         assert_eq!(std::fs::read_to_string(aside).expect("read"), forged);
         assert_eq!(
             opened["set_aside_sha256"],
-            psp_gateway::hex::lower(&psp_gateway::hex::sha256(forged.as_bytes())),
+            psp_cert::hex::lower(&psp_cert::hex::sha256(forged.as_bytes())),
             "{opened}"
         );
         let v = verify_with_checkpoints(&dir, &[]);
@@ -1460,7 +1460,7 @@ fn b4_audit_repair_changes_nothing_it_refuses_and_never_follows_a_symbolic_link(
     );
     // A log whose last line is longer than the window read back: refused, not cut.
     let long = dir.join("long.jsonl");
-    let log = psp_gateway::telemetry::audit::AuditLog::open(&long).expect("open");
+    let log = psp_service::telemetry::audit::AuditLog::open(&long).expect("open");
     let mut m = serde_json::Map::new();
     m.insert("message".into(), "check".into());
     log.append(m).expect("append");

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use psp_gateway::evidence::{
+use psp_service::evidence::{
     Alg, JwkError, Jwks, JwsError, JwsVerified, NoteError, PublicKey, SigningKey, note_sign,
     note_verify, sign_detached, verify_detached,
 };
@@ -399,13 +399,13 @@ fn a_retired_key_is_held_to_its_life_by_both_verifiers() {
         let early = note_at("2025-11-24T16:00:30Z");
         let late = note_at("2025-12-24T16:00:00Z");
         assert!(
-            psp_gateway::telemetry::audit::proof::open_note(
+            psp_service::telemetry::audit::proof::open_note(
                 &early,
                 std::slice::from_ref(&retired_key)
             )
             .is_ok()
         );
-        let why = psp_gateway::telemetry::audit::proof::open_note(
+        let why = psp_service::telemetry::audit::proof::open_note(
             &late,
             std::slice::from_ref(&retired_key),
         )
@@ -477,7 +477,7 @@ fn a_note_with_two_time_lines_or_a_compact_jws_of_another_type_is_refused_by_bot
         "{NOTE_NAME}\n7\nqINS1GRFhWHwdkUeqLEoP4yEMkTBBrxhEcqd1K4uo+s=\ntime 2025-11-24T16:00:30Z\ntime 2025-12-24T16:00:00Z\n"
     );
     let note = note_sign(&signer, NOTE_NAME, &text).expect("sign");
-    let why = psp_gateway::telemetry::audit::proof::open_note(&note, &[signer.public()])
+    let why = psp_service::telemetry::audit::proof::open_note(&note, &[signer.public()])
         .unwrap_err()
         .to_string();
     assert!(why.contains("more than one time line"), "{why}");
@@ -485,9 +485,9 @@ fn a_note_with_two_time_lines_or_a_compact_jws_of_another_type_is_refused_by_bot
     assert!(why.contains("more than one time line"), "{why}");
     // A compact JWS typed as a JWT is not a signed decision.
     let jwks = Jwks::new([signer.public()]);
-    let jwt = psp_gateway::evidence::sign_compact(&signer, "JWT", b"{}", IAT);
+    let jwt = psp_service::evidence::sign_compact(&signer, "JWT", b"{}", IAT);
     assert!(matches!(
-        psp_gateway::evidence::verify_compact(&jwks, &jwt),
+        psp_service::evidence::verify_compact(&jwks, &jwt),
         Err(JwsError::NotADecision { .. })
     ));
     let jwks_file = scratch.write("typ-jwks.json", jwks.to_json().as_bytes());

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use psp_gateway::evidence::{Alg, Jwks, SigningKey, note_sign};
-use psp_gateway::hex;
-use psp_gateway::telemetry::audit::checkpoint::{CheckpointLine, CheckpointSpec};
-use psp_gateway::telemetry::audit::{AuditLog, GENESIS, Options};
+use psp_cert::hex;
+use psp_service::evidence::{Alg, Jwks, SigningKey, note_sign};
+use psp_service::telemetry::audit::checkpoint::{CheckpointLine, CheckpointSpec};
+use psp_service::telemetry::audit::{AuditLog, GENESIS, Options};
 use serde_json::{Map, Value, json};
 
 const ORIGIN: &str = "psp-gateway.test/audit";
@@ -1053,7 +1053,7 @@ fn after_a_key_rotation_the_log_goes_on_when_the_old_key_is_among_the_previous_k
     let both = s.path("both.json");
     std::fs::write(
         &both,
-        psp_gateway::evidence::Jwks::new([old.public(), new.public()]).to_json(),
+        psp_service::evidence::Jwks::new([old.public(), new.public()]).to_json(),
     )
     .expect("write");
     let o = verify(&[&log], &cp, &both, &[]);
@@ -1072,7 +1072,7 @@ fn after_a_key_rotation_the_log_goes_on_when_the_old_key_is_among_the_previous_k
     let published = s.path("published.json");
     std::fs::write(
         &published,
-        psp_gateway::evidence::Jwks::new([new.public(), old.public().retired_at(now + 2)])
+        psp_service::evidence::Jwks::new([new.public(), old.public().retired_at(now + 2)])
             .to_json(),
     )
     .expect("write");
@@ -1114,7 +1114,7 @@ fn request_record(id: &str, decision: &str) -> Map<String, Value> {
 fn each_request_record_stands_with_the_signed_decision_it_names() {
     let s = Scratch::new("decisions");
     let key = key(Alg::Es256);
-    let jws = psp_gateway::evidence::sign_compact(&key, "psp-decision+json", b"{}", 1_764_000_000);
+    let jws = psp_service::evidence::sign_compact(&key, "psp-decision+json", b"{}", 1_764_000_000);
     let id = hex::lower(&hex::sha256(jws.as_bytes())[..16]);
     let signed = |id: &str| {
         let mut m = Map::new();
@@ -1336,7 +1336,7 @@ fn b1_an_old_checkpoint_appended_or_the_file_reordered_never_sets_signed_records
 }
 
 fn cp_mark(checkpoints: &Path) -> PathBuf {
-    psp_gateway::telemetry::audit::checkpoint::mark_path(checkpoints)
+    psp_service::telemetry::audit::checkpoint::mark_path(checkpoints)
 }
 
 #[test]
@@ -1399,7 +1399,7 @@ fn b7_a_request_record_is_held_to_the_decisions_signature_and_subject() {
     let decision = |signer: &SigningKey, verdict: &str, cert: &str| {
         let payload =
             json!({"decision": verdict, "psp": {"certificateSha256": cert}, "site": "xx"});
-        let jws = psp_gateway::evidence::sign_compact(
+        let jws = psp_service::evidence::sign_compact(
             signer,
             "psp-decision+json",
             payload.to_string().as_bytes(),

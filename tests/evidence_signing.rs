@@ -19,7 +19,7 @@ use common::test_pki::{test_config, test_pki};
 use common::upstream;
 use http::{Method, StatusCode};
 use psp_gateway::app::EvidenceConfigError;
-use psp_gateway::evidence::{
+use psp_service::evidence::{
     Alg, Jwks, JwsError, PublicKey, SigningKey, verify_compact, verify_detached,
 };
 use serde_json::{Value, json};
@@ -62,7 +62,7 @@ fn without_evidence(text: String) -> String {
 
 fn b64_of(name: &str) -> String {
     let pem = std::fs::read(test_pki().psp(name)).expect("PSP certificate");
-    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+    let der = psp_cert::cert::PspCertificate::parse(&pem)
         .expect("parses")
         .der;
     STANDARD.encode(der)
@@ -260,13 +260,13 @@ async fn evidence_verify_accepts_a_signed_answer_and_refuses_a_tampered_one_or_a
 
     // The signature says which question it answers (issue 38 finding 7): the certificate,
     // the jurisdiction, the reference and the caller, in the protected header.
-    let verified = psp_gateway::evidence::verify_detached(&sandbox_jwks(), &jws, &reply.body)
+    let verified = psp_service::evidence::verify_detached(&sandbox_jwks(), &jws, &reply.body)
         .expect("verifies");
     let question = verified.question.expect("a question");
     let valid_der = STANDARD.decode(&valid).expect("base64");
     assert_eq!(
         question["certSha256"],
-        psp_gateway::hex::lower(&psp_gateway::hex::sha256(&valid_der))
+        psp_cert::hex::lower(&psp_cert::hex::sha256(&valid_der))
     );
     assert_eq!(question["jurisdiction"], "XX");
     assert_eq!(question["fiReferenceId"], "PSDXX-TEST-999999");
@@ -368,10 +368,10 @@ async fn a_decision_is_signed_once_and_every_request_it_decides_names_it() {
         let fields = &s["fields"];
         let jws = fields["decision_jws"].as_str().expect("jws");
         let id = fields["decision_id"].as_str().expect("id");
-        let digest = psp_gateway::hex::sha256(jws.as_bytes());
+        let digest = psp_cert::hex::sha256(jws.as_bytes());
         assert_eq!(
             id,
-            psp_gateway::hex::lower(&digest[..16]),
+            psp_cert::hex::lower(&digest[..16]),
             "the id is the JWS's hash"
         );
         // Every request of this decision names it.
@@ -428,9 +428,9 @@ fn a_decision_token_from_another_key_with_alg_none_or_a_swapped_payload_is_refus
     let jwks_file = dir.join("jwks.json");
     std::fs::write(&jwks_file, sandbox_jwks().to_json()).expect("write");
     let key = sandbox_key();
-    let genuine = psp_gateway::evidence::sign_compact(
+    let genuine = psp_service::evidence::sign_compact(
         &key,
-        psp_gateway::evidence::DECISION_TYPE,
+        psp_service::evidence::DECISION_TYPE,
         br#"{"decision":"refuse"}"#,
         1_764_000_000,
     );
@@ -453,9 +453,9 @@ fn a_decision_token_from_another_key_with_alg_none_or_a_swapped_payload_is_refus
     );
     // Signed by a key the JWKS does not hold, under the sandbox key's kid.
     let stranger = SigningKey::from_pem(&SigningKey::generate_pem(Alg::Es256)).expect("key");
-    let forged = psp_gateway::evidence::sign_compact(
+    let forged = psp_service::evidence::sign_compact(
         &stranger,
-        psp_gateway::evidence::DECISION_TYPE,
+        psp_service::evidence::DECISION_TYPE,
         br#"{"decision":"permit"}"#,
         1,
     );

@@ -173,8 +173,8 @@ const MAX_TABLE_GROWTH_BYTES: u64 = 64 * 1024 * 1024;
 /// refused (so that every attempt is verified and tracked: the worst case for the tables),
 /// under 100,000 wrong logins for 100 names from 1,000 addresses. A cheap hash (8 KiB, one
 /// pass) stands in for the sandbox's, whose argon2 cost the first phase measured.
-async fn login_tables_under_a_hundred_thousand_wrong_logins(api: &psp_gateway::api::ApiConfig) {
-    use psp_gateway::api::{AuthFailure, Authenticator, Credential, LoginLimits};
+async fn login_tables_under_a_hundred_thousand_wrong_logins(api: &psp_faces::api::ApiConfig) {
+    use psp_faces::api::{AuthFailure, Authenticator, Credential, LoginLimits};
     use std::sync::Arc;
     let cheap = argon2::PasswordHasher::hash_password(
         &argon2::Argon2::new(

@@ -359,7 +359,7 @@ fn xfcc_element(by: &str, psp: &str) -> String {
 /// A PEM certificate's DER, the hex SHA-256 of it (Envoy's `Hash`), and the PEM URL-encoded
 /// (Envoy's `Cert`).
 fn hash_and_cert(pem: &str) -> (Vec<u8>, String, String) {
-    let der = psp_gateway::cert::input::decode_certificate_input(pem.as_bytes()).expect("DER");
+    let der = psp_cert::cert::input::decode_certificate_input(pem.as_bytes()).expect("DER");
     let hash: String = ring::digest::digest(&ring::digest::SHA256, &der)
         .as_ref()
         .iter()
@@ -735,7 +735,7 @@ async fn a_malformed_check_request_is_denied_400_never_allowed() {
     }
     // Each is counted as the face's own refusal (no site chosen).
     let metrics =
-        psp_gateway::telemetry::metrics::render(&prometheus_client::registry::Registry::default());
+        psp_service::telemetry::metrics::render(&prometheus_client::registry::Registry::default());
     let counted: f64 = metrics
         .lines()
         .filter(|line| {

@@ -14,8 +14,8 @@ mod common;
 
 use std::sync::Arc;
 
-use psp_gateway::CountryCode;
-use psp_gateway::service::Checked;
+use psp_cert::country::CountryCode;
+use psp_service::service::Checked;
 use time::{Duration, OffsetDateTime};
 
 fn xx() -> CountryCode {

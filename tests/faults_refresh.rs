@@ -91,7 +91,7 @@ fn temporaries(dir: &Path) -> Vec<PathBuf> {
 
 fn sequence_of(path: &Path) -> Option<u64> {
     let bytes = std::fs::read(path).ok()?;
-    psp_gateway::trust::tsl::parse(&bytes).ok()?.sequence_number
+    psp_service::trust::tsl::parse(&bytes).ok()?.sequence_number
 }
 
 /// What the rounds left, for the report: the version stored before (`old`) or the new one

@@ -19,10 +19,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hyper::Method;
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::check::{CheckReport, ErrorCode, MethodOutcome};
-use psp_gateway::revocation::{MethodStats, RevocationChecker, RevocationConfig};
-use psp_gateway::service::CheckService;
+use psp_cert::cert::PspCertificate;
+use psp_check::check::{CheckReport, ErrorCode, MethodOutcome};
+use psp_service::revocation::{MethodStats, RevocationChecker, RevocationConfig};
+use psp_service::service::CheckService;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -39,7 +39,7 @@ async fn check(
     service: &CheckService,
     leaf: &PspCertificate,
     bound: Duration,
-) -> (Arc<psp_gateway::service::Checked>, Duration) {
+) -> (Arc<psp_service::service::Checked>, Duration) {
     let started = Instant::now();
     let report = tokio::time::timeout(
         bound,
@@ -408,7 +408,7 @@ async fn the_faults_are_in_the_revocation_fetch_metric() {
         .header("host", "localhost")
         .body(Full::new(Bytes::new()))
         .expect("request");
-    let response = tokio::time::timeout(SLACK, psp_gateway::admin::handle(admin, request))
+    let response = tokio::time::timeout(SLACK, psp_faces::admin::handle(admin, request))
         .await
         .expect("scraped");
     let text = response

@@ -293,7 +293,7 @@ async fn call(faces: &Faces, method: &str, path: &str, body: Bytes) -> Outcome {
     let started = Instant::now();
     let response = tokio::time::timeout(
         BOUND,
-        psp_gateway::sites::handle_on(&faces.sites, listen, request, connection),
+        psp_faces::sites::handle_on(&faces.sites, listen, request, connection),
     )
     .await
     .unwrap_or_else(|_| panic!("{method} {path}: no response head within {BOUND:?}"));
@@ -491,7 +491,7 @@ async fn a_slow_but_steady_response_body_is_not_cut_off() {
         .expect("a gateway listener");
     let response = tokio::time::timeout(
         BOUND,
-        psp_gateway::sites::handle_on(
+        psp_faces::sites::handle_on(
             &faces.sites,
             listen,
             in_memory::request("GET", "/v1/accounts/steady-drip"),

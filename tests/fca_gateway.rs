@@ -16,7 +16,7 @@ use base64::engine::general_purpose::STANDARD;
 use common::service::*;
 use common::test_pki::{test_config, test_pki};
 use http::{Method, Response, StatusCode};
-use psp_gateway::server::{self, Body, Handler, Limits, full};
+use psp_server::{self as server, Body, Handler, Limits, full};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;

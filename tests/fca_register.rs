@@ -15,13 +15,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{HeaderMap, Response, StatusCode};
-use psp_gateway::fetch::{AllowDestinations, FetchError, Fetcher};
-use psp_gateway::register::{
+use psp_server::{self as server, Body, Handler, Limits, full};
+use psp_service::fetch::{AllowDestinations, FetchError, Fetcher};
+use psp_service::register::{
     AuthStatus, Category, FcaAnswer, FcaConfig, FcaCredentials, FcaEndpoint, FcaError,
     FcaFreshness, FcaManualClock, FcaPassportDirection, FcaQuota, FcaRateLimit, FcaRegister,
     ServiceSet, frn_of,
 };
-use psp_gateway::server::{self, Body, Handler, Limits, full};
 use psp_testkit::wait::{Gate, until};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -222,7 +222,7 @@ fn register(config: FcaConfig, clock: &Arc<FcaManualClock>) -> FcaRegister {
     FcaRegister::with_clock(config, fetcher, clock.clone()).expect("valid configuration")
 }
 
-fn firm_of(answer: &FcaAnswer) -> &psp_gateway::register::FcaFirm {
+fn firm_of(answer: &FcaAnswer) -> &psp_service::register::FcaFirm {
     answer.firm().expect("the firm is in the register")
 }
 
@@ -869,7 +869,7 @@ async fn hostile_references_are_refused_before_any_request() {
 
 #[test]
 fn the_fuzzing_entry_decodes_real_answers_as_the_adapter_does() {
-    use psp_gateway::register::decode_answer_for_fuzzing;
+    use psp_service::register::decode_answer_for_fuzzing;
     for (file, records) in [
         ("registers/fca/fca_552016_firm.json", 1),
         ("registers/fca/fca_765112_permissions_p1.json", 1),

@@ -17,8 +17,8 @@ use common::upstream;
 use common::*;
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::check::CheckReport;
+use psp_cert::cert::PspCertificate;
+use psp_check::check::CheckReport;
 use rcgen::KeyPair;
 
 /// One forged identity: the re-issued PSP certificate, the key the attacker holds for it, and
@@ -123,7 +123,7 @@ fn repo() -> PathBuf {
     root().join("certs")
 }
 
-fn check(trust: &psp_gateway::TrustList, f: &Forgery) -> CheckReport {
+fn check(trust: &psp_service::trust::TrustList, f: &Forgery) -> CheckReport {
     run(trust, &f.leaf(), &f.presented(), "XX", now())
 }
 
@@ -136,7 +136,7 @@ fn codes(r: &CheckReport) -> Vec<&'static str> {
 }
 
 /// The sandbox trust source with the QTSP root as its only issuer.
-fn root_trust(dir: &std::path::Path) -> psp_gateway::TrustList {
+fn root_trust(dir: &std::path::Path) -> psp_service::trust::TrustList {
     trust(&format!(
         r#"
 [[trust.sources]]

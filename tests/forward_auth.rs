@@ -124,7 +124,7 @@ async fn ask(fa: SocketAddr, headers: &[(&str, &str)]) -> Reply {
 
 fn der_of(pem_file: &std::path::Path) -> Vec<u8> {
     let pem = std::fs::read(pem_file).unwrap_or_else(|e| panic!("{}: {e}", pem_file.display()));
-    psp_gateway::cert::input::decode_certificate_input(&pem).expect("a certificate")
+    psp_cert::cert::input::decode_certificate_input(&pem).expect("a certificate")
 }
 
 fn psp_der(psp: &str) -> Vec<u8> {
@@ -268,7 +268,7 @@ async fn nginx_asks_with_x_original_method_uri_and_host_and_the_escaped_pem() {
     // The certificate header for the API: the same certificate.
     let forwarded = reply.header("x-psp-certificate").expect("certificate");
     assert_eq!(
-        psp_gateway::cert::input::decode_certificate_input(forwarded.as_bytes())
+        psp_cert::cert::input::decode_certificate_input(forwarded.as_bytes())
             .expect("x-psp-certificate decodes"),
         psp_der("valid")
     );
@@ -652,7 +652,7 @@ async fn a_caller_whose_address_is_not_configured_is_refused_before_any_decision
         metrics.contains("face=\"forward-auth\",site=\"xx\",route=\"/v1/funds-confirmations\"")
     };
     let metrics = || {
-        psp_gateway::telemetry::metrics::render(&prometheus_client::registry::Registry::default())
+        psp_service::telemetry::metrics::render(&prometheus_client::registry::Registry::default())
     };
     assert!(!counted(&metrics()), "decided for an unknown caller");
     running.stop().await;
@@ -1242,7 +1242,7 @@ async fn interleaved_certificates_each_get_their_own_decision_from_the_shared_pa
                     assert_allowed(&reply, "PSDXX-TEST-000001");
                     let forwarded = reply.header("x-psp-certificate").expect("certificate");
                     assert_eq!(
-                        psp_gateway::cert::input::decode_certificate_input(forwarded.as_bytes())
+                        psp_cert::cert::input::decode_certificate_input(forwarded.as_bytes())
                             .expect("x-psp-certificate decodes"),
                         psp_der(psp),
                         "round {round}: {psp}"

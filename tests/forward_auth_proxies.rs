@@ -268,9 +268,9 @@ async fn a_valid_psp_reaches_the_api_with_its_identity_and_never_with_a_forged_o
         let certificate = values(seen, "x-psp-certificate")[0].to_owned();
         let pem = std::fs::read(test_pki().psp("aisp")).expect("pem");
         assert_eq!(
-            psp_gateway::cert::input::decode_certificate_input(certificate.as_bytes())
+            psp_cert::cert::input::decode_certificate_input(certificate.as_bytes())
                 .expect("x-psp-certificate decodes"),
-            psp_gateway::cert::input::decode_certificate_input(&pem).expect("pem")
+            psp_cert::cert::input::decode_certificate_input(&pem).expect("pem")
         );
     }
     rig.stop().await;

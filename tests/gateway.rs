@@ -111,7 +111,7 @@ async fn a_valid_psp_is_forwarded_with_identity_headers_over_http1_and_http2() {
                 .decode_utf8()
                 .expect("utf-8")
                 .into_owned();
-        let cert = psp_gateway::PspCertificate::parse(pem.as_bytes()).expect("a certificate");
+        let cert = psp_cert::cert::PspCertificate::parse(pem.as_bytes()).expect("a certificate");
         assert_eq!(cert.der, load_cert(&test_pki().psp("valid")).der);
     }
     running.stop().await;
@@ -444,11 +444,11 @@ async fn a_revocation_takes_effect_on_a_resumed_tls_session_and_on_an_open_conne
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let responder_addr = listener.local_addr().expect("addr");
     let dir = std::env::temp_dir().join(format!("psp-gateway-revocation-{}", std::process::id()));
-    psp_gateway::sandbox::generate_with_base_url(&dir, &format!("http://{responder_addr}/sandbox"))
+    psp_sandbox::generate_with_base_url(&dir, &format!("http://{responder_addr}/sandbox"))
         .expect("generate");
     let slot = serve_swappable(
         listener,
-        psp_gateway::sandbox::SandboxResponder::load(&dir).expect("responder"),
+        psp_sandbox::SandboxResponder::load(&dir).expect("responder"),
     );
     let up = upstream::start().await;
     let config = config_for(&dir, |t| {
@@ -497,7 +497,7 @@ async fn a_revocation_takes_effect_on_a_resumed_tls_session_and_on_an_open_conne
     )
     .expect("write");
     *slot.write().expect("lock") =
-        std::sync::Arc::new(psp_gateway::sandbox::SandboxResponder::load(&dir).expect("reload"));
+        std::sync::Arc::new(psp_sandbox::SandboxResponder::load(&dir).expect("reload"));
 
     // Past the result and OCSP cache lifetimes (1 s each here), the same client resumes its
     // TLS session, which skips the handshake's certificate verifier; the check still runs.
@@ -640,7 +640,7 @@ async fn with_resumption_off_every_connection_is_a_full_handshake() {
     let second = call_with(&running, client, Proto::H1, get("/v1/accounts")).await;
     assert!(!first.resumed && second.resumed);
     assert!(
-        psp_gateway::telemetry::metrics::metrics()
+        psp_service::telemetry::metrics::metrics()
             .client_chains
             .get()
             >= 1,
@@ -687,7 +687,7 @@ async fn interleaved_keep_alive_connections_of_two_psps_never_swap_identities() 
             .decode_utf8()
             .expect("utf-8")
             .into_owned();
-            let cert = psp_gateway::PspCertificate::parse(pem.as_bytes()).expect("certificate");
+            let cert = psp_cert::cert::PspCertificate::parse(pem.as_bytes()).expect("certificate");
             assert_eq!(cert.der, load_cert(&test_pki().psp(psp)).der, "{psp}");
         }
     }

@@ -200,7 +200,7 @@ async fn http2_cookie_crumbs_reach_an_http1_upstream_as_one_line() {
 
 #[tokio::test]
 async fn each_client_has_its_own_request_quota_in_a_bounded_table() {
-    use psp_gateway::telemetry::metrics::{TableLabels, metrics};
+    use psp_service::telemetry::metrics::{TableLabels, metrics};
     let up = upstream::start().await;
     // Three requests per client; the table remembers two clients; the test's own address is
     // a trusted proxy, so X-Forwarded-For names the client.

@@ -11,7 +11,7 @@ use common::log_capture::capture;
 use common::test_pki::test_config;
 use common::upstream;
 use http::StatusCode;
-use psp_gateway::telemetry::metrics::{FaceLabels, RequestLabels, metrics};
+use psp_service::telemetry::metrics::{FaceLabels, RequestLabels, metrics};
 
 fn requests(route: &str, decision: &str, reason: &str) -> u64 {
     metrics()

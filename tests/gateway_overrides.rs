@@ -321,9 +321,9 @@ async fn one_psps_streams_cannot_multiply_into_upstream_connections() {
         .expect("response");
     assert_eq!(response.status(), StatusCode::OK, "the budget came back");
     let overflows = |scope: &str| {
-        psp_gateway::telemetry::metrics::metrics()
+        psp_service::telemetry::metrics::metrics()
             .upstream_overflows
-            .get_or_create(&psp_gateway::telemetry::metrics::ScopeLabels {
+            .get_or_create(&psp_service::telemetry::metrics::ScopeLabels {
                 scope: scope.to_owned(),
             })
             .get()

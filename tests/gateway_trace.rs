@@ -251,19 +251,19 @@ async fn from_trusted_proxies_ignores_a_clients_traceparent_and_believes_the_pro
 /// `site` asked, as a forward-auth caller asks, whether `valid` may GET /v1/accounts, with
 /// the trace fields `trace_headers`.
 async fn forward_auth_ask(
-    site: &psp_gateway::gateway::GatewayState,
+    site: &psp_faces::gateway::GatewayState,
     trace_headers: http::HeaderMap,
-) -> psp_gateway::gateway::Answer {
+) -> psp_faces::gateway::Answer {
     let chain: Vec<Vec<u8>> = in_memory::chain_of("valid")
         .into_iter()
         .map(|c| c.to_vec())
         .collect();
-    site.authorise(psp_gateway::gateway::Ask {
+    site.authorise(psp_faces::gateway::Ask {
         face: "forward-auth",
         method: http::Method::GET,
         target: "/v1/accounts".to_owned(),
         host: None,
-        chain: Ok(psp_gateway::gateway::DecodedChain::new(chain)),
+        chain: Ok(psp_faces::gateway::DecodedChain::new(chain)),
         peer: SocketAddr::from(([127, 0, 0, 1], 1)),
         header_names: Vec::new(),
         edge_removes: false,
@@ -281,7 +281,7 @@ async fn an_external_authorisers_audit_record_carries_the_trace_of_the_request_i
     let site = faces.sites.named("default").expect("the default site");
     let answer = forward_auth_ask(
         site,
-        psp_gateway::gateway::trace_headers([
+        psp_faces::gateway::trace_headers([
             ("Traceparent", CLIENT_TRACEPARENT.as_bytes()),
             ("x-other", &b"1"[..]),
         ]),
@@ -308,7 +308,7 @@ async fn through_an_authoriser_from_trusted_proxies_never_believes_the_clients_t
     let site = faces.sites.named("default").expect("the default site");
     let answer = forward_auth_ask(
         site,
-        psp_gateway::gateway::trace_headers([("traceparent", CLIENT_TRACEPARENT.as_bytes())]),
+        psp_faces::gateway::trace_headers([("traceparent", CLIENT_TRACEPARENT.as_bytes())]),
     )
     .await;
     assert!(answer.allowed(), "{answer:?}");
@@ -415,12 +415,12 @@ async fn other_tracing_systems_headers_follow_the_trust_mode_as_traceparent_does
             .map(|c| c.to_vec())
             .collect();
         let answer = site
-            .authorise(psp_gateway::gateway::Ask {
+            .authorise(psp_faces::gateway::Ask {
                 face: "ext_authz",
                 method: http::Method::GET,
                 target: "/v1/accounts".to_owned(),
                 host: None,
-                chain: Ok(psp_gateway::gateway::DecodedChain::new(chain)),
+                chain: Ok(psp_faces::gateway::DecodedChain::new(chain)),
                 peer: SocketAddr::from(([127, 0, 0, 1], 1)),
                 header_names: OTHER_SYSTEMS.iter().map(|(n, _)| (*n).to_owned()).collect(),
                 edge_removes: true,
@@ -428,7 +428,7 @@ async fn other_tracing_systems_headers_follow_the_trust_mode_as_traceparent_does
                 trace_headers: http::HeaderMap::new(),
             })
             .await;
-        let psp_gateway::gateway::Answer::Allow { remove, .. } = answer else {
+        let psp_faces::gateway::Answer::Allow { remove, .. } = answer else {
             panic!("{extra:?}: not allowed: {answer:?}");
         };
         for (name, _) in OTHER_SYSTEMS {

@@ -89,7 +89,7 @@ const AUTH: &str = "Basic c2FuZGJveDpzYW5kYm94"; // sandbox:sandbox
 /// A check of the sandbox's valid certificate on the check endpoint.
 async fn a_normal_request(addr: std::net::SocketAddr) -> Reply {
     let pem = std::fs::read(common::test_pki::test_pki().psp("valid")).expect("pem");
-    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+    let der = psp_cert::cert::PspCertificate::parse(&pem)
         .expect("certificate")
         .der;
     use base64::Engine;

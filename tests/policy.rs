@@ -6,11 +6,14 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use psp_gateway::check::{self, CheckInput, MethodOutcome, RevocationEvidence, Snapshots};
-use psp_gateway::policy::{self, CrossBorderRule, Policy, Reason};
-use psp_gateway::register::{AuthStatus, RegisterSnapshot, ServiceSet};
-use psp_gateway::revocation::crl::CrlIndex;
-use psp_gateway::{CheckReport, Config, PspCertificate, TrustList};
+use psp_cert::cert::PspCertificate;
+use psp_check::CheckReport;
+use psp_check::check::{self, CheckInput, MethodOutcome, RevocationEvidence, Snapshots};
+use psp_check::policy::{self, CrossBorderRule, Policy, Reason};
+use psp_gateway::Config;
+use psp_service::register::{AuthStatus, RegisterSnapshot, ServiceSet};
+use psp_service::revocation::crl::CrlIndex;
+use psp_service::trust::TrustList;
 
 const NOW: &str = "2026-11-21T00:00:00Z";
 
@@ -25,7 +28,7 @@ fn sandbox() -> Sandbox {
         trust: config
             .load_trust(time::OffsetDateTime::now_utc())
             .expect("trust"),
-        registers: psp_gateway::register::load(&config.registers, &config.base_dir)
+        registers: psp_service::register::load(&config.registers, &config.base_dir)
             .expect("registers")
             .0,
     }
@@ -187,7 +190,7 @@ fn certificate_problems_are_named_in_a_fixed_order() {
         "no verified evidence: fail closed"
     );
     assert_eq!(
-        psp_gateway::gateway::refusal_status(Reason::RevocationUnknown.kind()),
+        psp_faces::gateway::refusal_status(Reason::RevocationUnknown.kind()),
         http::StatusCode::UNAUTHORIZED
     );
 }
@@ -219,7 +222,7 @@ fn a_register_that_contradicts_itself_vouches_for_nothing_in_that_category() {
     std::fs::write(&file, serde_json::to_vec(&native).expect("JSON")).expect("write");
     let contradicted = Sandbox {
         trust: sb.trust,
-        registers: psp_gateway::register::load(
+        registers: psp_service::register::load(
             &toml::from_str(&format!(
                 "[[files]]\npath = {:?}\nformat = \"native\"",
                 file
@@ -260,7 +263,7 @@ fn register_problems_are_refused() {
         "the register's services count, not the certificate's roles"
     );
     assert_eq!(
-        psp_gateway::gateway::refusal_status(Reason::ServicesNotCovered.kind()),
+        psp_faces::gateway::refusal_status(Reason::ServicesNotCovered.kind()),
         http::StatusCode::FORBIDDEN
     );
     let mut only_authorised = rule("XX");

@@ -6,7 +6,7 @@ mod common;
 
 use common::{data, root};
 use psp_gateway::Config;
-use psp_gateway::trust::lotl;
+use psp_service::trust::lotl;
 
 fn template() -> Config {
     let path = root().join("deploy/gateway.production.toml");
@@ -106,7 +106,7 @@ fn template_in(dir: &std::path::Path) -> String {
     zip.write_all(&json).expect("write");
     zip.start_file("PSDMD.json.sha256", options)
         .expect("member");
-    zip.write_all(psp_gateway::hex::lower(&psp_gateway::hex::sha256(&json)).as_bytes())
+    zip.write_all(psp_cert::hex::lower(&psp_cert::hex::sha256(&json)).as_bytes())
         .expect("write");
     let zip = zip.finish().expect("zip").into_inner();
     std::fs::create_dir_all(dir.join("registers")).expect("dir");

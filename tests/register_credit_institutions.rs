@@ -9,8 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use psp_gateway::cert::PsdAuthNumber;
-use psp_gateway::register::{
+use psp_cert::cert::PsdAuthNumber;
+use psp_service::register::{
     AuthStatus, Category, RegisterConfig, RegisterFileConfig, RegisterFormat, ServiceSet,
 };
 
@@ -73,7 +73,7 @@ fn bafin(reference: &str) -> PsdAuthNumber {
 fn a_bank_psp_is_a_credit_institution_entitled_to_all_eight_services() {
     let dir = scratch("a_bank_psp");
     let (snapshot, _) =
-        psp_gateway::register::load(&config(&dir, true), Path::new("/")).expect("loads");
+        psp_service::register::load(&config(&dir, true), Path::new("/")).expect("loads");
     let de = snapshot.register("DE-BAFIN").expect("BaFin register");
     let bank = de.entity("100200").expect("the bank");
     assert_eq!(bank.entries.len(), 1);
@@ -117,7 +117,7 @@ fn a_bank_psp_is_a_credit_institution_entitled_to_all_eight_services() {
 #[test]
 fn without_merge_a_second_file_for_the_same_authority_is_refused_naming_both() {
     let dir = scratch("without_merge");
-    let e = psp_gateway::register::load(&config(&dir, false), Path::new("/"))
+    let e = psp_service::register::load(&config(&dir, false), Path::new("/"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("DE-BAFIN is defined twice"), "{e}");
@@ -129,7 +129,7 @@ fn merging_files_that_read_references_differently_is_refused() {
     let dir = scratch("merging");
     let mut c = config(&dir, true);
     c.files[1].normalise = Some(vec![]);
-    let e = psp_gateway::register::load(&c, Path::new("/"))
+    let e = psp_service::register::load(&c, Path::new("/"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("normalises references differently"), "{e}");

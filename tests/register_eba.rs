@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use psp_gateway::cert::PsdAuthNumber;
-use psp_gateway::country::CountryCode;
-use psp_gateway::register::{
+use psp_cert::cert::PsdAuthNumber;
+use psp_cert::country::CountryCode;
+use psp_service::register::{
     AuthStatus, Category, EbaReport, NormaliseRule, RegisterConfig, RegisterFileConfig,
     RegisterFormat, RegisterSnapshot, ServiceSet, import_eba, read_native_file, stats,
 };
@@ -44,7 +44,7 @@ fn eba_config(path: &Path, normalise: Option<Vec<NormaliseRule>>) -> RegisterCon
 
 fn load_eba(path: &Path) -> (RegisterSnapshot, EbaReport) {
     let (snapshot, mut report) =
-        psp_gateway::register::load(&eba_config(path, None), Path::new("/"))
+        psp_service::register::load(&eba_config(path, None), Path::new("/"))
             .expect("EBA file loads");
     let eba = report.files.remove(0).eba.expect("an EBA report");
     (snapshot, eba)
@@ -331,7 +331,7 @@ fn a_hyphenated_certificate_reference_meets_a_plain_register_reference_only_with
     let cert = auth("FI", "FINFSA", "1234567-8");
 
     let (plain, _) =
-        psp_gateway::register::load(&eba_config(&path, None), Path::new("/")).expect("loads");
+        psp_service::register::load(&eba_config(&path, None), Path::new("/")).expect("loads");
     assert!(
         plain
             .lookup(Some(&cert), cc("FI"))
@@ -346,7 +346,7 @@ fn a_hyphenated_certificate_reference_meets_a_plain_register_reference_only_with
         NormaliseRule::LeadingZeros,
         NormaliseRule::Dashes,
     ]);
-    let (dashed, _) = psp_gateway::register::load(&eba_config(&path, with_dashes), Path::new("/"))
+    let (dashed, _) = psp_service::register::load(&eba_config(&path, with_dashes), Path::new("/"))
         .expect("loads");
     let result = dashed.lookup(Some(&cert), cc("SE"));
     assert_eq!(result.home.category_entries[0].psp_legal_name, "Alfa Oy");
@@ -365,7 +365,7 @@ fn nca_map_overrides_rename_the_register_a_code_loads_into() {
     config.files[0]
         .nca_map
         .insert("ZZ-NEW".to_owned(), "ZZ_NEW-AUTH".to_owned());
-    let (snapshot, report) = psp_gateway::register::load(&config, Path::new("/")).expect("loads");
+    let (snapshot, report) = psp_service::register::load(&config, Path::new("/")).expect("loads");
     assert!(snapshot.register("ZZ-NEW").is_some());
     assert!(snapshot.register("ZZ-NEWAUTH").is_none());
     let eba = report.files[0].eba.as_ref().expect("EBA report");
@@ -399,7 +399,7 @@ fn importing_the_shape_example_writes_a_native_file_that_answers_the_same() {
         ..RegisterConfig::default()
     };
     let (from_native, _) =
-        psp_gateway::register::load(&native_config, Path::new("/")).expect("loads");
+        psp_service::register::load(&native_config, Path::new("/")).expect("loads");
     let (from_eba, _) = load_eba(&shape_example());
     let a = auth("IE", "CBI", "C58301");
     assert_eq!(

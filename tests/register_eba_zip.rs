@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use psp_gateway::register::{RegisterConfig, RegisterFileConfig, RegisterFormat, RegisterSnapshot};
+use psp_service::register::{RegisterConfig, RegisterFileConfig, RegisterFormat, RegisterSnapshot};
 
 fn shape_example() -> Vec<u8> {
     std::fs::read(
@@ -40,7 +40,7 @@ fn zip_of(members: &[(&str, &[u8])]) -> Vec<u8> {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    psp_gateway::hex::lower(&psp_gateway::hex::sha256(bytes))
+    psp_cert::hex::lower(&psp_cert::hex::sha256(bytes))
 }
 
 /// The published layout: the JSON and `<name>.sha256` holding "<hex>  <name>".
@@ -67,7 +67,7 @@ fn config(path: &Path) -> RegisterConfig {
 }
 
 fn load(path: &Path) -> Result<RegisterSnapshot, String> {
-    psp_gateway::register::load(&config(path), Path::new("/"))
+    psp_service::register::load(&config(path), Path::new("/"))
         .map(|(s, _)| s)
         .map_err(|e| e.to_string())
 }
@@ -101,7 +101,7 @@ fn a_zip_whose_json_does_not_match_its_sha256_is_refused_and_the_current_snapsho
     let dir = scratch("hash");
     let path = dir.join("eba.zip");
     std::fs::write(&path, published(&shape_example())).expect("write");
-    let (current, _) = psp_gateway::register::load(&config(&path), Path::new("/")).expect("loads");
+    let (current, _) = psp_service::register::load(&config(&path), Path::new("/")).expect("loads");
     let before = entity_count(&current);
     // One byte of the JSON changed after the digest was taken (white space, so the document
     // still parses: only the digest can tell).
@@ -118,7 +118,7 @@ fn a_zip_whose_json_does_not_match_its_sha256_is_refused_and_the_current_snapsho
         ]),
     )
     .expect("write");
-    let e = psp_gateway::register::load(&config(&path), Path::new("/"))
+    let e = psp_service::register::load(&config(&path), Path::new("/"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("eba.zip"), "{e}");

@@ -304,12 +304,12 @@ async fn the_service_fetches_a_missing_register_at_start_and_answers_every_reque
             (ok, failed)
         }));
     }
-    let fetcher = psp_gateway::fetch::Fetcher::new(allow, std::time::Duration::from_secs(5));
+    let fetcher = psp_service::fetch::Fetcher::new(allow, std::time::Duration::from_secs(5));
     let mut rounds = 0;
     while rounds < 200 && (rounds < 5 || answered.load(std::sync::atomic::Ordering::Relaxed) < 50) {
         rounds += 1;
         let round = rounds;
-        let done = psp_gateway::register::fetch_eba(
+        let done = psp_service::register::fetch_eba(
             &fetcher,
             &registers,
             &registers.files[registers.files.len() - 1],
@@ -342,7 +342,7 @@ async fn the_service_fetches_a_missing_register_at_start_and_answers_every_reque
 
 #[test]
 fn a_fetched_register_older_than_its_budget_is_reported_stale_and_a_fresh_one_is_not() {
-    use psp_gateway::register::{RegisterConfig, RegisterFileConfig, RegisterFormat};
+    use psp_service::register::{RegisterConfig, RegisterFileConfig, RegisterFormat};
     let dir = scratch("age");
     let path = dir.join("eba.zip");
     std::fs::write(&path, zip_of(&shape_example())).expect("write");
@@ -357,7 +357,7 @@ fn a_fetched_register_older_than_its_budget_is_reported_stale_and_a_fresh_one_is
         ..RegisterConfig::default()
     };
     let now = std::time::SystemTime::now();
-    let (fresh, _) = psp_gateway::register::load(&config(None), Path::new("/")).expect("loads");
+    let (fresh, _) = psp_service::register::load(&config(None), Path::new("/")).expect("loads");
     assert!(fresh.stale_files(now).is_empty());
     // Last replaced 49 hours ago: over the default 48-hour budget of a fetched file.
     let f = std::fs::File::options()
@@ -366,7 +366,7 @@ fn a_fetched_register_older_than_its_budget_is_reported_stale_and_a_fresh_one_is
         .expect("open");
     f.set_modified(now - std::time::Duration::from_secs(49 * 3600))
         .expect("set mtime");
-    let (old, _) = psp_gateway::register::load(&config(None), Path::new("/")).expect("loads");
+    let (old, _) = psp_service::register::load(&config(None), Path::new("/")).expect("loads");
     let stale = old.stale_files(now);
     assert_eq!(stale.len(), 1, "{stale:?}");
     assert!(
@@ -375,6 +375,6 @@ fn a_fetched_register_older_than_its_budget_is_reported_stale_and_a_fresh_one_is
     );
     // A configured budget of 72 hours covers it.
     let (covered, _) =
-        psp_gateway::register::load(&config(Some(72)), Path::new("/")).expect("loads");
+        psp_service::register::load(&config(Some(72)), Path::new("/")).expect("loads");
     assert!(covered.stale_files(now).is_empty());
 }

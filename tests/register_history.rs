@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::{at, root};
-use psp_gateway::register::{
+use psp_service::register::{
     History, RegisterConfig, RegisterFileConfig, RegisterFormat, RegisterSnapshot,
 };
 
@@ -87,7 +87,7 @@ fn each_content_is_kept_with_the_interval_it_was_in_force_and_pruned_after_the_r
     let load = |t: &str| {
         let as_of = history.as_of(&c, Path::new("/"), at(t)).expect("as of");
         let (snapshot, _) =
-            psp_gateway::register::load(&as_of.config, Path::new("/")).expect("loads");
+            psp_service::register::load(&as_of.config, Path::new("/")).expect("loads");
         (snapshot, as_of)
     };
     let (march, as_of) = load("2026-03-03T00:00:00Z");

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use psp_gateway::cert::PsdAuthNumber;
-use psp_gateway::country::CountryCode;
-use psp_gateway::register::{
+use psp_cert::cert::PsdAuthNumber;
+use psp_cert::country::CountryCode;
+use psp_service::register::{
     RegisterConfig, RegisterFileConfig, RegisterFormat, RegisterLoadError, RegisterSnapshot,
 };
 
@@ -92,12 +92,12 @@ fn a_truncated_file_is_rejected_with_its_position_and_the_old_snapshot_stays() {
     let file = dir.join("XX.json");
     std::fs::write(&file, GOOD).expect("write");
     let cfg = config(vec![native("XX.json")]);
-    let (first, _) = psp_gateway::register::load(&cfg, &dir).expect("first load");
+    let (first, _) = psp_service::register::load(&cfg, &dir).expect("first load");
     assert_eq!(legal_name(&first).as_deref(), Some("First PSP"));
 
     let cut = &GOOD[..GOOD.len() / 2];
     std::fs::write(&file, cut).expect("write truncated");
-    let err = psp_gateway::register::load(&cfg, &dir).expect_err("truncated JSON fails");
+    let err = psp_service::register::load(&cfg, &dir).expect_err("truncated JSON fails");
     let (line, _, message) = expect_parse_error(err, &file);
     assert_eq!(
         line,
@@ -115,10 +115,10 @@ fn a_value_of_the_wrong_type_is_rejected_at_its_line_and_the_old_snapshot_stays(
     let file = dir.join("XX.json");
     std::fs::write(&file, GOOD).expect("write");
     let cfg = config(vec![native("XX.json")]);
-    let (first, _) = psp_gateway::register::load(&cfg, &dir).expect("first load");
+    let (first, _) = psp_service::register::load(&cfg, &dir).expect("first load");
 
     std::fs::write(&file, GOOD.replace("[7, 8]", "\"seven\"")).expect("write wrong type");
-    let err = psp_gateway::register::load(&cfg, &dir).expect_err("wrong type fails");
+    let err = psp_service::register::load(&cfg, &dir).expect_err("wrong type fails");
     let (line, column, message) = expect_parse_error(err, &file);
     let services_line = GOOD
         .lines()
@@ -142,12 +142,12 @@ fn unknown_fields_and_out_of_range_services_are_rejected_with_their_position() {
         GOOD.replace("\"legalName\"", "\"colour\": \"blue\", \"legalName\""),
     )
     .expect("write");
-    let err = psp_gateway::register::load(&cfg, &dir).expect_err("unknown field");
+    let err = psp_service::register::load(&cfg, &dir).expect_err("unknown field");
     let (_, _, message) = expect_parse_error(err, &file);
     assert!(message.contains("unknown field `colour`"), "{message}");
 
     std::fs::write(&file, GOOD.replace("[7, 8]", "[7, 9]")).expect("write");
-    let err = psp_gateway::register::load(&cfg, &dir).expect_err("service 9");
+    let err = psp_service::register::load(&cfg, &dir).expect_err("service 9");
     let (_, _, message) = expect_parse_error(err, &file);
     assert!(
         message.contains("payment service 9 is not in 1 to 8"),
@@ -161,10 +161,10 @@ fn a_successful_reload_swaps_in_the_next_generation() {
     let file = dir.join("XX.json");
     std::fs::write(&file, GOOD).expect("write");
     let cfg = config(vec![native("XX.json")]);
-    let (before, _) = psp_gateway::register::load(&cfg, &dir).expect("first load");
+    let (before, _) = psp_service::register::load(&cfg, &dir).expect("first load");
 
     std::fs::write(&file, good_renamed()).expect("write new data");
-    let (after, report) = psp_gateway::register::load(&cfg, &dir).expect("reload");
+    let (after, report) = psp_service::register::load(&cfg, &dir).expect("reload");
     assert_eq!(report.files[0].registers[0].entities, 1);
     assert_eq!(legal_name(&after).as_deref(), Some("Second PSP"));
     // A reader that took the old snapshot keeps a consistent view.
@@ -184,7 +184,7 @@ fn a_truncated_eba_export_is_rejected_with_its_position() {
     std::fs::write(&file, cut).expect("write");
     let mut eba = native("eba.json");
     eba.format = RegisterFormat::Eba;
-    let err = psp_gateway::register::load(&config(vec![eba]), &dir).expect_err("truncated export");
+    let err = psp_service::register::load(&config(vec![eba]), &dir).expect_err("truncated export");
     let (line, _, _) = expect_parse_error(err, &file);
     assert_eq!(line, cut.lines().count());
 }
@@ -200,7 +200,7 @@ fn an_eba_export_with_a_wrong_type_is_rejected_with_its_position() {
     .expect("write");
     let mut eba = native("eba.json");
     eba.format = RegisterFormat::Eba;
-    let err = psp_gateway::register::load(&config(vec![eba]), &dir).expect_err("object as a name");
+    let err = psp_service::register::load(&config(vec![eba]), &dir).expect_err("object as a name");
     let (line, _, message) = expect_parse_error(err, &file);
     assert_eq!(line, 3);
     assert!(
@@ -215,7 +215,7 @@ fn a_file_that_is_not_an_eba_export_is_refused_rather_than_loaded_empty() {
     std::fs::write(dir.join("eba.json"), GOOD).expect("write");
     let mut eba = native("eba.json");
     eba.format = RegisterFormat::Eba;
-    let err = psp_gateway::register::load(&config(vec![eba]), &dir).expect_err("no records");
+    let err = psp_service::register::load(&config(vec![eba]), &dir).expect_err("no records");
     assert!(matches!(err, RegisterLoadError::Invalid { .. }), "{err}");
     assert!(err.to_string().contains("no EBA entity records"), "{err}");
 }
@@ -225,7 +225,7 @@ fn two_files_defining_one_nca_are_refused_naming_both() {
     let dir = scratch("duplicate");
     std::fs::write(dir.join("a.json"), GOOD).expect("write");
     std::fs::write(dir.join("b.json"), good_renamed()).expect("write");
-    let err = psp_gateway::register::load(&config(vec![native("a.json"), native("b.json")]), &dir)
+    let err = psp_service::register::load(&config(vec![native("a.json"), native("b.json")]), &dir)
         .expect_err("duplicate NCA");
     let text = err.to_string();
     assert!(text.contains("XX-TEST"), "{text}");
@@ -266,7 +266,7 @@ fn content_rules_are_checked_and_name_the_file() {
         ),
     ] {
         std::fs::write(&file, bad).expect("write");
-        let err = psp_gateway::register::load(&cfg, &dir).expect_err(expected);
+        let err = psp_service::register::load(&cfg, &dir).expect_err(expected);
         let text = err.to_string();
         assert!(text.starts_with(&file.display().to_string()), "{text}");
         assert!(text.contains(expected), "{text}");
@@ -276,7 +276,7 @@ fn content_rules_are_checked_and_name_the_file() {
 #[test]
 fn a_missing_file_is_reported_with_its_path() {
     let dir = scratch("missing");
-    let err = psp_gateway::register::load(&config(vec![native("absent.json")]), &dir)
+    let err = psp_service::register::load(&config(vec![native("absent.json")]), &dir)
         .expect_err("missing file");
     assert!(matches!(err, RegisterLoadError::Read { .. }), "{err}");
     assert!(err.to_string().contains("absent.json"), "{err}");
@@ -291,7 +291,7 @@ fn references_that_meet_after_normalisation_are_merged_into_one_entity() {
     );
     std::fs::write(dir.join("XX.json"), two).expect("write");
     let (snapshot, report) =
-        psp_gateway::register::load(&config(vec![native("XX.json")]), &dir).expect("loads");
+        psp_service::register::load(&config(vec![native("XX.json")]), &dir).expect("loads");
     assert_eq!(report.files[0].merged_references, 1);
     let auth = PsdAuthNumber {
         country: CountryCode::from_static("XX"),
@@ -321,7 +321,7 @@ fn contradicting_entries_after_normalisation_are_counted_and_reported() {
     );
     std::fs::write(dir.join("XX.json"), two).expect("write");
     let (snapshot, report) =
-        psp_gateway::register::load(&config(vec![native("XX.json")]), &dir).expect("loads");
+        psp_service::register::load(&config(vec![native("XX.json")]), &dir).expect("loads");
     assert_eq!(report.files[0].registers[0].contradicting, 1);
     assert!(
         report
@@ -349,7 +349,7 @@ fn contradicting_entries_after_normalisation_are_counted_and_reported() {
     // The control: without the second reference, nothing contradicts.
     std::fs::write(dir.join("XX.json"), GOOD).expect("write");
     let (_, report) =
-        psp_gateway::register::load(&config(vec![native("XX.json")]), &dir).expect("loads");
+        psp_service::register::load(&config(vec![native("XX.json")]), &dir).expect("loads");
     assert_eq!(report.files[0].registers[0].contradicting, 0);
 }
 
@@ -368,7 +368,7 @@ fn a_fifo_in_place_of_a_register_file_is_refused_not_waited_on() {
     let cfg = config(vec![native("XX.json")]);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(psp_gateway::register::load(&cfg, &dir).map(|_| ()));
+        let _ = tx.send(psp_service::register::load(&cfg, &dir).map(|_| ()));
     });
     let outcome = rx
         .recv_timeout(std::time::Duration::from_secs(10))

@@ -1,6 +1,6 @@
 //! Reference normalisation: each rule, and the defaults.
 
-use psp_gateway::register::{DEFAULT_RULES, Normalisation, NormaliseRule};
+use psp_service::register::{DEFAULT_RULES, Normalisation, NormaliseRule};
 
 fn with(rules: &[NormaliseRule]) -> Normalisation {
     Normalisation::from_rules(rules)

@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use psp_gateway::cert::PsdAuthNumber;
-use psp_gateway::country::CountryCode;
-use psp_gateway::register::{HomeOutcome, RegisterConfig, RegisterSnapshot, not_found_warning};
+use psp_cert::cert::PsdAuthNumber;
+use psp_cert::country::CountryCode;
+use psp_service::register::{HomeOutcome, RegisterConfig, RegisterSnapshot, not_found_warning};
 use serde_json::{Value, json};
 
 fn sandbox() -> RegisterSnapshot {
-    let (snapshot, report) = psp_gateway::register::load(
+    let (snapshot, report) = psp_service::register::load(
         &RegisterConfig::sandbox(),
         Path::new(env!("CARGO_MANIFEST_DIR")),
     )
@@ -418,7 +418,7 @@ fn register_blocks_read_back_from_their_json() {
     let result = sandbox().lookup(Some(&a), cc("GB"));
     let host = result.host.expect("cross-border");
     let text = serde_json::to_string(&host).expect("serialises");
-    let back: psp_gateway::register::RegisterBlock =
+    let back: psp_service::register::RegisterBlock =
         serde_json::from_str(&text).expect("reads back");
     assert_eq!(back, host);
     assert_eq!(
@@ -429,7 +429,7 @@ fn register_blocks_read_back_from_their_json() {
 
 #[test]
 fn a_snapshot_answers_with_its_generation() {
-    let (snapshot, _) = psp_gateway::register::load(
+    let (snapshot, _) = psp_service::register::load(
         &RegisterConfig::sandbox(),
         Path::new(env!("CARGO_MANIFEST_DIR")),
     )

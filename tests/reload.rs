@@ -232,7 +232,7 @@ async fn a_reload_forgets_the_remembered_login_of_a_changed_credential_only() {
     let other = |hash: &str| {
         format!("[[api.credentials]]\nusername = \"other\"\npassword_hash = \"{hash}\"\n")
     };
-    let first = psp_gateway::api::auth::hash_secret("sandbox").expect("hash");
+    let first = psp_faces::api::auth::hash_secret("sandbox").expect("hash");
     let path = sandbox_file(&dir, &other(&first));
     let running = start(psp_gateway::Config::load(&path).expect("config")).await;
     let api = running.api.expect("api");
@@ -256,7 +256,7 @@ async fn a_reload_forgets_the_remembered_login_of_a_changed_credential_only() {
 
     // `other` rehashed (the same password, another salt): its login is verified again, once;
     // the sandbox's is still remembered.
-    let second = psp_gateway::api::auth::hash_secret("sandbox").expect("hash");
+    let second = psp_faces::api::auth::hash_secret("sandbox").expect("hash");
     assert!(
         app::reload(&sandbox_file(&dir, &other(&second)), &running)
             .await
@@ -274,7 +274,7 @@ async fn a_reload_forgets_the_remembered_login_of_a_changed_credential_only() {
     assert_eq!(verifications(&running), verified + 1);
 
     // `other`'s password changed: the old one, remembered a moment ago, is refused.
-    let changed = psp_gateway::api::auth::hash_secret("a new password").expect("hash");
+    let changed = psp_faces::api::auth::hash_secret("a new password").expect("hash");
     assert!(
         app::reload(&sandbox_file(&dir, &other(&changed)), &running)
             .await
@@ -512,7 +512,7 @@ fn sandbox_hash_line(path: &std::path::Path) -> String {
 async fn api_check(api: std::net::SocketAddr, authorization: &str, query: &str) -> Reply {
     use base64::Engine;
     let pem = std::fs::read(root().join("certs/psp/valid.pem")).expect("cert");
-    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+    let der = psp_cert::cert::PspCertificate::parse(&pem)
         .expect("parses")
         .der;
     let eidas = base64::engine::general_purpose::STANDARD.encode(der);

@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use hyper::Method;
 use hyper::http::StatusCode;
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::check::{self, CheckInput, MethodOutcome};
-use psp_gateway::revocation::crl::{CrlIndex, CrlStatus};
-use psp_gateway::revocation::ocsp::{self, OcspError, OcspPolicy, OcspStatus, ResponderError};
-use psp_gateway::revocation::{CrlReason, RevocationChecker, RevocationConfig};
-use psp_gateway::sandbox::SandboxResponder;
-use psp_gateway::sandbox::pki::RevocationReason;
+use psp_cert::cert::PspCertificate;
+use psp_check::check::{self, CheckInput, MethodOutcome};
+use psp_sandbox::SandboxResponder;
+use psp_sandbox::pki::RevocationReason;
+use psp_service::revocation::crl::{CrlIndex, CrlStatus};
+use psp_service::revocation::ocsp::{self, OcspError, OcspPolicy, OcspStatus, ResponderError};
+use psp_service::revocation::{CrlReason, RevocationChecker, RevocationConfig};
 use support::*;
 use time::OffsetDateTime;
 
@@ -29,15 +29,15 @@ fn certs_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("certs")
 }
 
-fn manifest() -> psp_gateway::sandbox::Manifest {
-    psp_gateway::sandbox::load_manifest(&certs_dir().join("sandbox-pki.json")).expect("manifest")
+fn manifest() -> psp_sandbox::Manifest {
+    psp_sandbox::load_manifest(&certs_dir().join("sandbox-pki.json")).expect("manifest")
 }
 
 fn sandbox_cert(rel: &str) -> PspCertificate {
     load_cert(&certs_dir().join(rel))
 }
 
-fn psp(scenario: &str) -> (PspCertificate, psp_gateway::sandbox::pki::PspEntry) {
+fn psp(scenario: &str) -> (PspCertificate, psp_sandbox::pki::PspEntry) {
     let entry = manifest().psp(scenario).expect("scenario").clone();
     (sandbox_cert(&entry.cert), entry)
 }
@@ -245,7 +245,7 @@ fn the_sandbox_serves_ca_certificates_and_nothing_else() {
 /// The sandbox certificate with its revocation URLs moved from the admin listener's fixed
 /// port to the test server's.
 fn pointed_at(mut cert: PspCertificate, server: &TestServer) -> PspCertificate {
-    let base = psp_gateway::sandbox::pki::BASE_URL;
+    let base = psp_sandbox::pki::BASE_URL;
     let local = server.url("/sandbox");
     for url in cert.crl_urls.iter_mut().chain(cert.ocsp_urls.iter_mut()) {
         *url = url.replacen(base, &local, 1);
@@ -303,7 +303,7 @@ async fn the_checker_reads_the_sandbox_responder_over_http_and_the_check_reports
                 (other, _) => panic!("{scenario}: {other:?}"),
             }
         }
-        let registers = psp_gateway::register::RegisterSnapshot::empty();
+        let registers = psp_service::register::RegisterSnapshot::empty();
         let snapshots = check::Snapshots {
             trust: &trust,
             registers: &registers,

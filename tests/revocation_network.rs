@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::Method;
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::check::MethodOutcome;
-use psp_gateway::revocation::{
+use psp_cert::cert::PspCertificate;
+use psp_check::check::MethodOutcome;
+use psp_service::revocation::{
     AllowDestinations, ISSUER_MISMATCH, NO_CRL_URL, NO_OCSP_URL, RevocationChecker,
     RevocationConfig, UNKNOWN_ISSUER,
 };

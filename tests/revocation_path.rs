@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use hyper::Method;
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::service::CheckService;
+use psp_cert::cert::PspCertificate;
+use psp_service::service::CheckService;
 use rcgen::{KeyUsagePurpose, RevocationReason};
 use support::*;
 
@@ -39,7 +39,7 @@ async fn check(
     service: &CheckService,
     leaf: &PspCertificate,
     chain: &[&PspCertificate],
-) -> Arc<psp_gateway::service::Checked> {
+) -> Arc<psp_service::service::Checked> {
     service
         .check(
             Arc::new(leaf.clone()),
@@ -50,7 +50,7 @@ async fn check(
         .await
 }
 
-fn explanation(report: &psp_gateway::check::CheckReport) -> String {
+fn explanation(report: &psp_check::check::CheckReport) -> String {
     report.explanation().join(" | ")
 }
 
@@ -119,7 +119,7 @@ async fn a_psp_under_a_good_intermediate_is_not_revoked() {
     assert!(report.validity().not_revoked, "{report:#?}");
     assert_eq!(
         report.revocation(),
-        psp_gateway::check::RevocationStatus::Good
+        psp_check::check::RevocationStatus::Good
     );
 }
 
@@ -287,7 +287,7 @@ async fn an_issuer_name_written_with_other_spaces_or_case_is_still_the_issuer_fo
         PspCertificate::from_der(read(&data(&format!("pkits/certs/{name}.crt")))).expect("parses")
     };
     let ca = pkits("GoodCACert");
-    let checker = psp_gateway::revocation::RevocationChecker::new(&test_config()).expect("checker");
+    let checker = psp_service::revocation::RevocationChecker::new(&test_config()).expect("checker");
     for ee in [
         "ValidNameChainingWhitespaceTest3EE",
         "ValidNameChainingCapitalizationTest5EE",
@@ -300,8 +300,8 @@ async fn an_issuer_name_written_with_other_spaces_or_case_is_still_the_issuer_fo
         let evidence = checker.evidence(&cert, Some(&ca), NOW).await;
         assert_eq!(
             evidence.crl,
-            psp_gateway::check::MethodOutcome::Failed {
-                reason: psp_gateway::revocation::NO_CRL_URL.to_owned()
+            psp_check::check::MethodOutcome::Failed {
+                reason: psp_service::revocation::NO_CRL_URL.to_owned()
             },
             "{ee}"
         );

@@ -6,10 +6,10 @@ mod common;
 #[path = "revocation_support/mod.rs"]
 mod support;
 
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::revocation::CrlReason;
-use psp_gateway::revocation::crl::{CrlError, CrlIndex, CrlStatus};
-use psp_gateway::revocation::ocsp::{
+use psp_cert::cert::PspCertificate;
+use psp_service::revocation::CrlReason;
+use psp_service::revocation::crl::{CrlError, CrlIndex, CrlStatus};
+use psp_service::revocation::ocsp::{
     self, CertIdHash, OcspError, OcspPolicy, OcspSigner, OcspStatus, ResponderError, ResponderName,
     SingleStatus,
 };

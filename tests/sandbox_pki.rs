@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use psp_gateway::sandbox::pki::{
+use psp_sandbox::pki::{
     BASE_URL, MANIFEST_FILE, Manifest, RevocationReason, SandboxQcType, generate, load_manifest,
 };
 use time::OffsetDateTime;
@@ -447,11 +447,7 @@ fn generation_writes_every_file_the_manifest_lists_and_nothing_else() {
     let f = fixture();
     eprintln!("generation took {:?}", f.elapsed);
     // The evidence signing key sits at a fixed path beside the manifest.
-    let mut listed: Vec<&str> = vec![
-        MANIFEST_FILE,
-        "README.md",
-        psp_gateway::sandbox::pki::EVIDENCE_KEY,
-    ];
+    let mut listed: Vec<&str> = vec![MANIFEST_FILE, "README.md", psp_sandbox::pki::EVIDENCE_KEY];
     for ca in &f.manifest.cas {
         listed.extend([ca.cert.as_str(), ca.key.as_str()]);
     }
@@ -476,11 +472,11 @@ fn generation_writes_every_file_the_manifest_lists_and_nothing_else() {
     listed.sort_unstable();
     let written: Vec<&str> = f.files.keys().map(String::as_str).collect();
     assert_eq!(written, listed);
-    let key = psp_gateway::evidence::SigningKey::from_pem(
-        std::str::from_utf8(&f.files[psp_gateway::sandbox::pki::EVIDENCE_KEY]).expect("PEM text"),
+    let key = psp_service::evidence::SigningKey::from_pem(
+        std::str::from_utf8(&f.files[psp_sandbox::pki::EVIDENCE_KEY]).expect("PEM text"),
     )
     .expect("the evidence key loads");
-    assert_eq!(key.alg(), psp_gateway::evidence::Alg::Es256);
+    assert_eq!(key.alg(), psp_service::evidence::Alg::Es256);
 
     let cas: Vec<(&str, &str)> = f
         .manifest

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use psp_gateway::QtspSource;
+use psp_service::trust::QtspSource;
 
 /// A fixed time inside the sandbox certificates' validity (2025-01-01 → 2055-01-01).
 const NOW: &str = "2026-11-21T00:00:00Z";
@@ -141,7 +141,7 @@ fn the_wire_json_is_the_wire_form_serialised_once_per_report_and_link_base() {
     let trust = sandbox_trust();
     let cert = load_cert(&root().join("certs/psp/untrusted.pem"));
     let report = run(&trust, &cert, &[], "XX", at(NOW));
-    let r = psp_gateway::service::Checked::new(report.clone());
+    let r = psp_service::service::Checked::new(report.clone());
     for base in ["/docs/errors#", "https://bank.example/errors#"] {
         let expected = serde_json::to_vec(&r.to_wire(base)).expect("serialises");
         let first = r.wire_json(base).expect("serialises");
@@ -160,7 +160,7 @@ fn the_wire_json_is_the_wire_form_serialised_once_per_report_and_link_base() {
         .expect("valid.pem names its PSP")
         .to_owned();
     assert_ne!(report.auth_number(), Some(auth.as_str()));
-    let json = psp_gateway::service::Checked::new(other)
+    let json = psp_service::service::Checked::new(other)
         .wire_json("/docs/errors#")
         .expect("serialises");
     assert!(

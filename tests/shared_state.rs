@@ -1227,14 +1227,14 @@ async fn a_redis_certificate_that_does_not_verify_is_reported_as_such() {
     let _serial = SERIAL.lock().await;
     let redis = RedisServer::start_tls();
     let tls = redis.tls.as_ref().expect("TLS material");
-    let config: psp_gateway::server::SharedStateConfig = toml::from_str(&format!(
+    let config: psp_server::SharedStateConfig = toml::from_str(&format!(
         "url = \"{}\"\nusername = \"{USER}\"\nkey_prefix = \"test-{}\"",
         redis.url(),
         std::process::id()
     ))
     .expect("a [shared_state] section");
     let connect = |ca: &std::path::Path| {
-        let state = psp_gateway::server::SharedState::new(
+        let state = psp_server::SharedState::new(
             &config,
             Some(PASSWORD.to_owned()),
             Some(std::fs::read(ca).expect("a CA file")),

@@ -227,7 +227,7 @@ async fn the_server_name_chooses_the_certificate_and_an_unknown_one_fails_the_ha
     let addr = running.gateway.expect("gateway");
     let presented = |name: &str| {
         let pem = std::fs::read(test_pki().dir.join(format!("server/{name}.pem"))).expect("pem");
-        psp_gateway::cert::input::decode_certificate_input(&pem).expect("certificate")
+        psp_cert::cert::input::decode_certificate_input(&pem).expect("certificate")
     };
     for (asked, name) in [
         ("xx.localhost", "xx.localhost"),
@@ -316,7 +316,7 @@ async fn metrics_carry_the_site() {
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let text =
-        psp_gateway::telemetry::metrics::render(&prometheus_client::registry::Registry::default());
+        psp_service::telemetry::metrics::render(&prometheus_client::registry::Registry::default());
     assert!(
         text.contains("face=\"gateway\",site=\"xy\",route=\"/v1/accounts\",decision=\"rejected\""),
         "{text}"

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use psp_gateway::fetch::{AddressClass, AllowDestinations, Fetcher, Limits, allowed, classify};
+use psp_service::fetch::{AddressClass, AllowDestinations, Fetcher, Limits, allowed, classify};
 
 mod common;
 #[path = "revocation_support/mod.rs"]
@@ -232,7 +232,7 @@ async fn a_certificate_whose_path_does_not_verify_never_makes_the_gateway_fetch_
         .position(|w| w == b"leaf 03")
         .expect("the subject's common name is in the DER");
     der[at] = b'L';
-    let tampered = psp_gateway::cert::PspCertificate::from_der(der).expect("still parses");
+    let tampered = psp_cert::cert::PspCertificate::from_der(der).expect("still parses");
 
     for (name, cert) in [
         ("self-made", self_made),

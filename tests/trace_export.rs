@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, Full};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
-use psp_gateway::telemetry::otlp::TraceExport;
+use psp_service::telemetry::otlp::TraceExport;
 use tracing_subscriber::layer::SubscriberExt;
 
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -226,7 +226,7 @@ async fn export_is_off_unless_an_otlp_endpoint_is_set() {
     if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
         && std::env::var_os("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
     {
-        assert!(!psp_gateway::telemetry::otlp::enabled_by_env());
+        assert!(!psp_service::telemetry::otlp::enabled_by_env());
         assert!(TraceExport::from_env().expect("no error").is_none());
     }
 }
@@ -288,7 +288,7 @@ async fn serve_exports_when_the_standard_variable_names_a_collector() {
 
     // One check through the endpoint: its certificate check is a span of its own.
     let pem = std::fs::read(common::root().join("certs/psp/valid.pem")).expect("cert");
-    let der = psp_gateway::cert::PspCertificate::parse(&pem)
+    let der = psp_cert::cert::PspCertificate::parse(&pem)
         .expect("parses")
         .der;
     let eidas = {
@@ -343,7 +343,7 @@ async fn a_collector_that_refuses_the_spans_is_counted_not_silent() {
         }
     });
     let failures = || {
-        psp_gateway::telemetry::metrics::metrics()
+        psp_service::telemetry::metrics::metrics()
             .trace_export_failures
             .get()
     };

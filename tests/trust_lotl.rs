@@ -14,7 +14,7 @@ use common::data;
 use common::lotl_world::{CZ_2019, World, in_days, lotl_config, rfc3339};
 use common::xmlsec::{Scratch, b64, rsa_signer, sign_list, strip_signature};
 use http::StatusCode;
-use psp_gateway::trust::lotl;
+use psp_service::trust::lotl;
 use psp_testkit::server::Files;
 use time::OffsetDateTime;
 
@@ -55,7 +55,7 @@ fn read(rel: &str) -> Vec<u8> {
 
 /// Where the real 2019 LOTL says the CZ list is.
 fn cz_location_2019() -> String {
-    let list = psp_gateway::trust::tsl::parse(&read(LOTL_2019)).expect("parses");
+    let list = psp_service::trust::tsl::parse(&read(LOTL_2019)).expect("parses");
     lotl::national_pointers(&list, Some(&["CZ".to_owned()]))[0]
         .location
         .clone()
@@ -204,7 +204,7 @@ async fn fetch(config: &Path) -> Output {
 
 fn cached_sequence(dir: &Path, file: &str) -> Option<u64> {
     let bytes = std::fs::read(dir.join("cache/eu").join(file)).ok()?;
-    psp_gateway::trust::tsl::parse(&bytes).ok()?.sequence_number
+    psp_service::trust::tsl::parse(&bytes).ok()?.sequence_number
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -430,7 +430,7 @@ async fn serve_fetches_at_start_and_readyz_follows_the_lists_next_update() {
 
     // The real Czech QWAC's issuer is on the (re-signed) real Czech list: approved now.
     let qwac = Arc::new(
-        psp_gateway::cert::PspCertificate::parse(&read(
+        psp_cert::cert::PspCertificate::parse(&read(
             "psd2-certs/ica_creditas_cz_qwac_psdcz_cnb.pem",
         ))
         .expect("parses"),
@@ -548,9 +548,9 @@ fn check_with_lotl_authorises_a_list_through_the_lotl_or_refuses_it() {
 }
 
 /// A refresher as `trust fetch` makes one, allowed to reach 127.0.0.1.
-fn loopback_refresher() -> psp_gateway::trust::refresh::Refresher {
-    psp_gateway::trust::refresh::Refresher::new(psp_gateway::trust::refresh::FetchSettings {
-        allow: psp_gateway::fetch::AllowDestinations::Loopback,
+fn loopback_refresher() -> psp_service::trust::refresh::Refresher {
+    psp_service::trust::refresh::Refresher::new(psp_service::trust::refresh::FetchSettings {
+        allow: psp_service::fetch::AllowDestinations::Loopback,
         connect_timeout: Duration::from_secs(5),
         timeout: Duration::from_secs(20),
         mirrors: Vec::new(),
@@ -558,8 +558,8 @@ fn loopback_refresher() -> psp_gateway::trust::refresh::Refresher {
     })
 }
 
-fn lotl_spec(w: &World, location: String) -> psp_gateway::trust::LotlSpec {
-    psp_gateway::trust::LotlSpec {
+fn lotl_spec(w: &World, location: String) -> psp_service::trust::LotlSpec {
+    psp_service::trust::LotlSpec {
         location,
         signers: vec![w.k0.cert_pem.clone()],
         signer_sha256: Vec::new(),
@@ -647,11 +647,14 @@ async fn pivot_locations_of_an_unverified_lotl_are_never_opened_as_files_nor_fol
 }
 
 /// The trust list a LOTL source gives, loaded from its cache at `at`.
-fn load_source(spec: &psp_gateway::trust::LotlSpec, at: OffsetDateTime) -> psp_gateway::TrustList {
-    psp_gateway::trust::load(
-        &[psp_gateway::trust::SourceSpec {
+fn load_source(
+    spec: &psp_service::trust::LotlSpec,
+    at: OffsetDateTime,
+) -> psp_service::trust::TrustList {
+    psp_service::trust::load(
+        &[psp_service::trust::SourceSpec {
             name: "eu".to_owned(),
-            qtsp_source: psp_gateway::QtspSource::Eidas,
+            qtsp_source: psp_service::trust::QtspSource::Eidas,
             reported_jurisdiction: "EEA".to_owned(),
             valid_for: ["CZ".parse().expect("code")].into_iter().collect(),
             qc_compliance: None,
@@ -774,7 +777,7 @@ async fn check_with_a_lotl_past_its_next_update_uses_none_of_its_lists() {
 }
 
 /// Fetches `spec` in process; the CZ attempt's message, and whether it was stored.
-async fn fetch_cz(spec: &psp_gateway::trust::LotlSpec) -> (bool, String) {
+async fn fetch_cz(spec: &psp_service::trust::LotlSpec) -> (bool, String) {
     let outcome = loopback_refresher()
         .fetch_source(
             "eu",

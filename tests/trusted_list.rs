@@ -1,14 +1,14 @@
 //! Real ETSI TS 119 612 trusted lists (`shared/data/trusted-lists/`, from the esig/dss test
-//! resources) read by `psp_gateway::trust::tsl::parse`. Expected values were read off the
+//! resources) read by `psp_service::trust::tsl::parse`. Expected values were read off the
 //! XML files themselves; the XML signatures are not checked here (that is a later module).
 
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use psp_gateway::trust::qualifications::{
+use psp_service::trust::qualifications::{
     Assert, CriteriaList, Criterion, Qualification, Qualifier,
 };
-use psp_gateway::trust::tsl::{
+use psp_service::trust::tsl::{
     self, ServiceKinds, ServiceStatus, TrustedList, TslError, TslService,
 };
 use time::macros::datetime;

@@ -14,7 +14,7 @@ use std::process::Command;
 
 use base64::Engine as _;
 use common::xmlsec::{Scratch, Signer, run, signer};
-use psp_gateway::trust::xmlsig::{
+use psp_service::trust::xmlsig::{
     Canonicalization, DigestAlgorithm, SignatureAlgorithm, XmlSigError, verify_bytes,
 };
 

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::PspCertificate;
-use psp_gateway::cert::{decode_certificate_chain, decode_certificate_input};
+use psp_cert::cert::PspCertificate;
+use psp_cert::cert::{decode_certificate_chain, decode_certificate_input};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(der) = decode_certificate_input(data) {

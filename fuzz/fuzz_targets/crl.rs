@@ -4,8 +4,8 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::PspCertificate;
-use psp_gateway::revocation::crl::CrlIndex;
+use psp_cert::cert::PspCertificate;
+use psp_service::revocation::crl::CrlIndex;
 
 fn issuer() -> &'static PspCertificate {
     static ISSUER: OnceLock<PspCertificate> = OnceLock::new();

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::register::decode_answer_for_fuzzing;
+use psp_service::register::decode_answer_for_fuzzing;
 
 fuzz_target!(|data: &[u8]| {
     let _ = decode_answer_for_fuzzing(data);

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::server::framing::Framer;
+use psp_server::framing::Framer;
 
 /// What hyper would read, and the refusal, with reads of `step` bytes.
 fn run(input: &[u8], step: usize) -> (Vec<u8>, Option<&'static str>) {

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::revocation::ocsp::parse_response;
+use psp_service::revocation::ocsp::parse_response;
 
 fuzz_target!(|data: &[u8]| {
     let _ = parse_response(data);

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::cert::qc::decode_qc_statements;
+use psp_cert::cert::qc::decode_qc_statements;
 
 fuzz_target!(|data: &[u8]| {
     let _ = decode_qc_statements(data, false);

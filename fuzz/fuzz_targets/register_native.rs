@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::register::read_native_file;
+use psp_service::register::read_native_file;
 
 fuzz_target!(|data: &[u8]| {
     let path = std::env::temp_dir().join(format!("fuzz-native-{}.json", std::process::id()));

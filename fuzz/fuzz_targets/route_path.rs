@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::gateway::path::normalise;
+use psp_faces::gateway::path::normalise;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(path) = std::str::from_utf8(data) else {

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::trust::tsl::parse;
+use psp_service::trust::tsl::parse;
 
 fuzz_target!(|data: &[u8]| {
     let _ = parse(data);

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::trust::xmlsig::parse_document;
+use psp_service::trust::xmlsig::parse_document;
 
 fuzz_target!(|data: &[u8]| {
     let _ = parse_document(data);

@@ -26,7 +26,7 @@ pub fn publish_whole(files: &Files, zip: &[u8]) {
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    psp_gateway::hex::lower(&psp_gateway::hex::sha256(bytes))
+    psp_cert::hex::lower(&psp_cert::hex::sha256(bytes))
 }
 
 /// The published ZIP: the JSON and its `.sha256`.

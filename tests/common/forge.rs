@@ -6,7 +6,7 @@ pub use psp_testkit::der::*;
 
 /// The subject key identifier written in a DER certificate, if any.
 pub fn subject_key_id(der: &[u8]) -> Option<Vec<u8>> {
-    psp_gateway::cert::PspCertificate::from_der(der.to_vec())
+    psp_cert::cert::PspCertificate::from_der(der.to_vec())
         .expect("parses")
         .subject_key_id
 }

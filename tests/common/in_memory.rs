@@ -10,12 +10,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
+use psp_faces::gateway::Connection;
 use psp_gateway::Config;
 use psp_gateway::app::{self, Faces};
-use psp_gateway::gateway::Connection;
-use psp_gateway::revocation::RevocationChecker;
-use psp_gateway::server::{ConnInfo, TlsInfo};
-use psp_gateway::service::{CheckService, ReferenceData, Revocation};
+use psp_server::{ConnInfo, TlsInfo};
+use psp_service::revocation::RevocationChecker;
+use psp_service::service::{CheckService, ReferenceData, Revocation};
 use rustls_pki_types::CertificateDer;
 use time::OffsetDateTime;
 
@@ -55,7 +55,7 @@ impl Answer {
 /// The client certificate chain of the test PKI's PSP `name`, as a TLS handshake presents it.
 pub fn chain_of(name: &str) -> Vec<CertificateDer<'static>> {
     let pem = std::fs::read(test_pki().psp(name)).expect("PSP certificate");
-    psp_gateway::cert::input::decode_certificate_chain(&pem)
+    psp_cert::cert::input::decode_certificate_chain(&pem)
         .expect("PEM chain")
         .into_iter()
         .map(CertificateDer::from)
@@ -103,7 +103,7 @@ pub async fn gateway_at(
     connection: &Arc<Connection>,
     request: Request<Full<Bytes>>,
 ) -> Answer {
-    read(psp_gateway::sites::handle_on(&faces.sites, listen, request, Arc::clone(connection)).await)
+    read(psp_faces::sites::handle_on(&faces.sites, listen, request, Arc::clone(connection)).await)
         .await
 }
 
@@ -116,7 +116,7 @@ pub async fn gateway(
     gateway_on(faces, &connection(Some(chain)), request).await
 }
 
-async fn read(response: http::Response<psp_gateway::server::Body>) -> Answer {
+async fn read(response: http::Response<psp_server::Body>) -> Answer {
     let (parts, body) = response.into_parts();
     Answer {
         status: parts.status,
@@ -159,7 +159,7 @@ pub async fn api(
         SocketAddr::from(([127, 0, 0, 1], 40_001)),
         None,
     ));
-    let answer = read(psp_gateway::api::handle(state, request, info).await).await;
+    let answer = read(psp_faces::api::handle(state, request, info).await).await;
     super::service::Reply {
         status: answer.status,
         headers: answer.headers,

@@ -22,10 +22,12 @@ use std::path::{Path, PathBuf};
 #[allow(unused_imports)] // the gateway tests use it
 pub use psp_testkit::tls_client;
 
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::check::{self, CheckInput, CheckReport, RevocationEvidence, Snapshots};
-use psp_gateway::register::RegisterSnapshot;
-use psp_gateway::{Config, CountryCode, TrustList};
+use psp_cert::cert::PspCertificate;
+use psp_cert::country::CountryCode;
+use psp_check::check::{self, CheckInput, CheckReport, RevocationEvidence, Snapshots};
+use psp_gateway::Config;
+use psp_service::register::RegisterSnapshot;
+use psp_service::trust::TrustList;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -162,13 +164,13 @@ pub fn process_memory(field: &str) -> u64 {
 /// and conformance tests build their trust anchors with it.
 pub fn anchors_trust_list<'a>(
     name: &str,
-    qtsp_source: psp_gateway::trust::QtspSource,
+    qtsp_source: psp_service::trust::QtspSource,
     reported: &str,
     jurisdiction: CountryCode,
     origin: &str,
     anchors: impl IntoIterator<Item = &'a PspCertificate>,
 ) -> TrustList {
-    use psp_gateway::trust::{
+    use psp_service::trust::{
         Approval, CertKind, QcCompliancePolicy, Source, TrustedIssuer, UntypedPolicy,
     };
     use std::collections::BTreeSet;

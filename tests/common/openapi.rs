@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use http::{HeaderMap, StatusCode};
-use psp_gateway::api::PATH;
+use psp_faces::api::PATH;
 use serde_json::{Map, Value, json};
 
 use super::root;

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use psp_gateway::Config;
-use psp_gateway::sandbox::{SandboxResponder, generate_with_base_url};
-use psp_gateway::server::{self, Handler, Limits, full};
+use psp_sandbox::{SandboxResponder, generate_with_base_url};
+use psp_server::{self as server, Handler, Limits, full};
 use time::OffsetDateTime;
 
 use super::root;

@@ -12,7 +12,7 @@ use futures_util::stream;
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use psp_gateway::server::{self, Body, Handler, Limits, full};
+use psp_server::{self as server, Body, Handler, Limits, full};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 

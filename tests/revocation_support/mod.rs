@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use der::asn1::{BitString, Null, OctetString};
 use der::{Decode as _, Encode as _};
-use psp_gateway::cert::PspCertificate;
-use psp_gateway::revocation::ocsp::{CertIdHash, OID_PKIX_OCSP_NONCE};
-use psp_gateway::revocation::{AllowDestinations, RevocationConfig};
+use psp_cert::cert::PspCertificate;
+use psp_service::revocation::ocsp::{CertIdHash, OID_PKIX_OCSP_NONCE};
+use psp_service::revocation::{AllowDestinations, RevocationConfig};
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateRevocationListParams, CrlDistributionPoint,
     DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose,
@@ -420,11 +420,11 @@ pub use psp_testkit::server::{
 pub fn service_trusting(
     anchors: &[&PspCertificate],
     config: &RevocationConfig,
-) -> psp_gateway::service::CheckService {
-    use psp_gateway::service::{CheckService, DataSources, ReferenceData, Revocation};
+) -> psp_service::service::CheckService {
+    use psp_service::service::{CheckService, DataSources, ReferenceData, Revocation};
     let trust = crate::common::anchors_trust_list(
         "generated",
-        psp_gateway::trust::QtspSource::Eidas,
+        psp_service::trust::QtspSource::Eidas,
         "XX",
         "XX".parse().expect("country code"),
         "generated anchor",
@@ -432,7 +432,7 @@ pub fn service_trusting(
     );
     let data = ReferenceData {
         trust,
-        registers: psp_gateway::register::RegisterSnapshot::empty(),
+        registers: psp_service::register::RegisterSnapshot::empty(),
         generation: 1,
         loaded_at: NOW,
         sources: DataSources {
@@ -441,7 +441,7 @@ pub fn service_trusting(
             base_dir: std::path::PathBuf::from("."),
         },
     };
-    let checker = psp_gateway::revocation::RevocationChecker::new(config).expect("checker");
+    let checker = psp_service::revocation::RevocationChecker::new(config).expect("checker");
     CheckService::new(
         data,
         Revocation::Fetch(checker),

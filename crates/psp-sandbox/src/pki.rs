@@ -130,7 +130,7 @@ pub const EVIDENCE_KEY: &str = "evidence/sandbox-signing.key";
 const README: &str = "\
 # Sandbox PKI (generated: do not edit)
 
-Written by `psp_gateway::sandbox::pki::generate`; `sandbox-pki.json` lists every file.
+Written by `psp_sandbox::pki::generate`; `sandbox-pki.json` lists every file.
 
 **Every private key in this directory is a public test key.** The keys are published with
 the source code, so anyone can sign with them. Never trust these CAs, and never use these
