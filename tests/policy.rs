@@ -35,7 +35,7 @@ fn sandbox() -> Sandbox {
 }
 
 /// A verified CRL answer about `cert` at [`NOW`], from its sandbox CA (the one in `certs/ca/`
-/// whose subject is the certificate's issuer, signing with its key), listing the certificate
+/// whose subject and key identifier are the certificate's issuer's, signing with its key), listing the certificate
 /// when `revoked`. Evidence is real: a good answer can only come from a verified CRL or OCSP
 /// response.
 fn crl_answer(cert: &PspCertificate, revoked: bool) -> MethodOutcome {
@@ -44,7 +44,11 @@ fn crl_answer(cert: &PspCertificate, revoked: bool) -> MethodOutcome {
         .expect("certs/ca")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "pem"))
-        .find(|p| load_cert(p).subject_raw == cert.issuer_raw)
+        .find(|p| {
+            // The issuer by name and key: `untrusted-issuing` has `qtsp-issuing`'s name.
+            let ca = load_cert(p);
+            ca.subject_raw == cert.issuer_raw && ca.subject_key_id == cert.authority_key_id
+        })
         .expect("the certificate's sandbox CA");
     let ca = load_cert(&ca_pem);
     let now = at(NOW);

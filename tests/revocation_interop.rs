@@ -288,7 +288,7 @@ async fn the_checker_reads_the_sandbox_responder_over_http_and_the_check_reports
         let resolution = check::resolve_issuer(&input, &trust);
         let issuer = resolution
             .revocation_issuer()
-            .map(|k| k.certificate(&trust, &[]));
+            .and_then(|k| k.certificate(&trust, &[]));
         assert!(
             issuer.is_some(),
             "{scenario}: the sandbox issuer is trusted"

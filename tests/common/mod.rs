@@ -199,7 +199,7 @@ pub fn anchors_trust_list<'a>(
             }],
         })
         .collect();
-    TrustList::new(vec![source], issuers)
+    TrustList::new(vec![source], issuers).expect("every issuer names source 0")
 }
 
 /// The repository's `gateway.toml` with its two sandbox sites (`xx` and `xy`, told apart by

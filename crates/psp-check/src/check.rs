@@ -64,15 +64,16 @@ pub enum KeyRef {
 }
 
 impl KeyRef {
-    /// The certificate this reference designates, in `trust` or in `intermediates`.
+    /// The certificate this reference designates, in `trust` or in `intermediates`; `None`
+    /// when it designates none of them (a reference made for other inputs).
     pub fn certificate<'a>(
         &self,
         trust: &'a TrustList,
         intermediates: &'a [PspCertificate],
-    ) -> &'a PspCertificate {
+    ) -> Option<&'a PspCertificate> {
         match *self {
-            KeyRef::TrustList(i) => &trust.issuers()[i].certificate,
-            KeyRef::Presented(i) => &intermediates[i],
+            KeyRef::TrustList(i) => trust.issuers().get(i).map(|i| &i.certificate),
+            KeyRef::Presented(i) => intermediates.get(i),
         }
     }
 
@@ -105,16 +106,50 @@ pub enum TrustOutcome {
     Unknown,
 }
 
-/// Who issued the certificate, as far as verified signatures tell.
+/// Who issued the certificate, as far as verified signatures tell. Made only by
+/// [`resolve_issuer`], for one input and one trust list: [`report()`] uses it only for those
+/// (another one is resolved again), so a resolution cannot vouch for another certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuerResolution {
     /// The verified path `validQTSP` and `validSignature` come from, or why there is none.
     pub path: Result<VerifiedPath, PathFailure>,
     /// The judgement of the path's trust-list issuer.
     pub trust: TrustOutcome,
+    made_for: MadeFor,
+}
+
+/// The input and trust list a resolution was made for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MadeFor {
+    certificate: [u8; 32],
+    intermediates: Vec<[u8; 32]>,
+    jurisdiction: CountryCode,
+    now: time::OffsetDateTime,
+    trust: u64,
+}
+
+impl MadeFor {
+    fn of(input: &CheckInput<'_>, trust: &TrustList) -> MadeFor {
+        MadeFor {
+            certificate: input.certificate.fingerprint_sha256,
+            intermediates: input
+                .intermediates
+                .iter()
+                .map(|c| c.fingerprint_sha256)
+                .collect(),
+            jurisdiction: input.jurisdiction,
+            now: input.now,
+            trust: trust.id(),
+        }
+    }
 }
 
 impl IssuerResolution {
+    /// Whether this resolution was made for `input` against `trust`.
+    pub fn is_for(&self, input: &CheckInput<'_>, trust: &TrustList) -> bool {
+        self.made_for == MadeFor::of(input, trust)
+    }
+
     /// The certificate's direct issuer on the verified path: the one revocation evidence must
     /// be signed by. `None` when no path verified (every signature up to a trust-list issuer):
     /// then nothing is fetched for the certificate, not even for a certificate that names a
@@ -189,6 +224,16 @@ pub fn report(
     let cert = input.certificate;
     let mut errors = Vec::new();
     let mut explanation = Vec::new();
+    // A resolution made for other inputs or another trust list is not this one's.
+    let resolved_here;
+    let resolution = if resolution.is_for(input, trust) {
+        resolution
+    } else {
+        resolved_here = resolve_issuer(input, trust);
+        &resolved_here
+    };
+    let admitted = self::revocation::admitted(input, trust, resolution, path_evidence);
+    let path_evidence = &admitted;
 
     let (valid_qtsp, source) = qtsp_flag(input, trust, resolution, &mut errors, &mut explanation);
     let valid_signature = signature_flag(
@@ -391,8 +436,7 @@ fn qtsp_common_name(
     match &resolution.path {
         Ok(p) => KeyRef::direct_issuer(p.anchor(), p.intermediates())
             .certificate(trust, input.intermediates)
-            .subject_cn
-            .clone()
+            .and_then(|issuer| issuer.subject_cn.clone())
             .or_else(|| cert.issuer_cn.clone()),
         Err(_) => cert.issuer_cn.clone(),
     }
@@ -429,15 +473,15 @@ fn signature_flag(
         }
         Err(PathFailure::CertificateSignature { path, error, .. }) => {
             let issuer = KeyRef::direct_issuer(path.anchor, &path.intermediates)
-                .certificate(trust, input.intermediates);
+                .certificate(trust, input.intermediates)
+                .map_or("?", |issuer| issuer.subject.as_str());
             if error.is_algorithm_problem() {
                 errors.push(algorithm_error(error, subject));
             } else {
                 errors.push(CertCheckError::new(
                     ErrorCode::SignatureInvalid,
                     format!(
-                        "Signature of {subject} does not verify with the key of {}, the issuer it names on the way to the trust list: {error}",
-                        issuer.subject
+                        "Signature of {subject} does not verify with the key of {issuer}, the issuer it names on the way to the trust list: {error}",
                     ),
                 ));
             }
@@ -549,6 +593,7 @@ fn presented_signature_flag(
 /// issuer first, then one whose certificates are all current, then the shortest. A name or a
 /// key identifier never decides: see [`path`].
 pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolution {
+    let trust_list = trust;
     match path::build(input.certificate, input.intermediates, trust) {
         Paths::Verified(paths) => {
             let current = |p: &VerifiedPath| {
@@ -582,6 +627,7 @@ pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolu
             IssuerResolution {
                 path: Ok(path),
                 trust,
+                made_for: MadeFor::of(input, trust_list),
             }
         }
         Paths::Failed(failure) => {
@@ -609,6 +655,7 @@ pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolu
             IssuerResolution {
                 path: Err(failure),
                 trust,
+                made_for: MadeFor::of(input, trust_list),
             }
         }
     }
@@ -770,7 +817,8 @@ mod tests {
                 origin: "test".into(),
                 history,
             }],
-        );
+        )
+        .expect("every issuer names a source");
         let cert = sandbox(cert);
         let input = CheckInput {
             certificate: &cert,
@@ -840,7 +888,8 @@ mod tests {
                 origin: "test".into(),
                 history: vec![approval(None, true, BOTH)],
             }],
-        );
+        )
+        .expect("every issuer names a source");
         let cert = sandbox("psp/obie-valid.pem");
         let input = CheckInput {
             certificate: &cert,

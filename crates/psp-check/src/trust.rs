@@ -151,6 +151,14 @@ pub enum PemIssuerError {
         /// The certificate's subject.
         subject: String,
     },
+    /// The source index names no source of the trust list.
+    #[error("trust source {source_index} does not exist (the list has {sources})")]
+    NoSuchSource {
+        /// The index given.
+        source_index: usize,
+        /// How many sources the list has.
+        sources: usize,
+    },
 }
 
 /// What a list is to its source.
@@ -460,26 +468,47 @@ pub struct TrustList {
     notes: Vec<String>,
     /// Every trusted list and LOTL met, used or not.
     lists: Vec<ListStatus>,
+    /// Which trust list this is, renewed by every change to its sources or issuers: an
+    /// [`crate::check::IssuerResolution`] is used only with the list it was made against.
+    id: u64,
+}
+
+/// A new trust-list identity ([`TrustList::id`]).
+fn next_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The TS 119 612 service type of a CA issuing qualified certificates.
 const SERVICE_TYPE_CA_QC: &str = "http://uri.etsi.org/TrstSvc/Svctype/CA/QC";
 
 impl TrustList {
-    /// A trust list from parts already built (tests, and loaders of other formats).
-    /// Each issuer's `source` must index into `sources`.
-    pub fn new(sources: Vec<Source>, issuers: Vec<TrustedIssuer>) -> TrustList {
-        assert!(
-            issuers.iter().all(|i| i.source < sources.len()),
-            "every issuer names one of the sources"
-        );
-        TrustList {
+    /// A trust list from parts already built (tests, and loaders of other formats). Each
+    /// issuer's `source` must index into `sources`.
+    pub fn new(
+        sources: Vec<Source>,
+        issuers: Vec<TrustedIssuer>,
+    ) -> Result<TrustList, PemIssuerError> {
+        if let Some(bad) = issuers.iter().find(|i| i.source >= sources.len()) {
+            return Err(PemIssuerError::NoSuchSource {
+                source_index: bad.source,
+                sources: sources.len(),
+            });
+        }
+        Ok(TrustList {
             sources,
             deadlines: vec![None; issuers.len()],
             issuers,
             notes: Vec::new(),
             lists: Vec::new(),
-        }
+            id: next_id(),
+        })
+    }
+
+    /// This trust list's identity: changes whenever a source or an issuer is added.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The trust sources, which [`TrustedIssuer::source`] indexes into.
@@ -581,25 +610,35 @@ impl TrustList {
 
     /// Adds a source; returns its index, which its issuers name.
     pub fn add_source(&mut self, source: Source) -> usize {
+        self.id = next_id();
         self.sources.push(source);
         self.sources.len() - 1
     }
 
     /// Adds an issuer approved by configuration: no list, so no deadline.
-    pub fn push_configured_issuer(&mut self, issuer: TrustedIssuer) {
-        assert!(
-            issuer.source < self.sources.len(),
-            "the issuer names one of the sources"
-        );
+    pub fn push_configured_issuer(&mut self, issuer: TrustedIssuer) -> Result<(), PemIssuerError> {
+        self.source_exists(issuer.source)?;
+        self.id = next_id();
         self.deadlines.push(None);
         self.issuers.push(issuer);
+        Ok(())
+    }
+
+    fn source_exists(&self, source: usize) -> Result<(), PemIssuerError> {
+        match source < self.sources.len() {
+            true => Ok(()),
+            false => Err(PemIssuerError::NoSuchSource {
+                source_index: source,
+                sources: self.sources.len(),
+            }),
+        }
     }
 
     /// A trust list of one source whose issuers are the CA certificates of `pem` (a PEM
     /// bundle or DER), approved for web and seal certificates ([`TrustList::add_pem_issuers`]).
     pub fn from_pem(source: Source, pem: &[u8]) -> Result<TrustList, PemIssuerError> {
         let origin = format!("PEM issuers of {}", source.name);
-        let mut trust = TrustList::new(vec![source], Vec::new());
+        let mut trust = TrustList::new(vec![source], Vec::new())?;
         trust.add_pem_issuers(0, pem, &[CertKind::Web, CertKind::Seal], &origin)?;
         Ok(trust)
     }
@@ -614,6 +653,7 @@ impl TrustList {
         kinds: &[CertKind],
         origin: &str,
     ) -> Result<usize, PemIssuerError> {
+        self.source_exists(source)?;
         let mut certificates = Vec::new();
         for der in crate::cert::decode_certificate_chain(pem)? {
             let certificate = PspCertificate::from_der(der)?;
@@ -624,20 +664,21 @@ impl TrustList {
             }
             certificates.push(certificate);
         }
-        let added = certificates.len();
-        self.add_issuers(source, certificates, kinds, origin);
-        Ok(added)
+        self.add_issuers(source, certificates, kinds, origin)
     }
 
     /// Adds `certificates` as issuers of source `source`, approved for `kinds` by the caller's
-    /// configuration since always; `origin` names where they came from, for reports.
+    /// configuration since always; `origin` names where they came from, for reports. Returns
+    /// how many were added.
     pub fn add_issuers(
         &mut self,
         source: usize,
         certificates: Vec<PspCertificate>,
         kinds: &[CertKind],
         origin: &str,
-    ) {
+    ) -> Result<usize, PemIssuerError> {
+        self.source_exists(source)?;
+        let added = certificates.len();
         for certificate in certificates {
             self.push_configured_issuer(TrustedIssuer {
                 source,
@@ -651,8 +692,9 @@ impl TrustList {
                     qualifications: Vec::new(),
                     not_understood: Vec::new(),
                 }],
-            });
+            })?;
         }
+        Ok(added)
     }
 
     /// Records what a load passed over, for `config check` and logs.
@@ -666,6 +708,7 @@ impl TrustList {
     }
 
     fn push_issuer(&mut self, deadline: ListDeadline, issuer: TrustedIssuer) {
+        self.id = next_id();
         self.deadlines.push(Some(deadline));
         self.issuers.push(issuer);
     }

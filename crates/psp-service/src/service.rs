@@ -630,17 +630,25 @@ async fn path_evidence(
         if pending.is_empty() {
             return plan.evidence();
         }
+        // The targets, copied out of the plan (their certificates are the input's), so that
+        // the plan can record the evidence.
+        let targets: Vec<_> = pending
+            .iter()
+            .filter_map(|&i| {
+                plan.target(i)
+                    .map(|t| (i, t.certificate, t.issuer, t.crl_signers.clone()))
+            })
+            .collect();
         let round = join_all(
-            pending
+            targets
                 .iter()
-                .map(|&i| {
-                    let t = plan.target(i);
-                    r.evidence_signed(t.certificate, Some(t.issuer), &t.crl_signers, now)
+                .map(|(_, certificate, issuer, signers)| {
+                    r.evidence_signed(certificate, Some(issuer), signers, now)
                 })
                 .collect(),
         )
         .await;
-        for (i, (evidence, signer)) in pending.into_iter().zip(round) {
+        for ((i, ..), (evidence, signer)) in targets.into_iter().zip(round) {
             plan.record(i, evidence, signer);
         }
     }

@@ -131,7 +131,8 @@ impl CheckReport {
     /// The register blocks for a PSP whose home register (`nca_id`) was consulted on demand
     /// ([`crate::register::RegisterSnapshot::lookup_on_demand`]), with `line` added to the
     /// explanation. The register answer is an input, as the snapshot is; the four flags stay
-    /// the check's.
+    /// the check's. An answer about another PSP (another authorisation number than the
+    /// certificate's, or an entity of another reference) is taken as no answer.
     pub fn consult_home_on_demand(
         &mut self,
         snapshot: &RegisterSnapshot,
@@ -141,6 +142,42 @@ impl CheckReport {
         line: String,
     ) {
         self.explanation.push(line);
+        // The answer is about this report's PSP only: the certificate's own authorisation
+        // number, and an entity of that reference. Any other is no answer (fail closed).
+        let own = self.auth_number.as_deref().is_some_and(|claimed| {
+            crate::cert::auth_number::identity_key(claimed) == auth.identity_key()
+        });
+        let entity_is_own = |entity: &crate::register::Entity| {
+            let as_auth = PsdAuthNumber {
+                reference: entity.reference.clone(),
+                ..auth.clone()
+            };
+            as_auth.identity_key() == auth.identity_key()
+        };
+        let refused;
+        let home = match home {
+            _ if !own => {
+                refused = OnDemandHome::Unavailable {
+                    reason:
+                        "The register answer is not about this certificate's authorisation number."
+                            .to_owned(),
+                };
+                &refused
+            }
+            OnDemandHome::Answer {
+                entity: Some(entity),
+                ..
+            } if !entity_is_own(entity) => {
+                refused = OnDemandHome::Unavailable {
+                    reason: format!(
+                        "The register answered with entity {}, which is not {}.",
+                        entity.reference, auth
+                    ),
+                };
+                &refused
+            }
+            home => home,
+        };
         self.registers = snapshot.lookup_on_demand(auth, jurisdiction, nca_id, home);
     }
 

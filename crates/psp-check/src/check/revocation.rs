@@ -77,12 +77,17 @@ pub struct RevocationPlan<'a> {
 
 impl<'a> RevocationPlan<'a> {
     /// The plan for the resolution's verified path; `None` when no path verified (then
-    /// nothing may be fetched: the certificate's URLs are attacker data).
+    /// nothing may be fetched: the certificate's URLs are attacker data), or when the
+    /// resolution was not made for `input` against `trust`.
     pub fn new(
         input: CheckInput<'a>,
         trust: &'a TrustList,
         resolution: &IssuerResolution,
     ) -> Option<RevocationPlan<'a>> {
+        // A resolution made for other inputs or another trust list plans nothing.
+        if !resolution.is_for(&input, trust) {
+            return None;
+        }
         let path = resolution.path.as_ref().ok()?;
         let mut plan = RevocationPlan {
             input,
@@ -193,9 +198,10 @@ impl<'a> RevocationPlan<'a> {
             .collect()
     }
 
-    /// The target at index `i` (as returned by [`RevocationPlan::pending`]).
-    pub fn target(&self, i: usize) -> &Target<'a> {
-        &self.targets[i]
+    /// The target at index `i` (as returned by [`RevocationPlan::pending`]); `None` for an
+    /// index the plan does not have.
+    pub fn target(&self, i: usize) -> Option<&Target<'a>> {
+        self.targets.get(i)
     }
 
     /// Records target `i`'s evidence. `crl_signer`: the index into its
@@ -243,6 +249,72 @@ impl<'a> RevocationPlan<'a> {
             above,
             incomplete: self.incomplete,
         }
+    }
+}
+
+/// The evidence as the check may rely on it: every good or revoked answer whose proof
+/// ([`crate::revocation::Verified`]) admits it for the certificate it is given for, signed by
+/// that certificate's issuer on the verified path (or a CRL signer of that issuer), read as of
+/// the time of the check; any other answer becomes a method that could not complete, saying
+/// why. Without a verified path, no answer is about a certificate of the path: none is admitted.
+pub(crate) fn admitted(
+    input: &CheckInput<'_>,
+    trust: &TrustList,
+    resolution: &IssuerResolution,
+    evidence: &PathEvidence,
+) -> PathEvidence {
+    // Who may sign answers about each certificate of the path, by its fingerprint; and, for
+    // the CRL signers' own certificates, any key of the path.
+    let mut signers: Vec<([u8; 32], Vec<[u8; 32]>)> = Vec::new();
+    let mut path_keys: Vec<[u8; 32]> = Vec::new();
+    if let Some(plan) = RevocationPlan::new(*input, trust, resolution) {
+        for target in plan.targets.iter() {
+            let mut keys = vec![crate::hex::sha256(&target.issuer.spki)];
+            keys.extend(
+                target
+                    .crl_signers
+                    .iter()
+                    .map(|c| crate::hex::sha256(&c.spki)),
+            );
+            path_keys.extend(keys.iter().copied());
+            signers.push((target.certificate.fingerprint_sha256, keys));
+        }
+    }
+    let admit = |certificate: &[u8; 32], evidence: &RevocationEvidence| {
+        let keys = signers
+            .iter()
+            .find(|(c, _)| c == certificate)
+            .map_or(path_keys.as_slice(), |(_, keys)| keys.as_slice());
+        let method = |outcome: &MethodOutcome| {
+            let verified = match outcome {
+                MethodOutcome::Good { verified, .. } | MethodOutcome::Revoked { verified, .. } => {
+                    verified
+                }
+                MethodOutcome::Failed { .. } => return outcome.clone(),
+            };
+            match verified.admits(outcome, certificate, keys, input.now) {
+                Ok(()) => outcome.clone(),
+                Err(why) => MethodOutcome::Failed {
+                    reason: format!("not relied on: {why}"),
+                },
+            }
+        };
+        RevocationEvidence {
+            crl: method(&evidence.crl),
+            ocsp: method(&evidence.ocsp),
+        }
+    };
+    PathEvidence {
+        certificate: admit(&input.certificate.fingerprint_sha256, &evidence.certificate),
+        above: evidence
+            .above
+            .iter()
+            .map(|ca| CaEvidence {
+                evidence: admit(&ca.fingerprint, &ca.evidence),
+                ..ca.clone()
+            })
+            .collect(),
+        incomplete: evidence.incomplete.clone(),
     }
 }
 
@@ -321,7 +393,7 @@ mod tests {
         MethodOutcome::Good {
             evidence: "test".into(),
             valid_until: None,
-            verified: crate::revocation::Verified::for_tests(),
+            verified: crate::revocation::Verified::for_tests(true),
         }
     }
     fn revoked() -> MethodOutcome {
@@ -329,7 +401,7 @@ mod tests {
             at: None,
             reason: None,
             evidence: "test".into(),
-            verified: crate::revocation::Verified::for_tests(),
+            verified: crate::revocation::Verified::for_tests(false),
         }
     }
     fn failed() -> MethodOutcome {

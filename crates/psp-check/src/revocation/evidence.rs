@@ -14,15 +14,16 @@ use super::rfc3339;
 use crate::cert::PspCertificate;
 
 /// Proof that an answer (good or revoked) came from a CRL or OCSP response this crate
-/// verified. Only [`MethodOutcome::from_crl`] and [`MethodOutcome::from_ocsp`] make one, so a
-/// program cannot assert that a certificate is not revoked:
+/// verified, and what it is about: only [`MethodOutcome::from_crl`] and
+/// [`MethodOutcome::from_ocsp`] make one, so a program cannot assert that a certificate is not
+/// revoked:
 ///
 /// ```compile_fail
 /// use psp_check::revocation::{MethodOutcome, Verified};
 /// let forged = MethodOutcome::Good {
 ///     evidence: "trust me".into(),
 ///     valid_until: None,
-///     verified: Verified(()),
+///     verified: Verified { good: true },
 /// };
 /// ```
 ///
@@ -30,21 +31,98 @@ use crate::cert::PspCertificate;
 ///
 /// ```
 /// use psp_check::revocation::{MethodOutcome, Verified};
-/// fn proof(answer: &MethodOutcome) -> Option<Verified> {
+/// fn proof(answer: &MethodOutcome) -> Option<&Verified> {
 ///     match answer {
-///         MethodOutcome::Good { verified, .. } => Some(*verified),
+///         MethodOutcome::Good { verified, .. } => Some(verified),
 ///         _ => None,
 ///     }
 /// }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verified(());
+///
+/// The proof binds the answer to what it establishes, and the check holds every answer to it
+/// (`check::revocation`): its kind (a revoked answer's proof does not make a good answer),
+/// the certificate it is about (SHA-256 of its DER), the key that signed the CRL or OCSP
+/// response (which must be the certificate's issuer's on the verified path, or a CRL signer
+/// of that issuer), the revocation time of a revoked answer, and the time it was read as of
+/// ([`RevocationEvidence::as_of`]), which must be the time of the check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    good: bool,
+    certificate_sha256: [u8; 32],
+    signer_key_sha256: [u8; 32],
+    revoked_at: Option<OffsetDateTime>,
+    as_of: Option<OffsetDateTime>,
+}
+
+impl Verified {
+    fn new(good: bool, certificate: &PspCertificate, signer_key_sha256: [u8; 32]) -> Verified {
+        Verified {
+            good,
+            certificate_sha256: certificate.fingerprint_sha256,
+            signer_key_sha256,
+            revoked_at: None,
+            as_of: None,
+        }
+    }
+
+    /// SHA-256 of the DER of the certificate the answer is about.
+    pub fn certificate_sha256(&self) -> &[u8; 32] {
+        &self.certificate_sha256
+    }
+
+    /// SHA-256 of the SubjectPublicKeyInfo of the key that signed the CRL or OCSP response.
+    pub fn signer_key_sha256(&self) -> &[u8; 32] {
+        &self.signer_key_sha256
+    }
+
+    /// The time the answer was read as of, when it was ([`RevocationEvidence::as_of`]).
+    pub fn as_of(&self) -> Option<OffsetDateTime> {
+        self.as_of
+    }
+
+    /// Whether `outcome` is the answer this proof was made for: of its kind, about
+    /// `certificate_sha256`, signed by one of `signers`, read as of `now` or current, with
+    /// the revocation time it was made with. The reason when not.
+    pub(crate) fn admits(
+        &self,
+        outcome: &MethodOutcome,
+        certificate_sha256: &[u8; 32],
+        signers: &[[u8; 32]],
+        now: OffsetDateTime,
+    ) -> Result<(), &'static str> {
+        let (good, at) = match outcome {
+            MethodOutcome::Good { .. } => (true, None),
+            MethodOutcome::Revoked { at, .. } => (false, *at),
+            MethodOutcome::Failed { .. } => return Err("a failure carries no answer"),
+        };
+        if good != self.good || (!good && at != self.revoked_at) {
+            return Err("the answer is not the one its CRL or OCSP response gave");
+        }
+        if &self.certificate_sha256 != certificate_sha256 {
+            return Err("the answer is about another certificate");
+        }
+        if !signers.contains(&self.signer_key_sha256) {
+            return Err("the answer is signed by a key that is not this certificate's issuer's");
+        }
+        if self.as_of.is_some_and(|t| t != now) {
+            return Err("the answer was read as of another time than the check's");
+        }
+        Ok(())
+    }
+}
 
 #[cfg(test)]
 impl Verified {
-    /// For this crate's unit tests of the rule that combines evidence.
-    pub(crate) fn for_tests() -> Verified {
-        Verified(())
+    /// For this crate's unit tests of the rule that combines evidence: an answer about the
+    /// certificate whose fingerprint is all zeroes, signed by the all-zero key.
+    pub(crate) fn for_tests(good: bool) -> Verified {
+        Verified {
+            good,
+            certificate_sha256: [0; 32],
+            signer_key_sha256: [0; 32],
+            revoked_at: None,
+            as_of: None,
+        }
     }
 }
 
@@ -103,17 +181,21 @@ impl MethodOutcome {
         let status = crl
             .check_current(now, grace, skew)
             .and_then(|()| crl.status(certificate));
+        let signer = crl.signer_key_sha256();
         match status {
             Ok(CrlStatus::NotListed) => MethodOutcome::Good {
                 evidence,
                 valid_until: Some(crl.next_update()),
-                verified: Verified(()),
+                verified: Verified::new(true, certificate, signer),
             },
             Ok(CrlStatus::Revoked(entry)) => MethodOutcome::Revoked {
                 at: Some(entry.at),
                 reason: entry.reason.map(|r| r.to_string()),
                 evidence,
-                verified: Verified(()),
+                verified: Verified {
+                    revoked_at: Some(entry.at),
+                    ..Verified::new(false, certificate, signer)
+                },
             },
             Err(e) => MethodOutcome::failed(&e, source),
         }
@@ -123,10 +205,15 @@ impl MethodOutcome {
     /// is not current at `now` (with `skew` at both ends). `source` says where it came from.
     pub fn from_ocsp(
         answer: &OcspAnswer,
+        certificate: &PspCertificate,
         source: &str,
-        now: OffsetDateTime,
-        skew: Duration,
+        (now, skew): (OffsetDateTime, Duration),
     ) -> MethodOutcome {
+        if answer.serial() != certificate.serial.as_slice() {
+            return MethodOutcome::Failed {
+                reason: format!("{source}: the OCSP answer is about another certificate"),
+            };
+        }
         if !answer.usable_at(now, skew) {
             return MethodOutcome::Failed {
                 reason: format!(
@@ -148,17 +235,21 @@ impl MethodOutcome {
             rfc3339(answer.produced_at()),
             rfc3339(answer.this_update()),
         );
+        let signer = *answer.issuer_key_sha256();
         match answer.status() {
             OcspStatus::Good => MethodOutcome::Good {
                 evidence,
                 valid_until: answer.next_update(),
-                verified: Verified(()),
+                verified: Verified::new(true, certificate, signer),
             },
             OcspStatus::Revoked { at, reason } => MethodOutcome::Revoked {
                 at: Some(at),
                 reason: reason.map(|r| r.to_string()),
                 evidence,
-                verified: Verified(()),
+                verified: Verified {
+                    revoked_at: Some(at),
+                    ..Verified::new(false, certificate, signer)
+                },
             },
         }
     }
@@ -230,30 +321,41 @@ impl RevocationEvidence {
             .unwrap_or_else(|_| at.to_string());
         let read = |o: &MethodOutcome| match o {
             MethodOutcome::Revoked {
-                at: Some(revoked),
                 reason,
                 evidence,
+                verified,
                 ..
-            } if *revoked > at => MethodOutcome::Good {
-                evidence: format!(
-                    "{evidence}; revoked at {}{}, after {when}: not revoked then",
-                    revoked
-                        .format(&time::format_description::well_known::Rfc3339)
-                        .unwrap_or_default(),
-                    reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                ),
-                valid_until: None,
-                verified: Verified(()),
+            } => match verified.revoked_at {
+                Some(revoked) if revoked > at => MethodOutcome::Good {
+                    evidence: format!(
+                        "{evidence}; revoked at {}{}, after {when}: not revoked then",
+                        rfc3339(revoked),
+                        reason
+                            .as_deref()
+                            .map(|r| format!(" ({r})"))
+                            .unwrap_or_default()
+                    ),
+                    valid_until: None,
+                    verified: Verified {
+                        good: true,
+                        revoked_at: None,
+                        as_of: Some(at),
+                        ..verified.clone()
+                    },
+                },
+                _ => o.clone(),
             },
-            MethodOutcome::Good { evidence, .. } => MethodOutcome::Good {
+            MethodOutcome::Good {
+                evidence, verified, ..
+            } => MethodOutcome::Good {
                 evidence: format!(
                     "{evidence}; not revoked when fetched, so not revoked at {when} either"
                 ),
                 valid_until: None,
-                verified: Verified(()),
+                verified: Verified {
+                    as_of: Some(at),
+                    ..verified.clone()
+                },
             },
             other => other.clone(),
         };

@@ -221,6 +221,10 @@ pub struct OcspAnswer {
     valid_until: OffsetDateTime,
     /// Who signed the response: the issuer or a delegated responder.
     signer: OcspSigner,
+    /// The serial number of the certificate the answer is about, as asked.
+    serial: Vec<u8>,
+    /// SHA-256 of the SubjectPublicKeyInfo of the issuer the response was verified for.
+    issuer_key_sha256: [u8; 32],
 }
 
 impl OcspAnswer {
@@ -252,6 +256,17 @@ impl OcspAnswer {
     /// Who signed the response.
     pub fn signer(&self) -> &OcspSigner {
         &self.signer
+    }
+
+    /// The serial number of the certificate the answer is about.
+    pub fn serial(&self) -> &[u8] {
+        &self.serial
+    }
+
+    /// SHA-256 of the SubjectPublicKeyInfo of the issuer the response was verified for (its
+    /// own signature, or the delegated responder it certified).
+    pub fn issuer_key_sha256(&self) -> &[u8; 32] {
+        &self.issuer_key_sha256
     }
 
     /// Whether the answer is current at `now`, with `skew` tolerance at both ends.
@@ -855,6 +870,8 @@ pub fn verify_response(
         next_update: single.next_update,
         valid_until,
         signer,
+        serial: serial.to_vec(),
+        issuer_key_sha256: crate::hex::sha256(&issuer.spki),
     })
 }
 

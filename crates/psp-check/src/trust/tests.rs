@@ -117,7 +117,7 @@ fn load(xml: &str) -> TrustList {
         qc_compliance: QcCompliancePolicy::Required,
         untyped: UntypedPolicy::Reject,
     };
-    let mut trust = TrustList::new(vec![source], vec![]);
+    let mut trust = TrustList::new(vec![source], vec![]).expect("every issuer names a source");
     let parsed = tsl::parse(xml.as_bytes()).expect("the list parses");
     assert_eq!(parsed.skipped, Vec::<String>::new());
     let deadline = ListDeadline {

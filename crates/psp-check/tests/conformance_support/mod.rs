@@ -72,13 +72,15 @@ pub fn trust_list(anchors: &[PspCertificate]) -> TrustList {
     source.reported_jurisdiction = "EEA".into();
     source.qc_compliance = QcCompliancePolicy::Optional;
     source.untyped = UntypedPolicy::Accept;
-    let mut trust = TrustList::new(vec![source], Vec::new());
-    trust.add_issuers(
-        0,
-        anchors.to_vec(),
-        &[CertKind::Web, CertKind::Seal],
-        "trust anchor",
-    );
+    let mut trust = TrustList::new(vec![source], Vec::new()).expect("one source");
+    trust
+        .add_issuers(
+            0,
+            anchors.to_vec(),
+            &[CertKind::Web, CertKind::Seal],
+            "trust anchor",
+        )
+        .expect("source 0 exists");
     trust
 }
 
@@ -183,9 +185,11 @@ pub fn run_case(
                     break plan.evidence();
                 }
                 for i in pending {
-                    let t = plan.target(i);
+                    let Some(t) = plan.target(i) else { continue };
+                    let (certificate, issuer) = (t.certificate, t.issuer);
+                    let signers = t.crl_signers.clone();
                     let (evidence, signer) =
-                        crl_evidence(t.certificate, Some(t.issuer), &t.crl_signers, crls, now);
+                        crl_evidence(certificate, Some(issuer), &signers, crls, now);
                     plan.record(i, evidence, signer);
                 }
             },

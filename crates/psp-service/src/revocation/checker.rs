@@ -545,7 +545,12 @@ impl Inner {
             match &entry.result {
                 Ok((answer, url)) => {
                     if fetched || answer.usable_at(now, self.settings.skew) {
-                        return MethodOutcome::from_ocsp(answer, url, now, self.settings.skew);
+                        return MethodOutcome::from_ocsp(
+                            answer,
+                            cert,
+                            url,
+                            (now, self.settings.skew),
+                        );
                     }
                     self.ocsp_cache.invalidate(&key).await;
                 }
