@@ -131,6 +131,74 @@ fn the_sandbox_ocsp_responder_answers_good_revoked_and_unknown() {
     assert_eq!(ask(&[0x42, 0x42]), Err(OcspError::UnknownStatus));
 }
 
+/// The embedding attack's break 3, OCSP (docs/attacks/embedding.md): the sandbox
+/// responder's verified "good" answer about `valid` is not evidence about `revoked`, whether
+/// turned into an outcome for `revoked` (`from_ocsp` checks the serial) or, as an outcome
+/// for `valid`, handed to `revoked`'s check (the proof names its certificate).
+#[test]
+fn an_ocsp_answer_about_another_certificate_is_not_relied_on() {
+    let responder = responder();
+    let issuer = ca_cert("qtsp-issuing");
+    let (valid, _) = psp("valid");
+    let (revoked, _) = psp("revoked");
+    let request = ocsp::build_request(&issuer, &valid.serial, None).expect("request");
+    let body = ok_body(
+        responder.respond(&Method::POST, "/sandbox/ocsp/qtsp-issuing", &request, NOW),
+        "application/ocsp-response",
+    );
+    let answer = ocsp::verify_response(
+        &body,
+        &issuer,
+        &valid.serial,
+        None,
+        NOW,
+        &OcspPolicy::default(),
+    )
+    .expect("a verified answer about valid");
+    let when = (NOW, Duration::from_secs(60));
+    assert!(matches!(
+        MethodOutcome::from_ocsp(&answer, &revoked, "sandbox", when),
+        MethodOutcome::Failed { .. }
+    ));
+    let about_valid = MethodOutcome::from_ocsp(&answer, &valid, "sandbox", when);
+    assert!(
+        matches!(about_valid, MethodOutcome::Good { .. }),
+        "{about_valid:?}"
+    );
+
+    let trust = psp_service::trust::TrustList::from_pem(
+        psp_service::trust::Source::configured(
+            "sandbox",
+            psp_service::trust::QtspSource::Eidas,
+            &["XX".parse().expect("country")],
+        ),
+        &std::fs::read(certs_dir().join("ca/qtsp-issuing.pem")).expect("CA"),
+    )
+    .expect("trust");
+    let registers = psp_service::register::RegisterSnapshot::empty();
+    let check_with = |certificate: &PspCertificate, ocsp: MethodOutcome| {
+        let mut evidence = psp_check::revocation::RevocationEvidence::not_checked("not asked");
+        evidence.ocsp = ocsp;
+        let input = CheckInput {
+            certificate,
+            intermediates: &[],
+            jurisdiction: "XX".parse().expect("country"),
+            now: NOW,
+        };
+        check::check(&input, check::Snapshots::new(&trust, &registers), &evidence)
+            .validity()
+            .not_revoked
+    };
+    assert!(
+        check_with(&valid, about_valid.clone()),
+        "the honest use holds"
+    );
+    assert!(
+        !check_with(&revoked, about_valid),
+        "valid's answer is not revoked's"
+    );
+}
+
 #[test]
 fn the_sandbox_ocsp_responder_refuses_other_cas_and_garbage_and_echoes_nonces() {
     let responder = responder();
