@@ -142,12 +142,26 @@ impl MadeFor {
             trust: trust.id(),
         }
     }
+
+    /// Whether these are `input` and `trust`, compared in place (the check's miss path asks
+    /// twice per check).
+    fn is(&self, input: &CheckInput<'_>, trust: &TrustList) -> bool {
+        self.certificate == input.certificate.fingerprint_sha256
+            && self.trust == trust.id()
+            && self.jurisdiction == input.jurisdiction
+            && self.now == input.now
+            && self
+                .intermediates
+                .iter()
+                .copied()
+                .eq(input.intermediates.iter().map(|c| c.fingerprint_sha256))
+    }
 }
 
 impl IssuerResolution {
     /// Whether this resolution was made for `input` against `trust`.
     pub fn is_for(&self, input: &CheckInput<'_>, trust: &TrustList) -> bool {
-        self.made_for == MadeFor::of(input, trust)
+        self.made_for.is(input, trust)
     }
 
     /// The certificate's direct issuer on the verified path: the one revocation evidence must
@@ -593,7 +607,7 @@ fn presented_signature_flag(
 /// issuer first, then one whose certificates are all current, then the shortest. A name or a
 /// key identifier never decides: see [`path`].
 pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolution {
-    let trust_list = trust;
+    let made_for = MadeFor::of(input, trust);
     match path::build(input.certificate, input.intermediates, trust) {
         Paths::Verified(paths) => {
             let current = |p: &VerifiedPath| {
@@ -627,7 +641,7 @@ pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolu
             IssuerResolution {
                 path: Ok(path),
                 trust,
-                made_for: MadeFor::of(input, trust_list),
+                made_for,
             }
         }
         Paths::Failed(failure) => {
@@ -655,7 +669,7 @@ pub fn resolve_issuer(input: &CheckInput<'_>, trust: &TrustList) -> IssuerResolu
             IssuerResolution {
                 path: Err(failure),
                 trust,
-                made_for: MadeFor::of(input, trust_list),
+                made_for,
             }
         }
     }

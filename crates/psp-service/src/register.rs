@@ -35,7 +35,7 @@ pub use fca::{
     SystemClock as FcaSystemClock, decode_answer_for_fuzzing, frn_of, gcra_quota as fca_gcra_quota,
 };
 pub use history::{AsOf, Entry as HistoryEntry, History};
-pub use load::{build_registers, load, summarise};
+pub use load::{load, summarise};
 pub use native_file::{
     HomeAuthNumber, NATIVE_FORMAT_VERSION, NativeEntity, NativeEntry, NativeFile, NativePassportIn,
     NativeRegister, read_native_file, write_native_file,

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::Normalisation;
 use super::native_file::{read_native_file, write_native_file};
+use super::summarise;
 use super::{AuthStatus, Category, Register, RegisterFormat};
 use super::{EbaReport, RegisterLoadError, RegisterSummary};
-use super::{build_registers, summarise};
 use crate::country::CountryCode;
 
 /// What an import wrote.
@@ -57,7 +57,7 @@ pub fn import_eba_with(
 ) -> Result<ImportSummary, RegisterLoadError> {
     let (native, report) = super::eba::read_eba(input, nca_map, progress)?;
     // Build once as the loader will, so a file that would not load is never written.
-    let (registers, _) = build_registers(input, native.clone(), Normalisation::NONE)?;
+    let (registers, _) = native.clone().build(input, Normalisation::NONE)?;
     write_native_file(out, &native)?;
     Ok(ImportSummary {
         input: input.to_owned(),
@@ -107,7 +107,7 @@ pub fn stats(path: &Path) -> Result<String, RegisterLoadError> {
             (native, Some(report))
         }
     };
-    let (registers, merged) = build_registers(path, native, Normalisation::NONE)?;
+    let (registers, merged) = native.build(path, Normalisation::NONE)?;
     Ok(render_stats(path, format, &registers, merged, eba.as_ref()))
 }
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::config::RegisterConfig;
-use super::native_file::{NativeFile, read_native_file};
+use super::native_file::read_native_file;
 use psp_check::register::{
     FileLoadReport, LoadReport, LoadedFile, Normalisation, Register, RegisterFormat,
     RegisterLoadError, RegisterSnapshot, RegisterSummary,
@@ -30,7 +30,7 @@ pub fn load(
                 (native, Some(eba))
             }
         };
-        let (built, merged) = build_registers(&path, native, normalisation)?;
+        let (built, merged) = native.build(&path, normalisation)?;
         report.files.push(FileLoadReport {
             path: path.clone(),
             format: file.format,
@@ -64,15 +64,6 @@ pub fn load(
     }
     let snapshot = RegisterSnapshot::from_registers(registers)?.with_files(loaded);
     Ok((snapshot, report))
-}
-
-/// Builds the registers of one file.
-pub fn build_registers(
-    path: &Path,
-    native: NativeFile,
-    normalisation: Normalisation,
-) -> Result<(Vec<Register>, u64), RegisterLoadError> {
-    native.build(path, normalisation)
 }
 
 pub fn summarise(r: &Register) -> RegisterSummary {
