@@ -12,9 +12,8 @@ use psp_cert::cert::PspCertificate;
 use psp_service::revocation::ocsp::{CertIdHash, OID_PKIX_OCSP_NONCE};
 use psp_service::revocation::{AllowDestinations, RevocationConfig};
 use rcgen::{
-    BasicConstraints, CertificateParams, CertificateRevocationListParams, CrlDistributionPoint,
-    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose,
-    RevocationReason, RevokedCertParams, SerialNumber, SigningKey as _,
+    BasicConstraints, CertificateParams, CrlDistributionPoint, DnType, ExtendedKeyUsagePurpose,
+    IsCa, Issuer, KeyPair, KeyUsagePurpose, RevocationReason, SerialNumber, SigningKey as _,
 };
 use spki::{AlgorithmIdentifierOwned, ObjectIdentifier};
 use time::OffsetDateTime;
@@ -225,23 +224,7 @@ impl TestCa {
         next_update: OffsetDateTime,
         revoked: &[(&[u8], OffsetDateTime, RevocationReason)],
     ) -> Vec<u8> {
-        let params = CertificateRevocationListParams {
-            this_update,
-            next_update,
-            crl_number: SerialNumber::from(this_update.unix_timestamp() as u64),
-            issuing_distribution_point: None,
-            revoked_certs: revoked
-                .iter()
-                .map(|(serial, at, reason)| RevokedCertParams {
-                    serial_number: SerialNumber::from_slice(serial),
-                    revocation_time: *at,
-                    reason_code: Some(*reason),
-                    invalidity_date: None,
-                })
-                .collect(),
-            key_identifier_method: KeyIdMethod::Sha256,
-        };
-        params.signed_by(&self.issuer).expect("CRL").der().to_vec()
+        psp_testkit::pki::crl_signed_by(&self.issuer, this_update, next_update, revoked)
     }
 }
 

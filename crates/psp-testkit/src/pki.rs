@@ -45,8 +45,9 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// A CRL signed by the CA of `ca_pem` with its key `ca_key_pem` (PEM), current from
-/// `this_update` to `next_update`, listing `revoked` serials (revoked at `this_update`):
-/// real revocation evidence for a test, which the check verifies as it would a CA's.
+/// `this_update` to `next_update`, listing `revoked` serials (revoked at `this_update`, key
+/// compromise): real revocation evidence for a test, which the check verifies as it would a
+/// CA's ([`crl_signed_by`]).
 pub fn signed_crl(
     ca_pem: &str,
     ca_key_pem: &str,
@@ -56,21 +57,36 @@ pub fn signed_crl(
 ) -> Vec<u8> {
     let key = rcgen::KeyPair::from_pem(ca_key_pem).expect("CA key parses");
     let ca = rcgen::Issuer::from_ca_cert_pem(ca_pem, key).expect("CA parses");
+    let entries: Vec<_> = revoked
+        .iter()
+        .map(|serial| (*serial, this_update, rcgen::RevocationReason::KeyCompromise))
+        .collect();
+    crl_signed_by(&ca, this_update, next_update, &entries)
+}
+
+/// A CRL signed by `issuer`, current from `this_update` to `next_update` (its CRL number the
+/// seconds of `this_update`), listing each `(serial, revocation time, reason)` of `revoked`.
+pub fn crl_signed_by(
+    issuer: &rcgen::Issuer<'_, impl rcgen::SigningKey>,
+    this_update: time::OffsetDateTime,
+    next_update: time::OffsetDateTime,
+    revoked: &[(&[u8], time::OffsetDateTime, rcgen::RevocationReason)],
+) -> Vec<u8> {
     let params = rcgen::CertificateRevocationListParams {
         this_update,
         next_update,
-        crl_number: rcgen::SerialNumber::from(1u64),
+        crl_number: rcgen::SerialNumber::from(this_update.unix_timestamp() as u64),
         issuing_distribution_point: None,
         revoked_certs: revoked
             .iter()
-            .map(|serial| rcgen::RevokedCertParams {
+            .map(|(serial, at, reason)| rcgen::RevokedCertParams {
                 serial_number: rcgen::SerialNumber::from_slice(serial),
-                revocation_time: this_update,
-                reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                revocation_time: *at,
+                reason_code: Some(*reason),
                 invalidity_date: None,
             })
             .collect(),
         key_identifier_method: rcgen::KeyIdMethod::Sha256,
     };
-    params.signed_by(&ca).expect("CRL signs").der().to_vec()
+    params.signed_by(issuer).expect("CRL signs").der().to_vec()
 }
